@@ -1,0 +1,109 @@
+//! Process-wide state shared by every call: configuration, the store (opened
+//! on first use), GPU availability (probed once), jobs, and the GPU queue.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::error::OpError;
+use crate::gpu::GpuAvailability;
+use crate::jobs::JobManager;
+use crate::store::Store;
+
+pub struct AppState {
+    pub config: Config,
+    store: OnceLock<Result<Arc<Store>, OpError>>,
+    gpu: OnceLock<GpuAvailability>,
+    pub jobs: JobManager,
+    /// Held by work that must have the GPU to itself (captures, benchmarks):
+    /// concurrent runs distort each other's measurements.
+    gpu_queue: Mutex<()>,
+    pub started_at: Instant,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    pub fn new(config: Config) -> Arc<AppState> {
+        Arc::new(AppState {
+            config,
+            store: OnceLock::new(),
+            gpu: OnceLock::new(),
+            jobs: JobManager::default(),
+            gpu_queue: Mutex::new(()),
+            started_at: Instant::now(),
+        })
+    }
+
+    /// A state rooted in a fresh temporary directory (unit tests).
+    pub fn for_tests() -> Arc<AppState> {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let home: PathBuf = std::env::temp_dir().join(format!(
+            "aisp-test-{}-{}-{n}",
+            std::process::id(),
+            chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+        ));
+        AppState::new(Config::with_home(home))
+    }
+
+    /// The store, opened (and migrated) on first use.
+    pub fn store(&self) -> Result<&Arc<Store>, OpError> {
+        let opened = self.store.get_or_init(|| {
+            let store = Store::open(&self.config.store_path()).map_err(OpError::from)?;
+            let store = Arc::new(store);
+            self.jobs.recover_orphans(&store);
+            Ok(store)
+        });
+        opened.as_ref().map_err(Clone::clone)
+    }
+
+    /// GPU availability, probing on first use (blocks: call off the async runtime).
+    pub fn gpu(&self) -> &GpuAvailability {
+        self.gpu.get_or_init(GpuAvailability::probe)
+    }
+
+    /// Start the GPU probe on a background thread so the first call that needs
+    /// it does not pay for it (the server does this at start).
+    pub fn spawn_gpu_probe(self: &Arc<Self>) {
+        let app = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("aisp-gpu-probe".into())
+            .spawn(move || {
+                let g = app.gpu();
+                tracing::info!(available = g.available, reason = ?g.reason, devices = g.devices.len(), "GPU probe finished");
+            })
+            .ok();
+    }
+
+    /// Replace the probe result (tests simulate hosts with and without GPUs).
+    pub fn set_gpu_for_tests(&self, gpu: GpuAvailability) {
+        let _ = self.gpu.set(gpu);
+    }
+
+    /// Wait for exclusive use of the GPU, giving up when `cancelled` says so.
+    pub fn lock_gpu_queue(
+        &self,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<MutexGuard<'_, ()>, OpError> {
+        loop {
+            match self.gpu_queue.try_lock() {
+                Ok(guard) => return Ok(guard),
+                Err(std::sync::TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if cancelled() {
+                        return Err(OpError::cancelled());
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+}

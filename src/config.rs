@@ -1,0 +1,298 @@
+//! Configuration: `$XDG_CONFIG_HOME/aisp/config.toml`, then environment
+//! variables, then command-line flags (each later source wins).
+//!
+//! | key (file)     | environment                         | meaning                                   |
+//! |----------------|-------------------------------------|-------------------------------------------|
+//! | `home`         | `AISP_HOME`                         | store, cache and run artifacts            |
+//! | `tools`        | `AISP_TOOLS`                        | toolset `tools/list` shows                |
+//! | `allow_exec`   | `AISP_ALLOW_EXEC`                   | allow running user-supplied commands      |
+//! | `token`        | `AISP_TOKEN`                        | bearer token for HTTP                     |
+//! | `llm.base_url` | `AISP_LLM_BASE_URL`                 | OpenAI-compatible endpoint                |
+//! | `llm.model`    | `AISP_LLM_MODEL`                    | model name                                |
+//! | `llm.api_key`  | `AISP_LLM_API_KEY`, `OPENAI_API_KEY`| API key (never logged or returned)        |
+//! | `nccl_lib`     | `AISP_NCCL_LIB`                     | path of libnccl.so for NCCL benchmarks    |
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::registry::Toolset;
+
+/// Where the configuration came from, for `aisp_status` and error messages.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub home: PathBuf,
+    pub tools: Toolset,
+    pub allow_exec: bool,
+    pub token: Option<String>,
+    pub llm: LlmConfig,
+    pub nccl_lib: Option<PathBuf>,
+    /// The config file that was read, if any.
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Clone, Default)]
+pub struct LlmConfig {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for LlmConfig {
+    // The key must never reach logs, even at trace level.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl LlmConfig {
+    /// An endpoint is configured when a base URL or an API key is known.
+    pub fn configured(&self) -> bool {
+        self.base_url.is_some() || self.api_key.is_some()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid TOML: {source}")]
+    Parse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    home: Option<PathBuf>,
+    tools: Option<String>,
+    allow_exec: Option<bool>,
+    token: Option<String>,
+    nccl_lib: Option<PathBuf>,
+    #[serde(default)]
+    llm: FileLlm,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLlm {
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key: Option<String>,
+}
+
+/// Command-line overrides (already parsed by clap).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub home: Option<PathBuf>,
+    pub tools: Option<String>,
+    pub allow_exec: bool,
+    pub token: Option<String>,
+}
+
+impl Config {
+    /// Load from the default file location and the process environment.
+    pub fn load(overrides: &Overrides) -> Result<Config, ConfigError> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Self::load_with(overrides, &env, default_config_file().as_deref())
+    }
+
+    /// Load with an explicit environment lookup and config path (testable).
+    pub fn load_with(
+        overrides: &Overrides,
+        env: &dyn Fn(&str) -> Option<String>,
+        default_file: Option<&Path>,
+    ) -> Result<Config, ConfigError> {
+        let file_path = env("AISP_CONFIG")
+            .map(PathBuf::from)
+            .or_else(|| default_file.map(Path::to_path_buf));
+        let (file, used) = match &file_path {
+            Some(path) if path.exists() => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                let parsed: FileConfig =
+                    toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                        path: path.clone(),
+                        source: Box::new(source),
+                    })?;
+                (parsed, Some(path.clone()))
+            }
+            _ => (FileConfig::default(), None),
+        };
+
+        let home = overrides
+            .home
+            .clone()
+            .or_else(|| env("AISP_HOME").map(PathBuf::from))
+            .or(file.home)
+            .unwrap_or_else(default_home);
+
+        let tools_text = overrides
+            .tools
+            .clone()
+            .or_else(|| env("AISP_TOOLS"))
+            .or(file.tools)
+            .unwrap_or_else(|| "all".into());
+        let tools = Toolset::parse(&tools_text).map_err(ConfigError::Invalid)?;
+
+        let allow_exec = overrides.allow_exec
+            || env("AISP_ALLOW_EXEC").map(|v| truthy(&v)).unwrap_or(false)
+            || file.allow_exec.unwrap_or(false);
+
+        let token = overrides
+            .token
+            .clone()
+            .or_else(|| env("AISP_TOKEN"))
+            .or(file.token);
+
+        let llm = LlmConfig {
+            base_url: env("AISP_LLM_BASE_URL").or(file.llm.base_url),
+            model: env("AISP_LLM_MODEL").or(file.llm.model),
+            api_key: env("AISP_LLM_API_KEY")
+                .or(file.llm.api_key)
+                .or_else(|| env("OPENAI_API_KEY")),
+        };
+
+        let nccl_lib = env("AISP_NCCL_LIB").map(PathBuf::from).or(file.nccl_lib);
+
+        Ok(Config {
+            home,
+            tools,
+            allow_exec,
+            token,
+            llm,
+            nccl_lib,
+            file: used,
+        })
+    }
+
+    /// A configuration rooted in `home`, with everything else at defaults
+    /// (tests and embedding).
+    pub fn with_home(home: PathBuf) -> Config {
+        Config {
+            home,
+            tools: Toolset::All,
+            allow_exec: false,
+            token: None,
+            llm: LlmConfig::default(),
+            nccl_lib: None,
+            file: None,
+        }
+    }
+
+    pub fn store_path(&self) -> PathBuf {
+        self.home.join("aisp.sqlite")
+    }
+
+    pub fn cache_dir(&self) -> PathBuf {
+        self.home.join("cache")
+    }
+
+    pub fn runs_dir(&self) -> PathBuf {
+        self.home.join("runs")
+    }
+}
+
+fn truthy(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
+}
+
+/// `$XDG_CONFIG_HOME/aisp/config.toml` (`~/.config/aisp/config.toml`).
+pub fn default_config_file() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("aisp").join("config.toml"))
+}
+
+/// The platform data directory, e.g. `~/.local/share/aisp`.
+pub fn default_home() -> PathBuf {
+    dirs::data_dir()
+        .map(|d| d.join("aisp"))
+        .unwrap_or_else(|| std::env::temp_dir().join("aisp"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn environment_overrides_file_and_flags_override_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "home = \"/from/file\"\ntools = \"core\"\nallow_exec = false\n[llm]\nmodel = \"file-model\"\napi_key = \"sk-file\"\n",
+        )
+        .unwrap();
+        let env = env_of(&[("AISP_HOME", "/from/env"), ("AISP_LLM_MODEL", "env-model")]);
+        let cfg = Config::load_with(&Overrides::default(), &env, Some(&file)).unwrap();
+        assert_eq!(cfg.home, PathBuf::from("/from/env"));
+        assert_eq!(cfg.tools, Toolset::Core);
+        assert_eq!(cfg.llm.model.as_deref(), Some("env-model"));
+        assert_eq!(cfg.llm.api_key.as_deref(), Some("sk-file"));
+        assert!(!cfg.allow_exec);
+        assert_eq!(cfg.file.as_deref(), Some(file.as_path()));
+
+        let flags = Overrides {
+            home: Some("/from/flag".into()),
+            allow_exec: true,
+            ..Overrides::default()
+        };
+        let cfg = Config::load_with(&flags, &env, Some(&file)).unwrap();
+        assert_eq!(cfg.home, PathBuf::from("/from/flag"));
+        assert!(cfg.allow_exec);
+    }
+
+    #[test]
+    fn openai_key_is_the_fallback_and_never_printed() {
+        let env = env_of(&[("OPENAI_API_KEY", "sk-secret-123")]);
+        let cfg = Config::load_with(&Overrides::default(), &env, None).unwrap();
+        assert_eq!(cfg.llm.api_key.as_deref(), Some("sk-secret-123"));
+        assert!(!format!("{cfg:?}").contains("sk-secret-123"));
+    }
+
+    #[test]
+    fn bad_files_and_values_are_errors_not_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "home = [").unwrap();
+        let err = Config::load_with(&Overrides::default(), &env_of(&[]), Some(&file)).unwrap_err();
+        assert!(matches!(err, ConfigError::Parse { .. }));
+        std::fs::write(&file, "unknown_key = 1").unwrap();
+        assert!(Config::load_with(&Overrides::default(), &env_of(&[]), Some(&file)).is_err());
+        let env = env_of(&[("AISP_TOOLS", "not-a-domain")]);
+        assert!(matches!(
+            Config::load_with(&Overrides::default(), &env, None),
+            Err(ConfigError::Invalid(_))
+        ));
+        let env = env_of(&[("AISP_ALLOW_EXEC", "1")]);
+        assert!(
+            Config::load_with(&Overrides::default(), &env, None)
+                .unwrap()
+                .allow_exec
+        );
+    }
+}

@@ -1,0 +1,397 @@
+//! Calling an operation: the checks and policies every front end shares.
+//!
+//! MCP, HTTP and the CLI all call [`invoke`]. It validates the arguments,
+//! refuses command execution unless allowed, answers `gpu_unavailable` for GPU
+//! operations without a GPU, runs the operation on a blocking thread, turns a
+//! panic into an `internal` error, enforces `timeout_s`, honours cancellation
+//! and, for `async: true`, starts a job and answers its ticket at once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::app::AppState;
+use crate::context::{OpContext, ProgressSink};
+use crate::error::OpError;
+use crate::jobs::{JobState, JobTicket};
+use crate::registry::{self, ToolDef};
+
+/// How long an operation may take to wind down after its deadline or a
+/// cancellation before the caller is answered without it.
+const WIND_DOWN: Duration = Duration::from_secs(5);
+
+/// Who is calling and how to reach them.
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    /// Cancelled when the caller gives up (MCP `notifications/cancelled`,
+    /// a closed HTTP stream, Ctrl-C at the CLI).
+    pub cancel: CancellationToken,
+    pub progress: Option<ProgressSink>,
+}
+
+/// The arguments every long-running operation takes besides its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunControl {
+    pub timeout: Option<Duration>,
+    pub run_async: bool,
+}
+
+/// Split `timeout_s` and `async` off a long-running operation's arguments.
+pub fn split_run_control(tool: &ToolDef, args: Value) -> Result<(Value, RunControl), OpError> {
+    let mut obj = match args {
+        Value::Null => Map::new(),
+        Value::Object(obj) => obj,
+        _ => {
+            return Err(OpError::invalid_input(
+                format!("arguments for {} must be a JSON object", tool.name),
+                "Pass the arguments as an object, e.g. {}.",
+            ));
+        }
+    };
+    let mut control = RunControl::default();
+    if tool.spec().long_running {
+        if let Some(v) = obj.remove("async") {
+            control.run_async = match v {
+                Value::Bool(b) => b,
+                Value::Null => false,
+                other => {
+                    return Err(OpError::invalid_input(
+                        format!("`async` must be true or false, not {other}"),
+                        "Pass \"async\": true to run in the background.",
+                    ));
+                }
+            };
+        }
+        if let Some(v) = obj.remove("timeout_s") {
+            match v {
+                Value::Null => {}
+                Value::Number(n) => match n.as_f64() {
+                    Some(s) if s > 0.0 && s.is_finite() && s <= 7.0 * 86_400.0 => {
+                        control.timeout = Some(Duration::from_secs_f64(s));
+                    }
+                    _ => {
+                        return Err(OpError::invalid_input(
+                            format!("`timeout_s` must be a positive number of seconds, not {n}"),
+                            "Pass e.g. \"timeout_s\": 120.",
+                        ));
+                    }
+                },
+                other => {
+                    return Err(OpError::invalid_input(
+                        format!("`timeout_s` must be a number, not {other}"),
+                        "Pass e.g. \"timeout_s\": 120.",
+                    ));
+                }
+            }
+        }
+    }
+    Ok((Value::Object(obj), control))
+}
+
+/// The checks that come before running anything.
+fn preflight(app: &AppState, tool: &ToolDef, args: &Value) -> Result<(), OpError> {
+    let spec = tool.spec();
+    tool.op.check_args(args.clone())?;
+    if spec.executes_commands && !app.config.allow_exec {
+        return Err(OpError::exec_not_allowed(format!(
+            "{} runs a command you supply, and command execution is not allowed in this aisp.",
+            tool.name
+        )));
+    }
+    if spec.needs_gpu {
+        let gpu = app.gpu();
+        if !gpu.available {
+            return Err(gpu.unavailable_error(&tool.name));
+        }
+    }
+    Ok(())
+}
+
+/// Call a tool. The single entry point of every front end.
+pub async fn invoke(
+    app: &Arc<AppState>,
+    tool: &'static ToolDef,
+    args: Value,
+    opts: CallOptions,
+) -> Result<Value, OpError> {
+    let (args, control) = split_run_control(tool, args)?;
+    {
+        // Preflight may probe the GPU (blocking on first use).
+        let app = Arc::clone(app);
+        let args = args.clone();
+        tokio::task::spawn_blocking(move || preflight(&app, tool, &args))
+            .await
+            .map_err(|e| OpError::internal(format!("preflight failed: {e}")))??;
+    }
+
+    if control.run_async {
+        return start_job(app, tool, args, control.timeout);
+    }
+    let deadline = control.timeout.map(|t| Instant::now() + t);
+    run(app, tool, args, opts.cancel, deadline, opts.progress).await
+}
+
+/// Run an operation to completion on a blocking thread.
+async fn run(
+    app: &Arc<AppState>,
+    tool: &'static ToolDef,
+    args: Value,
+    cancel: CancellationToken,
+    deadline: Option<Instant>,
+    progress: Option<ProgressSink>,
+) -> Result<Value, OpError> {
+    // The operation gets a child token so that a deadline can stop it without
+    // cancelling the caller's token.
+    let op_cancel = cancel.child_token();
+    let ctx = OpContext::new(
+        Arc::clone(app),
+        tool.name.clone(),
+        op_cancel.clone(),
+        deadline,
+        progress,
+    );
+    let ctx_for_stop = ctx.clone();
+    let started = Instant::now();
+    tracing::debug!(tool = %tool.name, "call started");
+    let mut handle = tokio::task::spawn_blocking(move || tool.op.call_json(&ctx, args));
+
+    let deadline_sleep = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+            None => std::future::pending().await,
+        }
+    };
+
+    let outcome = tokio::select! {
+        joined = &mut handle => joined_to_result(&tool.name, joined),
+        _ = cancel.cancelled() => {
+            op_cancel.cancel();
+            // Give the operation a moment to release GPU memory and children.
+            let _ = tokio::time::timeout(WIND_DOWN, &mut handle).await;
+            Err(OpError::cancelled())
+        }
+        _ = deadline_sleep => {
+            ctx_for_stop.cancel_for_timeout();
+            match tokio::time::timeout(WIND_DOWN, &mut handle).await {
+                // An operation that winds down with its own error (e.g. a capture
+                // returning its output tails) says more than the generic one.
+                Ok(joined) => match joined_to_result(&tool.name, joined) {
+                    Err(e) if e.kind == crate::error::ErrorKind::Cancelled => Err(ctx_for_stop.stop_error()),
+                    other => other,
+                },
+                Err(_) => Err(ctx_for_stop.stop_error()),
+            }
+        }
+    };
+    tracing::debug!(
+        tool = %tool.name,
+        ms = started.elapsed().as_millis() as u64,
+        ok = outcome.is_ok(),
+        "call finished"
+    );
+    outcome
+}
+
+fn joined_to_result(
+    tool: &str,
+    joined: Result<Result<Value, OpError>, tokio::task::JoinError>,
+) -> Result<Value, OpError> {
+    match joined {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => {
+            let payload = e.into_panic();
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!(%tool, panic = %msg, "operation panicked");
+            Err(OpError::internal(format!("{tool} panicked: {msg}")))
+        }
+        Err(e) => Err(OpError::internal(format!("{tool} did not complete: {e}"))),
+    }
+}
+
+/// Start a job and answer its ticket at once.
+fn start_job(
+    app: &Arc<AppState>,
+    tool: &'static ToolDef,
+    args: Value,
+    timeout: Option<Duration>,
+) -> Result<Value, OpError> {
+    let store = Arc::clone(app.store()?);
+    let (job_id, cancel) = app.jobs.create(&store, &tool.name, &args)?;
+    let app2 = Arc::clone(app);
+    let id2 = job_id.clone();
+    tokio::spawn(async move {
+        let app = app2;
+        app.jobs.mark_running(&store, &id2);
+        let sink: ProgressSink = {
+            let app = Arc::clone(&app);
+            let store = Arc::clone(&store);
+            let id = id2.clone();
+            Arc::new(move |p| app.jobs.update_progress(&store, &id, p))
+        };
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let outcome = run(&app, tool, args, cancel, deadline, Some(sink)).await;
+        app.jobs.finish(&store, &id2, outcome);
+    });
+    let ticket = JobTicket {
+        job_id,
+        tool: tool.name.clone(),
+        state: JobState::Queued,
+        status_tool: "aisp_job_status".into(),
+    };
+    serde_json::to_value(ticket).map_err(|e| OpError::internal(e.to_string()))
+}
+
+/// A tool called from inside another operation (synchronous, same thread).
+pub fn call_nested(parent: &OpContext, tool_name: &str, args: Value) -> Result<Value, OpError> {
+    let tool = registry::find(tool_name).ok_or_else(|| {
+        OpError::not_found(
+            format!("no tool named `{tool_name}`"),
+            "List tools with aisp_list_domains.",
+        )
+    })?;
+    if tool.spec().long_running && tool.spec().needs_gpu {
+        // Nested calls are for analysis and probes, not for starting GPU runs.
+        return Err(OpError::invalid_input(
+            format!("{tool_name} is a long-running GPU operation and cannot be called from inside another tool"),
+            "Call it directly, with async: true if it takes long.",
+        ));
+    }
+    let (args, _control) = split_run_control(tool, args)?;
+    preflight(parent.app(), tool, &args)?;
+    parent.check_cancelled()?;
+    let ctx = parent.nested(&tool.name);
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tool.op.call_json(&ctx, args)
+    })) {
+        Ok(result) => result,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(OpError::internal(format!("{tool_name} panicked: {msg}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn long_running_tool() -> &'static ToolDef {
+        registry::tools()
+            .iter()
+            .find(|t| t.spec().long_running && !t.spec().needs_gpu && !t.spec().executes_commands)
+            .expect("at least one GPU-free long-running tool")
+    }
+
+    #[test]
+    fn run_control_is_split_and_validated() {
+        let tool = long_running_tool();
+        let (rest, c) =
+            split_run_control(tool, json!({"async": true, "timeout_s": 2.5, "x": 1})).unwrap();
+        assert_eq!(rest, json!({"x": 1}));
+        assert!(c.run_async);
+        assert_eq!(c.timeout, Some(Duration::from_millis(2500)));
+        assert!(split_run_control(tool, json!({"timeout_s": -1})).is_err());
+        assert!(split_run_control(tool, json!({"timeout_s": "10"})).is_err());
+        assert!(split_run_control(tool, json!({"async": "yes"})).is_err());
+        assert!(split_run_control(tool, json!([1])).is_err());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gpu_operations_without_a_gpu_are_refused_with_the_reason() {
+        let app = AppState::for_tests();
+        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable(
+            "no driver in this test",
+            false,
+        ));
+        let Some(tool) = registry::tools().iter().find(|t| t.spec().needs_gpu) else {
+            return;
+        };
+        let err = invoke(&app, tool, json!({}), CallOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::GpuUnavailable);
+        assert!(err.message.contains("no driver in this test"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn command_execution_is_refused_unless_allowed() {
+        let app = AppState::for_tests();
+        let Some(tool) = registry::tools().iter().find(|t| t.spec().executes_commands) else {
+            return;
+        };
+        let args: Value = serde_json::from_str(tool.spec().example).unwrap();
+        let err = invoke(&app, tool, args, CallOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::ExecNotAllowed);
+        assert!(err.hint.contains("--allow-exec"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn timeouts_and_cancellation_stop_a_long_call() {
+        let app = AppState::for_tests();
+        let tool = registry::find("aisp_system_monitor").unwrap();
+        let started = Instant::now();
+        let err = invoke(
+            &app,
+            tool,
+            json!({"duration_s": 30, "timeout_s": 0.3}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::Timeout);
+        assert!(started.elapsed() < Duration::from_secs(5));
+
+        let opts = CallOptions::default();
+        let cancel = opts.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            cancel.cancel();
+        });
+        let started = Instant::now();
+        let err = invoke(&app, tool, json!({"duration_s": 30}), opts)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::Cancelled);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_calls_return_a_ticket_and_finish_as_jobs() {
+        let app = AppState::for_tests();
+        let tool = registry::find("aisp_system_monitor").unwrap();
+        let ticket = invoke(
+            &app,
+            tool,
+            json!({"duration_s": 0.3, "interval_ms": 100, "async": true}),
+            CallOptions::default(),
+        )
+        .await
+        .unwrap();
+        let id = ticket["job_id"].as_str().unwrap().to_string();
+        assert_eq!(ticket["state"], "queued");
+        let store = app.store().unwrap();
+        let mut rec = app.jobs.status(store, &id).unwrap();
+        for _ in 0..100 {
+            if rec.state.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            rec = app.jobs.status(store, &id).unwrap();
+        }
+        assert_eq!(rec.state, JobState::Succeeded, "{rec:?}");
+        assert!(rec.result.unwrap()["samples"].as_array().unwrap().len() >= 2);
+    }
+}

@@ -1,0 +1,23 @@
+//! aisp: the toolkit of a GPU performance engineer for AI assistants.
+//!
+//! One registry of operations ([`registry`]) served three ways: as MCP tools
+//! ([`server`]), as CLI subcommands ([`cli`]) and as an HTTP API
+//! ([`server::http`]). The work lives in library modules that know nothing of
+//! those front ends. See ARCHITECTURE.md for the map.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod context;
+pub mod dispatch;
+pub mod error;
+pub mod gpu;
+pub mod jobs;
+pub mod ops;
+pub mod registry;
+pub mod server;
+pub mod store;
+pub mod suggest;
+pub mod system;
+
+pub use error::{ErrorKind, OpError};

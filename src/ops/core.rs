@@ -1,0 +1,192 @@
+//! Operations of the `core` domain: this server and the map of its tools.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::context::OpContext;
+use crate::error::OpError;
+use crate::gpu::DeviceSummary;
+use crate::registry::{self, DynOperation, Operation, OpSpec};
+
+pub const OPERATIONS: &[&dyn DynOperation] = &[&Status, &ListDomains];
+
+/// No arguments.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoInput {}
+
+pub struct Status;
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StatusOutput {
+    /// aisp version.
+    pub version: String,
+    pub gpu: GpuStatus,
+    /// NVIDIA driver version, when a driver is loaded.
+    pub driver_version: Option<String>,
+    /// Highest CUDA version the driver supports (`major.minor`).
+    pub cuda_driver_version: Option<String>,
+    /// The SQLite store holding jobs, benchmark history and captures.
+    pub store_path: String,
+    pub llm: LlmStatus,
+    /// Whether tools that run user-supplied commands (profiler captures) may run.
+    pub exec_allowed: bool,
+    /// The config file read at start, if any.
+    pub config_file: Option<String>,
+    /// Number of tools this server offers (all of them answer tools/call).
+    pub tool_count: usize,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct GpuStatus {
+    pub available: bool,
+    /// Why no GPU is usable, when none is.
+    pub reason: Option<String>,
+    pub devices: Vec<DeviceSummary>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct LlmStatus {
+    pub configured: bool,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+}
+
+impl Operation for Status {
+    type Input = NoInput;
+    type Output = StatusOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        short: true,
+        title: "aisp status",
+        summary: "Version, GPUs found (or why none), driver and CUDA versions, store path, LLM and execution settings.",
+        description: "Reports the state of this aisp server and machine: aisp version, whether an NVIDIA GPU is usable \
+(with the reason when not) and each device's name and memory, driver and CUDA driver versions, where the store is, \
+whether an LLM endpoint is configured, and whether command execution (profiler captures) is allowed. \
+Use it first in a session, or when another tool reports gpu_unavailable or exec_not_allowed. \
+Takes no arguments; answers in milliseconds (the GPU probe runs once at server start).",
+        intents: &["status", "is there a gpu", "what version", "server health", "check setup", "configuration"],
+        ..OpSpec::new("core", "status")
+    };
+
+    fn run(&self, ctx: &OpContext, _input: NoInput) -> Result<StatusOutput, OpError> {
+        let app = ctx.app();
+        let gpu = app.gpu();
+        let llm = &app.config.llm;
+        Ok(StatusOutput {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            gpu: GpuStatus {
+                available: gpu.available,
+                reason: gpu.reason.clone(),
+                devices: gpu.devices.clone(),
+            },
+            driver_version: gpu.driver_version.clone(),
+            cuda_driver_version: gpu.cuda_driver_version.clone(),
+            store_path: app.config.store_path().display().to_string(),
+            llm: LlmStatus {
+                configured: llm.configured(),
+                base_url: llm.base_url.clone(),
+                model: llm.model.clone(),
+            },
+            exec_allowed: app.config.allow_exec,
+            config_file: app.config.file.as_ref().map(|p| p.display().to_string()),
+            tool_count: registry::tools().len(),
+        })
+    }
+}
+
+pub struct ListDomains;
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListDomainsOutput {
+    pub domains: Vec<DomainInfo>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DomainInfo {
+    pub name: String,
+    pub description: String,
+    pub operations: Vec<OperationInfo>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OperationInfo {
+    /// MCP tool name.
+    pub tool: String,
+    pub summary: String,
+    pub needs_gpu: bool,
+    pub long_running: bool,
+    pub executes_commands: bool,
+}
+
+impl Operation for ListDomains {
+    type Input = NoInput;
+    type Output = ListDomainsOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        short: true,
+        title: "List domains and tools",
+        summary: "Every domain with its tools: one-line summary, whether each needs a GPU, runs long or executes commands.",
+        description: "Lists aisp's domains (gpu, system, profile, benchmark, hw, analyze, optimize, distributed, inference, ai, \
+core, job) and every tool in each with a one-line summary and flags (needs_gpu, long_running, executes_commands). \
+Use it to see the whole toolkit, including tools hidden from tools/list by the server's toolset (they still answer tools/call). \
+Takes no arguments; instant.",
+        intents: &["list tools", "what can you do", "domains", "capabilities of aisp", "help", "all tools"],
+        ..OpSpec::new("core", "list_domains")
+    };
+
+    fn run(&self, _ctx: &OpContext, _input: NoInput) -> Result<ListDomainsOutput, OpError> {
+        let domains = crate::ops::DOMAINS
+            .iter()
+            .filter(|d| !d.operations.is_empty())
+            .map(|d| DomainInfo {
+                name: d.name.to_string(),
+                description: d.description.to_string(),
+                operations: d
+                    .operations
+                    .iter()
+                    .map(|op| {
+                        let spec = op.spec();
+                        OperationInfo {
+                            tool: spec.tool_name(),
+                            summary: spec.summary.to_string(),
+                            needs_gpu: spec.needs_gpu,
+                            long_running: spec.long_running,
+                            executes_commands: spec.executes_commands,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(ListDomainsOutput { domains })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::AppState;
+
+    #[test]
+    fn status_reports_this_build_and_no_gpu_reason() {
+        let app = AppState::for_tests();
+        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable("test host", false));
+        let out = Status
+            .run(&OpContext::detached(app.clone()), NoInput {})
+            .unwrap();
+        assert_eq!(out.version, env!("CARGO_PKG_VERSION"));
+        assert!(!out.gpu.available);
+        assert_eq!(out.gpu.reason.as_deref(), Some("test host"));
+        assert!(out.store_path.ends_with("aisp.sqlite"));
+        assert!(!out.exec_allowed);
+        assert_eq!(out.tool_count, registry::tools().len());
+    }
+
+    #[test]
+    fn list_domains_covers_every_tool_once() {
+        let out = ListDomains
+            .run(&OpContext::detached(AppState::for_tests()), NoInput {})
+            .unwrap();
+        let listed: usize = out.domains.iter().map(|d| d.operations.len()).sum();
+        assert_eq!(listed, registry::tools().len());
+        assert!(out.domains.iter().any(|d| d.name == "job"));
+    }
+}

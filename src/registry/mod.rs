@@ -1,0 +1,453 @@
+//! The one list of operations.
+//!
+//! Every capability of aisp is an [`Operation`]: a unit struct with a static
+//! [`OpSpec`] (domain, name, description, annotations, flags), a typed input
+//! and a typed output. The per-domain lists in [`crate::ops`] are concatenated
+//! here into [`all`]; the MCP server, the CLI, the HTTP API and the generated
+//! schemas are all derived from it. Nothing else lists operations.
+
+pub mod schema;
+
+use std::sync::{Arc, OnceLock};
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::context::OpContext;
+use crate::error::OpError;
+
+/// A JSON object (what MCP calls `JsonObject`).
+pub type JsonObject = Map<String, Value>;
+
+/// MCP tool annotations, set truthfully per operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hints {
+    /// Does not change anything outside aisp's own store and cache.
+    pub read_only: bool,
+    /// May delete or overwrite something the user cares about.
+    pub destructive: bool,
+    /// Calling twice with the same input has no further effect.
+    pub idempotent: bool,
+    /// Talks to an open world: runs user commands or reaches the network.
+    pub open_world: bool,
+}
+
+impl Hints {
+    /// A read-only query with no side effects (probes, file analysis, catalogs).
+    pub const READ_ONLY: Hints = Hints {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+    /// Runs work on the GPU and records results in the store, changing nothing else.
+    pub const MEASURES: Hints = Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: false,
+    };
+    /// Runs a command the user supplies.
+    pub const RUNS_COMMAND: Hints = Hints {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: true,
+    };
+}
+
+/// Everything about an operation except its types and its code.
+#[derive(Debug, Clone, Copy)]
+pub struct OpSpec {
+    /// Domain, e.g. `gpu`, `profile`, `benchmark` (snake_case).
+    pub domain: &'static str,
+    /// Operation name within the domain (snake_case).
+    pub name: &'static str,
+    /// True for the operations on the short-name list: the tool is `aisp_<name>`.
+    pub short: bool,
+    /// A human title (MCP `title`).
+    pub title: &'static str,
+    /// One line: what it does.
+    pub summary: &'static str,
+    /// The full description: what it does, when to use it, what it returns and
+    /// how long it takes.
+    pub description: &'static str,
+    pub hints: Hints,
+    /// Needs a usable NVIDIA GPU; without one the call fails with `gpu_unavailable`.
+    pub needs_gpu: bool,
+    /// Takes `timeout_s` and `async`, reports progress and honours cancellation.
+    pub long_running: bool,
+    /// Runs a command the user supplies; refused unless execution is allowed.
+    pub executes_commands: bool,
+    /// Input fields that the CLI also accepts as positional arguments, in order.
+    pub positional: &'static [&'static str],
+    /// Phrases a user might type for this tool (`aisp_suggest_tools` uses them).
+    pub intents: &'static [&'static str],
+    /// Example arguments as a JSON object literal (shown by `aisp_suggest_tools`).
+    pub example: &'static str,
+}
+
+impl OpSpec {
+    /// A read-only, fast, GPU-free operation; fill in the rest with struct update syntax.
+    pub const fn new(domain: &'static str, name: &'static str) -> OpSpec {
+        OpSpec {
+            domain,
+            name,
+            short: false,
+            title: "",
+            summary: "",
+            description: "",
+            hints: Hints::READ_ONLY,
+            needs_gpu: false,
+            long_running: false,
+            executes_commands: false,
+            positional: &[],
+            intents: &[],
+            example: "{}",
+        }
+    }
+
+    /// The MCP tool name: `aisp_<domain>_<name>` or, on the short list, `aisp_<name>`.
+    pub fn tool_name(&self) -> String {
+        if self.short {
+            format!("aisp_{}", self.name)
+        } else {
+            format!("aisp_{}_{}", self.domain, self.name)
+        }
+    }
+
+    /// The HTTP route: `/api/<domain>/<op>` or, on the short list, `/api/<op>`.
+    pub fn http_path(&self) -> String {
+        if self.short {
+            format!("/api/{}", self.name)
+        } else {
+            format!("/api/{}/{}", self.domain, self.name)
+        }
+    }
+}
+
+/// One operation. Implement this on a unit struct and add `&YourOp` to the
+/// domain's `OPERATIONS` list in `crate::ops`.
+///
+/// `run` is synchronous and always executes on a blocking thread, so library
+/// code can use SQLite, NVML and CUDA directly. Long-running operations poll
+/// [`OpContext::check_cancelled`] and report [`OpContext::progress`].
+pub trait Operation: Send + Sync + 'static {
+    type Input: DeserializeOwned + JsonSchema + 'static;
+    type Output: Serialize + JsonSchema + 'static;
+    const SPEC: &'static OpSpec;
+
+    fn run(&self, ctx: &OpContext, input: Self::Input) -> Result<Self::Output, OpError>;
+}
+
+/// The type-erased view of an [`Operation`] that the front ends use.
+pub trait DynOperation: Send + Sync {
+    fn spec(&self) -> &'static OpSpec;
+    fn input_schema(&self) -> JsonObject;
+    fn output_schema(&self) -> JsonObject;
+    /// Parse `args` without running anything.
+    fn check_args(&self, args: Value) -> Result<(), OpError>;
+    /// Parse `args`, run, and serialize the output.
+    fn call_json(&self, ctx: &OpContext, args: Value) -> Result<Value, OpError>;
+}
+
+impl<T: Operation> DynOperation for T {
+    fn spec(&self) -> &'static OpSpec {
+        T::SPEC
+    }
+
+    fn input_schema(&self) -> JsonObject {
+        schema::input_schema::<T::Input>()
+    }
+
+    fn output_schema(&self) -> JsonObject {
+        schema::output_schema::<T::Output>()
+    }
+
+    fn check_args(&self, args: Value) -> Result<(), OpError> {
+        parse_input::<T::Input>(T::SPEC, args).map(drop)
+    }
+
+    fn call_json(&self, ctx: &OpContext, args: Value) -> Result<Value, OpError> {
+        let input: T::Input = parse_input(T::SPEC, args)?;
+        let output = self.run(ctx, input)?;
+        serde_json::to_value(output)
+            .map_err(|e| OpError::internal(format!("could not serialize the result: {e}")))
+    }
+}
+
+/// Deserialize arguments, turning serde's message into an actionable error.
+pub fn parse_input<I: DeserializeOwned>(spec: &OpSpec, args: Value) -> Result<I, OpError> {
+    let args = match args {
+        Value::Null => Value::Object(Map::new()),
+        other => other,
+    };
+    if !args.is_object() {
+        return Err(OpError::invalid_input(
+            format!("arguments for {} must be a JSON object", spec.tool_name()),
+            "Pass the arguments as an object, e.g. {}.",
+        ));
+    }
+    serde_json::from_value(args).map_err(|e| {
+        OpError::invalid_input(
+            format!("invalid arguments for {}: {e}", spec.tool_name()),
+            format!(
+                "Check the argument names and types against the input schema \
+                 (`aisp schemas` or tools/list). Example: {}",
+                spec.example
+            ),
+        )
+    })
+}
+
+/// Every operation, in the order the domains and their lists give.
+pub fn all() -> &'static [&'static dyn DynOperation] {
+    static ALL: OnceLock<Vec<&'static dyn DynOperation>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        crate::ops::DOMAINS
+            .iter()
+            .flat_map(|d| d.operations.iter().copied())
+            .collect()
+    })
+}
+
+/// A tool as the front ends present it, computed once.
+#[derive(Clone)]
+pub struct ToolDef {
+    pub name: String,
+    pub op: &'static dyn DynOperation,
+    pub input_schema: Arc<JsonObject>,
+    pub output_schema: Arc<JsonObject>,
+}
+
+impl std::fmt::Debug for ToolDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolDef").field("name", &self.name).finish()
+    }
+}
+
+impl ToolDef {
+    pub fn spec(&self) -> &'static OpSpec {
+        self.op.spec()
+    }
+}
+
+/// All tools sorted by name (the deterministic `tools/list` order).
+pub fn tools() -> &'static [ToolDef] {
+    static TOOLS: OnceLock<Vec<ToolDef>> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        let mut tools: Vec<ToolDef> = all()
+            .iter()
+            .map(|op| {
+                let spec = op.spec();
+                let mut input = op.input_schema();
+                if spec.long_running {
+                    schema::add_long_running_inputs(&mut input);
+                }
+                let mut output = op.output_schema();
+                if spec.long_running {
+                    output = schema::with_job_ticket_alternative(output);
+                }
+                ToolDef {
+                    name: spec.tool_name(),
+                    op: *op,
+                    input_schema: Arc::new(input),
+                    output_schema: Arc::new(output),
+                }
+            })
+            .collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools
+    })
+}
+
+/// Look a tool up by its MCP name.
+pub fn find(tool_name: &str) -> Option<&'static ToolDef> {
+    tools().iter().find(|t| t.name == tool_name)
+}
+
+/// Look an operation up by domain and name (the CLI and HTTP spelling).
+pub fn find_op(domain: &str, name: &str) -> Option<&'static ToolDef> {
+    tools()
+        .iter()
+        .find(|t| t.spec().domain == domain && t.spec().name == name)
+}
+
+/// Which tools `tools/list` shows. Hidden tools still answer `tools/call`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Toolset {
+    All,
+    Core,
+    Domains(Vec<String>),
+}
+
+/// The `core` toolset: enough to orient, triage and find the rest.
+pub const CORE_TOOLS: &[&str] = &[
+    "aisp_status",
+    "aisp_triage",
+    "aisp_suggest_tools",
+    "aisp_list_domains",
+    "aisp_ask",
+    "aisp_gpu_info",
+    "aisp_profile_summary",
+    "aisp_profile_rules",
+    "aisp_job_status",
+];
+
+impl Toolset {
+    /// Parse `all`, `core` or a comma-separated list of domains.
+    pub fn parse(text: &str) -> Result<Toolset, String> {
+        let text = text.trim();
+        match text {
+            "" | "all" => Ok(Toolset::All),
+            "core" => Ok(Toolset::Core),
+            list => {
+                let known = domain_names();
+                let mut domains = Vec::new();
+                for d in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+                    if d == "core" {
+                        domains.push(d.to_string());
+                        continue;
+                    }
+                    if !known.contains(&d) {
+                        return Err(format!(
+                            "unknown toolset or domain `{d}`; use all, core or a comma-separated list of: {}",
+                            known.join(", ")
+                        ));
+                    }
+                    domains.push(d.to_string());
+                }
+                Ok(Toolset::Domains(domains))
+            }
+        }
+    }
+
+    pub fn includes(&self, tool: &ToolDef) -> bool {
+        match self {
+            Toolset::All => true,
+            Toolset::Core => CORE_TOOLS.contains(&tool.name.as_str()),
+            Toolset::Domains(domains) => domains.iter().any(|d| {
+                if d == "core" {
+                    CORE_TOOLS.contains(&tool.name.as_str())
+                } else {
+                    d == tool.spec().domain
+                }
+            }),
+        }
+    }
+}
+
+/// Domain names in registry order.
+pub fn domain_names() -> Vec<&'static str> {
+    crate::ops::DOMAINS.iter().map(|d| d.name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// The exhaustive list of operations allowed a short tool name.
+    const SHORT_NAMES: &[&str] = &[
+        "aisp_status",
+        "aisp_triage",
+        "aisp_ask",
+        "aisp_explain",
+        "aisp_recommend",
+        "aisp_suggest_tools",
+        "aisp_list_domains",
+        "aisp_job_status",
+        "aisp_job_list",
+        "aisp_job_cancel",
+    ];
+
+    #[test]
+    fn names_are_unique_valid_and_follow_the_naming_rule() {
+        let mut seen = HashSet::new();
+        for tool in tools() {
+            let spec = tool.spec();
+            assert!(seen.insert(tool.name.clone()), "duplicate tool {}", tool.name);
+            assert!(tool.name.len() <= 128);
+            assert!(
+                tool.name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{} has characters outside [a-z0-9_]",
+                tool.name
+            );
+            if spec.short {
+                assert!(
+                    SHORT_NAMES.contains(&tool.name.as_str()),
+                    "{} uses a short name but is not on the short-name list",
+                    tool.name
+                );
+            } else {
+                assert_eq!(tool.name, format!("aisp_{}_{}", spec.domain, spec.name));
+            }
+        }
+    }
+
+    #[test]
+    fn every_operation_is_described() {
+        for tool in tools() {
+            let spec = tool.spec();
+            assert!(!spec.title.is_empty(), "{} has no title", tool.name);
+            assert!(!spec.summary.is_empty(), "{} has no summary", tool.name);
+            assert!(
+                spec.description.len() >= 80,
+                "{} needs a description that says what, when, returns and how long",
+                tool.name
+            );
+            let example: Value = serde_json::from_str(spec.example)
+                .unwrap_or_else(|e| panic!("{}: example is not JSON: {e}", tool.name));
+            assert!(example.is_object(), "{}: example must be an object", tool.name);
+            for p in spec.positional {
+                let props = tool.input_schema.get("properties").and_then(Value::as_object);
+                assert!(
+                    props.is_some_and(|p2| p2.contains_key(*p)),
+                    "{}: positional `{p}` is not an input field",
+                    tool.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn examples_parse_as_inputs() {
+        for tool in tools() {
+            let args: Value = serde_json::from_str(tool.spec().example).unwrap();
+            let (args, _) = crate::dispatch::split_run_control(tool, args).unwrap();
+            if let Err(e) = tool.op.check_args(args) {
+                panic!("{}: its example does not parse: {}", tool.name, e.message);
+            }
+        }
+    }
+
+    #[test]
+    fn executes_commands_implies_open_world_and_not_read_only() {
+        for tool in tools() {
+            let spec = tool.spec();
+            if spec.executes_commands {
+                assert!(spec.hints.open_world && !spec.hints.read_only, "{}", tool.name);
+            }
+        }
+    }
+
+    #[test]
+    fn toolsets_parse_and_filter() {
+        assert_eq!(Toolset::parse("all").unwrap(), Toolset::All);
+        assert_eq!(Toolset::parse("core").unwrap(), Toolset::Core);
+        assert!(Toolset::parse("nonsense").is_err());
+        let core: Vec<_> = tools()
+            .iter()
+            .filter(|t| Toolset::Core.includes(t))
+            .map(|t| t.name.clone())
+            .collect();
+        for name in &core {
+            assert!(CORE_TOOLS.contains(&name.as_str()));
+        }
+        assert!(core.contains(&"aisp_status".to_string()));
+    }
+}

@@ -1,0 +1,71 @@
+//! Every store migration, grouped by component. Append new versions of a
+//! component below its last one; never edit a migration that has shipped.
+
+use super::Migration;
+
+pub const MIGRATIONS: &[Migration] = &[
+    // Background jobs of long-running operations (`async: true`).
+    Migration {
+        component: "jobs",
+        version: 1,
+        sql: "CREATE TABLE jobs (
+                id TEXT PRIMARY KEY,
+                tool TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('queued','running','succeeded','failed','cancelled')),
+                arguments TEXT NOT NULL,
+                progress TEXT,
+                result TEXT,
+                error TEXT,
+                created_at TEXT NOT NULL,
+                started_at TEXT,
+                finished_at TEXT,
+                pid INTEGER NOT NULL
+            );
+            CREATE INDEX jobs_created ON jobs (created_at);",
+    },
+    // Benchmark and hardware-roof results: one row per measured variant.
+    // The analyze domain (pareto, scaling, leaderboards, power) reads this table.
+    Migration {
+        component: "benchmark",
+        version: 1,
+        sql: "CREATE TABLE benchmark_results (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                run_id TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                target TEXT NOT NULL,
+                variant TEXT NOT NULL,
+                role TEXT NOT NULL,
+                verified INTEGER NOT NULL,
+                failure TEXT,
+                size TEXT,
+                median_ms REAL,
+                p10_ms REAL,
+                p90_ms REAL,
+                min_ms REAL,
+                cv_pct REAL,
+                repetitions INTEGER,
+                metric TEXT,
+                value REAL,
+                pct_of_roof REAL,
+                pct_of_datasheet REAL,
+                energy_j REAL,
+                peak_memory_bytes INTEGER,
+                device_index INTEGER,
+                device_name TEXT,
+                device_uuid TEXT,
+                compute_capability TEXT,
+                sm_clock_start_mhz INTEGER,
+                sm_clock_end_mhz INTEGER,
+                mem_clock_start_mhz INTEGER,
+                mem_clock_end_mhz INTEGER,
+                throttle_reasons TEXT,
+                driver_version TEXT,
+                cuda_driver_version TEXT,
+                nvrtc_version TEXT,
+                host TEXT,
+                details TEXT
+            );
+            CREATE INDEX benchmark_results_run ON benchmark_results (run_id);
+            CREATE INDEX benchmark_results_target ON benchmark_results (target, variant, created_at);",
+    },
+];

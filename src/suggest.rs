@@ -1,0 +1,167 @@
+//! Ranking tools for a task in plain words: BM25 over each tool's name,
+//! title, summary, description and curated intents (intents weigh most).
+
+use std::collections::HashMap;
+
+use crate::registry::ToolDef;
+
+/// One ranked tool.
+#[derive(Debug, Clone)]
+pub struct Ranked {
+    pub tool: &'static ToolDef,
+    pub score: f64,
+    /// The query terms that matched, most informative first.
+    pub matched: Vec<String>,
+    /// An intent phrase that matched whole, if any.
+    pub intent: Option<&'static str>,
+}
+
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// Words that carry no meaning for routing.
+const STOP: &[&str] = &[
+    "a", "an", "the", "and", "or", "of", "to", "in", "on", "for", "with", "is", "are", "my", "me",
+    "i", "it", "this", "that", "what", "why", "how", "do", "does", "can", "be", "at", "by", "from",
+    "as", "when", "which", "use", "tool", "tools", "aisp", "please", "show", "get", "give", "want",
+    "need", "should", "would", "there", "some", "any", "about", "your", "you", "we", "our",
+];
+
+pub fn tokenize(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| normalize(&w.to_ascii_lowercase()))
+        .filter(|w| !STOP.contains(&w.as_str()) && w.len() > 1)
+        .collect()
+}
+
+/// A light stemmer: plural and common verb endings, so "kernels" meets "kernel".
+fn normalize(word: &str) -> String {
+    for suffix in ["ing", "ies", "es", "s", "ed"] {
+        if word.len() > suffix.len() + 3 && word.ends_with(suffix) {
+            let stem = &word[..word.len() - suffix.len()];
+            return if suffix == "ies" {
+                format!("{stem}y")
+            } else {
+                stem.to_string()
+            };
+        }
+    }
+    word.to_string()
+}
+
+struct Doc {
+    tool: &'static ToolDef,
+    terms: HashMap<String, f64>,
+    len: f64,
+}
+
+/// Rank `tools` for `task`; zero-score tools are left out.
+pub fn rank(task: &str, tools: &'static [ToolDef]) -> Vec<Ranked> {
+    let docs: Vec<Doc> = tools
+        .iter()
+        .map(|tool| {
+            let spec = tool.spec();
+            let mut terms: HashMap<String, f64> = HashMap::new();
+            let mut len = 0.0;
+            let mut add = |text: &str, weight: f64| {
+                for t in tokenize(text) {
+                    *terms.entry(t).or_default() += weight;
+                    len += weight;
+                }
+            };
+            add(&tool.name.replace('_', " "), 3.0);
+            add(spec.title, 2.0);
+            add(spec.summary, 2.0);
+            add(spec.description, 1.0);
+            for intent in spec.intents {
+                add(intent, 3.0);
+            }
+            Doc { tool, terms, len }
+        })
+        .collect();
+    let n = docs.len() as f64;
+    let avg_len = docs.iter().map(|d| d.len).sum::<f64>() / n.max(1.0);
+    let mut query = tokenize(task);
+    query.sort();
+    query.dedup();
+    let df = |term: &str| docs.iter().filter(|d| d.terms.contains_key(term)).count() as f64;
+    let idf: HashMap<&str, f64> = query
+        .iter()
+        .map(|t| {
+            let df = df(t);
+            (t.as_str(), ((n - df + 0.5) / (df + 0.5) + 1.0).ln())
+        })
+        .collect();
+    let task_lower = task.to_ascii_lowercase();
+    let mut ranked: Vec<Ranked> = docs
+        .iter()
+        .filter_map(|doc| {
+            let mut score = 0.0;
+            let mut matched: Vec<(f64, String)> = Vec::new();
+            for t in &query {
+                if let Some(&tf) = doc.terms.get(t) {
+                    let w = idf[t.as_str()] * tf * (K1 + 1.0)
+                        / (tf + K1 * (1.0 - B + B * doc.len / avg_len));
+                    score += w;
+                    matched.push((w, t.clone()));
+                }
+            }
+            let intent = doc
+                .tool
+                .spec()
+                .intents
+                .iter()
+                .copied()
+                .filter(|i| task_lower.contains(&i.to_ascii_lowercase()))
+                .max_by_key(|i| i.len());
+            if let Some(i) = intent {
+                // A whole curated phrase is strong evidence of intent.
+                score += 2.0 + i.split_whitespace().count() as f64;
+            }
+            if score <= 0.0 {
+                return None;
+            }
+            matched.sort_by(|a, b| b.0.total_cmp(&a.0));
+            Some(Ranked {
+                tool: doc.tool,
+                score,
+                matched: matched.into_iter().map(|(_, t)| t).collect(),
+                intent,
+            })
+        })
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.tool.name.cmp(&b.tool.name))
+    });
+    ranked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry;
+
+    #[test]
+    fn tokens_are_normalized_and_stopwords_dropped() {
+        assert_eq!(
+            tokenize("Why are my Kernels slow?"),
+            vec!["kernel".to_string(), "slow".to_string()]
+        );
+        assert_eq!(tokenize("batches"), vec!["batch".to_string()]);
+    }
+
+    #[test]
+    fn job_questions_route_to_job_tools() {
+        let ranked = rank("is my background job finished? poll job status", registry::tools());
+        assert_eq!(ranked[0].tool.name, "aisp_job_status");
+        assert!(ranked[0].matched.contains(&"job".to_string()));
+    }
+
+    #[test]
+    fn nonsense_matches_nothing() {
+        assert!(rank("zzzz qqqq", registry::tools()).is_empty());
+    }
+}
