@@ -6,6 +6,7 @@
 //! those front ends. See ARCHITECTURE.md for the map.
 
 pub mod app;
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod context;

@@ -68,4 +68,22 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX benchmark_results_run ON benchmark_results (run_id);
             CREATE INDEX benchmark_results_target ON benchmark_results (target, variant, created_at);",
     },
+    // Benchmark results, version 2: which tool wrote the row, its status
+    // (ok/failed/skipped), the roof and datasheet figures behind the
+    // percentages, the raw samples (for significance tests across runs), the
+    // input seed, the size class and the cuBLAS version.
+    Migration {
+        component: "benchmark",
+        version: 2,
+        sql: "ALTER TABLE benchmark_results ADD COLUMN tool TEXT;
+            ALTER TABLE benchmark_results ADD COLUMN status TEXT;
+            ALTER TABLE benchmark_results ADD COLUMN roof TEXT;
+            ALTER TABLE benchmark_results ADD COLUMN roof_value REAL;
+            ALTER TABLE benchmark_results ADD COLUMN datasheet_value REAL;
+            ALTER TABLE benchmark_results ADD COLUMN samples_ms TEXT;
+            ALTER TABLE benchmark_results ADD COLUMN seed INTEGER;
+            ALTER TABLE benchmark_results ADD COLUMN size_class TEXT;
+            ALTER TABLE benchmark_results ADD COLUMN cublas_version TEXT;
+            CREATE INDEX benchmark_results_device ON benchmark_results (device_uuid, target, variant);",
+    },
 ];
