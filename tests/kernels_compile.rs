@@ -20,7 +20,9 @@ fn nvrtc_or_skip() -> bool {
          Run scripts/ci-install-nvrtc.sh and put the folder it prints on LD_LIBRARY_PATH.",
         libs::preload().searched
     );
-    eprintln!("NVRTC not found: kernel compilation not checked (set AISP_REQUIRE_NVRTC=1 to make this fail)");
+    eprintln!(
+        "NVRTC not found: kernel compilation not checked (set AISP_REQUIRE_NVRTC=1 to make this fail)"
+    );
     false
 }
 
@@ -34,22 +36,41 @@ fn every_kernel_compiles_for_every_supported_architecture() {
     let supported = nvrtc::supported_archs().expect("supported architectures");
     for (cc_major, cc_minor) in [(8u32, 0u32), (9, 0), (10, 0)] {
         let n = (cc_major * 10 + cc_minor) as i32;
-        assert!(supported.contains(&n), "this NVRTC cannot target sm_{n} (supports {supported:?})");
+        assert!(
+            supported.contains(&n),
+            "this NVRTC cannot target sm_{n} (supports {supported:?})"
+        );
         for file in kernels::FILES {
             let Some(arch) = kernels::arch_for(file, cc_major, cc_minor) else {
                 continue; // sm_90a-only code has nothing to build for other GPUs
             };
             let built = nvrtc::compile(file, &arch, &["--ptxas-options=-v"])
                 .unwrap_or_else(|e| panic!("{}.cu for {arch}: {e}", file.name));
-            assert!(built.ptx.contains(&format!(".target {arch}")), "{}.cu: PTX not for {arch}", file.name);
-            assert!(built.cubin.len() > 1000, "{}.cu for {arch}: no CUBIN", file.name);
+            assert!(
+                built.ptx.contains(&format!(".target {arch}")),
+                "{}.cu: PTX not for {arch}",
+                file.name
+            );
+            assert!(
+                built.cubin.len() > 1000,
+                "{}.cu for {arch}: no CUBIN",
+                file.name
+            );
             let entries = nvrtc::ptx_entries(&built.ptx);
             for f in file.functions {
-                assert!(entries.iter().any(|e| e == f), "{}.cu for {arch}: kernel {f} missing from PTX ({entries:?})", file.name);
+                assert!(
+                    entries.iter().any(|e| e == f),
+                    "{}.cu for {arch}: kernel {f} missing from PTX ({entries:?})",
+                    file.name
+                );
             }
             // ptxas reports spills per kernel; none of the lesson kernels may spill.
             for line in built.log.lines().filter(|l| l.contains("spill")) {
-                assert!(line.contains("0 bytes spill stores, 0 bytes spill loads"), "{}.cu for {arch}: {line}", file.name);
+                assert!(
+                    line.contains("0 bytes spill stores, 0 bytes spill loads"),
+                    "{}.cu for {arch}: {line}",
+                    file.name
+                );
             }
         }
     }
@@ -76,8 +97,14 @@ fn the_occupancy_lesson_really_differs_in_registers() {
     }
     let bounded = regs["occupancy_bounded"];
     let default = regs["occupancy_default"];
-    assert!(bounded <= 64, "launch bounds (256, 4) must cap registers at 64, got {bounded}");
-    assert!(default > 64, "the (256, 1) build should use more than 64 registers, got {default}");
+    assert!(
+        bounded <= 64,
+        "launch bounds (256, 4) must cap registers at 64, got {bounded}"
+    );
+    assert!(
+        default > 64,
+        "the (256, 1) build should use more than 64 registers, got {default}"
+    );
 }
 
 #[test]
@@ -93,7 +120,10 @@ fn compile_errors_are_reported_with_the_log() {
     };
     let err = nvrtc::compile(&broken, "sm_90", &[]).unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("broken") && text.contains("this_is_not_defined"), "{text}");
+    assert!(
+        text.contains("broken") && text.contains("this_is_not_defined"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -109,11 +139,25 @@ fn builds_are_cached_per_architecture_and_nvrtc_version() {
     assert!(second.from_cache);
     assert_eq!(first.cubin, second.cubin);
     let (ma, mi) = nvrtc::version().unwrap();
-    let cached_dir = dir.path().join("ptx").join("sm_80").join(format!("{ma}.{mi}"));
+    let cached_dir = dir
+        .path()
+        .join("ptx")
+        .join("sm_80")
+        .join(format!("{ma}.{mi}"));
     let names: Vec<String> = std::fs::read_dir(&cached_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(names.iter().any(|n| n.starts_with("launch-") && n.ends_with(".ptx")), "{names:?}");
-    assert!(names.iter().any(|n| n.starts_with("launch-") && n.ends_with(".cubin")), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("launch-") && n.ends_with(".ptx")),
+        "{names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("launch-") && n.ends_with(".cubin")),
+        "{names:?}"
+    );
 }

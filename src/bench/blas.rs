@@ -12,9 +12,9 @@ use std::ffi::c_void;
 use cudarc::cublas::sys as cb;
 use cudarc::cublaslt::sys as lt;
 
+use super::BenchError;
 use super::cuda::DevBuf;
 use super::device::Gpu;
-use super::BenchError;
 
 fn cublas_check(call: &str, s: cb::cublasStatus_t) -> Result<(), BenchError> {
     if s == cb::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
@@ -99,7 +99,9 @@ pub fn cublas_version() -> Option<String> {
     .enumerate()
     {
         // SAFETY: writes one int.
-        if unsafe { cb::cublasGetProperty(p, &mut v[i]) } != cb::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        if unsafe { cb::cublasGetProperty(p, &mut v[i]) }
+            != cb::cublasStatus_t::CUBLAS_STATUS_SUCCESS
+        {
             return None;
         }
     }
@@ -109,7 +111,11 @@ pub fn cublas_version() -> Option<String> {
 /// Workspace size NVIDIA recommends: 32 MiB on Hopper and later, 4 MiB before
 /// (what PyTorch also gives cuBLAS).
 fn workspace_bytes(gpu: &Gpu) -> usize {
-    if gpu.info.cc_major >= 9 { 32 << 20 } else { 4 << 20 }
+    if gpu.info.cc_major >= 9 {
+        32 << 20
+    } else {
+        4 << 20
+    }
 }
 
 /// A cuBLAS handle bound to the harness stream, with its own workspace.
@@ -121,7 +127,9 @@ pub struct Blas {
 impl Blas {
     pub fn new(gpu: &Gpu) -> Result<Blas, BenchError> {
         if !super::libs::cublas_available() {
-            return Err(BenchError::NoLibrary("cuBLAS (libcublas.so.13 or .12)".into()));
+            return Err(BenchError::NoLibrary(
+                "cuBLAS (libcublas.so.13 or .12)".into(),
+            ));
         }
         gpu.ctx.bind()?;
         let handle = cudarc::cublas::result::create_handle().map_err(|e| BenchError::Cublas {
@@ -129,13 +137,23 @@ impl Blas {
             status: format!("{e:?}"),
         })?;
         let ws = gpu.alloc(workspace_bytes(gpu))?;
-        let blas = Blas { handle, _workspace: ws };
+        let blas = Blas {
+            handle,
+            _workspace: ws,
+        };
         // SAFETY: valid handle and stream; the workspace outlives the handle (dropped after it).
         unsafe {
-            cublas_check("cublasSetStream", cb::cublasSetStream_v2(blas.handle, gpu.stream.raw() as _))?;
+            cublas_check(
+                "cublasSetStream",
+                cb::cublasSetStream_v2(blas.handle, gpu.stream.raw() as _),
+            )?;
             cublas_check(
                 "cublasSetWorkspace",
-                cb::cublasSetWorkspace_v2(blas.handle, blas._workspace.ptr() as *mut c_void, blas._workspace.bytes()),
+                cb::cublasSetWorkspace_v2(
+                    blas.handle,
+                    blas._workspace.ptr() as *mut c_void,
+                    blas._workspace.bytes(),
+                ),
             )?;
         }
         Ok(blas)
@@ -144,7 +162,18 @@ impl Blas {
     /// Row-major C (m×n, `c_type`) = A (m×k) · B (k×n), alpha 1, beta 0.
     /// Operands `ab_type`; accumulation in FP32.
     #[allow(clippy::too_many_arguments)]
-    pub fn gemm(&self, m: usize, n: usize, k: usize, a: u64, b: u64, c: u64, ab_type: DType, c_type: DType, compute: Compute) -> Result<(), BenchError> {
+    pub fn gemm(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: u64,
+        b: u64,
+        c: u64,
+        ab_type: DType,
+        c_type: DType,
+        compute: Compute,
+    ) -> Result<(), BenchError> {
         let (alpha, beta) = (1.0f32, 0.0f32);
         let ct = match compute {
             Compute::F32 => cb::cublasComputeType_t::CUBLAS_COMPUTE_32F,
@@ -178,7 +207,16 @@ impl Blas {
 
     /// `batch` row-major FP32 products C_i = A_i · B_i stored back to back.
     #[allow(clippy::too_many_arguments)]
-    pub fn gemm_strided_batched_f32(&self, m: usize, n: usize, k: usize, a: u64, b: u64, c: u64, batch: usize) -> Result<(), BenchError> {
+    pub fn gemm_strided_batched_f32(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: u64,
+        b: u64,
+        c: u64,
+        batch: usize,
+    ) -> Result<(), BenchError> {
         let (alpha, beta) = (1.0f32, 0.0f32);
         // SAFETY: as in `gemm`, for `batch` consecutive matrices.
         cublas_check("cublasGemmStridedBatchedEx", unsafe {
@@ -241,9 +279,17 @@ pub struct LtMatmul {
 }
 
 impl LtMatmul {
-    pub fn new(gpu: &Gpu, m: usize, n: usize, k: usize, kind: LtKind) -> Result<LtMatmul, BenchError> {
+    pub fn new(
+        gpu: &Gpu,
+        m: usize,
+        n: usize,
+        k: usize,
+        kind: LtKind,
+    ) -> Result<LtMatmul, BenchError> {
         if !super::libs::cublaslt_available() {
-            return Err(BenchError::NoLibrary("cuBLASLt (libcublasLt.so.13 or .12)".into()));
+            return Err(BenchError::NoLibrary(
+                "cuBLASLt (libcublasLt.so.13 or .12)".into(),
+            ));
         }
         gpu.ctx.bind()?;
         let handle = cudarc::cublaslt::result::create_handle().map_err(|e| BenchError::Cublas {
@@ -267,15 +313,31 @@ impl LtMatmul {
         // Fp8:  X = Bt stored row-major n×k = col-major k×n (ld k), transposed;
         //       Y = A as above (TN, what FP8 requires).
         let (in_type, x_rows, x_cols, x_ld, trans_x) = match kind {
-            LtKind::Bf16 => (DType::Bf16, n, k, n, cb::cublasOperation_t::CUBLAS_OP_N as i32),
-            LtKind::Fp8 => (DType::E4m3, k, n, k, cb::cublasOperation_t::CUBLAS_OP_T as i32),
+            LtKind::Bf16 => (
+                DType::Bf16,
+                n,
+                k,
+                n,
+                cb::cublasOperation_t::CUBLAS_OP_N as i32,
+            ),
+            LtKind::Fp8 => (
+                DType::E4m3,
+                k,
+                n,
+                k,
+                cb::cublasOperation_t::CUBLAS_OP_T as i32,
+            ),
         };
         let scale = lt::cudaDataType_t::CUDA_R_32F;
         // SAFETY: create/set calls on fresh descriptors owned by `me` (destroyed in Drop).
         unsafe {
             lt_check(
                 "cublasLtMatmulDescCreate",
-                lt::cublasLtMatmulDescCreate(&mut me.desc, lt::cublasComputeType_t::CUBLAS_COMPUTE_32F, scale),
+                lt::cublasLtMatmulDescCreate(
+                    &mut me.desc,
+                    lt::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    scale,
+                ),
             )?;
             let no = cb::cublasOperation_t::CUBLAS_OP_N as i32;
             lt_check(
@@ -298,18 +360,39 @@ impl LtMatmul {
             )?;
             lt_check(
                 "cublasLtMatrixLayoutCreate(X)",
-                lt::cublasLtMatrixLayoutCreate(&mut me.a_layout, in_type.lt(), x_rows as u64, x_cols as u64, x_ld as i64),
+                lt::cublasLtMatrixLayoutCreate(
+                    &mut me.a_layout,
+                    in_type.lt(),
+                    x_rows as u64,
+                    x_cols as u64,
+                    x_ld as i64,
+                ),
             )?;
             lt_check(
                 "cublasLtMatrixLayoutCreate(Y)",
-                lt::cublasLtMatrixLayoutCreate(&mut me.b_layout, in_type.lt(), k as u64, m as u64, k as i64),
+                lt::cublasLtMatrixLayoutCreate(
+                    &mut me.b_layout,
+                    in_type.lt(),
+                    k as u64,
+                    m as u64,
+                    k as i64,
+                ),
             )?;
             lt_check(
                 "cublasLtMatrixLayoutCreate(D)",
-                lt::cublasLtMatrixLayoutCreate(&mut me.c_layout, DType::Bf16.lt(), n as u64, m as u64, n as i64),
+                lt::cublasLtMatrixLayoutCreate(
+                    &mut me.c_layout,
+                    DType::Bf16.lt(),
+                    n as u64,
+                    m as u64,
+                    n as i64,
+                ),
             )?;
             let mut pref: lt::cublasLtMatmulPreference_t = std::ptr::null_mut();
-            lt_check("cublasLtMatmulPreferenceCreate", lt::cublasLtMatmulPreferenceCreate(&mut pref))?;
+            lt_check(
+                "cublasLtMatmulPreferenceCreate",
+                lt::cublasLtMatmulPreferenceCreate(&mut pref),
+            )?;
             let ws = me.workspace.bytes() as u64;
             let set = lt::cublasLtMatmulPreferenceSetAttribute(
                 pref,

@@ -15,9 +15,9 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
+use cudarc::driver::CudaContext;
 use cudarc::driver::result;
 use cudarc::driver::sys;
-use cudarc::driver::CudaContext;
 
 use super::BenchError;
 
@@ -45,7 +45,8 @@ impl Ctx {
         if !crate::gpu::cuda_driver_present() {
             return Err(BenchError::NoDriver);
         }
-        let inner = CudaContext::new(ordinal).map_err(|e| BenchError::cuda("cuCtxCreate (primary)", e))?;
+        let inner =
+            CudaContext::new(ordinal).map_err(|e| BenchError::cuda("cuCtxCreate (primary)", e))?;
         Ok(Ctx { inner })
     }
 
@@ -93,7 +94,8 @@ impl DevBuf {
     pub fn alloc(ctx: &Ctx, bytes: usize) -> Result<DevBuf> {
         ctx.bind()?;
         // SAFETY: plain allocation; the memory is uninitialised and only used as raw bytes.
-        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| BenchError::cuda("cuMemAlloc", e))?;
+        let ptr = unsafe { result::malloc_sync(bytes.max(1)) }
+            .map_err(|e| BenchError::cuda("cuMemAlloc", e))?;
         Ok(DevBuf {
             ptr,
             bytes,
@@ -115,6 +117,10 @@ impl DevBuf {
         self.bytes
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
     /// Number of `T` elements the buffer holds.
     pub fn len<T>(&self) -> usize {
         self.bytes / std::mem::size_of::<T>()
@@ -134,7 +140,12 @@ impl DevBuf {
     }
 
     /// Copy `count` elements starting at element `first` to the host.
-    pub fn download_range<T: Copy + Default>(&self, first: usize, count: usize, stream: &Stream) -> Result<Vec<T>> {
+    pub fn download_range<T: Copy + Default>(
+        &self,
+        first: usize,
+        count: usize,
+        stream: &Stream,
+    ) -> Result<Vec<T>> {
         let size = std::mem::size_of::<T>();
         if (first + count) * size > self.bytes {
             return Err(BenchError::Other(format!(
@@ -165,14 +176,21 @@ impl DevBuf {
     pub fn upload<T: Copy>(&self, data: &[T], stream: &Stream) -> Result<()> {
         let bytes = std::mem::size_of_val(data);
         if bytes > self.bytes {
-            return Err(BenchError::Other("upload larger than the device buffer".into()));
+            return Err(BenchError::Other(
+                "upload larger than the device buffer".into(),
+            ));
         }
         self.ctx.bind()?;
         // SAFETY: both ranges are valid for `bytes`; synchronised before `data` can go away.
         unsafe {
             check_raw(
                 "cuMemcpyHtoDAsync",
-                sys::cuMemcpyHtoDAsync_v2(self.ptr, data.as_ptr() as *const c_void, bytes, stream.raw()),
+                sys::cuMemcpyHtoDAsync_v2(
+                    self.ptr,
+                    data.as_ptr() as *const c_void,
+                    bytes,
+                    stream.raw(),
+                ),
             )?;
         }
         stream.synchronize()
@@ -203,7 +221,8 @@ impl HostBuf {
         ctx.bind()?;
         // SAFETY: returns page-locked memory of `bytes` bytes or an error. Flag 0: portable off,
         // default caching (what cudaMallocHost gives).
-        let ptr = unsafe { result::malloc_host(bytes.max(1), 0) }.map_err(|e| BenchError::cuda("cuMemHostAlloc", e))?;
+        let ptr = unsafe { result::malloc_host(bytes.max(1), 0) }
+            .map_err(|e| BenchError::cuda("cuMemHostAlloc", e))?;
         Ok(HostBuf {
             ptr,
             bytes,
@@ -221,12 +240,19 @@ impl HostBuf {
 
     pub fn as_slice<T: Copy>(&self) -> &[T] {
         // SAFETY: page-locked allocation of `bytes` bytes, aligned to a page; T is plain data.
-        unsafe { std::slice::from_raw_parts(self.ptr as *const T, self.bytes / std::mem::size_of::<T>()) }
+        unsafe {
+            std::slice::from_raw_parts(self.ptr as *const T, self.bytes / std::mem::size_of::<T>())
+        }
     }
 
     pub fn as_mut_slice<T: Copy>(&mut self) -> &mut [T] {
         // SAFETY: as above, and `&mut self` gives exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut T, self.bytes / std::mem::size_of::<T>()) }
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.ptr as *mut T,
+                self.bytes / std::mem::size_of::<T>(),
+            )
+        }
     }
 }
 
@@ -250,7 +276,10 @@ impl Stream {
         ctx.bind()?;
         let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| BenchError::cuda("cuStreamCreate", e))?;
-        Ok(Stream { raw, ctx: ctx.clone() })
+        Ok(Stream {
+            raw,
+            ctx: ctx.clone(),
+        })
     }
 
     pub fn raw(&self) -> sys::CUstream {
@@ -264,7 +293,9 @@ impl Stream {
     pub fn synchronize(&self) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: valid stream owned by this value.
-        check("cuStreamSynchronize", unsafe { result::stream::synchronize(self.raw) })
+        check("cuStreamSynchronize", unsafe {
+            result::stream::synchronize(self.raw)
+        })
     }
 
     /// Make this stream wait for `event`.
@@ -272,13 +303,24 @@ impl Stream {
         self.ctx.bind()?;
         // SAFETY: both handles are valid.
         check("cuStreamWaitEvent", unsafe {
-            result::stream::wait_event(self.raw, event.raw, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+            result::stream::wait_event(
+                self.raw,
+                event.raw,
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
         })
     }
 
     /// Copy between devices (through NVLink/PCIe peer access when enabled,
     /// else staged through the host by the driver).
-    pub fn copy_peer(&self, dst: sys::CUdeviceptr, dst_ctx: &Ctx, src: sys::CUdeviceptr, src_ctx: &Ctx, bytes: usize) -> Result<()> {
+    pub fn copy_peer(
+        &self,
+        dst: sys::CUdeviceptr,
+        dst_ctx: &Ctx,
+        src: sys::CUdeviceptr,
+        src_ctx: &Ctx,
+        bytes: usize,
+    ) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: callers pass ranges inside live allocations of the named contexts.
         check_raw("cuMemcpyPeerAsync", unsafe {
@@ -287,30 +329,51 @@ impl Stream {
     }
 
     /// Device-to-device copy of `bytes` bytes.
-    pub fn copy_dtod(&self, dst: sys::CUdeviceptr, src: sys::CUdeviceptr, bytes: usize) -> Result<()> {
+    pub fn copy_dtod(
+        &self,
+        dst: sys::CUdeviceptr,
+        src: sys::CUdeviceptr,
+        bytes: usize,
+    ) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: callers pass ranges inside live allocations.
-        check_raw("cuMemcpyDtoDAsync", unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.raw) })
+        check_raw("cuMemcpyDtoDAsync", unsafe {
+            sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, self.raw)
+        })
     }
 
     /// Host-to-device copy from any host memory (pageable or pinned).
     ///
     /// # Safety
     /// `src` must be valid for `bytes` bytes until the stream has finished the copy.
-    pub unsafe fn copy_htod(&self, dst: sys::CUdeviceptr, src: *const c_void, bytes: usize) -> Result<()> {
+    pub unsafe fn copy_htod(
+        &self,
+        dst: sys::CUdeviceptr,
+        src: *const c_void,
+        bytes: usize,
+    ) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: guaranteed by the caller.
-        check_raw("cuMemcpyHtoDAsync", unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src, bytes, self.raw) })
+        check_raw("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(dst, src, bytes, self.raw)
+        })
     }
 
     /// Device-to-host copy into any host memory.
     ///
     /// # Safety
     /// `dst` must be valid for `bytes` bytes until the stream has finished the copy.
-    pub unsafe fn copy_dtoh(&self, dst: *mut c_void, src: sys::CUdeviceptr, bytes: usize) -> Result<()> {
+    pub unsafe fn copy_dtoh(
+        &self,
+        dst: *mut c_void,
+        src: sys::CUdeviceptr,
+        bytes: usize,
+    ) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: guaranteed by the caller.
-        check_raw("cuMemcpyDtoHAsync", unsafe { sys::cuMemcpyDtoHAsync_v2(dst, src, bytes, self.raw) })
+        check_raw("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(dst, src, bytes, self.raw)
+        })
     }
 }
 
@@ -334,19 +397,26 @@ impl Event {
         ctx.bind()?;
         let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
             .map_err(|e| BenchError::cuda("cuEventCreate", e))?;
-        Ok(Event { raw, ctx: ctx.clone() })
+        Ok(Event {
+            raw,
+            ctx: ctx.clone(),
+        })
     }
 
     pub fn record(&self, stream: &Stream) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: both handles are valid and belong to the same context.
-        check("cuEventRecord", unsafe { result::event::record(self.raw, stream.raw) })
+        check("cuEventRecord", unsafe {
+            result::event::record(self.raw, stream.raw)
+        })
     }
 
     pub fn synchronize(&self) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: valid event.
-        check("cuEventSynchronize", unsafe { result::event::synchronize(self.raw) })
+        check("cuEventSynchronize", unsafe {
+            result::event::synchronize(self.raw)
+        })
     }
 
     /// Milliseconds from `self` to `end`, waiting for both.
@@ -375,6 +445,11 @@ pub struct Module {
     ctx: Ctx,
 }
 
+// SAFETY: module and function handles are plain driver handles the driver
+// lets any thread use; nothing here is tied to the creating thread.
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
 impl Module {
     /// Load a CUBIN or a NUL-terminated PTX image.
     pub fn load(ctx: &Ctx, image: &[u8]) -> Result<Module> {
@@ -382,11 +457,15 @@ impl Module {
         // SAFETY: `image` is a complete CUBIN, or PTX text that ends with a NUL byte.
         let raw = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
             .map_err(|e| BenchError::cuda("cuModuleLoadData", e))?;
-        Ok(Module { raw, ctx: ctx.clone() })
+        Ok(Module {
+            raw,
+            ctx: ctx.clone(),
+        })
     }
 
     pub fn function(self: &Arc<Self>, name: &str) -> Result<Function> {
-        let cname = std::ffi::CString::new(name).map_err(|_| BenchError::Other("kernel name with NUL".into()))?;
+        let cname = std::ffi::CString::new(name)
+            .map_err(|_| BenchError::Other("kernel name with NUL".into()))?;
         self.ctx.bind()?;
         // SAFETY: valid module; the name is NUL-terminated.
         let raw = unsafe { result::module::get_function(self.raw, cname) }
@@ -432,7 +511,13 @@ impl Function {
 
     /// Launch on `stream`. Each element of `args` points at one argument
     /// value (see [`arg`]); the values are copied at launch.
-    pub fn launch(&self, stream: &Stream, grid: (u32, u32, u32), block: (u32, u32, u32), args: &mut [*mut c_void]) -> Result<()> {
+    pub fn launch(
+        &self,
+        stream: &Stream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
         stream.ctx.bind()?;
         // SAFETY: the caller passes pointers to values of the kernel's parameter types, in order.
         unsafe { result::launch_kernel(self.raw, grid, block, 0, stream.raw, args) }
@@ -457,8 +542,14 @@ impl Function {
     /// Blocks of `block_threads` threads that fit on one SM at once.
     pub fn max_active_blocks(&self, block_threads: u32) -> Result<i32> {
         // SAFETY: valid function handle.
-        unsafe { result::occupancy::max_active_block_per_multiprocessor(self.raw, block_threads as i32, 0) }
-            .map_err(|e| BenchError::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))
+        unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(
+                self.raw,
+                block_threads as i32,
+                0,
+            )
+        }
+        .map_err(|e| BenchError::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))
     }
 }
 
@@ -471,11 +562,17 @@ pub struct Graph {
 
 impl Graph {
     /// Capture everything `record` enqueues on `stream` into a graph.
-    pub fn capture(stream: &Stream, record: &mut dyn FnMut(&Stream) -> Result<()>) -> Result<Graph> {
+    pub fn capture(
+        stream: &Stream,
+        record: &mut dyn FnMut(&Stream) -> Result<()>,
+    ) -> Result<Graph> {
         stream.ctx.bind()?;
         // SAFETY: valid stream; capture is ended below on every path.
         check("cuStreamBeginCapture", unsafe {
-            result::stream::begin_capture(stream.raw, sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            result::stream::begin_capture(
+                stream.raw,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
         })?;
         let recorded = record(stream);
         // SAFETY: ends the capture begun above.
@@ -483,14 +580,15 @@ impl Graph {
         recorded?;
         let graph = graph.map_err(|e| BenchError::cuda("cuStreamEndCapture", e))?;
         // SAFETY: graph is a valid captured graph.
-        let exec = match unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) } {
-            Ok(exec) => exec,
-            Err(e) => {
-                // SAFETY: destroy the graph we own.
-                let _ = unsafe { result::graph::destroy(graph) };
-                return Err(BenchError::cuda("cuGraphInstantiate", e));
-            }
-        };
+        let exec =
+            match unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) } {
+                Ok(exec) => exec,
+                Err(e) => {
+                    // SAFETY: destroy the graph we own.
+                    let _ = unsafe { result::graph::destroy(graph) };
+                    return Err(BenchError::cuda("cuGraphInstantiate", e));
+                }
+            };
         Ok(Graph {
             graph,
             exec,
@@ -501,12 +599,16 @@ impl Graph {
     pub fn launch(&self, stream: &Stream) -> Result<()> {
         self.ctx.bind()?;
         // SAFETY: valid executable graph and stream.
-        check("cuGraphLaunch", unsafe { result::graph::launch(self.exec, stream.raw) })
+        check("cuGraphLaunch", unsafe {
+            result::graph::launch(self.exec, stream.raw)
+        })
     }
 
     pub fn upload(&self, stream: &Stream) -> Result<()> {
         // SAFETY: as above.
-        check("cuGraphUpload", unsafe { result::graph::upload(self.exec, stream.raw) })
+        check("cuGraphUpload", unsafe {
+            result::graph::upload(self.exec, stream.raw)
+        })
     }
 }
 

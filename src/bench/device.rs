@@ -11,10 +11,10 @@ use cudarc::driver::sys::CUdevice_attribute as Attr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::cuda::{arg, Ctx, DevBuf, Function, Module, Stream};
+use super::BenchError;
+use super::cuda::{Ctx, DevBuf, Function, Module, Stream, arg};
 use super::kernels;
 use super::nvrtc;
-use super::BenchError;
 
 /// What the harness knows about the device (from CUDA device attributes).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -89,15 +89,23 @@ impl Gpu {
             .map_err(|e| BenchError::cuda("cuDeviceGetUuid", e))?;
         let info = DeviceInfo {
             ordinal,
-            name: ctx.inner.name().map_err(|e| BenchError::cuda("cuDeviceGetName", e))?,
+            name: ctx
+                .inner
+                .name()
+                .map_err(|e| BenchError::cuda("cuDeviceGetName", e))?,
             uuid,
             compute_capability: format!("{cc_major}.{cc_minor}"),
             cc_major,
             cc_minor,
             sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
             l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64,
-            total_memory_bytes: ctx.inner.total_mem().map_err(|e| BenchError::cuda("cuDeviceTotalMem", e))? as u64,
-            memory_bus_width_bits: attr(Attr::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH).unwrap_or(0),
+            total_memory_bytes: ctx
+                .inner
+                .total_mem()
+                .map_err(|e| BenchError::cuda("cuDeviceTotalMem", e))?
+                as u64,
+            memory_bus_width_bits: attr(Attr::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)
+                .unwrap_or(0),
             memory_clock_mhz: attr(Attr::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE).unwrap_or(0) / 1000,
             max_threads_per_sm: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
             async_engines: attr(Attr::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT).unwrap_or(0),
@@ -137,7 +145,8 @@ impl Gpu {
         if let Some(f) = self.functions.borrow().get(&key) {
             return Ok(f.clone());
         }
-        let kf = kernels::file(file).ok_or_else(|| BenchError::Other(format!("no kernel file {file}")))?;
+        let kf = kernels::file(file)
+            .ok_or_else(|| BenchError::Other(format!("no kernel file {file}")))?;
         let module = self.module(kf)?;
         let f = module.function(name)?;
         self.functions.borrow_mut().insert(key, f.clone());
@@ -148,12 +157,13 @@ impl Gpu {
         if let Some(m) = self.modules.borrow().get(kf.name) {
             return Ok(Arc::clone(m));
         }
-        let arch = kernels::arch_for(kf, self.info.cc_major, self.info.cc_minor).ok_or_else(|| {
-            BenchError::Unsupported(format!(
-                "kernels/{}.cu needs sm_90a (compute capability 9.0); this GPU is {}",
-                kf.name, self.info.compute_capability
-            ))
-        })?;
+        let arch =
+            kernels::arch_for(kf, self.info.cc_major, self.info.cc_minor).ok_or_else(|| {
+                BenchError::Unsupported(format!(
+                    "kernels/{}.cu needs sm_90a (compute capability 9.0); this GPU is {}",
+                    kf.name, self.info.compute_capability
+                ))
+            })?;
         let built = nvrtc::compile_cached(kf, &arch, &self.cache_root)?;
         self.builds
             .borrow_mut()
@@ -161,12 +171,19 @@ impl Gpu {
         let module = match Module::load(&self.ctx, &built.cubin) {
             Ok(m) => m,
             // A CUBIN the driver refuses (unexpected) still has the PTX route.
-            Err(cubin_err) => Module::load(&self.ctx, &nvrtc::ptx_image(&built.ptx)).map_err(|ptx_err| {
-                BenchError::Other(format!("loading kernels/{}.cu failed: {cubin_err}; as PTX: {ptx_err}", kf.name))
-            })?,
+            Err(cubin_err) => {
+                Module::load(&self.ctx, &nvrtc::ptx_image(&built.ptx)).map_err(|ptx_err| {
+                    BenchError::Other(format!(
+                        "loading kernels/{}.cu failed: {cubin_err}; as PTX: {ptx_err}",
+                        kf.name
+                    ))
+                })?
+            }
         };
         let module = Arc::new(module);
-        self.modules.borrow_mut().insert(kf.name, Arc::clone(&module));
+        self.modules
+            .borrow_mut()
+            .insert(kf.name, Arc::clone(&module));
         Ok(module)
     }
 
@@ -198,16 +215,31 @@ impl Gpu {
     }
 
     /// Launch a grid-stride kernel over `work_items` items.
-    pub fn launch_grid_stride(&self, f: &Function, work_items: u64, args: &mut [*mut std::ffi::c_void]) -> Result<(), BenchError> {
+    pub fn launch_grid_stride(
+        &self,
+        f: &Function,
+        work_items: u64,
+        args: &mut [*mut std::ffi::c_void],
+    ) -> Result<(), BenchError> {
         let grid = self.grid_for(f, 256, work_items)?;
         f.launch(&self.stream, (grid, 1, 1), (256, 1, 1), args)
     }
 
     /// Fill a buffer's f32 elements with uniform random values in [lo, hi).
-    pub fn fill_uniform(&self, buf: &DevBuf, seed: u32, lo: f32, hi: f32) -> Result<(), BenchError> {
+    pub fn fill_uniform(
+        &self,
+        buf: &DevBuf,
+        seed: u32,
+        lo: f32,
+        hi: f32,
+    ) -> Result<(), BenchError> {
         let f = self.function("util", "fill_uniform_f32")?;
         let (ptr, n) = (buf.ptr(), buf.len::<f32>() as u64);
-        self.launch_grid_stride(&f, n, &mut [arg(&ptr), arg(&n), arg(&seed), arg(&lo), arg(&hi)])
+        self.launch_grid_stride(
+            &f,
+            n,
+            &mut [arg(&ptr), arg(&n), arg(&seed), arg(&lo), arg(&hi)],
+        )
     }
 
     /// Fill every byte with 0xFF: NaN for f32, bf16 and f16 (and E4M3), so an
@@ -220,7 +252,11 @@ impl Gpu {
     /// its size (clean lines only, so nothing is written back later).
     pub fn flush_l2(&self) -> Result<(), BenchError> {
         let f = self.function("util", "l2_flush_read")?;
-        let (ptr, n4, sink) = (self.flush_buf.ptr(), (self.flush_buf.bytes() / 16) as u64, self.sink.ptr());
+        let (ptr, n4, sink) = (
+            self.flush_buf.ptr(),
+            (self.flush_buf.bytes() / 16) as u64,
+            self.sink.ptr(),
+        );
         self.launch_grid_stride(&f, n4, &mut [arg(&ptr), arg(&n4), arg(&sink)])
     }
 
@@ -241,7 +277,8 @@ mod tests {
     #[test]
     fn uuid_formatting_matches_nvidia_smi() {
         let b: [u8; 16] = [
-            0x3f, 0x2a, 0x11, 0x00, 0xde, 0xad, 0xbe, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+            0x3f, 0x2a, 0x11, 0x00, 0xde, 0xad, 0xbe, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab,
+            0xcd, 0xef,
         ];
         assert_eq!(format_uuid(&b), "GPU-3f2a1100-dead-beef-0123-456789abcdef");
     }

@@ -23,7 +23,13 @@ pub const FILES: &[KernelFile] = &[
         name: "util",
         source: include_str!("../../kernels/util.cu"),
         needs_sm90a: false,
-        functions: &["fill_uniform_f32", "l2_flush_read", "f32_to_bf16", "f32_to_f16", "f32_to_e4m3"],
+        functions: &[
+            "fill_uniform_f32",
+            "l2_flush_read",
+            "f32_to_bf16",
+            "f32_to_f16",
+            "f32_to_e4m3",
+        ],
     },
     KernelFile {
         name: "memory",
@@ -43,7 +49,11 @@ pub const FILES: &[KernelFile] = &[
         name: "transpose",
         source: include_str!("../../kernels/transpose.cu"),
         needs_sm90a: false,
-        functions: &["transpose_naive", "transpose_tiled", "transpose_tiled_padded"],
+        functions: &[
+            "transpose_naive",
+            "transpose_tiled",
+            "transpose_tiled_padded",
+        ],
     },
     KernelFile {
         name: "compute",
@@ -68,19 +78,33 @@ pub const FILES: &[KernelFile] = &[
         name: "fusion",
         source: include_str!("../../kernels/fusion.cu"),
         needs_sm90a: false,
-        functions: &["fuse_step1_affine", "fuse_step2_square", "fuse_step3_add", "fused_affine_square_add"],
+        functions: &[
+            "fuse_step1_affine",
+            "fuse_step2_square",
+            "fuse_step3_add",
+            "fused_affine_square_add",
+        ],
     },
     KernelFile {
         name: "reduction",
         source: include_str!("../../kernels/reduction.cu"),
         needs_sm90a: false,
-        functions: &["reduce_atomic_global", "reduce_shared_tree", "reduce_warp_shuffle"],
+        functions: &[
+            "reduce_atomic_global",
+            "reduce_shared_tree",
+            "reduce_warp_shuffle",
+        ],
     },
     KernelFile {
         name: "launch",
         source: include_str!("../../kernels/launch.cu"),
         needs_sm90a: false,
-        functions: &["empty_kernel", "tiny_step", "persistent_steps", "chunk_compute"],
+        functions: &[
+            "empty_kernel",
+            "tiny_step",
+            "persistent_steps",
+            "chunk_compute",
+        ],
     },
     KernelFile {
         name: "gemm",
@@ -159,13 +183,21 @@ mod tests {
                     let text = std::fs::read_to_string(&p).unwrap();
                     for cap in re.captures_iter(&text) {
                         let (f, k) = (&cap[1], &cap[2]);
-                        let kf = file(f).unwrap_or_else(|| panic!("{}: no kernel file {f}", p.display()));
-                        assert!(kf.functions.contains(&k), "{}: {f}.cu has no kernel {k}", p.display());
+                        let kf = file(f)
+                            .unwrap_or_else(|| panic!("{}: no kernel file {f}", p.display()));
+                        assert!(
+                            kf.functions.contains(&k),
+                            "{}: {f}.cu has no kernel {k}",
+                            p.display()
+                        );
                         seen += 1;
                     }
                 }
             }
         }
-        assert!(seen >= 20, "expected the harness to name at least 20 kernels, found {seen}");
+        assert!(
+            seen >= 20,
+            "expected the harness to name at least 20 kernels, found {seen}"
+        );
     }
 }

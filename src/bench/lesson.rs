@@ -232,7 +232,13 @@ pub struct VariantResult {
 }
 
 impl VariantResult {
-    pub fn new(target: &str, variant: &str, role: Role, metric: Metric, size: &str) -> VariantResult {
+    pub fn new(
+        target: &str,
+        variant: &str,
+        role: Role,
+        metric: Metric,
+        size: &str,
+    ) -> VariantResult {
         VariantResult {
             target: target.to_string(),
             variant: variant.to_string(),
@@ -276,7 +282,14 @@ impl VariantResult {
 
     /// Fill the timing fields, the metric, and the roof and datasheet
     /// percentages from samples (ms per unit of `work`).
-    pub fn set_samples(&mut self, samples: Vec<f64>, metric: Metric, work: Work, roof: Option<(f64, String)>, datasheet: Option<f64>) {
+    pub fn set_samples(
+        &mut self,
+        samples: Vec<f64>,
+        metric: Metric,
+        work: Work,
+        roof: Option<(f64, String)>,
+        datasheet: Option<f64>,
+    ) {
         let Some(sum) = Summary::of(&samples) else {
             self.status = Status::Failed;
             self.failure = Some("no valid timing samples".into());
@@ -309,7 +322,7 @@ impl VariantResult {
 
 /// The metric for `work` done in `ms` milliseconds.
 pub fn metric_value(metric: Metric, work: Work, ms: f64) -> Option<f64> {
-    if !(ms > 0.0) {
+    if ms.is_nan() || ms <= 0.0 {
         return None;
     }
     let s = ms / 1000.0;
@@ -377,7 +390,11 @@ pub fn speedups(spec: &TargetSpec, results: &[VariantResult]) -> Vec<Speedup> {
 
 /// Run every variant of `lesson`: each is checked against its reference
 /// first and timed only if the check passes.
-pub fn run_lesson(lesson: &mut dyn Lesson, gpu: &Gpu, env: &RunEnv) -> Result<Vec<VariantResult>, BenchError> {
+pub fn run_lesson(
+    lesson: &mut dyn Lesson,
+    gpu: &Gpu,
+    env: &RunEnv,
+) -> Result<Vec<VariantResult>, BenchError> {
     run_lesson_where(lesson, gpu, env, &|_| true)
 }
 
@@ -390,7 +407,9 @@ pub fn run_lesson_where(
 ) -> Result<Vec<VariantResult>, BenchError> {
     let spec = lesson.spec();
     gpu.reset_tally();
-    let blank = |v: &VariantSpec, size: &str| VariantResult::new(spec.id, v.name, v.role, spec.metric, size);
+    let blank = |v: &VariantSpec, size: &str| {
+        VariantResult::new(spec.id, v.name, v.role, spec.metric, size)
+    };
     let size = match lesson.setup(gpu, env) {
         Ok(s) => s,
         Err(BenchError::Unsupported(why)) => {
@@ -501,13 +520,25 @@ mod tests {
 
     fn row(variant: &str, role: Role, samples: Vec<f64>) -> VariantResult {
         let mut r = VariantResult::new("demo", variant, role, Metric::GbPerS, "n");
-        r.set_samples(samples, Metric::GbPerS, Work { bytes: 2e9, flops: 0.0 }, Some((4000.0, "memcpy".into())), None);
+        r.set_samples(
+            samples,
+            Metric::GbPerS,
+            Work {
+                bytes: 2e9,
+                flops: 0.0,
+            },
+            Some((4000.0, "memcpy".into())),
+            None,
+        );
         r
     }
 
     #[test]
     fn metric_values() {
-        let w = Work { bytes: 2e9, flops: 4e12 };
+        let w = Work {
+            bytes: 2e9,
+            flops: 4e12,
+        };
         assert_eq!(metric_value(Metric::GbPerS, w, 1000.0), Some(2.0));
         assert_eq!(metric_value(Metric::TflopPerS, w, 2000.0), Some(2.0));
         assert_eq!(metric_value(Metric::UsPerStep, w, 0.004), Some(4.0));
@@ -528,9 +559,23 @@ mod tests {
 
     #[test]
     fn speedups_say_when_a_variant_does_not_win() {
-        let base = row("slow", Role::Baseline, (0..20).map(|i| 2.0 + 0.001 * i as f64).collect());
-        let fast = row("fast", Role::Optimized, (0..20).map(|i| 1.0 + 0.001 * i as f64).collect());
-        let same = row("same", Role::Optimized, (0..20).map(|i| 2.0 + 0.001 * ((i * 7) % 20) as f64).collect());
+        let base = row(
+            "slow",
+            Role::Baseline,
+            (0..20).map(|i| 2.0 + 0.001 * i as f64).collect(),
+        );
+        let fast = row(
+            "fast",
+            Role::Optimized,
+            (0..20).map(|i| 1.0 + 0.001 * i as f64).collect(),
+        );
+        let same = row(
+            "same",
+            Role::Optimized,
+            (0..20)
+                .map(|i| 2.0 + 0.001 * ((i * 7) % 20) as f64)
+                .collect(),
+        );
         let s = speedups(&SPEC, &[base, fast, same]);
         assert_eq!(s.len(), 2);
         assert!(s[0].wins && s[0].speedup > 1.9 && s[0].note.is_none());

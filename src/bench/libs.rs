@@ -39,7 +39,11 @@ const FAMILIES: &[&[&str]] = &[
 
 fn env_dirs(var: &str) -> Vec<PathBuf> {
     std::env::var_os(var)
-        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -86,7 +90,12 @@ pub fn python_site_dirs() -> Vec<PathBuf> {
                           dirs += [p for p in sys.path if p.endswith('-packages')]\n\
                           print('\\n'.join(dirs))";
             if let Some(text) = run_with_timeout(python, &["-c", script], Duration::from_secs(5)) {
-                out.extend(text.lines().map(str::trim).filter(|l| !l.is_empty()).map(PathBuf::from));
+                out.extend(
+                    text.lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .map(PathBuf::from),
+                );
                 break;
             }
         }
@@ -142,7 +151,9 @@ fn run_with_timeout(program: &str, args: &[&str], limit: Duration) -> Option<Str
 pub fn find_in(dirs: &[PathBuf], prefixes: &[&str]) -> Option<PathBuf> {
     for prefix in prefixes {
         for dir in dirs {
-            let Ok(entries) = std::fs::read_dir(dir) else { continue };
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
             let mut names: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok())
                 .map(|e| e.path())
@@ -198,7 +209,9 @@ pub fn preload() -> &'static LibraryReport {
     static REPORT: OnceLock<LibraryReport> = OnceLock::new();
     REPORT.get_or_init(|| {
         let mut report = LibraryReport::default();
-        let needs_search = FAMILIES.iter().any(|fam| !fam.iter().any(|n| loadable_by_name(n)));
+        let needs_search = FAMILIES
+            .iter()
+            .any(|fam| !fam.iter().any(|n| loadable_by_name(n)));
         if !needs_search {
             return report;
         }
@@ -206,7 +219,10 @@ pub fn preload() -> &'static LibraryReport {
         report.searched = dirs.iter().map(|d| d.display().to_string()).collect();
         let open = |path: PathBuf, report: &mut LibraryReport| {
             if open_global(&path) {
-                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 tracing::info!(library = %name, path = %path.display(), "preloaded CUDA library");
                 report.preloaded.push((name, path.display().to_string()));
             }
@@ -215,7 +231,9 @@ pub fn preload() -> &'static LibraryReport {
             if family.iter().any(|n| loadable_by_name(n)) {
                 continue;
             }
-            let Some(path) = find_in(&dirs, family) else { continue };
+            let Some(path) = find_in(&dirs, family) else {
+                continue;
+            };
             // NVRTC opens its builtins library by name on first use: load the
             // one beside it first so that open is answered from memory.
             if family[0].starts_with("libnvrtc.")
@@ -281,8 +299,14 @@ mod tests {
         std::fs::write(b.path().join("libnvrtc-builtins.so.13.0"), b"").unwrap();
         let dirs = vec![a.path().to_path_buf(), b.path().to_path_buf()];
         // The preferred version wins even in a later folder.
-        assert_eq!(find_in(&dirs, &["libnvrtc.so.13", "libnvrtc.so.12"]).unwrap(), b.path().join("libnvrtc.so.13"));
-        assert_eq!(find_in(&dirs, &["libnvrtc.so.12"]).unwrap(), a.path().join("libnvrtc.so.12"));
+        assert_eq!(
+            find_in(&dirs, &["libnvrtc.so.13", "libnvrtc.so.12"]).unwrap(),
+            b.path().join("libnvrtc.so.13")
+        );
+        assert_eq!(
+            find_in(&dirs, &["libnvrtc.so.12"]).unwrap(),
+            a.path().join("libnvrtc.so.12")
+        );
         assert_eq!(
             find_in(&dirs, &["libnvrtc-builtins.so.13."]).unwrap(),
             b.path().join("libnvrtc-builtins.so.13.0")
@@ -298,6 +322,13 @@ mod tests {
 
     #[test]
     fn a_missing_program_times_out_cleanly() {
-        assert!(run_with_timeout("/nonexistent/aisp-no-such-program", &[], Duration::from_millis(100)).is_none());
+        assert!(
+            run_with_timeout(
+                "/nonexistent/aisp-no-such-program",
+                &[],
+                Duration::from_millis(100)
+            )
+            .is_none()
+        );
     }
 }

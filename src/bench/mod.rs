@@ -30,6 +30,7 @@ pub mod nvrtc;
 pub mod record;
 pub mod rng;
 pub mod roofs;
+pub mod session;
 pub mod stats;
 pub mod targets;
 pub mod telemetry;
@@ -55,7 +56,11 @@ pub enum BenchError {
     #[error("cuBLAS call {call} failed with status {status}")]
     Cublas { call: String, status: String },
     #[error("NVRTC could not compile {file} for {arch}: {log}")]
-    Compile { file: String, arch: String, log: String },
+    Compile {
+        file: String,
+        arch: String,
+        log: String,
+    },
     #[error("NCCL call {call} failed: {error}")]
     Nccl { call: String, error: String },
     #[error("{0}")]
@@ -97,7 +102,9 @@ impl BenchError {
                 "Install the NVIDIA driver and check `nvidia-smi`.",
             ),
             BenchError::NoNvrtc => OpError::unsupported(
-                format!("{tool} compiles its kernels with NVRTC (libnvrtc.so.13 or .12), which was not found."),
+                format!(
+                    "{tool} compiles its kernels with NVRTC (libnvrtc.so.13 or .12), which was not found."
+                ),
                 "Install NVRTC: `pip install nvidia-cuda-nvrtc` (aisp finds it in Python's site-packages), \
                  install the CUDA toolkit, or set AISP_CUDA_LIB_DIRS to the folder holding libnvrtc.so.*.",
             ),

@@ -8,10 +8,10 @@ use cudarc::driver::sys;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::cuda::{check_raw, Event};
+use super::BenchError;
+use super::cuda::{Event, check_raw};
 use super::device::Gpu;
 use super::stats;
-use super::BenchError;
 
 /// One ordered pair (src → dst).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -35,7 +35,9 @@ pub struct P2pPair {
 fn can_access(a: &Gpu, b: &Gpu) -> Result<bool, BenchError> {
     let mut v = 0i32;
     // SAFETY: writes one int; both devices are valid.
-    check_raw("cuDeviceCanAccessPeer", unsafe { sys::cuDeviceCanAccessPeer(&mut v, a.ctx.device(), b.ctx.device()) })?;
+    check_raw("cuDeviceCanAccessPeer", unsafe {
+        sys::cuDeviceCanAccessPeer(&mut v, a.ctx.device(), b.ctx.device())
+    })?;
     Ok(v != 0)
 }
 
@@ -43,7 +45,9 @@ fn enable_peer(from: &Gpu, to: &Gpu) -> Result<(), BenchError> {
     from.ctx.bind()?;
     // SAFETY: valid peer context; "already enabled" is fine.
     let r = unsafe { sys::cuCtxEnablePeerAccess(to.ctx.raw(), 0) };
-    if r == sys::CUresult::CUDA_SUCCESS || r == sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+    if r == sys::CUresult::CUDA_SUCCESS
+        || r == sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+    {
         Ok(())
     } else {
         check_raw("cuCtxEnablePeerAccess", r)
@@ -70,8 +74,14 @@ pub fn p2p_matrix(
             }
         }
     }
-    let srcs = gpus.iter().map(|g| g.alloc(bytes)).collect::<Result<Vec<_>, _>>()?;
-    let dsts = gpus.iter().map(|g| g.alloc(bytes)).collect::<Result<Vec<_>, _>>()?;
+    let srcs = gpus
+        .iter()
+        .map(|g| g.alloc(bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    let dsts = gpus
+        .iter()
+        .map(|g| g.alloc(bytes))
+        .collect::<Result<Vec<_>, _>>()?;
     for (i, (g, s)) in gpus.iter().zip(&srcs).enumerate() {
         g.fill_uniform(s, 1000 + i as u32, -1.0, 1.0)?;
         g.sync()?;
@@ -90,13 +100,20 @@ pub fn p2p_matrix(
             // Check once: the destination holds the source's values.
             b.poison(&dsts[j])?;
             b.sync()?;
-            a.stream.copy_peer(dsts[j].ptr(), &b.ctx, srcs[i].ptr(), &a.ctx, bytes)?;
+            a.stream
+                .copy_peer(dsts[j].ptr(), &b.ctx, srcs[i].ptr(), &a.ctx, bytes)?;
             a.sync()?;
             let got: Vec<f32> = dsts[j].download(&b.stream)?;
             let want: Vec<f32> = srcs[i].download(&a.stream)?;
-            let verified = got.len() == want.len() && got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
+            let verified = got.len() == want.len()
+                && got
+                    .iter()
+                    .zip(&want)
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
             if !verified {
-                return Err(BenchError::Other(format!("a copy from GPU {i} to GPU {j} corrupted data")));
+                return Err(BenchError::Other(format!(
+                    "a copy from GPU {i} to GPU {j} corrupted data"
+                )));
             }
             // Unidirectional: events on the source's stream.
             let (e0, e1) = (Event::new(&a.ctx)?, Event::new(&a.ctx)?);
@@ -104,7 +121,8 @@ pub fn p2p_matrix(
             let began = Instant::now();
             for rep in 0..1000 {
                 e0.record(&a.stream)?;
-                a.stream.copy_peer(dsts[j].ptr(), &b.ctx, srcs[i].ptr(), &a.ctx, bytes)?;
+                a.stream
+                    .copy_peer(dsts[j].ptr(), &b.ctx, srcs[i].ptr(), &a.ctx, bytes)?;
                 e1.record(&a.stream)?;
                 let ms = e0.elapsed_ms(&e1)?;
                 if rep >= 2 {
@@ -122,8 +140,10 @@ pub fn p2p_matrix(
                 b.sync()?;
                 let t = Instant::now();
                 for _ in 0..4 {
-                    a.stream.copy_peer(dsts[j].ptr(), &b.ctx, srcs[i].ptr(), &a.ctx, bytes)?;
-                    b.stream.copy_peer(dsts[i].ptr(), &a.ctx, srcs[j].ptr(), &b.ctx, bytes)?;
+                    a.stream
+                        .copy_peer(dsts[j].ptr(), &b.ctx, srcs[i].ptr(), &a.ctx, bytes)?;
+                    b.stream
+                        .copy_peer(dsts[i].ptr(), &a.ctx, srcs[j].ptr(), &b.ctx, bytes)?;
                 }
                 a.sync()?;
                 b.sync()?;
@@ -140,12 +160,14 @@ pub fn p2p_matrix(
             for _ in 0..12 {
                 e0.record(&a.stream)?;
                 for _ in 0..100 {
-                    a.stream.copy_peer(dsts[j].ptr(), &b.ctx, srcs[i].ptr(), &a.ctx, 4)?;
+                    a.stream
+                        .copy_peer(dsts[j].ptr(), &b.ctx, srcs[i].ptr(), &a.ctx, 4)?;
                 }
                 e1.record(&a.stream)?;
                 lat.push(e0.elapsed_ms(&e1)? * 1000.0 / 100.0);
             }
-            let uni_s = stats::Summary::of(&uni).ok_or_else(|| BenchError::Other("no samples".into()))?;
+            let uni_s =
+                stats::Summary::of(&uni).ok_or_else(|| BenchError::Other("no samples".into()))?;
             pairs.push(P2pPair {
                 src: a.info.ordinal,
                 dst: b.info.ordinal,

@@ -9,7 +9,7 @@
 //! NVLink SHARP (NVLS) follows NCCL's own environment (`NCCL_NVLS_ENABLE`);
 //! aisp does not change it.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Mutex};
@@ -18,10 +18,10 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::BenchError;
 use super::cuda::Event;
 use super::device::Gpu;
 use super::stats;
-use super::BenchError;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -33,7 +33,15 @@ type Comm = *mut c_void;
 type GetVersion = unsafe extern "C" fn(*mut c_int) -> c_int;
 type GetUniqueId = unsafe extern "C" fn(*mut UniqueId) -> c_int;
 type CommInitRank = unsafe extern "C" fn(*mut Comm, c_int, UniqueId, c_int) -> c_int;
-type AllReduce = unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, c_int, Comm, *mut c_void) -> c_int;
+type AllReduce = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    Comm,
+    *mut c_void,
+) -> c_int;
 type CommDestroy = unsafe extern "C" fn(Comm) -> c_int;
 type ErrorString = unsafe extern "C" fn(c_int) -> *const c_char;
 
@@ -65,9 +73,9 @@ impl Nccl {
         // SAFETY: each symbol is looked up with its C signature from nccl.h.
         unsafe {
             let sym = |name: &[u8]| -> Result<*const (), BenchError> {
-                lib.get::<*const ()>(name)
-                    .map(|s| *s)
-                    .map_err(|_| BenchError::NoLibrary(format!("NCCL symbol {}", String::from_utf8_lossy(name))))
+                lib.get::<*const ()>(name).map(|s| *s).map_err(|_| {
+                    BenchError::NoLibrary(format!("NCCL symbol {}", String::from_utf8_lossy(name)))
+                })
             };
             let get_version: GetVersion = std::mem::transmute(sym(b"ncclGetVersion\0")?);
             let get_unique_id: GetUniqueId = std::mem::transmute(sym(b"ncclGetUniqueId\0")?);
@@ -95,7 +103,11 @@ impl Nccl {
         // SAFETY: NCCL returns a static string for any result code.
         let text = unsafe {
             let p = (self.error_string)(r);
-            if p.is_null() { format!("error {r}") } else { CStr::from_ptr(p).to_string_lossy().into_owned() }
+            if p.is_null() {
+                format!("error {r}")
+            } else {
+                CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
         };
         Err(BenchError::Nccl {
             call: call.to_string(),
@@ -116,7 +128,11 @@ impl Nccl {
 /// algbw and busbw of an all-reduce of `bytes` taking `seconds` on `ranks` GPUs.
 pub fn allreduce_bandwidth(bytes: f64, seconds: f64, ranks: usize) -> (f64, f64) {
     let algbw = bytes / seconds / 1e9;
-    let factor = if ranks > 0 { 2.0 * (ranks as f64 - 1.0) / ranks as f64 } else { 0.0 };
+    let factor = if ranks > 0 {
+        2.0 * (ranks as f64 - 1.0) / ranks as f64
+    } else {
+        0.0
+    };
     (algbw, algbw * factor)
 }
 
@@ -160,7 +176,8 @@ pub fn allreduce_sweep(
     let reps_per_size = Mutex::new(vec![0u32; sizes_bytes.len()]);
     std::thread::scope(|s| {
         for (rank, &ordinal) in ordinals.iter().enumerate() {
-            let (barrier, stop, failed, samples, checks, reps_per_size) = (&barrier, &stop, &failed, &samples, &checks, &reps_per_size);
+            let (barrier, stop, failed, samples, checks, reps_per_size) =
+                (&barrier, &stop, &failed, &samples, &checks, &reps_per_size);
             s.spawn(move || {
                 let fail = |e: BenchError| {
                     stop.store(true, Ordering::SeqCst);
@@ -171,14 +188,15 @@ pub fn allreduce_sweep(
                 };
                 // Every rank joins the communicator even after a set-up error
                 // elsewhere would be pointless; set-up errors stop everyone at the barrier.
-                let setup = (|| -> Result<(Gpu, super::cuda::DevBuf, super::cuda::DevBuf), BenchError> {
-                    let gpu = Gpu::open(ordinal, cache_root)?;
-                    let send = gpu.alloc(max_bytes)?;
-                    let recv = gpu.alloc(max_bytes)?;
-                    gpu.fill_uniform(&send, 500 + rank as u32, -1.0, 1.0)?;
-                    gpu.sync()?;
-                    Ok((gpu, send, recv))
-                })();
+                let setup =
+                    (|| -> Result<(Gpu, super::cuda::DevBuf, super::cuda::DevBuf), BenchError> {
+                        let gpu = Gpu::open(ordinal, cache_root)?;
+                        let send = gpu.alloc(max_bytes)?;
+                        let recv = gpu.alloc(max_bytes)?;
+                        gpu.fill_uniform(&send, 500 + rank as u32, -1.0, 1.0)?;
+                        gpu.sync()?;
+                        Ok((gpu, send, recv))
+                    })();
                 let ready = setup.is_ok();
                 if let Err(e) = &setup {
                     fail(BenchError::Other(format!("GPU {ordinal}: {e}")));
@@ -199,7 +217,15 @@ pub fn allreduce_sweep(
                 let all_reduce = |count: usize| -> Result<(), BenchError> {
                     // SAFETY: send/recv hold at least `count` floats on this rank's device.
                     nccl.check("ncclAllReduce", unsafe {
-                        (nccl.all_reduce)(send.ptr() as *const c_void, recv.ptr() as *mut c_void, count, NCCL_FLOAT32, NCCL_SUM, comm, stream_raw)
+                        (nccl.all_reduce)(
+                            send.ptr() as *const c_void,
+                            recv.ptr() as *mut c_void,
+                            count,
+                            NCCL_FLOAT32,
+                            NCCL_SUM,
+                            comm,
+                            stream_raw,
+                        )
                     })
                 };
                 let (e0, e1) = match (Event::new(&gpu.ctx), Event::new(&gpu.ctx)) {
@@ -230,7 +256,11 @@ pub fn allreduce_sweep(
                         let got: Vec<f32> = recv.download_range(0, count, &gpu.stream)?;
                         let step = (count / 4096).max(1);
                         let ok = (0..count).step_by(step).all(|i| {
-                            let want: f64 = (0..n).map(|r| super::rng::uniform(500 + r as u32, i as u64, -1.0, 1.0) as f64).sum();
+                            let want: f64 = (0..n)
+                                .map(|r| {
+                                    super::rng::uniform(500 + r as u32, i as u64, -1.0, 1.0) as f64
+                                })
+                                .sum();
                             (got[i] as f64 - want).abs() <= 1e-5 * n as f64
                         });
                         if !ok {
@@ -246,7 +276,9 @@ pub fn allreduce_sweep(
                         e1.record(&gpu.stream)?;
                         let one_ms = e0.elapsed_ms(&e1)?.max(1e-3);
                         let iters = ((2.0 / one_ms).ceil() as usize).clamp(1, 1000);
-                        let reps = ((budget_per_size.as_secs_f64() * 1e3 / (one_ms * iters as f64)).floor() as usize).clamp(5, 200);
+                        let reps = ((budget_per_size.as_secs_f64() * 1e3 / (one_ms * iters as f64))
+                            .floor() as usize)
+                            .clamp(5, 200);
                         let mut mine = Vec::with_capacity(reps);
                         for _ in 0..reps {
                             barrier.wait();
@@ -323,7 +355,9 @@ mod tests {
 
     #[test]
     fn a_missing_library_is_an_error_not_a_panic() {
-        let err = Nccl::load(Path::new("/nonexistent/libnccl.so.2")).err().unwrap();
+        let err = Nccl::load(Path::new("/nonexistent/libnccl.so.2"))
+            .err()
+            .unwrap();
         assert!(matches!(err, BenchError::NoLibrary(_)));
     }
 }

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use cudarc::nvrtc::{result, sys};
 use sha2::{Digest, Sha256};
 
-use super::kernels::{self, KernelFile};
 use super::BenchError;
+use super::kernels::{self, KernelFile};
 
 /// Options every kernel is compiled with (besides `-arch`). No fast-math: the
 /// lessons compare results bit for bit against CPU references.
@@ -68,7 +68,11 @@ pub fn supported_archs() -> Result<Vec<i32>, BenchError> {
 }
 
 fn c_text(bytes: Vec<std::ffi::c_char>) -> String {
-    let bytes: Vec<u8> = bytes.into_iter().map(|c| c as u8).take_while(|&b| b != 0).collect();
+    let bytes: Vec<u8> = bytes
+        .into_iter()
+        .map(|c| c as u8)
+        .take_while(|&b| b != 0)
+        .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
@@ -79,8 +83,10 @@ pub fn compile(file: &KernelFile, arch: &str, extra: &[&str]) -> Result<Compiled
         return Err(BenchError::NoNvrtc);
     }
     let source = kernels::program_source(file);
-    let src = CString::new(source).map_err(|_| BenchError::Other("kernel source contains NUL".into()))?;
-    let name = CString::new(format!("{}.cu", file.name)).map_err(|_| BenchError::Other("bad kernel file name".into()))?;
+    let src =
+        CString::new(source).map_err(|_| BenchError::Other("kernel source contains NUL".into()))?;
+    let name = CString::new(format!("{}.cu", file.name))
+        .map_err(|_| BenchError::Other("bad kernel file name".into()))?;
     let prog = result::create_program(src.as_c_str(), Some(name.as_c_str()))
         .map_err(|e| BenchError::Other(format!("nvrtcCreateProgram failed: {e:?}")))?;
     let mut opts: Vec<String> = vec![format!("-arch={arch}")];
@@ -89,7 +95,9 @@ pub fn compile(file: &KernelFile, arch: &str, extra: &[&str]) -> Result<Compiled
     // SAFETY: `prog` is a live program; it is destroyed on every path below.
     let compiled = unsafe { result::compile_program(prog, &opts) };
     // SAFETY: as above.
-    let log = unsafe { result::get_program_log(prog) }.map(c_text).unwrap_or_default();
+    let log = unsafe { result::get_program_log(prog) }
+        .map(c_text)
+        .unwrap_or_default();
     let out = match compiled {
         Err(_) => Err(BenchError::Compile {
             file: file.name.to_string(),
@@ -125,7 +133,10 @@ unsafe fn read_outputs(prog: sys::nvrtcProgram) -> Result<(String, Vec<u8>), Ben
             return Err(BenchError::Other("nvrtcGetCUBINSize failed".into()));
         }
         let mut buf = vec![0u8; size];
-        if size > 0 && sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char) != sys::nvrtcResult::NVRTC_SUCCESS {
+        if size > 0
+            && sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut std::ffi::c_char)
+                != sys::nvrtcResult::NVRTC_SUCCESS
+        {
             return Err(BenchError::Other("nvrtcGetCUBIN failed".into()));
         }
         buf
@@ -135,7 +146,10 @@ unsafe fn read_outputs(prog: sys::nvrtcProgram) -> Result<(String, Vec<u8>), Ben
 
 /// The cache folder for one architecture and NVRTC version.
 pub fn cache_dir(cache_root: &Path, arch: &str, nvrtc: (i32, i32)) -> PathBuf {
-    cache_root.join("ptx").join(arch).join(format!("{}.{}", nvrtc.0, nvrtc.1))
+    cache_root
+        .join("ptx")
+        .join(arch)
+        .join(format!("{}.{}", nvrtc.0, nvrtc.1))
 }
 
 /// Short hash of everything that determines the build.
@@ -152,13 +166,22 @@ pub fn build_key(file: &KernelFile, arch: &str) -> String {
 
 /// Compile `file` for `arch`, reusing a cached build when one exists. A cache
 /// that cannot be written is not an error (the build is used from memory).
-pub fn compile_cached(file: &KernelFile, arch: &str, cache_root: &Path) -> Result<Compiled, BenchError> {
+pub fn compile_cached(
+    file: &KernelFile,
+    arch: &str,
+    cache_root: &Path,
+) -> Result<Compiled, BenchError> {
     let nvrtc = version()?;
     let dir = cache_dir(cache_root, arch, nvrtc);
     let stem = format!("{}-{}", file.name, build_key(file, arch));
-    let (ptx_path, cubin_path) = (dir.join(format!("{stem}.ptx")), dir.join(format!("{stem}.cubin")));
-    if let (Ok(ptx), Ok(cubin)) = (std::fs::read_to_string(&ptx_path), std::fs::read(&cubin_path))
-        && !cubin.is_empty()
+    let (ptx_path, cubin_path) = (
+        dir.join(format!("{stem}.ptx")),
+        dir.join(format!("{stem}.cubin")),
+    );
+    if let (Ok(ptx), Ok(cubin)) = (
+        std::fs::read_to_string(&ptx_path),
+        std::fs::read(&cubin_path),
+    ) && !cubin.is_empty()
     {
         return Ok(Compiled {
             file: file.name.to_string(),
@@ -192,7 +215,9 @@ pub fn ptx_entries(ptx: &str) -> Vec<String> {
     ptx.lines()
         .filter_map(|l| {
             let l = l.trim_start();
-            let rest = l.strip_prefix(".visible .entry ").or_else(|| l.strip_prefix(".entry "))?;
+            let rest = l
+                .strip_prefix(".visible .entry ")
+                .or_else(|| l.strip_prefix(".entry "))?;
             Some(rest.split(['(', ' ']).next().unwrap_or("").to_string())
         })
         .filter(|s| !s.is_empty())
@@ -217,7 +242,6 @@ pub fn parse_arch(arch: &str) -> Option<(u32, u32)> {
 pub fn short_log(log: &str) -> String {
     log.lines().take(12).collect::<Vec<_>>().join("\n")
 }
-
 
 #[cfg(test)]
 mod tests {

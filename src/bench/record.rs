@@ -2,7 +2,7 @@
 //! measured variant, with everything needed to compare runs across days and
 //! machines) and reading them back for history and comparisons.
 
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{OptionalExtension, params};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -32,7 +32,11 @@ pub struct RunMeta {
 /// A new run id: UTC time plus random hex, sortable by time.
 pub fn new_run_id() -> String {
     let now = chrono::Utc::now();
-    format!("{}-{:08x}", now.format("%Y%m%dT%H%M%S"), super::rng::fresh_seed())
+    format!(
+        "{}-{:08x}",
+        now.format("%Y%m%dT%H%M%S"),
+        super::rng::fresh_seed()
+    )
 }
 
 pub fn hostname() -> Option<String> {
@@ -226,15 +230,27 @@ pub fn history(store: &Store, f: &HistoryFilter) -> Result<Vec<StoredRow>, Store
     let mut stmt = conn.prepare(&sql).map_err(|e| store.err(e))?;
     let rows = stmt
         .query_map(
-            params![f.target, f.variant, f.run_id, f.device, f.limit.max(1) as i64],
+            params![
+                f.target,
+                f.variant,
+                f.run_id,
+                f.device,
+                f.limit.max(1) as i64
+            ],
             |r| row_of(r, f.with_samples),
         )
         .map_err(|e| store.err(e))?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(|e| store.err(e))
+    rows.collect::<Result<Vec<_>, _>>()
+        .map_err(|e| store.err(e))
 }
 
 /// The newest stored row of (run, target, variant), with samples.
-pub fn find(store: &Store, run_id: Option<&str>, target: &str, variant: &str) -> Result<Option<StoredRow>, StoreError> {
+pub fn find(
+    store: &Store,
+    run_id: Option<&str>,
+    target: &str,
+    variant: &str,
+) -> Result<Option<StoredRow>, StoreError> {
     let conn = store.conn();
     let sql = format!(
         "SELECT {COLUMNS} FROM benchmark_results
@@ -248,7 +264,12 @@ pub fn find(store: &Store, run_id: Option<&str>, target: &str, variant: &str) ->
 
 /// The best value ever recorded on this device for (target, variant), with
 /// its run id (higher is better for bandwidth and FLOP/s metrics).
-pub fn best_value(store: &Store, device_uuid: &str, target: &str, variant: &str) -> Result<Option<(f64, String)>, StoreError> {
+pub fn best_value(
+    store: &Store,
+    device_uuid: &str,
+    target: &str,
+    variant: &str,
+) -> Result<Option<(f64, String)>, StoreError> {
     let conn = store.conn();
     conn.query_row(
         "SELECT value, run_id FROM benchmark_results
@@ -263,7 +284,10 @@ pub fn best_value(store: &Store, device_uuid: &str, target: &str, variant: &str)
 
 /// The most recent roof values measured on this device by hw tools
 /// (target `roof`, variant = roof kind), newest first per kind.
-pub fn latest_roofs(store: &Store, device_uuid: &str) -> Result<Vec<(String, f64, String)>, StoreError> {
+pub fn latest_roofs(
+    store: &Store,
+    device_uuid: &str,
+) -> Result<Vec<(String, f64, String)>, StoreError> {
     let conn = store.conn();
     let mut stmt = conn
         .prepare(
@@ -274,9 +298,12 @@ pub fn latest_roofs(store: &Store, device_uuid: &str) -> Result<Vec<(String, f64
         )
         .map_err(|e| store.err(e))?;
     let rows = stmt
-        .query_map(params![device_uuid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_map(params![device_uuid], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
         .map_err(|e| store.err(e))?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(|e| store.err(e))
+    rows.collect::<Result<Vec<_>, _>>()
+        .map_err(|e| store.err(e))
 }
 
 /// A result row for a roof (target `roof`), so later runs can find it.
@@ -328,26 +355,81 @@ mod tests {
     fn rows_round_trip_through_the_store() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.sqlite")).unwrap();
-        let mut a = VariantResult::new("memory_coalescing", "coalesced_copy", Role::Optimized, Metric::GbPerS, "n");
+        let mut a = VariantResult::new(
+            "memory_coalescing",
+            "coalesced_copy",
+            Role::Optimized,
+            Metric::GbPerS,
+            "n",
+        );
         a.verified = true;
-        a.set_samples(vec![1.0, 1.1, 0.9], Metric::GbPerS, Work { bytes: 3e9, flops: 0.0 }, Some((4000.0, "dtod".into())), None);
-        let failed = VariantResult::new("memory_coalescing", "strided_copy", Role::Baseline, Metric::GbPerS, "n").failed("bad");
+        a.set_samples(
+            vec![1.0, 1.1, 0.9],
+            Metric::GbPerS,
+            Work {
+                bytes: 3e9,
+                flops: 0.0,
+            },
+            Some((4000.0, "dtod".into())),
+            None,
+        );
+        let failed = VariantResult::new(
+            "memory_coalescing",
+            "strided_copy",
+            Role::Baseline,
+            Metric::GbPerS,
+            "n",
+        )
+        .failed("bad");
         insert(&store, &meta("run1"), &[a.clone(), failed]).unwrap();
-        let rows = history(&store, &HistoryFilter { limit: 10, ..Default::default() }).unwrap();
+        let rows = history(
+            &store,
+            &HistoryFilter {
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(rows.len(), 2);
         let ok = rows.iter().find(|r| r.variant == "coalesced_copy").unwrap();
         assert_eq!(ok.value, Some(3000.0));
         assert_eq!(ok.pct_of_roof, Some(75.0));
         assert_eq!(ok.status.as_deref(), Some("ok"));
         assert!(ok.samples_ms.is_none());
-        let found = find(&store, Some("run1"), "memory_coalescing", "coalesced_copy").unwrap().unwrap();
+        let found = find(&store, Some("run1"), "memory_coalescing", "coalesced_copy")
+            .unwrap()
+            .unwrap();
         assert_eq!(found.samples_ms.unwrap(), vec![1.0, 1.1, 0.9]);
         // Failed rows are never "found" for comparison.
-        assert!(find(&store, None, "memory_coalescing", "strided_copy").unwrap().is_none());
-        let filtered = history(&store, &HistoryFilter { device: Some("h100".into()), target: Some("memory_coalescing".into()), limit: 1, ..Default::default() }).unwrap();
+        assert!(
+            find(&store, None, "memory_coalescing", "strided_copy")
+                .unwrap()
+                .is_none()
+        );
+        let filtered = history(
+            &store,
+            &HistoryFilter {
+                device: Some("h100".into()),
+                target: Some("memory_coalescing".into()),
+                limit: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(filtered.len(), 1);
-        assert_eq!(best_value(&store, "GPU-1", "memory_coalescing", "coalesced_copy").unwrap().unwrap().0, 3000.0);
-        insert(&store, &meta("run22"), &[roof_row("memory", 3100.0, "dtod", Metric::GbPerS)]).unwrap();
+        assert_eq!(
+            best_value(&store, "GPU-1", "memory_coalescing", "coalesced_copy")
+                .unwrap()
+                .unwrap()
+                .0,
+            3000.0
+        );
+        insert(
+            &store,
+            &meta("run22"),
+            &[roof_row("memory", 3100.0, "dtod", Metric::GbPerS)],
+        )
+        .unwrap();
         let roofs = latest_roofs(&store, "GPU-1").unwrap();
         assert_eq!(roofs.len(), 1);
         assert_eq!((roofs[0].0.as_str(), roofs[0].1), ("memory", 3100.0));

@@ -9,15 +9,15 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::cuda::{arg, DevBuf, Event, HostBuf, Stream};
+use super::BenchError;
+use super::cuda::{DevBuf, Event, HostBuf, Stream, arg};
 use super::device::Gpu;
 use super::lesson::{Metric, Role, RoofKind, VariantResult, Work};
 use super::stats::Summary;
-use super::targets::memory::{CopyBufs, COPY_KERNELS};
+use super::targets::memory::{COPY_KERNELS, CopyBufs};
 use super::telemetry::Sampler;
 use super::timing::{self, Phase, Plan};
 use super::verify::Check;
-use super::BenchError;
 
 /// One measured ceiling.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -48,7 +48,9 @@ impl Roofs {
             RoofKind::Memory => self.memory.as_ref(),
             RoofKind::Fp32 => self.fp32.as_ref(),
             RoofKind::PcieH2d => self.pcie_h2d.as_ref(),
-            RoofKind::Tf32 | RoofKind::Bf16 | RoofKind::Fp16 | RoofKind::Fp8 => self.tensor.get(kind.as_str()),
+            RoofKind::Tf32 | RoofKind::Bf16 | RoofKind::Fp16 | RoofKind::Fp8 => {
+                self.tensor.get(kind.as_str())
+            }
         }?;
         Some((r.value, r.how.clone()))
     }
@@ -69,7 +71,8 @@ fn time_step(
 /// Theoretical device-memory bandwidth in GB/s from the memory clock (MHz,
 /// double data rate) and bus width (bits).
 pub fn theoretical_memory_gb_per_s(mem_clock_mhz: u32, bus_width_bits: u32) -> Option<f64> {
-    (mem_clock_mhz > 0 && bus_width_bits > 0).then(|| mem_clock_mhz as f64 * 1e6 * 2.0 * bus_width_bits as f64 / 8.0 / 1e9)
+    (mem_clock_mhz > 0 && bus_width_bits > 0)
+        .then(|| mem_clock_mhz as f64 * 1e6 * 2.0 * bus_width_bits as f64 / 8.0 / 1e9)
 }
 
 /// Theoretical memory bandwidth of `gpu`: NVML's max memory clock and bus
@@ -85,15 +88,17 @@ pub fn theoretical_memory(gpu: &Gpu, nvml: Option<&nvml_wrapper::Nvml>) -> Optio
     {
         return Some((v, format!("NVML: {clock} MHz x 2 (DDR) x {width}-bit bus")));
     }
-    theoretical_memory_gb_per_s(gpu.info.memory_clock_mhz, gpu.info.memory_bus_width_bits).map(|v| {
-        (
-            v,
-            format!(
-                "CUDA attributes: {} MHz x 2 (DDR) x {}-bit bus",
-                gpu.info.memory_clock_mhz, gpu.info.memory_bus_width_bits
-            ),
-        )
-    })
+    theoretical_memory_gb_per_s(gpu.info.memory_clock_mhz, gpu.info.memory_bus_width_bits).map(
+        |v| {
+            (
+                v,
+                format!(
+                    "CUDA attributes: {} MHz x 2 (DDR) x {}-bit bus",
+                    gpu.info.memory_clock_mhz, gpu.info.memory_bus_width_bits
+                ),
+            )
+        },
+    )
 }
 
 /// Copy bandwidth at one size: every copy kernel and cuMemcpyDtoD, each
@@ -119,13 +124,22 @@ pub fn copy_bandwidth(
     names.push("cuMemcpyDtoD");
     let mut rows = Vec::new();
     for name in names {
-        let role = if name == "cuMemcpyDtoD" { Role::Baseline } else { Role::Optimized };
+        let role = if name == "cuMemcpyDtoD" {
+            Role::Baseline
+        } else {
+            Role::Optimized
+        };
         let mut row = VariantResult::new("copy_bandwidth", name, role, Metric::GbPerS, &size);
-        let per = COPY_KERNELS.iter().find(|(k, _)| *k == name).map(|(_, p)| *p);
+        let per = COPY_KERNELS
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, p)| *p);
         let launch = |gpu: &Gpu| -> Result<(), BenchError> {
             match per {
                 Some(p) => bufs.launch(gpu, name, p),
-                None => gpu.stream.copy_dtod(bufs.output.ptr(), bufs.input.ptr(), (n * 4) as usize),
+                None => gpu
+                    .stream
+                    .copy_dtod(bufs.output.ptr(), bufs.input.ptr(), (n * 4) as usize),
             }
         };
         let result: Result<(), BenchError> = (|| {
@@ -160,10 +174,16 @@ pub fn copy_bandwidth(
         rows.push(row);
     }
     // Percent of the cuMemcpyDtoD figure measured in the same run.
-    if let Some(dtod) = rows.iter().find(|r| r.variant == "cuMemcpyDtoD").and_then(|r| r.value) {
+    if let Some(dtod) = rows
+        .iter()
+        .find(|r| r.variant == "cuMemcpyDtoD")
+        .and_then(|r| r.value)
+    {
         for r in rows.iter_mut() {
             if let Some(v) = r.value {
-                r.roof = Some(format!("cuMemcpyDtoD at the same size, same run ({dtod:.1} GB/s)"));
+                r.roof = Some(format!(
+                    "cuMemcpyDtoD at the same size, same run ({dtod:.1} GB/s)"
+                ));
                 r.roof_value = Some(dtod);
                 r.pct_of_roof = Some(v / dtod * 100.0);
             }
@@ -174,8 +194,17 @@ pub fn copy_bandwidth(
 
 /// FMA throughput on the CUDA cores, in TFLOP/s (an FMA counts as 2).
 /// The result feeds a sink, so nothing to verify beyond it being finite.
-pub fn fma_peak(gpu: &Gpu, double: bool, budget: Duration, cancelled: &dyn Fn() -> bool) -> Result<(f64, Summary, String), BenchError> {
-    let name = if double { "fma_peak_f64" } else { "fma_peak_f32" };
+pub fn fma_peak(
+    gpu: &Gpu,
+    double: bool,
+    budget: Duration,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(f64, Summary, String), BenchError> {
+    let name = if double {
+        "fma_peak_f64"
+    } else {
+        "fma_peak_f32"
+    };
     let f = if double {
         gpu.function("compute", "fma_peak_f64")?
     } else {
@@ -192,19 +221,33 @@ pub fn fma_peak(gpu: &Gpu, double: bool, budget: Duration, cancelled: &dyn Fn() 
     let launch = |gpu: &Gpu| -> Result<(), BenchError> {
         if double {
             let (a, b) = (0.999_999f64, 1e-6f64);
-            f.launch(&gpu.stream, (grid, 1, 1), (block, 1, 1), &mut [arg(&o), arg(&iters), arg(&a), arg(&b)])
+            f.launch(
+                &gpu.stream,
+                (grid, 1, 1),
+                (block, 1, 1),
+                &mut [arg(&o), arg(&iters), arg(&a), arg(&b)],
+            )
         } else {
             let (a, b) = (0.999_999f32, 1e-6f32);
-            f.launch(&gpu.stream, (grid, 1, 1), (block, 1, 1), &mut [arg(&o), arg(&iters), arg(&a), arg(&b)])
+            f.launch(
+                &gpu.stream,
+                (grid, 1, 1),
+                (block, 1, 1),
+                &mut [arg(&o), arg(&iters), arg(&a), arg(&b)],
+            )
         }
     };
     gpu.poison(&out)?;
     launch(gpu)?;
     gpu.sync()?;
     let finite = if double {
-        out.download::<f64>(&gpu.stream)?.iter().all(|v| v.is_finite())
+        out.download::<f64>(&gpu.stream)?
+            .iter()
+            .all(|v| v.is_finite())
     } else {
-        out.download::<f32>(&gpu.stream)?.iter().all(|v| v.is_finite())
+        out.download::<f32>(&gpu.stream)?
+            .iter()
+            .all(|v| v.is_finite())
     };
     if !finite {
         return Err(BenchError::Other(format!("{name} wrote non-finite values")));
@@ -219,7 +262,14 @@ pub fn fma_peak(gpu: &Gpu, double: bool, budget: Duration, cancelled: &dyn Fn() 
     })?;
     let flops = 2.0 * 8.0 * iters as f64 * threads as f64;
     let tflops = flops / (s.median_ms / 1e3) / 1e12;
-    Ok((tflops, s, format!("{name}: {grid} blocks x {block} threads x 8 chains x {iters} FMAs, median of {}", s.n)))
+    Ok((
+        tflops,
+        s,
+        format!(
+            "{name}: {grid} blocks x {block} threads x 8 chains x {iters} FMAs, median of {}",
+            s.n
+        ),
+    ))
 }
 
 /// One PCIe measurement.
@@ -249,7 +299,12 @@ fn fill_pattern(buf: &mut [u8], seed: u32) {
 
 /// Host↔device bandwidth: pinned and pageable, each direction, and pinned
 /// bidirectional. Each transfer is checked once (bytes arrive intact).
-pub fn pcie(gpu: &Gpu, bytes: usize, budget: Duration, cancelled: &dyn Fn() -> bool) -> Result<Vec<PcieRow>, BenchError> {
+pub fn pcie(
+    gpu: &Gpu,
+    bytes: usize,
+    budget: Duration,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<PcieRow>, BenchError> {
     gpu.reset_tally();
     let dev_a = gpu.alloc(bytes)?;
     let dev_b = gpu.alloc(bytes)?;
@@ -279,8 +334,16 @@ pub fn pcie(gpu: &Gpu, bytes: usize, budget: Duration, cancelled: &dyn Fn() -> b
     ];
     for (direction, memory) in cases {
         let pinned = memory == "pinned";
-        let src_ptr = if pinned { pinned_src.ptr() as *const _ } else { pageable_src.as_ptr() as *const _ };
-        let dst_ptr = if pinned { pinned_dst.ptr() } else { pageable_dst.as_mut_ptr() as *mut _ };
+        let src_ptr = if pinned {
+            pinned_src.ptr() as *const _
+        } else {
+            pageable_src.as_ptr() as *const _
+        };
+        let dst_ptr = if pinned {
+            pinned_dst.ptr()
+        } else {
+            pageable_dst.as_mut_ptr() as *mut _
+        };
         let step = |gpu: &Gpu| -> Result<(), BenchError> {
             // SAFETY: every host range holds `bytes` bytes and outlives the synchronised copies.
             unsafe {
@@ -308,7 +371,11 @@ pub fn pcie(gpu: &Gpu, bytes: usize, budget: Duration, cancelled: &dyn Fn() -> b
             checks.push(got.as_slice() == pinned_src.as_slice::<u8>());
         }
         if direction != "h2d" {
-            let got = if pinned { pinned_dst.as_slice::<u8>() } else { &pageable_dst[..] };
+            let got = if pinned {
+                pinned_dst.as_slice::<u8>()
+            } else {
+                &pageable_dst[..]
+            };
             checks.push(got == pinned_src.as_slice::<u8>());
         }
         let ok = checks.iter().all(|&c| c);
@@ -324,13 +391,19 @@ pub fn pcie(gpu: &Gpu, bytes: usize, budget: Duration, cancelled: &dyn Fn() -> b
             rel_err: None,
         };
         if !ok {
-            return Err(BenchError::Other(format!("{direction} {memory} copy corrupted data")));
+            return Err(BenchError::Other(format!(
+                "{direction} {memory} copy corrupted data"
+            )));
         }
         let (_, s) = time_step(gpu, &plan, cancelled, &mut |gpu, phase| match phase {
             Phase::Before => Ok(()),
             Phase::Body => step(gpu),
         })?;
-        let moved = if direction == "bidirectional" { 2 * bytes } else { bytes } as f64;
+        let moved = if direction == "bidirectional" {
+            2 * bytes
+        } else {
+            bytes
+        } as f64;
         rows.push(PcieRow {
             direction: direction.to_string(),
             host_memory: memory.to_string(),
@@ -360,7 +433,7 @@ pub fn pcie_theoretical_gb_per_s(generation: u32, width: u32) -> Option<f64> {
         6 => 7.563,
         _ => return None,
     };
-    (width > 0).then(|| per_lane * width as f64)
+    (width > 0).then_some(per_lane * width as f64)
 }
 
 /// One point of a cache sweep.
@@ -412,7 +485,12 @@ pub fn cache_sweep(
         let p = buf.ptr();
         let (_, s) = time_step(gpu, &plan, cancelled, &mut |gpu, phase| match phase {
             Phase::Before => Ok(()),
-            Phase::Body => fb.launch(&gpu.stream, (grid, 1, 1), (256, 1, 1), &mut [arg(&p), arg(&n4), arg(&passes), arg(&sink)]),
+            Phase::Body => fb.launch(
+                &gpu.stream,
+                (grid, 1, 1),
+                (256, 1, 1),
+                &mut [arg(&p), arg(&n4), arg(&passes), arg(&sink)],
+            ),
         })?;
         let bytes = ws as f64 * passes as f64 * grid as f64;
         points.push(CachePoint {
@@ -438,7 +516,12 @@ pub fn cache_sweep(
         let grid = gpu.grid_for(&fg, 256, n4)?;
         let (_, s) = time_step(gpu, &plan, cancelled, &mut |gpu, phase| match phase {
             Phase::Before => Ok(()),
-            Phase::Body => fg.launch(&gpu.stream, (grid, 1, 1), (256, 1, 1), &mut [arg(&p), arg(&n4), arg(&passes), arg(&sink)]),
+            Phase::Body => fg.launch(
+                &gpu.stream,
+                (grid, 1, 1),
+                (256, 1, 1),
+                &mut [arg(&p), arg(&n4), arg(&passes), arg(&sink)],
+            ),
         })?;
         let bytes = ws as f64 * passes as f64;
         points.push(CachePoint {
@@ -474,7 +557,11 @@ pub fn cache_levels(points: &[CachePoint], l2_bytes: u64) -> CacheLevels {
             .collect()),
         l2_gb_per_s: med(points
             .iter()
-            .filter(|p| p.sweep == "whole_gpu" && p.working_set_bytes >= 1 << 20 && p.working_set_bytes <= l2_bytes / 2)
+            .filter(|p| {
+                p.sweep == "whole_gpu"
+                    && p.working_set_bytes >= 1 << 20
+                    && p.working_set_bytes <= l2_bytes / 2
+            })
             .map(|p| p.gb_per_s)
             .collect()),
         device_memory_gb_per_s: med(points
@@ -533,7 +620,6 @@ pub fn passed(c: &Option<Check>) -> bool {
     c.as_ref().is_some_and(|c| c.passed)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -557,8 +643,17 @@ mod tests {
     fn roofs_lookup() {
         let mut r = Roofs::default();
         assert!(r.get(RoofKind::Memory).is_none());
-        r.memory = Some(Roof { value: 3000.0, how: "memcpy".into() });
-        r.tensor.insert("bf16".into(), Roof { value: 700.0, how: "cublas".into() });
+        r.memory = Some(Roof {
+            value: 3000.0,
+            how: "memcpy".into(),
+        });
+        r.tensor.insert(
+            "bf16".into(),
+            Roof {
+                value: 700.0,
+                how: "cublas".into(),
+            },
+        );
         assert_eq!(r.get(RoofKind::Memory).unwrap().0, 3000.0);
         assert_eq!(r.get(RoofKind::Bf16).unwrap().0, 700.0);
         assert!(r.get(RoofKind::Fp8).is_none());

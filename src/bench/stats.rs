@@ -108,7 +108,12 @@ pub struct RatioCi {
 /// Bootstrap the ratio median(baseline) / median(candidate): resample each
 /// group with replacement `resamples` times and take the central `level`
 /// share of the ratios. `None` when a group is empty or a median is not positive.
-pub fn speedup_ci(baseline: &[f64], candidate: &[f64], resamples: usize, level: f64) -> Option<RatioCi> {
+pub fn speedup_ci(
+    baseline: &[f64],
+    candidate: &[f64],
+    resamples: usize,
+    level: f64,
+) -> Option<RatioCi> {
     if baseline.is_empty() || candidate.is_empty() {
         return None;
     }
@@ -161,7 +166,11 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> Option<MannWhitney> {
     if n1 == 0 || n2 == 0 {
         return None;
     }
-    let mut all: Vec<(f64, usize)> = a.iter().map(|&x| (x, 0)).chain(b.iter().map(|&x| (x, 1))).collect();
+    let mut all: Vec<(f64, usize)> = a
+        .iter()
+        .map(|&x| (x, 0))
+        .chain(b.iter().map(|&x| (x, 1)))
+        .collect();
     all.sort_by(|x, y| x.0.total_cmp(&y.0));
     let n = all.len();
     let mut ranks = vec![0.0; n];
@@ -218,14 +227,17 @@ pub fn normal_sf(z: f64) -> f64 {
 fn erfc(x: f64) -> f64 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t * (-z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
-        .exp();
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
     if x >= 0.0 { r } else { 2.0 - r }
 }
 
@@ -258,7 +270,11 @@ mod tests {
         assert_eq!(sum.max_ms, 10.0);
         assert!(close(sum.mean_ms, 5.5, 1e-12));
         // sample std of 1..10 = 3.0276503540974917; cv = 55.048188...%
-        assert!(close(sum.cv_pct, 3.027_650_354_097_491_7 / 5.5 * 100.0, 1e-9));
+        assert!(close(
+            sum.cv_pct,
+            3.027_650_354_097_491_7 / 5.5 * 100.0,
+            1e-9
+        ));
         // Unsorted input gives the same answer.
         let mut r = s.clone();
         r.reverse();
@@ -270,7 +286,10 @@ mod tests {
         assert!(Summary::of(&[]).is_none());
         assert!(Summary::of(&[1.0, f64::NAN]).is_none());
         let one = Summary::of(&[2.5]).unwrap();
-        assert_eq!((one.median_ms, one.p10_ms, one.p90_ms, one.cv_pct), (2.5, 2.5, 2.5, 0.0));
+        assert_eq!(
+            (one.median_ms, one.p10_ms, one.p90_ms, one.cv_pct),
+            (2.5, 2.5, 2.5, 0.0)
+        );
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
     }
@@ -278,8 +297,12 @@ mod tests {
     #[test]
     fn speedup_interval_brackets_the_ratio_and_excludes_one_for_a_real_gap() {
         // Baseline around 2.0 ms, candidate around 1.0 ms, small jitter.
-        let base: Vec<f64> = (0..30).map(|i| 2.0 + 0.01 * ((i * 7) % 11) as f64).collect();
-        let cand: Vec<f64> = (0..30).map(|i| 1.0 + 0.01 * ((i * 5) % 13) as f64).collect();
+        let base: Vec<f64> = (0..30)
+            .map(|i| 2.0 + 0.01 * ((i * 7) % 11) as f64)
+            .collect();
+        let cand: Vec<f64> = (0..30)
+            .map(|i| 1.0 + 0.01 * ((i * 5) % 13) as f64)
+            .collect();
         let ci = speedup_ci(&base, &cand, 2000, 0.95).unwrap();
         assert!(close(ci.ratio, median(&base) / median(&cand), 1e-12));
         assert!(ci.ci_low <= ci.ratio && ci.ratio <= ci.ci_high);
@@ -290,8 +313,12 @@ mod tests {
 
     #[test]
     fn speedup_interval_includes_one_for_identical_distributions() {
-        let a: Vec<f64> = (0..40).map(|i| 1.0 + 0.001 * ((i * 13) % 17) as f64).collect();
-        let b: Vec<f64> = (0..40).map(|i| 1.0 + 0.001 * ((i * 11) % 17) as f64).collect();
+        let a: Vec<f64> = (0..40)
+            .map(|i| 1.0 + 0.001 * ((i * 13) % 17) as f64)
+            .collect();
+        let b: Vec<f64> = (0..40)
+            .map(|i| 1.0 + 0.001 * ((i * 11) % 17) as f64)
+            .collect();
         let ci = speedup_ci(&a, &b, 2000, 0.95).unwrap();
         assert!(ci.ci_low <= 1.0 && ci.ci_high >= 1.0, "{ci:?}");
         assert!(speedup_ci(&[], &b, 10, 0.95).is_none());

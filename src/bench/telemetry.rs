@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use nvml_wrapper::Nvml;
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-use nvml_wrapper::Nvml;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -46,11 +46,21 @@ pub fn throttle_words(r: ThrottleReasons) -> Vec<&'static str> {
         (ThrottleReasons::SW_THERMAL_SLOWDOWN, "sw_thermal_slowdown"),
         (ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN, "hw_power_brake"),
         (ThrottleReasons::SYNC_BOOST, "sync_boost"),
-        (ThrottleReasons::APPLICATIONS_CLOCKS_SETTING, "applications_clocks_setting"),
-        (ThrottleReasons::DISPLAY_CLOCK_SETTING, "display_clock_setting"),
+        (
+            ThrottleReasons::APPLICATIONS_CLOCKS_SETTING,
+            "applications_clocks_setting",
+        ),
+        (
+            ThrottleReasons::DISPLAY_CLOCK_SETTING,
+            "display_clock_setting",
+        ),
         (ThrottleReasons::GPU_IDLE, "gpu_idle"),
     ];
-    table.iter().filter(|(bit, _)| r.contains(*bit)).map(|(_, w)| *w).collect()
+    table
+        .iter()
+        .filter(|(bit, _)| r.contains(*bit))
+        .map(|(_, w)| *w)
+        .collect()
 }
 
 #[derive(Default)]
@@ -89,7 +99,12 @@ impl Sampler {
             energy_start_mj = dev.total_energy_consumption().ok();
             sm_start = dev.clock_info(Clock::SM).ok();
             mem_start = dev.clock_info(Clock::Memory).ok();
-            let (n2, uuid2, stop2, acc2) = (Arc::clone(n), uuid.to_string(), Arc::clone(&stop), Arc::clone(&acc));
+            let (n2, uuid2, stop2, acc2) = (
+                Arc::clone(n),
+                uuid.to_string(),
+                Arc::clone(&stop),
+                Arc::clone(&acc),
+            );
             thread = std::thread::Builder::new()
                 .name("aisp-telemetry".into())
                 .spawn(move || sample_loop(&n2, &uuid2, &stop2, &acc2))
@@ -146,7 +161,9 @@ impl Sampler {
 }
 
 fn sample_loop(nvml: &Nvml, uuid: &str, stop: &AtomicBool, acc: &Mutex<Acc>) {
-    let Ok(dev) = nvml.device_by_uuid(uuid) else { return };
+    let Ok(dev) = nvml.device_by_uuid(uuid) else {
+        return;
+    };
     while !stop.load(Ordering::SeqCst) {
         let sm = dev.clock_info(Clock::SM).ok();
         let reasons = dev.current_throttle_reasons().ok();
@@ -175,8 +192,13 @@ mod tests {
 
     #[test]
     fn throttle_bits_become_words() {
-        let r = ThrottleReasons::SW_POWER_CAP | ThrottleReasons::HW_THERMAL_SLOWDOWN | ThrottleReasons::GPU_IDLE;
-        assert_eq!(throttle_words(r), vec!["sw_power_cap", "hw_thermal_slowdown", "gpu_idle"]);
+        let r = ThrottleReasons::SW_POWER_CAP
+            | ThrottleReasons::HW_THERMAL_SLOWDOWN
+            | ThrottleReasons::GPU_IDLE;
+        assert_eq!(
+            throttle_words(r),
+            vec!["sw_power_cap", "hw_thermal_slowdown", "gpu_idle"]
+        );
         assert!(throttle_words(ThrottleReasons::NONE).is_empty());
     }
 

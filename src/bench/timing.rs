@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use super::BenchError;
 use super::cuda::Event;
 use super::device::Gpu;
-use super::BenchError;
 
 /// How to repeat one variant.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -35,7 +35,10 @@ impl Check {
 }
 
 fn threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(32)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(32)
 }
 
 /// Compare `got[i]` with `want(i)` for every i using `same`, on all cores.
@@ -49,7 +52,8 @@ where
     let n = got.len();
     let parts = threads().min(n.max(1));
     let chunk = n.div_ceil(parts.max(1)).max(1);
-    let results: Vec<(u64, Option<(usize, T, T)>)> = std::thread::scope(|s| {
+    type Part<T> = (u64, Option<(usize, T, T)>);
+    let results: Vec<Part<T>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..parts)
             .map(|p| {
                 let (want, same) = (&want, &same);
@@ -70,16 +74,24 @@ where
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or((u64::MAX, None))).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or((u64::MAX, None)))
+            .collect()
     });
-    let mismatches: u64 = results.iter().map(|r| r.0).fold(0u64, |a, b| a.saturating_add(b));
+    let mismatches: u64 = results
+        .iter()
+        .map(|r| r.0)
+        .fold(0u64, |a, b| a.saturating_add(b));
     let first = results.iter().find_map(|r| r.1);
     Check {
         passed: mismatches == 0 && n > 0,
         detail: match first {
             None if n == 0 => format!("{what}: nothing to compare"),
             None => format!("{what}: all {n} elements match the CPU reference"),
-            Some((i, g, w)) => format!("{what}: {mismatches} of {n} elements differ; first at {i}: got {g:?}, expected {w:?}"),
+            Some((i, g, w)) => format!(
+                "{what}: {mismatches} of {n} elements differ; first at {i}: got {g:?}, expected {w:?}"
+            ),
         },
         checked: n as u64,
         mismatches,
@@ -102,12 +114,18 @@ pub fn rel_l2(what: &str, got: &[f64], want: &[f64], tol: f64) -> Check {
         num += (got[i] - want[i]).powi(2);
         den += want[i].powi(2);
     }
-    let err = if den > 0.0 { (num / den).sqrt() } else { num.sqrt() };
+    let err = if den > 0.0 {
+        (num / den).sqrt()
+    } else {
+        num.sqrt()
+    };
     let passed = bad == 0 && n > 0 && err <= tol && got.len() == want.len();
     Check {
         passed,
         detail: if bad > 0 {
-            format!("{what}: {bad} of {n} checked values are NaN or infinite (unwritten or overflowed)")
+            format!(
+                "{what}: {bad} of {n} checked values are NaN or infinite (unwritten or overflowed)"
+            )
         } else {
             format!("{what}: relative L2 error {err:.3e} over {n} values (tolerance {tol:.1e})")
         },
@@ -119,10 +137,16 @@ pub fn rel_l2(what: &str, got: &[f64], want: &[f64], tol: f64) -> Check {
 
 /// A scalar against a reference with a relative tolerance.
 pub fn close_scalar(what: &str, got: f64, want: f64, tol: f64) -> Check {
-    let err = if want != 0.0 { ((got - want) / want).abs() } else { got.abs() };
+    let err = if want != 0.0 {
+        ((got - want) / want).abs()
+    } else {
+        got.abs()
+    };
     Check {
         passed: got.is_finite() && err <= tol,
-        detail: format!("{what}: got {got}, CPU reference {want}, relative error {err:.2e} (tolerance {tol:.0e})"),
+        detail: format!(
+            "{what}: got {got}, CPU reference {want}, relative error {err:.2e} (tolerance {tol:.0e})"
+        ),
         checked: 1,
         mismatches: u64::from(!(got.is_finite() && err <= tol)),
         rel_err: Some(err),

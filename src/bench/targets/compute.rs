@@ -4,15 +4,16 @@
 use serde_json::json;
 
 use super::{ILP, REDUCTION, WARP_DIVERGENCE};
-use crate::bench::cuda::{arg, DevBuf};
+use crate::bench::BenchError;
+use crate::bench::cuda::{DevBuf, arg};
 use crate::bench::device::Gpu;
 use crate::bench::lesson::{Lesson, RunEnv, TargetSpec, Work};
 use crate::bench::rng;
 use crate::bench::verify::{self, Check};
-use crate::bench::BenchError;
 
 fn need(b: &Option<DevBuf>) -> Result<&DevBuf, BenchError> {
-    b.as_ref().ok_or_else(|| BenchError::Other("benchmark used before setup".into()))
+    b.as_ref()
+        .ok_or_else(|| BenchError::Other("benchmark used before setup".into()))
 }
 
 /// `iters` steps of acc = acc * a + b, rounded like `__fmaf_rn`.
@@ -34,7 +35,10 @@ pub fn divergence_reference(v: f32, iters: u32) -> f32 {
 
 /// Sum f(i) for i in 0..n in f64 on all cores.
 pub fn par_sum(n: u64, f: impl Fn(u64) -> f64 + Sync) -> f64 {
-    let parts = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1).min(32) as u64;
+    let parts = std::thread::available_parallelism()
+        .map(|p| p.get())
+        .unwrap_or(1)
+        .min(32) as u64;
     let chunk = n.div_ceil(parts).max(1);
     std::thread::scope(|s| {
         let f = &f;
@@ -70,7 +74,10 @@ impl Lesson for Divergence {
         self.x = Some(x);
         self.y = Some(gpu.alloc(self.n as usize * 4)?);
         gpu.sync()?;
-        Ok(format!("{} f32 elements, {DIV_ITERS} dependent FMAs each, signs random", self.n))
+        Ok(format!(
+            "{} f32 elements, {DIV_ITERS} dependent FMAs each, signs random",
+            self.n
+        ))
     }
 
     fn work(&self, _v: usize) -> Work {
@@ -85,9 +92,18 @@ impl Lesson for Divergence {
     }
 
     fn run(&mut self, gpu: &Gpu, v: usize) -> Result<(), BenchError> {
-        let name = if v == 0 { "divergent_branch" } else { "predicated_select" };
+        let name = if v == 0 {
+            "divergent_branch"
+        } else {
+            "predicated_select"
+        };
         let f = gpu.function("compute", name)?;
-        let (x, y, n, it) = (need(&self.x)?.ptr(), need(&self.y)?.ptr(), self.n, DIV_ITERS);
+        let (x, y, n, it) = (
+            need(&self.x)?.ptr(),
+            need(&self.y)?.ptr(),
+            self.n,
+            DIV_ITERS,
+        );
         gpu.launch_grid_stride(&f, n, &mut [arg(&x), arg(&y), arg(&n), arg(&it)])
     }
 
@@ -149,9 +165,19 @@ impl Lesson for Ilp {
     fn run(&mut self, gpu: &Gpu, v: usize) -> Result<(), BenchError> {
         let name = if v == 0 { "ilp_chain1" } else { "ilp_chain4" };
         let f = gpu.function("compute", name)?;
-        let (x, y, n, it) = (need(&self.x)?.ptr(), need(&self.y)?.ptr(), self.n, ILP_ITERS);
+        let (x, y, n, it) = (
+            need(&self.x)?.ptr(),
+            need(&self.y)?.ptr(),
+            self.n,
+            ILP_ITERS,
+        );
         // Deliberately few warps per SM: the situation where ILP matters.
-        f.launch(&gpu.stream, (gpu.info.sm_count, 1, 1), (ILP_BLOCK, 1, 1), &mut [arg(&x), arg(&y), arg(&n), arg(&it)])
+        f.launch(
+            &gpu.stream,
+            (gpu.info.sm_count, 1, 1),
+            (ILP_BLOCK, 1, 1),
+            &mut [arg(&x), arg(&y), arg(&n), arg(&it)],
+        )
     }
 
     fn check(&mut self, gpu: &Gpu, v: usize) -> Result<Check, BenchError> {
@@ -160,7 +186,14 @@ impl Lesson for Ilp {
         Ok(verify::check_all(
             self.spec().variants[v].name,
             &got,
-            |i| fma_chain(rng::uniform(seed, i as u64, -1.0, 1.0), 0.9990, 0.0010, ILP_ITERS),
+            |i| {
+                fma_chain(
+                    rng::uniform(seed, i as u64, -1.0, 1.0),
+                    0.9990,
+                    0.0010,
+                    ILP_ITERS,
+                )
+            },
             verify::same_bits,
         ))
     }
@@ -223,7 +256,12 @@ impl Lesson for Reduction {
             1 => {
                 let f = gpu.function("reduction", "reduce_shared_tree")?;
                 let blocks = n.div_ceil(256) as u32;
-                f.launch(&gpu.stream, (blocks, 1, 1), (256, 1, 1), &mut [arg(&x), arg(&n), arg(&out)])
+                f.launch(
+                    &gpu.stream,
+                    (blocks, 1, 1),
+                    (256, 1, 1),
+                    &mut [arg(&x), arg(&n), arg(&out)],
+                )
             }
             _ => {
                 let f = gpu.function("reduction", "reduce_warp_shuffle")?;
@@ -236,7 +274,12 @@ impl Lesson for Reduction {
     fn check(&mut self, gpu: &Gpu, v: usize) -> Result<Check, BenchError> {
         let got: Vec<f64> = need(&self.out)?.download(&gpu.stream)?;
         let value = got.first().copied().unwrap_or(f64::NAN);
-        Ok(verify::close_scalar(self.spec().variants[v].name, value, self.reference, 1e-5))
+        Ok(verify::close_scalar(
+            self.spec().variants[v].name,
+            value,
+            self.reference,
+            1e-5,
+        ))
     }
 }
 
@@ -249,8 +292,14 @@ mod tests {
         assert_eq!(fma_chain(1.0, 0.5, 0.5, 3), 1.0);
         assert_eq!(fma_chain(0.0, 0.5, 1.0, 2), 1.5);
         // Positive and negative inputs take different coefficient sets.
-        assert_ne!(divergence_reference(0.5, 4), fma_chain(0.5, 1.0005, -0.0007, 4));
-        assert_eq!(divergence_reference(-0.5, 4), fma_chain(-0.5, 1.0005, -0.0007, 4));
+        assert_ne!(
+            divergence_reference(0.5, 4),
+            fma_chain(0.5, 1.0005, -0.0007, 4)
+        );
+        assert_eq!(
+            divergence_reference(-0.5, 4),
+            fma_chain(-0.5, 1.0005, -0.0007, 4)
+        );
         assert_eq!(par_sum(1000, |i| i as f64), 499_500.0);
         assert_eq!(par_sum(0, |_| 1.0), 0.0);
     }

@@ -9,16 +9,17 @@
 use serde_json::json;
 
 use super::{GEMM, GEMM_BATCHED};
+use crate::bench::BenchError;
 use crate::bench::blas::{Blas, Compute, DType, LtKind, LtMatmul};
-use crate::bench::cuda::{arg, DevBuf};
+use crate::bench::cuda::{DevBuf, arg};
 use crate::bench::device::Gpu;
 use crate::bench::lesson::{Lesson, RunEnv, TargetSpec, Work};
 use crate::bench::rng;
 use crate::bench::verify::{self, Check};
-use crate::bench::BenchError;
 
 fn need<T>(b: &Option<T>) -> Result<&T, BenchError> {
-    b.as_ref().ok_or_else(|| BenchError::Other("benchmark used before setup".into()))
+    b.as_ref()
+        .ok_or_else(|| BenchError::Other("benchmark used before setup".into()))
 }
 
 /// Entries sampled per check.
@@ -51,36 +52,76 @@ impl HostMat {
 /// Reference C[r][c] = Σ_k A[r][k]·B[k][c], or Σ_k A[r][k]·Bt[c][k] when `b_transposed`.
 pub fn reference_entry(a: &HostMat, b: &HostMat, r: usize, c: usize, b_transposed: bool) -> f64 {
     (0..a.cols)
-        .map(|k| a.get(r, k) * if b_transposed { b.get(c, k) } else { b.get(k, c) })
+        .map(|k| {
+            a.get(r, k)
+                * if b_transposed {
+                    b.get(c, k)
+                } else {
+                    b.get(k, c)
+                }
+        })
         .sum()
 }
 
 /// Decode a downloaded output buffer to f32 by its type.
 fn decode(raw: &[u8], t: DType) -> Vec<f32> {
     match t {
-        DType::F32 => raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-        DType::Bf16 => raw.chunks_exact(2).map(|b| verify::bf16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
-        DType::F16 => raw.chunks_exact(2).map(|b| verify::f16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
+        DType::F32 => raw
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+        DType::Bf16 => raw
+            .chunks_exact(2)
+            .map(|b| verify::bf16_to_f32(u16::from_le_bytes([b[0], b[1]])))
+            .collect(),
+        DType::F16 => raw
+            .chunks_exact(2)
+            .map(|b| verify::f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
+            .collect(),
         DType::E4m3 => raw.iter().map(|&b| verify::e4m3_to_f32(b)).collect(),
     }
 }
 
 /// Check a full output: nothing unwritten, sampled entries within `tol`.
-fn check_output(what: &str, out: &[f32], cols: usize, a: &HostMat, b: &HostMat, b_t: bool, points: &[(usize, usize)], tol: f64) -> Check {
+#[allow(clippy::too_many_arguments)]
+fn check_output(
+    what: &str,
+    out: &[f32],
+    cols: usize,
+    a: &HostMat,
+    b: &HostMat,
+    b_t: bool,
+    points: &[(usize, usize)],
+    tol: f64,
+) -> Check {
     let unwritten = out.iter().filter(|v| v.is_nan()).count();
     if unwritten > 0 {
         return Check {
             passed: false,
-            detail: format!("{what}: {unwritten} of {} outputs are NaN (never written or overflowed)", out.len()),
+            detail: format!(
+                "{what}: {unwritten} of {} outputs are NaN (never written or overflowed)",
+                out.len()
+            ),
             checked: out.len() as u64,
             mismatches: unwritten as u64,
             rel_err: None,
         };
     }
-    let got: Vec<f64> = points.iter().map(|&(r, c)| out[r * cols + c] as f64).collect();
-    let want: Vec<f64> = points.iter().map(|&(r, c)| reference_entry(a, b, r, c, b_t)).collect();
+    let got: Vec<f64> = points
+        .iter()
+        .map(|&(r, c)| out[r * cols + c] as f64)
+        .collect();
+    let want: Vec<f64> = points
+        .iter()
+        .map(|&(r, c)| reference_entry(a, b, r, c, b_t))
+        .collect();
     let mut ch = verify::rel_l2(what, &got, &want, tol);
-    ch.detail = format!("{} on {} sampled entries vs a float64 CPU reference; all {} outputs written", ch.detail, points.len(), out.len());
+    ch.detail = format!(
+        "{} on {} sampled entries vs a float64 CPU reference; all {} outputs written",
+        ch.detail,
+        points.len(),
+        out.len()
+    );
     ch
 }
 
@@ -123,8 +164,22 @@ const LT_BF16: usize = 7;
 const LT_FP8: usize = 8;
 
 impl Gemm {
+    /// A GEMM lesson fixed at M = N = K = `dim` (ignores the size class).
+    pub fn with_size(dim: usize) -> Gemm {
+        Gemm {
+            dim_override: Some(dim),
+            ..Default::default()
+        }
+    }
+
     fn out_type(v: usize) -> DType {
-        if v <= CUBLAS_TF32 { DType::F32 } else if v == CUBLAS_F16 { DType::F16 } else { DType::Bf16 }
+        if v <= CUBLAS_TF32 {
+            DType::F32
+        } else if v == CUBLAS_F16 {
+            DType::F16
+        } else {
+            DType::Bf16
+        }
     }
 
     fn tolerance(v: usize) -> f64 {
@@ -184,13 +239,27 @@ impl Gemm {
 
     /// Host copies of the low-precision operands variant `v` used, decoded
     /// to f32 (after the device converted them), and whether B is transposed.
-    fn low_precision_operands(&self, gpu: &Gpu, v: usize) -> Result<(HostMat, HostMat, bool), BenchError> {
+    fn low_precision_operands(
+        &self,
+        gpu: &Gpu,
+        v: usize,
+    ) -> Result<(HostMat, HostMat, bool), BenchError> {
         let d = self.dim;
-        let mat = |data: Vec<f32>| HostMat { rows: d, cols: d, data };
+        let mat = |data: Vec<f32>| HostMat {
+            rows: d,
+            cols: d,
+            data,
+        };
         if v == LT_FP8 {
             return Ok((
-                mat(decode(&need(&self.a8)?.download::<u8>(&gpu.stream)?, DType::E4m3)),
-                mat(decode(&need(&self.bt8)?.download::<u8>(&gpu.stream)?, DType::E4m3)),
+                mat(decode(
+                    &need(&self.a8)?.download::<u8>(&gpu.stream)?,
+                    DType::E4m3,
+                )),
+                mat(decode(
+                    &need(&self.bt8)?.download::<u8>(&gpu.stream)?,
+                    DType::E4m3,
+                )),
                 true,
             ));
         }
@@ -209,9 +278,13 @@ impl Lesson for Gemm {
     }
 
     fn setup(&mut self, gpu: &Gpu, env: &RunEnv) -> Result<String, BenchError> {
-        let d = self.dim_override.unwrap_or_else(|| env.size.pick(1024, 4096, 8192));
-        if d == 0 || d % 64 != 0 {
-            return Err(BenchError::InvalidInput(format!("GEMM size {d} must be a positive multiple of 64")));
+        let d = self
+            .dim_override
+            .unwrap_or_else(|| env.size.pick(1024, 4096, 8192));
+        if d == 0 || !d.is_multiple_of(64) {
+            return Err(BenchError::InvalidInput(format!(
+                "GEMM size {d} must be a positive multiple of 64"
+            )));
         }
         self.dim = d;
         self.seed = env.seed;
@@ -227,14 +300,24 @@ impl Lesson for Gemm {
         let host = |seed: u32| {
             let mut data = vec![0.0f32; d * d];
             super::launch::fill_host_uniform(&mut data, seed, -1.0, 1.0);
-            HostMat { rows: d, cols: d, data }
+            HostMat {
+                rows: d,
+                cols: d,
+                data,
+            }
         };
         self.host_a = Some(host(sa));
         self.host_b = Some(host(sb));
         self.points = sample_points(d, d, self.seed);
-        self.blas = if crate::bench::libs::cublas_available() { Some(Blas::new(gpu)?) } else { None };
+        self.blas = if crate::bench::libs::cublas_available() {
+            Some(Blas::new(gpu)?)
+        } else {
+            None
+        };
         gpu.sync()?;
-        Ok(format!("M = N = K = {d}, row-major, operands uniform in [-1, 1)"))
+        Ok(format!(
+            "M = N = K = {d}, row-major, operands uniform in [-1, 1)"
+        ))
     }
 
     fn unavailable(&self, gpu: &Gpu, v: usize) -> Option<String> {
@@ -243,11 +326,17 @@ impl Lesson for Gemm {
             return Some("cuBLAS (libcublas) is not installed or not found".into());
         }
         match v {
-            CUBLAS_TF32 | CUBLAS_BF16 | LT_BF16 if cc < (8, 0) => {
-                Some(format!("TF32/BF16 tensor cores need compute capability 8.0+; this GPU is {}.{}", cc.0, cc.1))
+            CUBLAS_TF32 | CUBLAS_BF16 | LT_BF16 if cc < (8, 0) => Some(format!(
+                "TF32/BF16 tensor cores need compute capability 8.0+; this GPU is {}.{}",
+                cc.0, cc.1
+            )),
+            LT_BF16 | LT_FP8 if !crate::bench::libs::cublaslt_available() => {
+                Some("cuBLASLt (libcublasLt) is not found".into())
             }
-            LT_BF16 | LT_FP8 if !crate::bench::libs::cublaslt_available() => Some("cuBLASLt (libcublasLt) is not found".into()),
-            LT_FP8 if cc < (8, 9) => Some(format!("FP8 tensor cores need compute capability 8.9+; this GPU is {}.{}", cc.0, cc.1)),
+            LT_FP8 if cc < (8, 9) => Some(format!(
+                "FP8 tensor cores need compute capability 8.9+; this GPU is {}.{}",
+                cc.0, cc.1
+            )),
             _ => None,
         }
     }
@@ -267,37 +356,81 @@ impl Lesson for Gemm {
             LT_FP8 => self.ensure_fp8(gpu)?,
             _ => {}
         }
-        let out = if Self::out_type(v) == DType::F32 { need(&self.c32)? } else { need(&self.c16)? };
+        let out = if Self::out_type(v) == DType::F32 {
+            need(&self.c32)?
+        } else {
+            need(&self.c16)?
+        };
         gpu.poison(out)
     }
 
     fn run(&mut self, gpu: &Gpu, v: usize) -> Result<(), BenchError> {
         let d = self.dim;
-        let (du, a, b, c) = (d as u32, need(&self.a32)?.ptr(), need(&self.b32)?.ptr(), need(&self.c32)?.ptr());
+        let (du, a, b, c) = (
+            d as u32,
+            need(&self.a32)?.ptr(),
+            need(&self.b32)?.ptr(),
+            need(&self.c32)?.ptr(),
+        );
         let args = &mut [arg(&a), arg(&b), arg(&c), arg(&du), arg(&du), arg(&du)];
         match v {
-            NAIVE => gpu.function("gemm", "sgemm_naive")?.launch(&gpu.stream, (du / 16, du / 16, 1), (16, 16, 1), args),
-            SMEM => gpu.function("gemm", "sgemm_smem_tiled")?.launch(&gpu.stream, (du / 32, du / 32, 1), (32, 32, 1), args),
-            REG => gpu.function("gemm", "sgemm_reg_tiled")?.launch(&gpu.stream, (du / 64, du / 64, 1), (16, 16, 1), args),
-            CUBLAS_F32 => need(&self.blas)?.gemm(d, d, d, a, b, c, DType::F32, DType::F32, Compute::F32),
-            CUBLAS_TF32 => need(&self.blas)?.gemm(d, d, d, a, b, c, DType::F32, DType::F32, Compute::Tf32),
+            NAIVE => gpu.function("gemm", "sgemm_naive")?.launch(
+                &gpu.stream,
+                (du / 16, du / 16, 1),
+                (16, 16, 1),
+                args,
+            ),
+            SMEM => gpu.function("gemm", "sgemm_smem_tiled")?.launch(
+                &gpu.stream,
+                (du / 32, du / 32, 1),
+                (32, 32, 1),
+                args,
+            ),
+            REG => gpu.function("gemm", "sgemm_reg_tiled")?.launch(
+                &gpu.stream,
+                (du / 64, du / 64, 1),
+                (16, 16, 1),
+                args,
+            ),
+            CUBLAS_F32 => {
+                need(&self.blas)?.gemm(d, d, d, a, b, c, DType::F32, DType::F32, Compute::F32)
+            }
+            CUBLAS_TF32 => {
+                need(&self.blas)?.gemm(d, d, d, a, b, c, DType::F32, DType::F32, Compute::Tf32)
+            }
             CUBLAS_BF16 | CUBLAS_F16 => {
-                let t = if v == CUBLAS_BF16 { DType::Bf16 } else { DType::F16 };
-                let (a16, b16, c16) = (need(&self.a16)?.ptr(), need(&self.b16)?.ptr(), need(&self.c16)?.ptr());
+                let t = if v == CUBLAS_BF16 {
+                    DType::Bf16
+                } else {
+                    DType::F16
+                };
+                let (a16, b16, c16) = (
+                    need(&self.a16)?.ptr(),
+                    need(&self.b16)?.ptr(),
+                    need(&self.c16)?.ptr(),
+                );
                 need(&self.blas)?.gemm(d, d, d, a16, b16, c16, t, t, Compute::F32)
             }
             LT_BF16 => {
                 if self.lt_bf16.is_none() {
                     self.lt_bf16 = Some(LtMatmul::new(gpu, d, d, d, LtKind::Bf16)?);
                 }
-                let (a16, b16, c16) = (need(&self.a16)?.ptr(), need(&self.b16)?.ptr(), need(&self.c16)?.ptr());
+                let (a16, b16, c16) = (
+                    need(&self.a16)?.ptr(),
+                    need(&self.b16)?.ptr(),
+                    need(&self.c16)?.ptr(),
+                );
                 need(&self.lt_bf16)?.run(gpu, a16, b16, c16)
             }
             _ => {
                 if self.lt_fp8.is_none() {
                     self.lt_fp8 = Some(LtMatmul::new(gpu, d, d, d, LtKind::Fp8)?);
                 }
-                let (a8, bt8, c16) = (need(&self.a8)?.ptr(), need(&self.bt8)?.ptr(), need(&self.c16)?.ptr());
+                let (a8, bt8, c16) = (
+                    need(&self.a8)?.ptr(),
+                    need(&self.bt8)?.ptr(),
+                    need(&self.c16)?.ptr(),
+                );
                 need(&self.lt_fp8)?.run(gpu, a8, bt8, c16)
             }
         }
@@ -305,16 +438,39 @@ impl Lesson for Gemm {
 
     fn check(&mut self, gpu: &Gpu, v: usize) -> Result<Check, BenchError> {
         let t = Self::out_type(v);
-        let raw: Vec<u8> = if t == DType::F32 { need(&self.c32)? } else { need(&self.c16)? }.download(&gpu.stream)?;
+        let raw: Vec<u8> = if t == DType::F32 {
+            need(&self.c32)?
+        } else {
+            need(&self.c16)?
+        }
+        .download(&gpu.stream)?;
         let out = decode(&raw, t);
         let what = self.spec().variants[v].name;
         let tol = Self::tolerance(v);
         if v <= CUBLAS_TF32 {
             let (a, b) = (need(&self.host_a)?, need(&self.host_b)?);
-            return Ok(check_output(what, &out, self.dim, a, b, false, &self.points, tol));
+            return Ok(check_output(
+                what,
+                &out,
+                self.dim,
+                a,
+                b,
+                false,
+                &self.points,
+                tol,
+            ));
         }
         let (a, b, bt) = self.low_precision_operands(gpu, v)?;
-        Ok(check_output(what, &out, self.dim, &a, &b, bt, &self.points, tol))
+        Ok(check_output(
+            what,
+            &out,
+            self.dim,
+            &a,
+            &b,
+            bt,
+            &self.points,
+            tol,
+        ))
     }
 
     fn details(&self, gpu: &Gpu, v: usize) -> serde_json::Value {
@@ -352,7 +508,9 @@ impl Lesson for Batched {
 
     fn setup(&mut self, gpu: &Gpu, env: &RunEnv) -> Result<String, BenchError> {
         if !crate::bench::libs::cublas_available() {
-            return Err(BenchError::Unsupported("cuBLAS (libcublas) is not installed or not found".into()));
+            return Err(BenchError::Unsupported(
+                "cuBLAS (libcublas) is not installed or not found".into(),
+            ));
         }
         self.seed = env.seed;
         let bytes = BATCH * BDIM * BDIM * 4;
@@ -384,11 +542,26 @@ impl Lesson for Batched {
     }
 
     fn run(&mut self, _gpu: &Gpu, v: usize) -> Result<(), BenchError> {
-        let (a, b, c, blas) = (need(&self.a)?.ptr(), need(&self.b)?.ptr(), need(&self.c)?.ptr(), need(&self.blas)?);
+        let (a, b, c, blas) = (
+            need(&self.a)?.ptr(),
+            need(&self.b)?.ptr(),
+            need(&self.c)?.ptr(),
+            need(&self.blas)?,
+        );
         let stride = (BDIM * BDIM * 4) as u64;
         if v == 0 {
             for i in 0..BATCH as u64 {
-                blas.gemm(BDIM, BDIM, BDIM, a + i * stride, b + i * stride, c + i * stride, DType::F32, DType::F32, Compute::F32)?;
+                blas.gemm(
+                    BDIM,
+                    BDIM,
+                    BDIM,
+                    a + i * stride,
+                    b + i * stride,
+                    c + i * stride,
+                    DType::F32,
+                    DType::F32,
+                    Compute::F32,
+                )?;
             }
             Ok(())
         } else {
@@ -401,7 +574,10 @@ impl Lesson for Batched {
         let unwritten = out.iter().filter(|x| x.is_nan()).count();
         let what = self.spec().variants[v].name;
         if unwritten > 0 {
-            return Ok(Check::fail(format!("{what}: {unwritten} of {} outputs never written", out.len())));
+            return Ok(Check::fail(format!(
+                "{what}: {unwritten} of {} outputs never written",
+                out.len()
+            )));
         }
         // Sample 8 entries in each of 32 spread-out matrices.
         let (mut got, mut want) = (Vec::new(), Vec::new());
@@ -411,13 +587,25 @@ impl Lesson for Batched {
             let r = rng::hash(self.seed, 3 * s) as usize % BDIM;
             let c = rng::hash(self.seed, 3 * s + 1) as usize % BDIM;
             let base = (mat * per) as u64;
-            let a_at = |k: usize| rng::uniform(self.seed, base + (r * BDIM + k) as u64, -1.0, 1.0) as f64;
-            let b_at = |k: usize| rng::uniform(self.seed.wrapping_add(1), base + (k * BDIM + c) as u64, -1.0, 1.0) as f64;
+            let a_at =
+                |k: usize| rng::uniform(self.seed, base + (r * BDIM + k) as u64, -1.0, 1.0) as f64;
+            let b_at = |k: usize| {
+                rng::uniform(
+                    self.seed.wrapping_add(1),
+                    base + (k * BDIM + c) as u64,
+                    -1.0,
+                    1.0,
+                ) as f64
+            };
             want.push((0..BDIM).map(|k| a_at(k) * b_at(k)).sum::<f64>());
             got.push(out[mat * per + r * BDIM + c] as f64);
         }
         let mut ch = verify::rel_l2(what, &got, &want, 1e-5);
-        ch.detail = format!("{} on {SAMPLES} sampled entries; all {} outputs written", ch.detail, out.len());
+        ch.detail = format!(
+            "{} on {SAMPLES} sampled entries; all {} outputs written",
+            ch.detail,
+            out.len()
+        );
         Ok(ch)
     }
 }
@@ -429,16 +617,42 @@ mod tests {
     #[test]
     fn reference_products_and_layouts() {
         // A = [[1, 2], [3, 4]], B = [[5, 6], [7, 8]]: A·B = [[19, 22], [43, 50]].
-        let a = HostMat { rows: 2, cols: 2, data: vec![1.0, 2.0, 3.0, 4.0] };
-        let b = HostMat { rows: 2, cols: 2, data: vec![5.0, 6.0, 7.0, 8.0] };
+        let a = HostMat {
+            rows: 2,
+            cols: 2,
+            data: vec![1.0, 2.0, 3.0, 4.0],
+        };
+        let b = HostMat {
+            rows: 2,
+            cols: 2,
+            data: vec![5.0, 6.0, 7.0, 8.0],
+        };
         assert_eq!(reference_entry(&a, &b, 0, 0, false), 19.0);
         assert_eq!(reference_entry(&a, &b, 1, 1, false), 50.0);
         // With B stored transposed, A·Btᵀ = [[17, 23], [39, 53]].
         assert_eq!(reference_entry(&a, &b, 0, 0, true), 17.0);
         assert_eq!(reference_entry(&a, &b, 1, 1, true), 53.0);
-        let c = check_output("t", &[19.0, 22.0, 43.0, 50.0], 2, &a, &b, false, &[(0, 0), (0, 1), (1, 0), (1, 1)], 1e-12);
+        let c = check_output(
+            "t",
+            &[19.0, 22.0, 43.0, 50.0],
+            2,
+            &a,
+            &b,
+            false,
+            &[(0, 0), (0, 1), (1, 0), (1, 1)],
+            1e-12,
+        );
         assert!(c.passed, "{}", c.detail);
-        let nan = check_output("t", &[19.0, f32::NAN, 43.0, 50.0], 2, &a, &b, false, &[(0, 0)], 1e-3);
+        let nan = check_output(
+            "t",
+            &[19.0, f32::NAN, 43.0, 50.0],
+            2,
+            &a,
+            &b,
+            false,
+            &[(0, 0)],
+            1e-3,
+        );
         assert!(!nan.passed && nan.mismatches == 1);
     }
 

@@ -5,21 +5,25 @@ use serde_json::json;
 
 use super::compute::fma_chain;
 use super::{LAUNCH_OVERHEAD, PINNED_MEMORY, STREAM_OVERLAP};
-use crate::bench::cuda::{arg, DevBuf, Event, Graph, HostBuf, Stream};
+use crate::bench::BenchError;
+use crate::bench::cuda::{DevBuf, Event, Graph, HostBuf, Stream, arg};
 use crate::bench::device::Gpu;
 use crate::bench::lesson::{Lesson, RunEnv, TargetSpec, Work};
 use crate::bench::rng;
 use crate::bench::timing::Plan;
 use crate::bench::verify::{self, Check};
-use crate::bench::BenchError;
 
 fn need<T>(b: &Option<T>) -> Result<&T, BenchError> {
-    b.as_ref().ok_or_else(|| BenchError::Other("benchmark used before setup".into()))
+    b.as_ref()
+        .ok_or_else(|| BenchError::Other("benchmark used before setup".into()))
 }
 
 /// Fill a host slice with the same values `fill_uniform_f32` draws, on all cores.
 pub fn fill_host_uniform(out: &mut [f32], seed: u32, lo: f32, hi: f32) {
-    let parts = std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1).min(32);
+    let parts = std::thread::available_parallelism()
+        .map(|p| p.get())
+        .unwrap_or(1)
+        .min(32);
     let chunk = out.len().div_ceil(parts).max(1);
     std::thread::scope(|s| {
         for (p, slice) in out.chunks_mut(chunk).enumerate() {
@@ -34,16 +38,29 @@ pub fn fill_host_uniform(out: &mut [f32], seed: u32, lo: f32, hi: f32) {
 }
 
 /// Compare every `stride`-th element (and check all for NaN poison).
-fn check_sampled(what: &str, got: &[f32], stride: usize, want: impl Fn(usize) -> f32 + Sync) -> Check {
+fn check_sampled(
+    what: &str,
+    got: &[f32],
+    stride: usize,
+    want: impl Fn(usize) -> f32 + Sync,
+) -> Check {
     let unwritten = got.iter().filter(|v| v.is_nan()).count() as u64;
     let sampled: Vec<f32> = got.iter().step_by(stride).copied().collect();
     let mut c = verify::check_all(what, &sampled, |k| want(k * stride), verify::same_bits);
     if unwritten > 0 {
         c.passed = false;
         c.mismatches += unwritten;
-        c.detail = format!("{what}: {unwritten} of {} elements were never written; {}", got.len(), c.detail);
+        c.detail = format!(
+            "{what}: {unwritten} of {} elements were never written; {}",
+            got.len(),
+            c.detail
+        );
     } else {
-        c.detail = format!("{} (every {stride}th element compared; all {} written)", c.detail, got.len());
+        c.detail = format!(
+            "{} (every {stride}th element compared; all {} written)",
+            c.detail,
+            got.len()
+        );
     }
     c
 }
@@ -67,7 +84,12 @@ impl LaunchOverhead {
         let f = gpu.function("launch", "tiny_step")?;
         let (n, a, b) = (STEP_N, STEP_A, STEP_B);
         for _ in 0..steps {
-            f.launch(stream, (STEP_N / 256, 1, 1), (256, 1, 1), &mut [arg(&y), arg(&n), arg(&a), arg(&b)])?;
+            f.launch(
+                stream,
+                (STEP_N / 256, 1, 1),
+                (256, 1, 1),
+                &mut [arg(&y), arg(&n), arg(&a), arg(&b)],
+            )?;
         }
         Ok(())
     }
@@ -83,7 +105,10 @@ impl Lesson for LaunchOverhead {
         self.seed = env.seed;
         self.y = Some(gpu.alloc(STEP_N as usize * 4)?);
         self.graph = None;
-        Ok(format!("{} steps of y = 0.999*y + 0.001 over {STEP_N} f32 (16 blocks of 256)", self.steps))
+        Ok(format!(
+            "{} steps of y = 0.999*y + 0.001 over {STEP_N} f32 (16 blocks of 256)",
+            self.steps
+        ))
     }
 
     fn work(&self, _v: usize) -> Work {
@@ -113,7 +138,9 @@ impl Lesson for LaunchOverhead {
             1 => {
                 if self.graph.is_none() {
                     let steps = self.steps;
-                    let g = Graph::capture(&gpu.stream, &mut |s| Self::enqueue_steps(gpu, s, y, steps))?;
+                    let g = Graph::capture(&gpu.stream, &mut |s| {
+                        Self::enqueue_steps(gpu, s, y, steps)
+                    })?;
                     g.upload(&gpu.stream)?;
                     self.graph = Some(g);
                 }
@@ -122,7 +149,12 @@ impl Lesson for LaunchOverhead {
             _ => {
                 let f = gpu.function("launch", "persistent_steps")?;
                 let (n, a, b, s) = (STEP_N, STEP_A, STEP_B, self.steps);
-                f.launch(&gpu.stream, (STEP_N / 256, 1, 1), (256, 1, 1), &mut [arg(&y), arg(&n), arg(&a), arg(&b), arg(&s)])
+                f.launch(
+                    &gpu.stream,
+                    (STEP_N / 256, 1, 1),
+                    (256, 1, 1),
+                    &mut [arg(&y), arg(&n), arg(&a), arg(&b), arg(&s)],
+                )
             }
         }
     }
@@ -133,7 +165,14 @@ impl Lesson for LaunchOverhead {
         Ok(verify::check_all(
             self.spec().variants[v].name,
             &got,
-            |i| fma_chain(rng::uniform(seed, i as u64, -1.0, 1.0), STEP_A, STEP_B, steps),
+            |i| {
+                fma_chain(
+                    rng::uniform(seed, i as u64, -1.0, 1.0),
+                    STEP_A,
+                    STEP_B,
+                    steps,
+                )
+            },
             verify::same_bits,
         ))
     }
@@ -178,14 +217,29 @@ impl StreamOverlap {
         // SAFETY: the host ranges lie inside pinned buffers that outlive the stream's work
         // (every run ends with a synchronisation before buffers can be dropped).
         unsafe {
-            stream.copy_htod(din.at(off), (hin.ptr() as *const u8).add(off) as *const _, bytes)?;
+            stream.copy_htod(
+                din.at(off),
+                (hin.ptr() as *const u8).add(off) as *const _,
+                bytes,
+            )?;
         }
         let f = gpu.function("launch", "chunk_compute")?;
         let (i, o, n, it) = (din.at(off), dout.at(off), len, self.iters);
         let grid = gpu.grid_for(&f, 256, len)?;
-        f.launch(stream, (grid, 1, 1), (256, 1, 1), &mut [arg(&i), arg(&o), arg(&n), arg(&it)])?;
+        f.launch(
+            stream,
+            (grid, 1, 1),
+            (256, 1, 1),
+            &mut [arg(&i), arg(&o), arg(&n), arg(&it)],
+        )?;
         // SAFETY: as above.
-        unsafe { stream.copy_dtoh((hout.ptr() as *mut u8).add(off) as *mut _, dout.at(off), bytes) }
+        unsafe {
+            stream.copy_dtoh(
+                (hout.ptr() as *mut u8).add(off) as *mut _,
+                dout.at(off),
+                bytes,
+            )
+        }
     }
 
     /// Pick the kernel's iteration count so that computing a chunk takes
@@ -194,7 +248,11 @@ impl StreamOverlap {
         let (e0, e1) = (Event::new(&gpu.ctx)?, Event::new(&gpu.ctx)?);
         let len = self.chunk();
         let bytes = (len * 4) as usize;
-        let (hin, din, dout) = (need(&self.host_in)?, need(&self.dev_in)?, need(&self.dev_out)?);
+        let (hin, din, dout) = (
+            need(&self.host_in)?,
+            need(&self.dev_in)?,
+            need(&self.dev_out)?,
+        );
         let f = gpu.function("launch", "chunk_compute")?;
         let grid = gpu.grid_for(&f, 256, len)?;
         let probe_iters = 64u32;
@@ -203,12 +261,20 @@ impl StreamOverlap {
         for _ in 0..3 {
             e0.record(&gpu.stream)?;
             // SAFETY: pinned source of `bytes` bytes; synchronised by elapsed_ms.
-            unsafe { gpu.stream.copy_htod(din.ptr(), hin.ptr() as *const _, bytes)? };
+            unsafe {
+                gpu.stream
+                    .copy_htod(din.ptr(), hin.ptr() as *const _, bytes)?
+            };
             e1.record(&gpu.stream)?;
             copy_ms = copy_ms.min(e0.elapsed_ms(&e1)?);
             let (i, o, n, it) = (din.ptr(), dout.ptr(), len, probe_iters);
             e0.record(&gpu.stream)?;
-            f.launch(&gpu.stream, (grid, 1, 1), (256, 1, 1), &mut [arg(&i), arg(&o), arg(&n), arg(&it)])?;
+            f.launch(
+                &gpu.stream,
+                (grid, 1, 1),
+                (256, 1, 1),
+                &mut [arg(&i), arg(&o), arg(&n), arg(&it)],
+            )?;
             e1.record(&gpu.stream)?;
             kernel_ms = kernel_ms.min(e0.elapsed_ms(&e1)?);
         }
@@ -240,9 +306,13 @@ impl Lesson for StreamOverlap {
         self.host_out = Some(HostBuf::alloc(&gpu.ctx, bytes)?);
         self.dev_in = Some(gpu.alloc(bytes)?);
         self.dev_out = Some(gpu.alloc(bytes)?);
-        self.streams = (0..SIDE_STREAMS).map(|_| Stream::new(&gpu.ctx)).collect::<Result<_, _>>()?;
+        self.streams = (0..SIDE_STREAMS)
+            .map(|_| Stream::new(&gpu.ctx))
+            .collect::<Result<_, _>>()?;
         self.start = Some(Event::new(&gpu.ctx)?);
-        self.done = (0..SIDE_STREAMS).map(|_| Event::new(&gpu.ctx)).collect::<Result<_, _>>()?;
+        self.done = (0..SIDE_STREAMS)
+            .map(|_| Event::new(&gpu.ctx))
+            .collect::<Result<_, _>>()?;
         self.calibrate(gpu)?;
         Ok(format!(
             "{} f32 ({:.0} MB) in {CHUNKS} chunks, pinned host buffers, {} FMAs per element (calibrated)",
@@ -260,7 +330,10 @@ impl Lesson for StreamOverlap {
     }
 
     fn plan(&self, _v: usize, base: Plan) -> Plan {
-        Plan { flush_l2: false, ..base }
+        Plan {
+            flush_l2: false,
+            ..base
+        }
     }
 
     fn prepare(&mut self, gpu: &Gpu, _v: usize) -> Result<(), BenchError> {
@@ -301,9 +374,19 @@ impl Lesson for StreamOverlap {
         let got = need(&self.host_out)?.as_slice::<f32>();
         let (seed, iters) = (self.seed, self.iters);
         let stride = (got.len() / (4 << 20)).max(1);
-        Ok(check_sampled(self.spec().variants[v].name, got, stride, |i| {
-            fma_chain(rng::uniform(seed, i as u64, -1.0, 1.0), 0.9990, 0.0010, iters)
-        }))
+        Ok(check_sampled(
+            self.spec().variants[v].name,
+            got,
+            stride,
+            |i| {
+                fma_chain(
+                    rng::uniform(seed, i as u64, -1.0, 1.0),
+                    0.9990,
+                    0.0010,
+                    iters,
+                )
+            },
+        ))
     }
 
     fn details(&self, gpu: &Gpu, _v: usize) -> serde_json::Value {
@@ -350,7 +433,10 @@ impl Lesson for Pinned {
     }
 
     fn plan(&self, _v: usize, base: Plan) -> Plan {
-        Plan { flush_l2: false, ..base }
+        Plan {
+            flush_l2: false,
+            ..base
+        }
     }
 
     fn prepare(&mut self, gpu: &Gpu, _v: usize) -> Result<(), BenchError> {

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::{KERNEL_FUSION, MEMORY_COALESCING, OCCUPANCY, TRANSPOSE, VECTORIZED_LOADS};
-use crate::bench::cuda::{arg, DevBuf};
+use crate::bench::cuda::{DevBuf, arg};
 use crate::bench::device::Gpu;
 use crate::bench::lesson::{Lesson, RunEnv, TargetSpec, Work};
 use crate::bench::rng;
@@ -38,7 +38,12 @@ impl CopyBufs {
         let output = gpu.alloc(n as usize * 4)?;
         gpu.fill_uniform(&input, seed, -1.0, 1.0)?;
         gpu.sync()?;
-        Ok(CopyBufs { n, seed, input, output })
+        Ok(CopyBufs {
+            n,
+            seed,
+            input,
+            output,
+        })
     }
 
     /// Launch copy kernel `name` from `input` to `output`.
@@ -52,7 +57,12 @@ impl CopyBufs {
     pub fn check_copy(&self, gpu: &Gpu, what: &str) -> Result<Check, BenchError> {
         let got: Vec<f32> = self.output.download(&gpu.stream)?;
         let seed = self.seed;
-        Ok(verify::check_all(what, &got, |i| rng::uniform(seed, i as u64, -1.0, 1.0), verify::same_bits))
+        Ok(verify::check_all(
+            what,
+            &got,
+            |i| rng::uniform(seed, i as u64, -1.0, 1.0),
+            verify::same_bits,
+        ))
     }
 
     pub fn size_words(&self) -> String {
@@ -86,7 +96,10 @@ impl Lesson for Coalescing {
 
     fn work(&self, _v: usize) -> Work {
         let n = self.bufs.as_ref().map_or(0, |b| b.n) as f64;
-        Work { bytes: 8.0 * n, flops: 0.0 }
+        Work {
+            bytes: 8.0 * n,
+            flops: 0.0,
+        }
     }
 
     fn prepare(&mut self, gpu: &Gpu, _v: usize) -> Result<(), BenchError> {
@@ -112,7 +125,8 @@ impl Lesson for Coalescing {
 }
 
 fn bufs(b: &Option<CopyBufs>) -> Result<&CopyBufs, BenchError> {
-    b.as_ref().ok_or_else(|| BenchError::Other("benchmark used before setup".into()))
+    b.as_ref()
+        .ok_or_else(|| BenchError::Other("benchmark used before setup".into()))
 }
 
 // ---------------------------------------------------------------- vectorized
@@ -136,7 +150,10 @@ impl Lesson for Vectorized {
 
     fn work(&self, _v: usize) -> Work {
         let n = self.bufs.as_ref().map_or(0, |b| b.n) as f64;
-        Work { bytes: 8.0 * n, flops: 0.0 }
+        Work {
+            bytes: 8.0 * n,
+            flops: 0.0,
+        }
     }
 
     fn prepare(&mut self, gpu: &Gpu, _v: usize) -> Result<(), BenchError> {
@@ -163,7 +180,11 @@ pub struct Transpose {
     output: Option<DevBuf>,
 }
 
-const TRANSPOSE_KERNELS: [&str; 3] = ["transpose_naive", "transpose_tiled", "transpose_tiled_padded"];
+const TRANSPOSE_KERNELS: [&str; 3] = [
+    "transpose_naive",
+    "transpose_tiled",
+    "transpose_tiled_padded",
+];
 
 impl Lesson for Transpose {
     fn spec(&self) -> &'static TargetSpec {
@@ -179,7 +200,11 @@ impl Lesson for Transpose {
         self.output = Some(gpu.alloc(bytes)?);
         self.input = Some(input);
         gpu.sync()?;
-        Ok(format!("{0} x {0} f32 matrix ({1:.2} GB read + written)", self.dim, 2.0 * bytes as f64 / 1e9))
+        Ok(format!(
+            "{0} x {0} f32 matrix ({1:.2} GB read + written)",
+            self.dim,
+            2.0 * bytes as f64 / 1e9
+        ))
     }
 
     fn work(&self, _v: usize) -> Work {
@@ -195,8 +220,17 @@ impl Lesson for Transpose {
 
     fn run(&mut self, gpu: &Gpu, v: usize) -> Result<(), BenchError> {
         let f = gpu.function("transpose", TRANSPOSE_KERNELS[v.min(2)])?;
-        let (i, o, d) = (need(&self.input)?.ptr(), need(&self.output)?.ptr(), self.dim);
-        f.launch(&gpu.stream, (d / 32, d / 32, 1), (32, 8, 1), &mut [arg(&i), arg(&o), arg(&d), arg(&d)])
+        let (i, o, d) = (
+            need(&self.input)?.ptr(),
+            need(&self.output)?.ptr(),
+            self.dim,
+        );
+        f.launch(
+            &gpu.stream,
+            (d / 32, d / 32, 1),
+            (32, 8, 1),
+            &mut [arg(&i), arg(&o), arg(&d), arg(&d)],
+        )
     }
 
     fn check(&mut self, gpu: &Gpu, v: usize) -> Result<Check, BenchError> {
@@ -216,7 +250,8 @@ impl Lesson for Transpose {
 }
 
 fn need(b: &Option<DevBuf>) -> Result<&DevBuf, BenchError> {
-    b.as_ref().ok_or_else(|| BenchError::Other("benchmark used before setup".into()))
+    b.as_ref()
+        .ok_or_else(|| BenchError::Other("benchmark used before setup".into()))
 }
 
 // ---------------------------------------------------------------- occupancy
@@ -251,7 +286,10 @@ impl Lesson for Occupancy {
 
     fn work(&self, _v: usize) -> Work {
         let n = self.bufs.as_ref().map_or(0, |b| b.n) as f64;
-        Work { bytes: 8.0 * n, flops: 10.0 * n }
+        Work {
+            bytes: 8.0 * n,
+            flops: 10.0 * n,
+        }
     }
 
     fn prepare(&mut self, gpu: &Gpu, _v: usize) -> Result<(), BenchError> {
@@ -357,7 +395,13 @@ impl Lesson for Fusion {
     }
 
     fn run(&mut self, gpu: &Gpu, v: usize) -> Result<(), BenchError> {
-        let (x, y, z, w, n) = (need(&self.x)?.ptr(), need(&self.y)?.ptr(), need(&self.z)?.ptr(), need(&self.w)?.ptr(), self.n);
+        let (x, y, z, w, n) = (
+            need(&self.x)?.ptr(),
+            need(&self.y)?.ptr(),
+            need(&self.z)?.ptr(),
+            need(&self.w)?.ptr(),
+            self.n,
+        );
         let (a, b) = (FUSE_A, FUSE_B);
         if v == 0 {
             let f1 = gpu.function("fusion", "fuse_step1_affine")?;

@@ -11,7 +11,12 @@ pub mod memory;
 use super::lesson::{Lesson, Metric, Needs, Role, RoofKind, TargetSpec, VariantSpec};
 
 const fn v(name: &'static str, role: Role, roof: RoofKind, what: &'static str) -> VariantSpec {
-    VariantSpec { name, role, what, roof }
+    VariantSpec {
+        name,
+        role,
+        what,
+        roof,
+    }
 }
 
 use Role::{Baseline as B, Optimized as O};
@@ -23,8 +28,18 @@ pub const MEMORY_COALESCING: TargetSpec = TargetSpec {
     chapter: "ch07 (copy_uncoalesced)",
     metric: Metric::GbPerS,
     variants: &[
-        v("strided_copy", B, RoofKind::Memory, "Copy where consecutive threads are n/32 elements apart (32 sectors per warp access)."),
-        v("coalesced_copy", O, RoofKind::Memory, "The same copy with consecutive threads on consecutive elements (one 128-byte line per warp access)."),
+        v(
+            "strided_copy",
+            B,
+            RoofKind::Memory,
+            "Copy where consecutive threads are n/32 elements apart (32 sectors per warp access).",
+        ),
+        v(
+            "coalesced_copy",
+            O,
+            RoofKind::Memory,
+            "The same copy with consecutive threads on consecutive elements (one 128-byte line per warp access).",
+        ),
     ],
     needs: Needs::ANY,
     informational: None,
@@ -38,10 +53,30 @@ pub const VECTORIZED_LOADS: TargetSpec = TargetSpec {
     chapter: "ch07 (copy_scalar, memory_access), ch08 (hbm_cuda)",
     metric: Metric::GbPerS,
     variants: &[
-        v("scalar_copy", B, RoofKind::Memory, "Coalesced grid-stride copy, one 4-byte float per thread per iteration."),
-        v("vec4_copy", O, RoofKind::Memory, "Grid-stride copy of float4 (16 bytes per access)."),
-        v("vec4_unroll4_copy", O, RoofKind::Memory, "float4 copy with four independent loads in flight per thread."),
-        v("vec4_streaming_copy", O, RoofKind::Memory, "As vec4_unroll4_copy with evict-first cache hints (__ldcs/__stcs)."),
+        v(
+            "scalar_copy",
+            B,
+            RoofKind::Memory,
+            "Coalesced grid-stride copy, one 4-byte float per thread per iteration.",
+        ),
+        v(
+            "vec4_copy",
+            O,
+            RoofKind::Memory,
+            "Grid-stride copy of float4 (16 bytes per access).",
+        ),
+        v(
+            "vec4_unroll4_copy",
+            O,
+            RoofKind::Memory,
+            "float4 copy with four independent loads in flight per thread.",
+        ),
+        v(
+            "vec4_streaming_copy",
+            O,
+            RoofKind::Memory,
+            "As vec4_unroll4_copy with evict-first cache hints (__ldcs/__stcs).",
+        ),
     ],
     needs: Needs::ANY,
     informational: None,
@@ -55,9 +90,24 @@ pub const TRANSPOSE: TargetSpec = TargetSpec {
     chapter: "ch07 (transpose), ch06 (bank_conflicts)",
     metric: Metric::GbPerS,
     variants: &[
-        v("naive", B, RoofKind::Memory, "Direct transpose: coalesced reads, writes strided by a whole row."),
-        v("smem_tiled", O, RoofKind::Memory, "32x32 tiles through shared memory; reading a tile column is a 32-way bank conflict."),
-        v("smem_tiled_padded", O, RoofKind::Memory, "The same tiles with one padding column: conflict-free."),
+        v(
+            "naive",
+            B,
+            RoofKind::Memory,
+            "Direct transpose: coalesced reads, writes strided by a whole row.",
+        ),
+        v(
+            "smem_tiled",
+            O,
+            RoofKind::Memory,
+            "32x32 tiles through shared memory; reading a tile column is a 32-way bank conflict.",
+        ),
+        v(
+            "smem_tiled_padded",
+            O,
+            RoofKind::Memory,
+            "The same tiles with one padding column: conflict-free.",
+        ),
     ],
     needs: Needs::ANY,
     informational: None,
@@ -71,8 +121,18 @@ pub const WARP_DIVERGENCE: TargetSpec = TargetSpec {
     chapter: "ch06 (warp_divergence_ilp), ch08 (threshold)",
     metric: Metric::TflopPerS,
     variants: &[
-        v("divergent_branch", B, RoofKind::Fp32, "A data-dependent branch into one of two FMA loops; random signs make every warp run both."),
-        v("predicated_select", O, RoofKind::Fp32, "The sign picks the loop's coefficients; one loop, identical results."),
+        v(
+            "divergent_branch",
+            B,
+            RoofKind::Fp32,
+            "A data-dependent branch into one of two FMA loops; random signs make every warp run both.",
+        ),
+        v(
+            "predicated_select",
+            O,
+            RoofKind::Fp32,
+            "The sign picks the loop's coefficients; one loop, identical results.",
+        ),
     ],
     needs: Needs::ANY,
     informational: None,
@@ -86,8 +146,18 @@ pub const ILP: TargetSpec = TargetSpec {
     chapter: "ch06 (gemm_ilp, attention_ilp), ch08 (loop_unrolling)",
     metric: Metric::TflopPerS,
     variants: &[
-        v("one_chain", B, RoofKind::Fp32, "Each thread runs one chain of dependent FMAs (4 warps per SM)."),
-        v("four_chains", O, RoofKind::Fp32, "Each thread interleaves four independent chains over the same elements (4 warps per SM)."),
+        v(
+            "one_chain",
+            B,
+            RoofKind::Fp32,
+            "Each thread runs one chain of dependent FMAs (4 warps per SM).",
+        ),
+        v(
+            "four_chains",
+            O,
+            RoofKind::Fp32,
+            "Each thread interleaves four independent chains over the same elements (4 warps per SM).",
+        ),
     ],
     needs: Needs::ANY,
     informational: None,
@@ -101,11 +171,23 @@ pub const OCCUPANCY: TargetSpec = TargetSpec {
     chapter: "ch06 (launch_bounds), ch08 (occupancy_tuning)",
     metric: Metric::GbPerS,
     variants: &[
-        v("launch_bounds_256x1", B, RoofKind::Memory, "Compiled with __launch_bounds__(256, 1): the compiler may use up to 255 registers."),
-        v("launch_bounds_256x4", O, RoofKind::Memory, "The same body under __launch_bounds__(256, 4): at most 64 registers, four blocks per SM."),
+        v(
+            "launch_bounds_256x1",
+            B,
+            RoofKind::Memory,
+            "Compiled with __launch_bounds__(256, 1): the compiler may use up to 255 registers.",
+        ),
+        v(
+            "launch_bounds_256x4",
+            O,
+            RoofKind::Memory,
+            "The same body under __launch_bounds__(256, 4): at most 64 registers, four blocks per SM.",
+        ),
     ],
     needs: Needs::ANY,
-    informational: Some("Whether more occupancy wins depends on the GPU and compiler: this kernel keeps 16 loads in flight per thread, so the register-rich build hides latency with ILP and can tie."),
+    informational: Some(
+        "Whether more occupancy wins depends on the GPU and compiler: this kernel keeps 16 loads in flight per thread, so the register-rich build hides latency with ILP and can tie.",
+    ),
     when_no_win: "The register-rich build keeps more loads in flight per thread, which hides memory latency as well as extra warps do; registers, spills and occupancy of both builds are in details.",
 };
 
@@ -116,8 +198,18 @@ pub const KERNEL_FUSION: TargetSpec = TargetSpec {
     chapter: "ch09 (fused_l2norm), ch12 (kernel_fusion)",
     metric: Metric::GbPerS,
     variants: &[
-        v("three_kernels", B, RoofKind::Memory, "y = a*x + b; z = y*y; w = z + x as three kernels (28 bytes moved per element)."),
-        v("fused", O, RoofKind::Memory, "w = (a*x + b)^2 + x in one kernel (8 bytes per element); bit-identical results."),
+        v(
+            "three_kernels",
+            B,
+            RoofKind::Memory,
+            "y = a*x + b; z = y*y; w = z + x as three kernels (28 bytes moved per element).",
+        ),
+        v(
+            "fused",
+            O,
+            RoofKind::Memory,
+            "w = (a*x + b)^2 + x in one kernel (8 bytes per element); bit-identical results.",
+        ),
     ],
     needs: Needs::ANY,
     informational: None,
@@ -131,9 +223,24 @@ pub const REDUCTION: TargetSpec = TargetSpec {
     chapter: "ch10 (atomic_reduction, dsmem_reduction)",
     metric: Metric::GbPerS,
     variants: &[
-        v("atomic_per_element", B, RoofKind::Memory, "Every element is an atomicAdd on one double in global memory."),
-        v("shared_tree", O, RoofKind::Memory, "One element per thread, a shared-memory tree per block, one atomic per block."),
-        v("warp_shuffle", O, RoofKind::Memory, "Grid-stride float4 sums in registers, warp shuffles, one atomic per block."),
+        v(
+            "atomic_per_element",
+            B,
+            RoofKind::Memory,
+            "Every element is an atomicAdd on one double in global memory.",
+        ),
+        v(
+            "shared_tree",
+            O,
+            RoofKind::Memory,
+            "One element per thread, a shared-memory tree per block, one atomic per block.",
+        ),
+        v(
+            "warp_shuffle",
+            O,
+            RoofKind::Memory,
+            "Grid-stride float4 sums in registers, warp shuffles, one atomic per block.",
+        ),
     ],
     needs: Needs::ANY,
     informational: None,
@@ -147,9 +254,24 @@ pub const LAUNCH_OVERHEAD: TargetSpec = TargetSpec {
     chapter: "ch12 (kernel_launches, cuda_graphs)",
     metric: Metric::UsPerStep,
     variants: &[
-        v("separate_launches", B, RoofKind::None, "1000 launches of a 4096-element step kernel, one after another on a stream."),
-        v("cuda_graph", O, RoofKind::None, "The same 1000 launches captured once into a CUDA graph and replayed."),
-        v("persistent_kernel", O, RoofKind::None, "One launch that runs the 1000 steps in a loop (valid because each element's steps are independent)."),
+        v(
+            "separate_launches",
+            B,
+            RoofKind::None,
+            "1000 launches of a 4096-element step kernel, one after another on a stream.",
+        ),
+        v(
+            "cuda_graph",
+            O,
+            RoofKind::None,
+            "The same 1000 launches captured once into a CUDA graph and replayed.",
+        ),
+        v(
+            "persistent_kernel",
+            O,
+            RoofKind::None,
+            "One launch that runs the 1000 steps in a loop (valid because each element's steps are independent).",
+        ),
     ],
     needs: Needs::ANY,
     informational: None,
@@ -163,8 +285,18 @@ pub const STREAM_OVERLAP: TargetSpec = TargetSpec {
     chapter: "ch11 (streams), ch03 (docker, kubernetes)",
     metric: Metric::GbPerS,
     variants: &[
-        v("serial_one_stream", B, RoofKind::None, "16 chunks: copy in, compute, copy out, one after another on one stream."),
-        v("overlapped_three_streams", O, RoofKind::None, "The same 16 chunks spread over three streams so copies and kernels overlap."),
+        v(
+            "serial_one_stream",
+            B,
+            RoofKind::None,
+            "16 chunks: copy in, compute, copy out, one after another on one stream.",
+        ),
+        v(
+            "overlapped_three_streams",
+            O,
+            RoofKind::None,
+            "The same 16 chunks spread over three streams so copies and kernels overlap.",
+        ),
     ],
     needs: Needs::ANY,
     informational: None,
@@ -178,8 +310,18 @@ pub const PINNED_MEMORY: TargetSpec = TargetSpec {
     chapter: "ch02 (memory_transfer), ch03 (numa_unaware)",
     metric: Metric::GbPerS,
     variants: &[
-        v("pageable_h2d", B, RoofKind::PcieH2d, "cuMemcpyHtoD from an ordinary (pageable) host allocation."),
-        v("pinned_h2d", O, RoofKind::PcieH2d, "cuMemcpyHtoD from page-locked host memory (cuMemHostAlloc)."),
+        v(
+            "pageable_h2d",
+            B,
+            RoofKind::PcieH2d,
+            "cuMemcpyHtoD from an ordinary (pageable) host allocation.",
+        ),
+        v(
+            "pinned_h2d",
+            O,
+            RoofKind::PcieH2d,
+            "cuMemcpyHtoD from page-locked host memory (cuMemHostAlloc).",
+        ),
     ],
     needs: Needs::ANY,
     informational: None,
@@ -193,15 +335,60 @@ pub const GEMM: TargetSpec = TargetSpec {
     chapter: "ch07 (matmul), ch09 (cublaslt_gemm*), ch10 (matmul), ch02 (cublas)",
     metric: Metric::TflopPerS,
     variants: &[
-        v("naive_fp32", B, RoofKind::Fp32, "One thread per output, operands straight from global memory."),
-        v("smem_tiled_fp32", O, RoofKind::Fp32, "32x32 tiles staged in shared memory."),
-        v("register_tiled_fp32", O, RoofKind::Fp32, "64x64 block tiles with a 4x4 register block per thread."),
-        v("cublas_fp32", O, RoofKind::Fp32, "cublasGemmEx, FP32 in and out, FP32 compute (no tensor cores)."),
-        v("cublas_tf32", O, RoofKind::Tf32, "cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32: FP32 data on TF32 tensor cores."),
-        v("cublas_bf16", O, RoofKind::Bf16, "cublasGemmEx, BF16 in and out, FP32 accumulation."),
-        v("cublas_fp16", O, RoofKind::Fp16, "cublasGemmEx, FP16 in and out, FP32 accumulation."),
-        v("cublaslt_bf16", O, RoofKind::Bf16, "cublasLtMatmul with the heuristic's first algorithm, BF16 in and out."),
-        v("cublaslt_fp8", O, RoofKind::Fp8, "cublasLtMatmul, FP8 E4M3 inputs (A row-major, B stored transposed), BF16 out (compute capability 8.9+)."),
+        v(
+            "naive_fp32",
+            B,
+            RoofKind::Fp32,
+            "One thread per output, operands straight from global memory.",
+        ),
+        v(
+            "smem_tiled_fp32",
+            O,
+            RoofKind::Fp32,
+            "32x32 tiles staged in shared memory.",
+        ),
+        v(
+            "register_tiled_fp32",
+            O,
+            RoofKind::Fp32,
+            "64x64 block tiles with a 4x4 register block per thread.",
+        ),
+        v(
+            "cublas_fp32",
+            O,
+            RoofKind::Fp32,
+            "cublasGemmEx, FP32 in and out, FP32 compute (no tensor cores).",
+        ),
+        v(
+            "cublas_tf32",
+            O,
+            RoofKind::Tf32,
+            "cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32: FP32 data on TF32 tensor cores.",
+        ),
+        v(
+            "cublas_bf16",
+            O,
+            RoofKind::Bf16,
+            "cublasGemmEx, BF16 in and out, FP32 accumulation.",
+        ),
+        v(
+            "cublas_fp16",
+            O,
+            RoofKind::Fp16,
+            "cublasGemmEx, FP16 in and out, FP32 accumulation.",
+        ),
+        v(
+            "cublaslt_bf16",
+            O,
+            RoofKind::Bf16,
+            "cublasLtMatmul with the heuristic's first algorithm, BF16 in and out.",
+        ),
+        v(
+            "cublaslt_fp8",
+            O,
+            RoofKind::Fp8,
+            "cublasLtMatmul, FP8 E4M3 inputs (A row-major, B stored transposed), BF16 out (compute capability 8.9+).",
+        ),
     ],
     needs: Needs {
         min_cc: (7, 0),
@@ -219,8 +406,18 @@ pub const GEMM_BATCHED: TargetSpec = TargetSpec {
     chapter: "ch01 (gemm), ch10 (batch)",
     metric: Metric::TflopPerS,
     variants: &[
-        v("loop_of_gemms", B, RoofKind::Fp32, "256 cublasGemmEx calls of 128x128x128 FP32."),
-        v("strided_batched", O, RoofKind::Fp32, "One cublasGemmStridedBatchedEx call over the same 256 products."),
+        v(
+            "loop_of_gemms",
+            B,
+            RoofKind::Fp32,
+            "256 cublasGemmEx calls of 128x128x128 FP32.",
+        ),
+        v(
+            "strided_batched",
+            O,
+            RoofKind::Fp32,
+            "One cublasGemmStridedBatchedEx call over the same 256 products.",
+        ),
     ],
     needs: Needs {
         min_cc: (7, 0),
@@ -282,18 +479,44 @@ mod tests {
         let mut ids = HashSet::new();
         for t in ALL {
             assert!(ids.insert(t.id), "duplicate target {}", t.id);
-            assert!(t.id.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{} is not snake_case", t.id);
+            assert!(
+                t.id.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{} is not snake_case",
+                t.id
+            );
             assert!(t.lesson.len() > 40, "{}: the lesson needs a sentence", t.id);
             assert!(!t.when_no_win.is_empty());
-            let base = t.variants.iter().filter(|v| v.role == Role::Baseline).count();
-            let opt = t.variants.iter().filter(|v| v.role == Role::Optimized).count();
+            let base = t
+                .variants
+                .iter()
+                .filter(|v| v.role == Role::Baseline)
+                .count();
+            let opt = t
+                .variants
+                .iter()
+                .filter(|v| v.role == Role::Optimized)
+                .count();
             assert_eq!(base, 1, "{}: exactly one baseline", t.id);
             assert!(opt >= 1, "{}: at least one optimized variant", t.id);
-            assert_eq!(t.variants[0].role, Role::Baseline, "{}: the baseline comes first", t.id);
+            assert_eq!(
+                t.variants[0].role,
+                Role::Baseline,
+                "{}: the baseline comes first",
+                t.id
+            );
             let mut names = HashSet::new();
             for v in t.variants {
-                assert!(names.insert(v.name), "{}: duplicate variant {}", t.id, v.name);
-                assert!(v.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
+                assert!(
+                    names.insert(v.name),
+                    "{}: duplicate variant {}",
+                    t.id,
+                    v.name
+                );
+                assert!(
+                    v.name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                );
             }
             assert!(make(t.id).is_some(), "{} has no runner", t.id);
             assert_eq!(make(t.id).unwrap().spec().id, t.id);
