@@ -415,6 +415,16 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
+    // Drain stderr while the server runs: at debug level rmcp logs every
+    // response in full, and a tools/list of many tools fills the 64 KiB pipe
+    // buffer, which would block the server on a write to stderr.
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let stderr_reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        use std::io::Read;
+        let _ = stderr_pipe.read_to_string(&mut err);
+        err
+    });
     let lines = [
         json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
         json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
@@ -470,14 +480,7 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
             assert_eq!(v["jsonrpc"], "2.0");
         }
     }
-    let mut err = String::new();
-    use std::io::Read;
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = stderr_reader.join().unwrap();
     assert!(
         err.contains("DEBUG") || err.contains("INFO"),
         "logs go to stderr"

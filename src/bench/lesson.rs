@@ -224,7 +224,8 @@ pub struct VariantResult {
     pub telemetry: Option<Telemetry>,
     /// Device memory this benchmark allocated (its buffers and library workspaces).
     pub peak_memory_bytes: Option<u64>,
-    pub details: Value,
+    /// Facts specific to the lesson (registers, occupancy, calibration, sizes).
+    pub details: serde_json::Map<String, Value>,
     /// Every sample in ms per unit (stored; left out of tool output).
     #[serde(default, skip_serializing)]
     #[schemars(skip)]
@@ -263,7 +264,7 @@ impl VariantResult {
             check: None,
             telemetry: None,
             peak_memory_bytes: None,
-            details: Value::Null,
+            details: serde_json::Map::new(),
             samples_ms: Vec::new(),
         }
     }
@@ -450,8 +451,7 @@ pub fn run_lesson_where(
             Err(e) => row = row.failed(e.to_string()),
         }
         row.peak_memory_bytes = Some(gpu.allocated_bytes());
-        let d = lesson.details(gpu, i);
-        if !d.is_null() {
+        if let Value::Object(d) = lesson.details(gpu, i) {
             row.details = d;
         }
         out.push(row);

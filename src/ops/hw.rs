@@ -647,7 +647,11 @@ precision and size at the default budget.",
 
     fn run(&self, ctx: &OpContext, input: TensorCoresInput) -> Result<TensorCoresOutput, OpError> {
         let sizes = input.sizes.unwrap_or_else(|| vec![1024, 2048, 4096, 8192]);
-        if sizes.is_empty() || sizes.iter().any(|&d| d == 0 || !d.is_multiple_of(64) || d > 32768) {
+        if sizes.is_empty()
+            || sizes
+                .iter()
+                .any(|&d| d == 0 || !d.is_multiple_of(64) || d > 32768)
+        {
             return Err(OpError::invalid_input(
                 format!("sizes must be multiples of 64 up to 32768, not {sizes:?}"),
                 "Pass e.g. \"sizes\": [4096, 8192].",
