@@ -61,19 +61,36 @@ extern "C" __global__ void copy_f32x4_stream(const float4* __restrict__ in, floa
 // Cache sweep, whole-GPU working set: every pass shifts each thread's starting point by a
 // block's worth of float4s times a large odd factor, so an SM reads different lines on every
 // pass and the data must come from L2 (working set <= L2) or device memory (larger).
+// Four passes are interleaved (four independent loads in flight per thread) so that small
+// working sets, which give each thread few elements, are not limited by load latency.
+// `passes` must be a multiple of 4.
+__device__ __forceinline__ u64 sweep_shift(u32 p, u64 n4) {
+    return ((u64)p * 7919ull * blockDim.x) % n4;
+}
+
+__device__ __forceinline__ u64 sweep_wrap(u64 j, u64 n4) {
+    return j >= n4 ? j - n4 : j;
+}
+
 extern "C" __global__ void read_sweep_global(const float4* __restrict__ buf, u64 n4, u32 passes,
                                             float* __restrict__ sink) {
-    float acc = 0.0f;
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
     u64 stride = aisp_nthreads();
-    for (u32 p = 0; p < passes; ++p) {
-        u64 shift = ((u64)p * 7919ull * blockDim.x) % n4;
+    for (u32 p = 0; p + 3 < passes; p += 4) {
+        u64 s0 = sweep_shift(p, n4), s1 = sweep_shift(p + 1, n4);
+        u64 s2 = sweep_shift(p + 2, n4), s3 = sweep_shift(p + 3, n4);
         for (u64 i = aisp_tid(); i < n4; i += stride) {
-            u64 j = i + shift;
-            if (j >= n4) j -= n4;
-            float4 v = buf[j];
-            acc += v.x + v.y + v.z + v.w;
+            float4 v0 = buf[sweep_wrap(i + s0, n4)];
+            float4 v1 = buf[sweep_wrap(i + s1, n4)];
+            float4 v2 = buf[sweep_wrap(i + s2, n4)];
+            float4 v3 = buf[sweep_wrap(i + s3, n4)];
+            a0 += v0.x + v0.y + v0.z + v0.w;
+            a1 += v1.x + v1.y + v1.z + v1.w;
+            a2 += v2.x + v2.y + v2.z + v2.w;
+            a3 += v3.x + v3.y + v3.z + v3.w;
         }
     }
+    float acc = (a0 + a1) + (a2 + a3);
     if (acc == 1.2345678e30f) sink[blockIdx.x] = acc;
 }
 

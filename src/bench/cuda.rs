@@ -128,6 +128,7 @@ impl DevBuf {
 
     /// Fill every byte with `value` on `stream` (asynchronous).
     pub fn memset_async(&self, value: u8, stream: &Stream) -> Result<()> {
+        stream.ctx.bind()?;
         // SAFETY: the range lies inside this allocation.
         check("cuMemsetD8Async", unsafe {
             result::memset_d8_async(self.ptr, value, self.bytes, stream.raw())

@@ -101,9 +101,9 @@ pub fn theoretical_memory(gpu: &Gpu, nvml: Option<&nvml_wrapper::Nvml>) -> Optio
     )
 }
 
-/// Copy bandwidth at one size: every copy kernel and cuMemcpyDtoD, each
-/// checked (output equals input) before it is timed. Rows use target
-/// `copy_bandwidth` and the size in bytes of one buffer.
+/// Copy bandwidth at one size: every copy kernel and cuMemcpyDtoD (or only
+/// the methods in `only`), each checked (output equals input) before it is
+/// timed. Rows use target `copy_bandwidth`.
 pub fn copy_bandwidth(
     gpu: &Gpu,
     buffer_bytes: u64,
@@ -111,6 +111,7 @@ pub fn copy_bandwidth(
     budget: Duration,
     cancelled: &dyn Fn() -> bool,
     nvml: Option<std::sync::Arc<nvml_wrapper::Nvml>>,
+    only: Option<&[&str]>,
 ) -> Result<Vec<VariantResult>, BenchError> {
     gpu.reset_tally();
     let n = (buffer_bytes / 16 * 4).max(1024);
@@ -122,6 +123,7 @@ pub fn copy_bandwidth(
     };
     let mut names: Vec<&str> = COPY_KERNELS.iter().map(|(k, _)| *k).collect();
     names.push("cuMemcpyDtoD");
+    names.retain(|n| only.is_none_or(|o| o.contains(n)));
     let mut rows = Vec::new();
     for name in names {
         let role = if name == "cuMemcpyDtoD" {
@@ -298,12 +300,14 @@ fn fill_pattern(buf: &mut [u8], seed: u32) {
 }
 
 /// Host↔device bandwidth: pinned and pageable, each direction, and pinned
-/// bidirectional. Each transfer is checked once (bytes arrive intact).
+/// bidirectional (or only the (direction, memory) cases in `only`). Each
+/// transfer is checked once (bytes arrive intact).
 pub fn pcie(
     gpu: &Gpu,
     bytes: usize,
     budget: Duration,
     cancelled: &dyn Fn() -> bool,
+    only: Option<&[(&str, &str)]>,
 ) -> Result<Vec<PcieRow>, BenchError> {
     gpu.reset_tally();
     let dev_a = gpu.alloc(bytes)?;
@@ -333,6 +337,9 @@ pub fn pcie(
         ("bidirectional", "pinned"),
     ];
     for (direction, memory) in cases {
+        if only.is_some_and(|o| !o.contains(&(direction, memory))) {
+            continue;
+        }
         let pinned = memory == "pinned";
         let src_ptr = if pinned {
             pinned_src.ptr() as *const _
@@ -511,7 +518,8 @@ pub fn cache_sweep(
         }
         progress(&format!("whole-GPU working set {} MiB", ws >> 20));
         let n4 = ws / 16;
-        let passes = ((1u64 << 30) / ws).clamp(1, 1024) as u32;
+        // A multiple of 4: the kernel interleaves four passes.
+        let passes = (((1u64 << 30) / ws).clamp(4, 1024) as u32).div_ceil(4) * 4;
         let p = buf.ptr();
         let grid = gpu.grid_for(&fg, 256, n4)?;
         let (_, s) = time_step(gpu, &plan, cancelled, &mut |gpu, phase| match phase {

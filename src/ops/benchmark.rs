@@ -307,6 +307,7 @@ fn run_roofs(
         Duration::from_millis(300),
         &cancelled,
         s.nvml.clone(),
+        Some(&["cuMemcpyDtoD"]),
     );
     match copy {
         Ok(c) => {
@@ -999,6 +1000,7 @@ stored so later runs can spot regressions. Takes the GPU to itself.",
             Duration::from_millis(1500),
             &cancelled,
             s.nvml.clone(),
+            Some(&["cuMemcpyDtoD"]),
         )
         .map_err(&err)?;
         let dtod = copy
@@ -1121,7 +1123,7 @@ stored so later runs can spot regressions. Takes the GPU to itself.",
         ctx.check_cancelled()?;
         ctx.progress(3.0, Some(4.0), "host-to-device bandwidth");
         let pcie =
-            roofs::pcie(&s.gpu, 256 << 20, Duration::from_millis(800), &cancelled).map_err(&err)?;
+            roofs::pcie(&s.gpu, 256 << 20, Duration::from_millis(800), &cancelled, Some(&[("h2d", "pinned")])).map_err(&err)?;
         let h2d = pcie
             .iter()
             .find(|r| r.direction == "h2d" && r.host_memory == "pinned")

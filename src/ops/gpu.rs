@@ -159,6 +159,7 @@ about 5-10 s per GPU.",
                     Duration::from_secs_f64(budget),
                     &cancelled,
                     s.nvml.clone(),
+                    None,
                 )
                 .map_err(super::benchmark::bench_err(ctx))?;
                 let dtod = rows

@@ -189,6 +189,7 @@ for pct_of_roof. Takes the GPU to itself; about 20-40 s (5 s with tensor: false)
             Duration::from_millis(700),
             &cancelled,
             s.nvml.clone(),
+            None,
         )
         .map_err(&err)?;
         let dtod = results
@@ -397,7 +398,7 @@ the GPU to itself; about 5-10 s.",
             (mib << 20) as usize,
             Duration::from_millis(700),
             &cancelled,
-        )
+        None)
         .map_err(bench_err(ctx))?;
         let dev = s
             .nvml

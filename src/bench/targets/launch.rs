@@ -137,6 +137,9 @@ impl Lesson for LaunchOverhead {
             0 => Self::enqueue_steps(gpu, &gpu.stream, y, self.steps),
             1 => {
                 if self.graph.is_none() {
+                    // Load the module before capturing: nothing but launches
+                    // should happen while the stream records.
+                    gpu.function("launch", "tiny_step")?;
                     let steps = self.steps;
                     let g = Graph::capture(&gpu.stream, &mut |s| {
                         Self::enqueue_steps(gpu, s, y, steps)
