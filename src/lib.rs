@@ -13,6 +13,7 @@ pub mod dispatch;
 pub mod error;
 pub mod gpu;
 pub mod jobs;
+pub mod knowledge;
 pub mod ops;
 pub mod registry;
 pub mod server;
