@@ -297,7 +297,7 @@ pub fn by_id(id: &str) -> Option<&'static Gpu> {
     let id = id.trim().to_ascii_lowercase();
     all()
         .iter()
-        .find(|g| g.id == id || g.aliases.iter().any(|a| *a == id))
+        .find(|g| g.id == id || g.aliases.contains(&id))
 }
 
 /// An unknown GPU id, with the known ones and the closest matches.

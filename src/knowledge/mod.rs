@@ -40,6 +40,8 @@ pub struct Figure {
     pub value: Option<f64>,
     /// Where the value comes from.
     pub source_url: Option<String>,
+    /// What that source is.
+    pub source_title: Option<String>,
     /// How the value was read, or why it is missing.
     pub note: Option<String>,
 }
@@ -50,15 +52,15 @@ impl Figure {
         sources: &BTreeMap<String, RawSource>,
         what: &str,
     ) -> Result<Figure, String> {
-        let source_url = match &raw.source {
+        let source = match &raw.source {
             Some(key) => Some(
                 sources
                     .get(key)
-                    .map(|s| s.url.clone())
                     .ok_or_else(|| format!("{what}: unknown source key `{key}`"))?,
             ),
             None => None,
         };
+        let source_url = source.map(|s| s.url.clone());
         if raw.value.is_some() && source_url.is_none() {
             return Err(format!("{what}: a value without a source"));
         }
@@ -68,6 +70,7 @@ impl Figure {
         Ok(Figure {
             value: raw.value,
             source_url,
+            source_title: source.map(|s| s.title.clone()),
             note: raw.note.clone(),
         })
     }
