@@ -207,14 +207,13 @@ impl JobManager {
         let progress = {
             let mut live = self.live();
             let job = live.get_mut(id);
-            job.map(|job| {
+            job.and_then(|job| {
                 job.record.state = state;
                 job.record.result = result.clone();
                 job.record.error = error.clone();
                 job.record.finished_at = Some(finished.clone());
                 job.record.progress.clone()
             })
-            .flatten()
         };
         let _ = store.conn().execute(
             "UPDATE jobs SET state = ?2, result = ?3, error = ?4, finished_at = ?5, progress = ?6 WHERE id = ?1",
