@@ -295,9 +295,7 @@ pub fn ids() -> Vec<&'static str> {
 /// Look up a GPU by catalog id or alias (case-insensitive).
 pub fn by_id(id: &str) -> Option<&'static Gpu> {
     let id = id.trim().to_ascii_lowercase();
-    all()
-        .iter()
-        .find(|g| g.id == id || g.aliases.contains(&id))
+    all().iter().find(|g| g.id == id || g.aliases.contains(&id))
 }
 
 /// An unknown GPU id, with the known ones and the closest matches.

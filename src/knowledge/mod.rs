@@ -8,6 +8,8 @@
 
 pub mod dtype;
 pub mod gpus;
+pub mod models;
+pub mod techniques;
 
 use std::collections::BTreeMap;
 
