@@ -120,11 +120,11 @@ impl Architecture {
         {
             return bad("layers, hidden, heads, ffn and vocab must all be positive");
         }
-        if self.head_dim.is_none() && self.hidden % self.heads != 0 {
+        if self.head_dim.is_none() && !self.hidden.is_multiple_of(self.heads) {
             return bad("hidden is not a multiple of heads; give head_dim explicitly");
         }
         let kv = self.kv_heads();
-        if kv == 0 || kv > self.heads || self.heads % kv != 0 {
+        if kv == 0 || kv > self.heads || !self.heads.is_multiple_of(kv) {
             return bad("kv_heads must divide heads (GQA groups) and be at most heads");
         }
         let e = self.experts();
