@@ -15,6 +15,7 @@ pub mod gpu;
 pub mod jobs;
 pub mod knowledge;
 pub mod ops;
+pub mod planner;
 pub mod prompts;
 pub mod registry;
 pub mod server;

@@ -267,6 +267,12 @@ impl Architecture {
             + self.norm_params()
     }
 
+    /// Routed-expert parameters over all MoE layers (0 for dense models); with
+    /// expert parallelism these are the ones split over the EP group.
+    pub fn routed_expert_params(&self) -> f64 {
+        self.moe_layers() * self.experts() as f64 * self.expert_params()
+    }
+
     /// Parameters in one transformer layer (averaged over dense and MoE layers),
     /// the unit pipeline stages are cut in.
     pub fn params_per_layer(&self) -> f64 {
