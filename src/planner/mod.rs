@@ -12,6 +12,7 @@ pub mod links;
 pub mod memory;
 pub mod model;
 pub mod peaks;
+pub mod recipes;
 pub mod serving;
 pub mod training;
 
