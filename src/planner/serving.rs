@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::inference::{self, DecodeStep, Roofline};
-use super::model::{ModelSpec, round};
+use super::model::round;
 use crate::knowledge::Dtype;
 use crate::knowledge::dtype::Precision;
 use crate::knowledge::gpus::Gpu;
@@ -309,6 +309,7 @@ pub use inference::DEFAULT_INFERENCE_COMPUTE_EFFICIENCY;
 mod tests {
     use super::*;
     use crate::knowledge::gpus;
+    use crate::planner::ModelSpec;
 
     fn roof<'a>(m: &'a ModelSpec, gpu: &Gpu, fmt: WeightFormat) -> Roofline<'a> {
         let (peak, _) = compute_peak(gpu, fmt.dtype()).unwrap();

@@ -213,7 +213,11 @@ fn ms(seconds: f64) -> f64 {
 }
 
 /// Estimate one layout. Err(reason) when it does not fit or cannot run.
-pub fn evaluate(s: &TrainingSetup, l: &Layout) -> Result<LayoutEstimate, (String, String)> {
+/// Why a layout was rejected: kind, sentence, and its memory need in bytes
+/// (infinite when it failed for another reason).
+pub type Reject = (String, String, f64);
+
+pub fn evaluate(s: &TrainingSetup, l: &Layout) -> Result<LayoutEstimate, Reject> {
     let arch = s.arch;
     let g = s.nodes * s.gpus_per_node;
     let bytes = StateBytes::adam(s.dtype).ok_or_else(|| {
@@ -223,6 +227,7 @@ pub fn evaluate(s: &TrainingSetup, l: &Layout) -> Result<LayoutEstimate, (String
                 "{} is not a training format; use bf16, fp16, fp8 or fp32",
                 s.dtype
             ),
+            f64::INFINITY,
         )
     })?;
     // ---- memory
@@ -292,6 +297,7 @@ pub fn evaluate(s: &TrainingSetup, l: &Layout) -> Result<LayoutEstimate, (String
                 s.usable_bytes / s.gpu.memory_bytes().unwrap_or(s.usable_bytes),
                 big_gb
             ),
+            total,
         ));
     }
 
@@ -457,23 +463,27 @@ pub fn search(s: &TrainingSetup, top: usize) -> SearchResult {
     let arch = s.arch;
     let g = s.nodes * s.gpus_per_node;
     let mut feasible: Vec<LayoutEstimate> = Vec::new();
-    let mut rejected: Vec<(u32, Rejection)> = Vec::new();
+    let mut rejected: Vec<(u32, f64, Rejection)> = Vec::new();
     let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
     let mut evaluated = 0usize;
-    let mut reject =
-        |l: Layout, kind: &str, reason: String, rejected: &mut Vec<(u32, Rejection)>| {
-            *kinds.entry(kind.to_string()).or_default() += 1;
-            // Simpler layouts are the ones people try first: show those.
-            let complexity = l.tp * l.pp * l.cp * l.ep * 10 + l.zero_stage as u32;
-            rejected.push((
-                complexity,
-                Rejection {
-                    layout: l,
-                    description: l.describe(),
-                    reason,
-                },
-            ));
-        };
+    let mut reject = |l: Layout,
+                      kind: &str,
+                      reason: String,
+                      need: f64,
+                      rejected: &mut Vec<(u32, f64, Rejection)>| {
+        *kinds.entry(kind.to_string()).or_default() += 1;
+        // Simpler layouts are the ones people try first: show those.
+        let complexity = l.tp * l.pp * l.cp * l.ep * 10 + l.zero_stage as u32;
+        rejected.push((
+            complexity,
+            need,
+            Rejection {
+                layout: l,
+                description: l.describe(),
+                reason,
+            },
+        ));
+    };
     let pick = |pin: Option<u32>, all: Vec<u32>| -> Vec<u32> {
         match pin {
             Some(v) => vec![v],
@@ -503,16 +513,24 @@ pub fn search(s: &TrainingSetup, top: usize) -> SearchResult {
                     micro_batch: 1,
                     grad_accumulation: 1,
                 };
-                evaluated += 1;
                 if !g.is_multiple_of(tp * cp * pp) {
+                    // Not a layout of these GPUs at all; only worth a word when pinned.
+                    let pinned =
+                        s.fixed.tp.is_some() || s.fixed.pp.is_some() || s.fixed.cp.is_some();
+                    if !pinned {
+                        continue;
+                    }
+                    evaluated += 1;
                     reject(
                         base,
                         "indivisible",
                         format!("TP{tp} × CP{cp} × PP{pp} does not divide {g} GPUs"),
+                        f64::INFINITY,
                         &mut rejected,
                     );
                     continue;
                 }
+                evaluated += 1;
                 if tp > s.gpus_per_node {
                     reject(
                         base,
@@ -521,6 +539,7 @@ pub fn search(s: &TrainingSetup, top: usize) -> SearchResult {
                             "TP{tp} exceeds {} GPUs per node: tensor parallelism needs NVLink-class links",
                             s.gpus_per_node
                         ),
+                        f64::INFINITY,
                         &mut rejected,
                     );
                     continue;
@@ -536,6 +555,7 @@ pub fn search(s: &TrainingSetup, top: usize) -> SearchResult {
                             arch.heads,
                             arch.kv_heads()
                         ),
+                        f64::INFINITY,
                         &mut rejected,
                     );
                     continue;
@@ -545,6 +565,7 @@ pub fn search(s: &TrainingSetup, top: usize) -> SearchResult {
                         base,
                         "indivisible",
                         format!("PP{pp} exceeds {} layers", arch.layers),
+                        f64::INFINITY,
                         &mut rejected,
                     );
                     continue;
@@ -554,6 +575,7 @@ pub fn search(s: &TrainingSetup, top: usize) -> SearchResult {
                         base,
                         "indivisible",
                         format!("sequence {} does not split into 2×CP{cp} chunks", s.seq_len),
+                        f64::INFINITY,
                         &mut rejected,
                     );
                     continue;
@@ -599,6 +621,7 @@ pub fn search(s: &TrainingSetup, top: usize) -> SearchResult {
                                         l,
                                         "indivisible",
                                         format!("EP{ep} does not divide DP{dp}"),
+                                        f64::INFINITY,
                                         &mut rejected,
                                     );
                                     continue;
@@ -611,6 +634,7 @@ pub fn search(s: &TrainingSetup, top: usize) -> SearchResult {
                                             "global batch {} is not a multiple of DP{dp} × micro-batch {mb}",
                                             s.global_batch
                                         ),
+                                        f64::INFINITY,
                                         &mut rejected,
                                     );
                                     continue;
@@ -624,13 +648,16 @@ pub fn search(s: &TrainingSetup, top: usize) -> SearchResult {
                                             "{} micro-batches cannot fill {pp} pipeline stages",
                                             l.grad_accumulation
                                         ),
+                                        f64::INFINITY,
                                         &mut rejected,
                                     );
                                     continue;
                                 }
                                 match evaluate(s, &l) {
                                     Ok(e) => feasible.push(e),
-                                    Err((kind, reason)) => reject(l, &kind, reason, &mut rejected),
+                                    Err((kind, reason, need)) => {
+                                        reject(l, &kind, reason, need, &mut rejected)
+                                    }
                                 }
                             }
                         }
@@ -646,31 +673,32 @@ pub fn search(s: &TrainingSetup, top: usize) -> SearchResult {
             .then(a.memory.total_gb.total_cmp(&b.memory.total_gb))
     });
     let n_feasible = feasible.len();
-    feasible.truncate(top.max(1));
-    // Show the simplest rejected layouts, one per (TP, PP, CP, EP, ZeRO) shape,
-    // preferring ones that failed on memory (the informative kind).
-    rejected.sort_by_key(|(c, r)| {
-        (
-            *c,
-            r.reason.starts_with("does not fit") as u8 ^ 1,
-            r.layout.micro_batch,
-        )
-    });
+    // Show the simplest rejected shapes (TP, PP, CP, EP, ZeRO) for which no
+    // variant fits, each by its least memory-hungry variant: "even with full
+    // recompute and micro-batch 1 it needs X GB".
+    let fits: std::collections::HashSet<(u32, u32, u32, u32, u8)> = feasible
+        .iter()
+        .map(|e| {
+            (
+                e.layout.tp,
+                e.layout.pp,
+                e.layout.cp,
+                e.layout.ep,
+                e.layout.zero_stage,
+            )
+        })
+        .collect();
+    let shape = |l: &Layout| (l.tp, l.pp, l.cp, l.ep, l.zero_stage);
+    rejected.retain(|(_, _, r)| !fits.contains(&shape(&r.layout)));
+    rejected.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
     let mut seen = std::collections::HashSet::new();
     let rejected: Vec<Rejection> = rejected
         .into_iter()
-        .filter(|(_, r)| {
-            seen.insert((
-                r.layout.tp,
-                r.layout.pp,
-                r.layout.cp,
-                r.layout.ep,
-                r.layout.zero_stage,
-            ))
-        })
-        .map(|(_, r)| r)
+        .filter(|(_, _, r)| seen.insert(shape(&r.layout)))
+        .map(|(_, _, r)| r)
         .take(12)
         .collect();
+    feasible.truncate(top.max(1));
     SearchResult {
         evaluated,
         feasible: n_feasible,
@@ -773,7 +801,7 @@ mod tests {
             zero_stage: 0,
             ..fsdp
         };
-        let (kind, reason) = evaluate(&s, &ddp).unwrap_err();
+        let (kind, reason, _) = evaluate(&s, &ddp).unwrap_err();
         assert_eq!(kind, "does not fit");
         assert!(
             reason.starts_with("does not fit: 1")
@@ -820,7 +848,7 @@ mod tests {
             micro_batch: 1,
             grad_accumulation: 4,
         };
-        let (_, reason) = evaluate(&s, &replicated).unwrap_err();
+        let (_, reason, _) = evaluate(&s, &replicated).unwrap_err();
         assert!(reason.contains("largest part weights 141"), "{reason}");
     }
 
