@@ -53,6 +53,9 @@ pub struct PlanInput {
     /// A custom model shape instead of a catalog id.
     #[serde(default)]
     pub architecture: Option<Architecture>,
+    /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
+    #[serde(default)]
+    pub params_b: Option<f64>,
     /// Catalog GPU id, e.g. `h100-sxm`; default: the local GPU.
     #[serde(default)]
     pub gpu: Option<String>,
@@ -166,6 +169,7 @@ fn resolve_training(
     ctx: &OpContext,
     model: Option<&str>,
     architecture: Option<&Architecture>,
+    params_b: Option<f64>,
     gpu: Option<&str>,
     gpus: Option<u32>,
     nodes: Option<u32>,
@@ -180,7 +184,7 @@ fn resolve_training(
     flash_attention: Option<bool>,
     use_measured: Option<bool>,
 ) -> Result<Resolved, OpError> {
-    let model = resolve_model(model, architecture, None)?;
+    let model = resolve_model(model, architecture, params_b)?;
     let gpu = gpu_or_local(ctx, gpu)?;
     let (nodes, gpn) = topology(gpus, nodes, gpus_per_node)?;
     let seq = positive("seq_len", seq_len.unwrap_or(4096))?;
@@ -332,6 +336,7 @@ compare. Pure computation; answers in well under a second.",
             ctx,
             i.model.as_deref(),
             i.architecture.as_ref(),
+            i.params_b,
             i.gpu.as_deref(),
             i.gpus,
             i.nodes,
@@ -533,6 +538,9 @@ pub struct FsdpInput {
     /// A custom model shape.
     #[serde(default)]
     pub architecture: Option<Architecture>,
+    /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
+    #[serde(default)]
+    pub params_b: Option<f64>,
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
     pub gpu: Option<String>,
@@ -621,6 +629,7 @@ and why. Use it when moving a model to FSDP2 or tuning an OOM. Instant.",
             ctx,
             i.model.as_deref(),
             i.architecture.as_ref(),
+            i.params_b,
             i.gpu.as_deref(),
             i.gpus,
             i.nodes,
@@ -813,6 +822,9 @@ pub struct TensorParallelInput {
     /// A custom model shape.
     #[serde(default)]
     pub architecture: Option<Architecture>,
+    /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
+    #[serde(default)]
+    pub params_b: Option<f64>,
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
     pub gpu: Option<String>,
@@ -881,7 +893,7 @@ TP code. Instant.",
         ctx: &OpContext,
         i: TensorParallelInput,
     ) -> Result<TensorParallelOutput, OpError> {
-        let model = resolve_model(i.model.as_deref(), i.architecture.as_ref(), None)?;
+        let model = resolve_model(i.model.as_deref(), i.architecture.as_ref(), i.params_b)?;
         let arch = model
             .arch_for("a tensor-parallel plan")
             .map_err(super::advisor_inputs::model_error)?;
@@ -993,6 +1005,9 @@ pub struct PipelineInput {
     /// A custom model shape.
     #[serde(default)]
     pub architecture: Option<Architecture>,
+    /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
+    #[serde(default)]
+    pub params_b: Option<f64>,
     /// Pipeline stages.
     pub pp: u32,
     /// Micro-batches per step (default 4 × pp).
@@ -1042,7 +1057,7 @@ pipeline parallelism or choose the micro-batch count. Instant.",
     };
 
     fn run(&self, _ctx: &OpContext, i: PipelineInput) -> Result<PipelineOutput, OpError> {
-        let model = resolve_model(i.model.as_deref(), i.architecture.as_ref(), None)?;
+        let model = resolve_model(i.model.as_deref(), i.architecture.as_ref(), i.params_b)?;
         let arch = model
             .arch_for("a pipeline split")
             .map_err(super::advisor_inputs::model_error)?;
