@@ -63,7 +63,9 @@ impl Level {
 }
 
 /// A condition a technique needs, checked against what the caller told us.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Requirement {
     /// More than one GPU.
@@ -180,6 +182,21 @@ pub struct Technique {
 struct RawCatalog {
     sources: BTreeMap<String, RawSource>,
     techniques: Vec<RawTechnique>,
+    playbooks: Vec<Playbook>,
+}
+
+/// An ordered list of techniques for a goal.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Playbook {
+    pub id: String,
+    pub name: String,
+    pub goal: Goal,
+    pub workload: Workload,
+    /// Technique ids, in the order to apply them.
+    pub steps: Vec<String>,
+    /// Why this order.
+    pub why: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -214,8 +231,11 @@ struct RawTechnique {
     synergies: Vec<Relation>,
 }
 
-fn parse(text: &str) -> Result<Vec<Technique>, String> {
+type Parsed = (Vec<Technique>, Vec<Playbook>);
+
+fn parse(text: &str) -> Result<Parsed, String> {
     let raw: RawCatalog = toml::from_str(text).map_err(|e| format!("techniques.toml: {e}"))?;
+    let playbooks = raw.playbooks;
     let mut out: Vec<Technique> = Vec::with_capacity(raw.techniques.len());
     for t in raw.techniques {
         let src = raw
@@ -288,11 +308,18 @@ fn parse(text: &str) -> Result<Vec<Technique>, String> {
             out[j].conflicts.push(r);
         }
     }
-    Ok(out)
+    for p in &playbooks {
+        for step in &p.steps {
+            if !ids.contains(step) {
+                return Err(format!("playbook {}: unknown technique `{step}`", p.id));
+            }
+        }
+    }
+    Ok((out, playbooks))
 }
 
-fn catalog() -> &'static Result<Vec<Technique>, String> {
-    static CATALOG: OnceLock<Result<Vec<Technique>, String>> = OnceLock::new();
+fn catalog() -> &'static Result<Parsed, String> {
+    static CATALOG: OnceLock<Result<Parsed, String>> = OnceLock::new();
     CATALOG.get_or_init(|| {
         let parsed = parse(DATA);
         if let Err(e) = &parsed {
@@ -305,7 +332,15 @@ fn catalog() -> &'static Result<Vec<Technique>, String> {
 /// Every technique, in file order.
 pub fn all() -> &'static [Technique] {
     match catalog() {
-        Ok(v) => v,
+        Ok((v, _)) => v,
+        Err(_) => &[],
+    }
+}
+
+/// Every playbook, in file order.
+pub fn playbooks() -> &'static [Playbook] {
+    match catalog() {
+        Ok((_, p)) => p,
         Err(_) => &[],
     }
 }
@@ -341,8 +376,9 @@ mod tests {
 
     #[test]
     fn catalog_has_forty_plus_sourced_techniques() {
-        let parsed = parse(DATA).expect("techniques.toml must load");
+        let (parsed, playbooks) = parse(DATA).expect("techniques.toml must load");
         assert!(parsed.len() >= 40, "{} techniques", parsed.len());
+        assert!(playbooks.len() >= 5);
         for t in all() {
             assert!(t.effect.source_url.starts_with("https://"), "{}", t.id);
             assert!(!t.trades.is_empty() && !t.how.is_empty(), "{}", t.id);

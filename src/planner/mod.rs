@@ -6,6 +6,7 @@
 //!
 //! No MCP knowledge here: operations in `crate::ops` call these functions.
 
+pub mod advice;
 pub mod collectives;
 pub mod inference;
 pub mod links;
