@@ -8,8 +8,13 @@
 //!   or variant about device memory (`hbm`, `dram`, `memory`, `mem`, `copy`,
 //!   `triad`, `stream`, `bandwidth`) and not a link (`pcie`, `nvlink`, `p2p`,
 //!   `h2d`, `d2h`, `nccl`);
-//! - compute: metric in TFLOP/s (`tflops`) whose target/variant/metric names
-//!   the precision (`bf16`, `fp16`, `fp8`, `tf32`, `fp32`, `int8`).
+//! - compute: metric in TFLOP/s (`tflop_per_s`, `tflops`) whose
+//!   target/variant/metric names the precision (`bf16`, `fp16`, `fp8`, `tf32`,
+//!   `fp32`, `int8`).
+//!
+//! The benchmark domain records its roofs exactly so: target `roof`, variant
+//! `memory` (cuMemcpyDtoD, GB/s) or a precision (`bf16`, `fp32`, ... in
+//! TFLOP/s); lesson rows such as `copy_bandwidth` also qualify.
 //!
 //! The best verified value wins (a roof is what was reached, not the average).
 
@@ -125,7 +130,7 @@ fn is_memory_roof(r: &MeasuredRow) -> bool {
 }
 
 fn is_compute_roof(r: &MeasuredRow, p: Precision) -> bool {
-    r.metric.contains("tflops") && r.text.contains(p.as_str())
+    r.metric.contains("tflop") && r.text.contains(p.as_str())
 }
 
 fn best(rows: &[MeasuredRow], keep: impl Fn(&MeasuredRow) -> bool) -> Option<Roof> {
