@@ -45,3 +45,26 @@ fn every_schema_file_describes_one_tool_completely() {
         }
     }
 }
+
+#[test]
+fn the_readme_tool_table_matches_the_code() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let expected =
+        aisp::cli::readme::with_tool_table(&readme).expect("README has the tool markers");
+    assert!(
+        readme == expected,
+        "README.md's tool table is stale; run `cargo run -- schemas --write tool-schemas/ --readme README.md`"
+    );
+}
+
+#[test]
+fn every_reference_mapping_names_a_real_tool_or_says_none() {
+    let mut seen = std::collections::HashSet::new();
+    for (reference, ours) in aisp::cli::readme::REFERENCE_NAMES {
+        assert!(seen.insert(*reference), "{reference} mapped twice");
+        if let Some(ours) = ours {
+            assert!(ours.starts_with("aisp_"), "{reference} -> {ours}");
+        }
+    }
+}

@@ -5,6 +5,7 @@
 //! Exit codes: 0 success, 1 the operation returned an error, 2 usage error.
 
 pub mod args;
+pub mod readme;
 pub mod schemas;
 pub mod table;
 
@@ -100,6 +101,13 @@ pub fn command() -> Command {
                     .long("check")
                     .value_name("DIR")
                     .value_parser(value_parser!(PathBuf)),
+            )
+            .arg(
+                Arg::new("readme")
+                    .long("readme")
+                    .value_name("FILE")
+                    .value_parser(value_parser!(PathBuf))
+                    .help("Also regenerate the tool table between the markers in this README"),
             ),
     );
 
@@ -473,6 +481,27 @@ fn schemas_cmd(m: &ArgMatches) -> ExitCode {
         .get_one::<PathBuf>("write")
         .cloned()
         .unwrap_or_else(|| PathBuf::from("tool-schemas"));
+    if let Some(readme) = m.get_one::<PathBuf>("readme") {
+        let updated = std::fs::read_to_string(readme)
+            .ok()
+            .and_then(|text| readme::with_tool_table(&text));
+        match updated.map(|t| std::fs::write(readme, t)) {
+            Some(Ok(())) => eprintln!("aisp: updated the tool table in {}", readme.display()),
+            Some(Err(e)) => {
+                eprintln!("aisp: cannot write {}: {e}", readme.display());
+                return ExitCode::from(1);
+            }
+            None => {
+                eprintln!(
+                    "aisp: {} has no {} ... {} markers",
+                    readme.display(),
+                    readme::BEGIN,
+                    readme::END
+                );
+                return ExitCode::from(1);
+            }
+        }
+    }
     match schemas::write(&dir) {
         Ok(n) => {
             eprintln!("aisp: wrote {n} schema files to {}", dir.display());
