@@ -5,6 +5,7 @@
 //! ([`server::http`]). The work lives in library modules that know nothing of
 //! those front ends. See ARCHITECTURE.md for the map.
 
+pub mod analysis;
 pub mod app;
 pub mod bench;
 pub mod cli;
@@ -14,7 +15,9 @@ pub mod dispatch;
 pub mod error;
 pub mod gpu;
 pub mod jobs;
+pub mod knowledge;
 pub mod ops;
+pub mod planner;
 pub mod prompts;
 pub mod registry;
 pub mod server;
