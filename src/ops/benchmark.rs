@@ -1122,8 +1122,14 @@ stored so later runs can spot regressions. Takes the GPU to itself.",
         // 4. Pinned H2D.
         ctx.check_cancelled()?;
         ctx.progress(3.0, Some(4.0), "host-to-device bandwidth");
-        let pcie =
-            roofs::pcie(&s.gpu, 256 << 20, Duration::from_millis(800), &cancelled, Some(&[("h2d", "pinned")])).map_err(&err)?;
+        let pcie = roofs::pcie(
+            &s.gpu,
+            256 << 20,
+            Duration::from_millis(800),
+            &cancelled,
+            Some(&[("h2d", "pinned")]),
+        )
+        .map_err(&err)?;
         let h2d = pcie
             .iter()
             .find(|r| r.direction == "h2d" && r.host_memory == "pinned")

@@ -398,7 +398,8 @@ the GPU to itself; about 5-10 s.",
             (mib << 20) as usize,
             Duration::from_millis(700),
             &cancelled,
-        None)
+            None,
+        )
         .map_err(bench_err(ctx))?;
         let dev = s
             .nvml
