@@ -378,7 +378,7 @@ written, TFLOP/s, or µs per step), % of the roof measured on this GPU (cuMemcpy
 roofs) and of the datasheet, the check, clocks and throttle reasons seen, energy, and memory used; plus each optimized \
 variant's speedup with a 95% bootstrap interval and a Mann-Whitney p-value, and for a variant that does not win, why. \
 Results are stored (aisp_benchmark_history, aisp_benchmark_compare). Takes the GPU to itself. About 1-3 s per variant at \
-the default budget; all 13 targets take 1-3 minutes (size large: several minutes). Use async: true for long runs.",
+the default budget; all 14 targets take 1-3 minutes (size large: several minutes). Use async: true for long runs.",
         hints: Hints::MEASURES,
         needs_gpu: true,
         long_running: true,
@@ -1223,7 +1223,7 @@ mod tests {
             .await
             .unwrap();
         let list = out["targets"].as_array().unwrap();
-        assert_eq!(list.len(), 13);
+        assert_eq!(list.len(), 14);
         assert_eq!(list[0]["id"], "memory_coalescing");
         assert_eq!(list[0]["variants"][0]["role"], "baseline");
         let gemm = call(&app, "aisp_benchmark_targets", json!({"target": "gemm"}))

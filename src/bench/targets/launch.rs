@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::compute::fma_chain;
-use super::{LAUNCH_OVERHEAD, PINNED_MEMORY, STREAM_OVERLAP};
+use super::{LAUNCH_OVERHEAD, PINNED_MEMORY, STREAM_ORDERED_ALLOCATION, STREAM_OVERLAP};
 use crate::bench::BenchError;
 use crate::bench::cuda::{DevBuf, Event, Graph, HostBuf, Stream, arg};
 use crate::bench::device::Gpu;
@@ -461,6 +461,126 @@ impl Lesson for Pinned {
 
     fn check(&mut self, gpu: &Gpu, v: usize) -> Result<Check, BenchError> {
         let got: Vec<f32> = need(&self.dev)?.download(&gpu.stream)?;
+        let seed = self.seed;
+        Ok(verify::check_all(
+            self.spec().variants[v].name,
+            &got,
+            |i| rng::uniform(seed, i as u64, -1.0, 1.0),
+            verify::same_bits,
+        ))
+    }
+}
+
+// ---------------------------------------------------------------- stream-ordered allocation
+
+const ALLOC_STEPS: u32 = 20;
+
+#[derive(Default)]
+pub struct StreamOrdered {
+    n: u64,
+    seed: u32,
+    input: Option<DevBuf>,
+    output: Option<DevBuf>,
+}
+
+impl StreamOrdered {
+    /// input -> scratch -> output with the copy kernel.
+    fn copy_through(&self, gpu: &Gpu, scratch: u64) -> Result<(), BenchError> {
+        let f = gpu.function("memory", "copy_f32")?;
+        let (i, o, n) = (need(&self.input)?.ptr(), need(&self.output)?.ptr(), self.n);
+        gpu.launch_grid_stride(&f, n, &mut [arg(&i), arg(&scratch), arg(&n)])?;
+        gpu.launch_grid_stride(&f, n, &mut [arg(&scratch), arg(&o), arg(&n)])
+    }
+}
+
+impl Lesson for StreamOrdered {
+    fn spec(&self) -> &'static TargetSpec {
+        &STREAM_ORDERED_ALLOCATION
+    }
+
+    fn setup(&mut self, gpu: &Gpu, env: &RunEnv) -> Result<String, BenchError> {
+        use cudarc::driver::{result, sys};
+        self.n = env.size.pick(1 << 20, 4 << 20, 16 << 20);
+        self.seed = env.seed;
+        let bytes = self.n as usize * 4;
+        let input = gpu.alloc(bytes)?;
+        gpu.fill_uniform(&input, self.seed, -1.0, 1.0)?;
+        self.input = Some(input);
+        self.output = Some(gpu.alloc(bytes)?);
+        let pools = gpu
+            .ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)?;
+        if pools == 0 {
+            return Err(BenchError::Unsupported(
+                "this GPU or driver has no stream-ordered memory pools".into(),
+            ));
+        }
+        // Keep freed pool memory mapped between synchronisations, as caching
+        // allocators (PyTorch's among them) do.
+        gpu.ctx.bind()?;
+        let mut threshold = u64::MAX;
+        // SAFETY: the device's default pool; the value is a u64 as the attribute requires.
+        unsafe {
+            let pool = result::device::get_default_mem_pool(gpu.ctx.device())
+                .map_err(|e| BenchError::cuda("cuDeviceGetDefaultMemPool", e))?;
+            result::mem_pool::set_attribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                &mut threshold as *mut u64 as *mut std::ffi::c_void,
+            )
+            .map_err(|e| BenchError::cuda("cuMemPoolSetAttribute", e))?;
+        }
+        gpu.sync()?;
+        Ok(format!(
+            "{ALLOC_STEPS} steps, each through a fresh {:.0} MB scratch buffer",
+            bytes as f64 / 1e6
+        ))
+    }
+
+    fn work(&self, _v: usize) -> Work {
+        Work {
+            bytes: 16.0 * self.n as f64,
+            flops: 0.0,
+        }
+    }
+
+    fn plan(&self, _v: usize, base: Plan) -> Plan {
+        Plan {
+            per_rep: ALLOC_STEPS,
+            ..base
+        }
+    }
+
+    fn prepare(&mut self, gpu: &Gpu, _v: usize) -> Result<(), BenchError> {
+        gpu.poison(need(&self.output)?)
+    }
+
+    fn run(&mut self, gpu: &Gpu, v: usize) -> Result<(), BenchError> {
+        use cudarc::driver::result;
+        let bytes = self.n as usize * 4;
+        for _ in 0..ALLOC_STEPS {
+            if v == 0 {
+                // cuMemAlloc, then cuMemFree when `scratch` drops (which waits for the GPU).
+                let scratch = DevBuf::alloc(&gpu.ctx, bytes)?;
+                self.copy_through(gpu, scratch.ptr())?;
+            } else {
+                // SAFETY: stream-ordered allocation on the harness stream, freed on the same
+                // stream after the kernels that use it.
+                unsafe {
+                    let p = result::malloc_async(gpu.stream.raw(), bytes)
+                        .map_err(|e| BenchError::cuda("cuMemAllocAsync", e))?;
+                    let used = self.copy_through(gpu, p);
+                    result::free_async(p, gpu.stream.raw())
+                        .map_err(|e| BenchError::cuda("cuMemFreeAsync", e))?;
+                    used?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check(&mut self, gpu: &Gpu, v: usize) -> Result<Check, BenchError> {
+        let got: Vec<f32> = need(&self.output)?.download(&gpu.stream)?;
         let seed = self.seed;
         Ok(verify::check_all(
             self.spec().variants[v].name,

@@ -328,6 +328,31 @@ pub const PINNED_MEMORY: TargetSpec = TargetSpec {
     when_no_win: "Hosts with very fast memory copies and large driver staging buffers narrow the gap.",
 };
 
+pub const STREAM_ORDERED_ALLOCATION: TargetSpec = TargetSpec {
+    id: "stream_ordered_allocation",
+    title: "Allocation in the loop: cuMemAlloc vs the stream-ordered pool",
+    lesson: "cuMemAlloc and cuMemFree inside a hot loop map memory and synchronise the device every step; stream-ordered allocation (cuMemAllocAsync) reuses a pool without stalling the stream.",
+    chapter: "ch11 (stream_ordered, stream_ordered_kv_cache)",
+    metric: Metric::UsPerStep,
+    variants: &[
+        v(
+            "malloc_free_each_step",
+            B,
+            RoofKind::None,
+            "Each of 20 steps: cuMemAlloc a scratch buffer, copy through it, cuMemFree it.",
+        ),
+        v(
+            "stream_ordered_pool",
+            O,
+            RoofKind::None,
+            "The same steps with cuMemAllocAsync/cuMemFreeAsync from the device's pool (release threshold raised so memory stays mapped).",
+        ),
+    ],
+    needs: Needs::ANY,
+    informational: None,
+    when_no_win: "When each step's kernels run much longer than an allocation, the allocator's cost disappears in the noise.",
+};
+
 pub const GEMM: TargetSpec = TargetSpec {
     id: "gemm",
     title: "Matrix multiply: from naive to tensor cores",
@@ -441,6 +466,7 @@ pub const ALL: &[&TargetSpec] = &[
     &LAUNCH_OVERHEAD,
     &STREAM_OVERLAP,
     &PINNED_MEMORY,
+    &STREAM_ORDERED_ALLOCATION,
     &GEMM,
     &GEMM_BATCHED,
 ];
@@ -463,6 +489,7 @@ pub fn make(id: &str) -> Option<Box<dyn Lesson>> {
         "launch_overhead" => Box::new(launch::LaunchOverhead::default()),
         "stream_overlap" => Box::new(launch::StreamOverlap::default()),
         "pinned_memory" => Box::new(launch::Pinned::default()),
+        "stream_ordered_allocation" => Box::new(launch::StreamOrdered::default()),
         "gemm" => Box::new(gemm::Gemm::default()),
         "gemm_batched" => Box::new(gemm::Batched::default()),
         _ => return None,
@@ -521,7 +548,7 @@ mod tests {
             assert!(make(t.id).is_some(), "{} has no runner", t.id);
             assert_eq!(make(t.id).unwrap().spec().id, t.id);
         }
-        assert_eq!(ALL.len(), 13);
+        assert_eq!(ALL.len(), 14);
         assert!(make("nope").is_none());
         assert_eq!(spec("gemm").unwrap().variants.len(), 9);
     }
