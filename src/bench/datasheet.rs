@@ -17,6 +17,7 @@ pub struct Datasheet {
     /// Catalog id (e.g. `h100-sxm`).
     pub gpu: String,
     pub memory_gb_per_s: Option<f64>,
+    pub fp64_tflop_per_s: Option<f64>,
     pub fp32_tflop_per_s: Option<f64>,
     pub tf32_tflop_per_s: Option<f64>,
     pub bf16_tflop_per_s: Option<f64>,
@@ -54,6 +55,7 @@ pub fn lookup(device_name: &str) -> Option<Datasheet> {
     Some(Datasheet {
         gpu: g.id.clone(),
         memory_gb_per_s: g.memory_bandwidth_gb_per_s.value,
+        fp64_tflop_per_s: g.peak_tflops(Precision::Fp64),
         fp32_tflop_per_s: g.peak_tflops(Precision::Fp32),
         tf32_tflop_per_s: g.peak_tflops(Precision::Tf32),
         bf16_tflop_per_s: g.peak_tflops(Precision::Bf16),

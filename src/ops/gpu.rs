@@ -69,6 +69,9 @@ pub struct DeviceBandwidth {
     /// The best measured figure (any method, any size).
     pub best_gb_per_s: Option<f64>,
     pub best_pct_of_theoretical: Option<f64>,
+    /// The vendor's figure from the GPU catalog, when it knows this GPU.
+    pub datasheet_gb_per_s: Option<f64>,
+    pub best_pct_of_datasheet: Option<f64>,
     pub sizes: Vec<SizeResult>,
     pub run_id: String,
     pub saved: bool,
@@ -193,6 +196,8 @@ about 5-10 s per GPU.",
                 all_rows.extend(rows);
             }
             let theory = roofs::theoretical_memory(&s.gpu, s.nvml.as_deref());
+            let datasheet =
+                crate::bench::datasheet::lookup(&s.gpu.info.name).and_then(|d| d.memory_gb_per_s);
             let best = all_rows
                 .iter()
                 .filter_map(|r| r.value)
@@ -207,6 +212,11 @@ about 5-10 s per GPU.",
                 best_gb_per_s: best,
                 best_pct_of_theoretical: match (best, &theory) {
                     (Some(b), Some((t, _))) => Some(b / t * 100.0),
+                    _ => None,
+                },
+                datasheet_gb_per_s: datasheet,
+                best_pct_of_datasheet: match (best, datasheet) {
+                    (Some(b), Some(d)) if d > 0.0 => Some(b / d * 100.0),
                     _ => None,
                 },
                 sizes: per_size,

@@ -101,6 +101,9 @@ pub struct MemoryRoof {
     pub theoretical_source: Option<String>,
     /// cuMemcpyDtoD as a share of the theoretical figure.
     pub dtod_pct_of_theoretical: Option<f64>,
+    /// The vendor's figure from the GPU catalog, when it knows this GPU.
+    pub datasheet_gb_per_s: Option<f64>,
+    pub dtod_pct_of_datasheet: Option<f64>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -212,6 +215,11 @@ for pct_of_roof. Takes the GPU to itself; about 20-40 s (5 s with tensor: false)
                 (Some(d), Some((t, _))) => Some(d / t * 100.0),
                 _ => None,
             },
+            datasheet_gb_per_s: data.as_ref().and_then(|d| d.memory_gb_per_s),
+            dtod_pct_of_datasheet: match (dtod, data.as_ref().and_then(|d| d.memory_gb_per_s)) {
+                (Some(d), Some(ds)) if ds > 0.0 => Some(d / ds * 100.0),
+                _ => None,
+            },
         };
         let mut roof_rows = Vec::new();
         if let Some(d) = dtod {
@@ -244,11 +252,13 @@ for pct_of_roof. Takes the GPU to itself; about 20-40 s (5 s with tensor: false)
                         tflop_per_s: tf,
                         how,
                         ridge_flop_per_byte: ridge(tf),
-                        datasheet_tflop_per_s: if double {
-                            None
-                        } else {
-                            data.as_ref().and_then(|d| d.fp32_tflop_per_s)
-                        },
+                        datasheet_tflop_per_s: data.as_ref().and_then(|d| {
+                            if double {
+                                d.fp64_tflop_per_s
+                            } else {
+                                d.fp32_tflop_per_s
+                            }
+                        }),
                     });
                 }
                 Err(BenchError::Cancelled) => return Err(ctx.stop_error()),
