@@ -258,7 +258,9 @@ pub fn call_nested(parent: &OpContext, tool_name: &str, args: Value) -> Result<V
     if tool.spec().long_running && tool.spec().needs_gpu {
         // Nested calls are for analysis and probes, not for starting GPU runs.
         return Err(OpError::invalid_input(
-            format!("{tool_name} is a long-running GPU operation and cannot be called from inside another tool"),
+            format!(
+                "{tool_name} is a long-running GPU operation and cannot be called from inside another tool"
+            ),
             "Call it directly, with async: true if it takes long.",
         ));
     }
@@ -327,7 +329,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn command_execution_is_refused_unless_allowed() {
         let app = AppState::for_tests();
-        let Some(tool) = registry::tools().iter().find(|t| t.spec().executes_commands) else {
+        let Some(tool) = registry::tools()
+            .iter()
+            .find(|t| t.spec().executes_commands)
+        else {
             return;
         };
         let args: Value = serde_json::from_str(tool.spec().example).unwrap();

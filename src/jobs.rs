@@ -315,9 +315,8 @@ impl JobManager {
             })
             .unwrap_or_default();
         let me = std::process::id() as i64;
-        let err = OpError::internal(
-            "the aisp process running this job exited before the job finished",
-        );
+        let err =
+            OpError::internal("the aisp process running this job exited before the job finished");
         let err_text = serde_json::to_string(&err).unwrap_or_default();
         for (id, pid) in rows {
             if pid != me && process_alive(pid) {

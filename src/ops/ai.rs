@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::registry::{self, DynOperation, Operation, OpSpec};
+use crate::registry::{self, DynOperation, OpSpec, Operation};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[&SuggestTools];
 
@@ -56,12 +56,22 @@ the server's toolset) by relevance, using BM25 over each tool's name, descriptio
 suggestions [{tool, score, reason, example_arguments, needs_gpu, long_running}]. Use it when you do not know which \
 tool fits, or when the client shows only the core toolset. Inputs: task (required), limit (default 5). Instant.",
         positional: &["task"],
-        intents: &["which tool", "suggest tool", "what tool should i use", "find a tool", "navigator"],
+        intents: &[
+            "which tool",
+            "suggest tool",
+            "what tool should i use",
+            "find a tool",
+            "navigator",
+        ],
         example: r#"{"task": "why is my training step slow", "limit": 5}"#,
         ..OpSpec::new("ai", "suggest_tools")
     };
 
-    fn run(&self, _ctx: &OpContext, input: SuggestToolsInput) -> Result<SuggestToolsOutput, OpError> {
+    fn run(
+        &self,
+        _ctx: &OpContext,
+        input: SuggestToolsInput,
+    ) -> Result<SuggestToolsOutput, OpError> {
         let task = input.task.trim();
         if task.is_empty() {
             return Err(OpError::invalid_input(

@@ -368,7 +368,11 @@ mod tests {
         let mut seen = HashSet::new();
         for tool in tools() {
             let spec = tool.spec();
-            assert!(seen.insert(tool.name.clone()), "duplicate tool {}", tool.name);
+            assert!(
+                seen.insert(tool.name.clone()),
+                "duplicate tool {}",
+                tool.name
+            );
             assert!(tool.name.len() <= 128);
             assert!(
                 tool.name
@@ -402,9 +406,16 @@ mod tests {
             );
             let example: Value = serde_json::from_str(spec.example)
                 .unwrap_or_else(|e| panic!("{}: example is not JSON: {e}", tool.name));
-            assert!(example.is_object(), "{}: example must be an object", tool.name);
+            assert!(
+                example.is_object(),
+                "{}: example must be an object",
+                tool.name
+            );
             for p in spec.positional {
-                let props = tool.input_schema.get("properties").and_then(Value::as_object);
+                let props = tool
+                    .input_schema
+                    .get("properties")
+                    .and_then(Value::as_object);
                 assert!(
                     props.is_some_and(|p2| p2.contains_key(*p)),
                     "{}: positional `{p}` is not an input field",
@@ -430,7 +441,11 @@ mod tests {
         for tool in tools() {
             let spec = tool.spec();
             if spec.executes_commands {
-                assert!(spec.hints.open_world && !spec.hints.read_only, "{}", tool.name);
+                assert!(
+                    spec.hints.open_world && !spec.hints.read_only,
+                    "{}",
+                    tool.name
+                );
             }
         }
     }

@@ -36,8 +36,7 @@ fn finish(schema: Schema, is_input: bool) -> JsonObject {
         // Clients show the tool's own title and description; the type's are noise.
         obj.remove("title");
         obj.remove("description");
-        if !obj.contains_key("type") && !obj.contains_key("anyOf") && !obj.contains_key("oneOf")
-        {
+        if !obj.contains_key("type") && !obj.contains_key("anyOf") && !obj.contains_key("oneOf") {
             obj.insert("type".into(), json!("object"));
         }
         if is_input && !obj.contains_key("properties") {

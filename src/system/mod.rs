@@ -1,4 +1,15 @@
 //! The host around the GPUs, read from /proc and /sys. No MCP knowledge here.
+//!
+//! Every reader takes a [`host::HostRoot`], so the same code runs on the live
+//! host and on samples captured by `scripts/capture-host-samples.sh`
+//! (tests/data/host/).
 
+pub mod container;
+pub mod cpu_memory;
+pub mod env;
+pub mod host;
 pub mod monitor;
+pub mod network;
+pub mod parameters;
+pub mod pci;
 pub mod procfs;
