@@ -7,9 +7,11 @@
 pub mod container;
 pub mod cpu_memory;
 pub mod env;
+pub mod exec;
 pub mod host;
 pub mod monitor;
 pub mod network;
 pub mod parameters;
 pub mod pci;
 pub mod procfs;
+pub mod software;
