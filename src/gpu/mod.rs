@@ -6,6 +6,7 @@
 
 pub mod arch;
 pub mod availability;
+pub mod capabilities;
 pub mod cuda;
 pub mod info;
 pub mod nvlink;

@@ -5,7 +5,9 @@
 //! (tests/data/host/).
 
 pub mod container;
+pub mod context;
 pub mod cpu_memory;
+pub mod dependencies;
 pub mod env;
 pub mod exec;
 pub mod host;
@@ -15,3 +17,4 @@ pub mod parameters;
 pub mod pci;
 pub mod procfs;
 pub mod software;
+pub mod triage;
