@@ -2,7 +2,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::context::OpContext;
 use crate::error::OpError;
@@ -39,7 +39,7 @@ pub struct Suggestion {
     pub score: f64,
     pub reason: String,
     /// Arguments to start from (fill in your own paths and values).
-    pub example_arguments: Value,
+    pub example_arguments: Map<String, Value>,
     pub needs_gpu: bool,
     pub long_running: bool,
 }
@@ -104,8 +104,7 @@ tool fits, or when the client shows only the core toolset. Inputs: task (require
                     tool: r.tool.name.clone(),
                     score: (r.score * 1000.0).round() / 1000.0,
                     reason,
-                    example_arguments: serde_json::from_str(spec.example)
-                        .unwrap_or(Value::Object(Default::default())),
+                    example_arguments: serde_json::from_str(spec.example).unwrap_or_default(),
                     needs_gpu: spec.needs_gpu,
                     long_running: spec.long_running,
                 }

@@ -246,10 +246,7 @@ pub fn tools() -> &'static [ToolDef] {
                 if spec.long_running {
                     schema::add_long_running_inputs(&mut input);
                 }
-                let mut output = op.output_schema();
-                if spec.long_running {
-                    output = schema::with_job_ticket_alternative(output);
-                }
+                let output = schema::with_alternatives(op.output_schema(), spec.long_running);
                 ToolDef {
                     name: spec.tool_name(),
                     op: *op,
@@ -434,6 +431,67 @@ mod tests {
                 panic!("{}: its example does not parse: {}", tool.name, e.message);
             }
         }
+    }
+
+    /// Schemas every client can read (the MCP Inspector's `--strict` rules): no
+    /// type arrays, no schema that accepts anything (`true` or `{}`).
+    #[test]
+    fn schemas_are_portable() {
+        fn walk(tool: &str, path: &str, v: &Value, problems: &mut Vec<String>) {
+            match v {
+                Value::Bool(true) => problems.push(format!("{tool} {path}: bare `true` schema")),
+                Value::Object(o) => {
+                    if o.is_empty() {
+                        problems.push(format!(
+                            "{tool} {path}: `{{}}` accepts anything; type the field"
+                        ));
+                    }
+                    if matches!(o.get("type"), Some(Value::Array(_))) {
+                        problems.push(format!("{tool} {path}: type array; use anyOf"));
+                    }
+                    for key in ["properties", "$defs"] {
+                        if let Some(Value::Object(props)) = o.get(key) {
+                            for (k, p) in props {
+                                walk(tool, &format!("{path}.{key}.{k}"), p, problems);
+                            }
+                        }
+                    }
+                    for key in ["items", "additionalProperties"] {
+                        if let Some(p) = o.get(key).filter(|p| !p.is_boolean()) {
+                            walk(tool, &format!("{path}.{key}"), p, problems);
+                        }
+                    }
+                    for key in ["anyOf", "oneOf", "allOf"] {
+                        if let Some(Value::Array(alts)) = o.get(key) {
+                            for (i, p) in alts.iter().enumerate() {
+                                walk(tool, &format!("{path}.{key}[{i}]"), p, problems);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut problems = Vec::new();
+        for tool in tools() {
+            walk(
+                &tool.name,
+                "input",
+                &Value::Object((*tool.input_schema).clone()),
+                &mut problems,
+            );
+            walk(
+                &tool.name,
+                "output",
+                &Value::Object((*tool.output_schema).clone()),
+                &mut problems,
+            );
+        }
+        assert!(
+            problems.is_empty(),
+            "unportable schemas:\n{}",
+            problems.join("\n")
+        );
     }
 
     #[test]
