@@ -72,6 +72,9 @@ pub struct SampledThroughput {
     pub rx_gb_per_s: f64,
 }
 
+/// A link's (data transmitted, data received) counters in KiB.
+type Counters = (Option<u64>, Option<u64>);
+
 /// What the topology needs from a link scan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkEnd {
@@ -242,7 +245,7 @@ pub fn probe(
         Some(Err(e)) => n.push(format!("link_speed_gb_per_s: {e}")),
         _ => n.push("link_speed_gb_per_s: not reported"),
     }
-    let read_counters = |n: &mut Notes| -> Vec<(Option<u64>, Option<u64>)> {
+    let read_counters = |n: &mut Notes| -> Vec<Counters> {
         let req: Vec<(u32, u32)> = link_ids
             .iter()
             .flat_map(|&l| {
@@ -274,7 +277,7 @@ pub fn probe(
         std::thread::sleep(d);
         let second = read_counters(&mut n);
         let secs = t0.elapsed().as_secs_f64();
-        let sum = |pick: fn(&(Option<u64>, Option<u64>)) -> Option<u64>| -> Option<f64> {
+        let sum = |pick: fn(&Counters) -> Option<u64>| -> Option<f64> {
             let mut total = 0u64;
             for (a, b) in first.iter().zip(&second) {
                 total += pick(b)?.saturating_sub(pick(a)?);

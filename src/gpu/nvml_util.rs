@@ -187,7 +187,7 @@ mod tests {
                 "GPU 1: energy: needs more privileges (run as root)"
             ]
         );
-        assert_eq!(round1(3.14159), 3.1);
-        assert_eq!(round2(3.14159), 3.14);
+        assert_eq!(round1(1.23456), 1.2);
+        assert_eq!(round2(1.23456), 1.23);
     }
 }

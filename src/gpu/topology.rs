@@ -311,6 +311,19 @@ pub fn mask_to_cpus(words: &[u64]) -> Vec<u32> {
     cpus
 }
 
+/// NVML's masks are `c_ulong` words: 64-bit on Linux x86_64/aarch64, 32-bit elsewhere.
+#[allow(clippy::unnecessary_cast)]
+fn words_u64(w: &[std::ffi::c_ulong]) -> Vec<u64> {
+    if std::mem::size_of::<std::ffi::c_ulong>() == 8 {
+        w.iter().map(|&x| x as u64).collect()
+    } else {
+        // Pair 32-bit words into 64-bit ones (low word first).
+        w.chunks(2)
+            .map(|c| c[0] as u64 | c.get(1).map_or(0, |&h| (h as u64) << 32))
+            .collect()
+    }
+}
+
 /// Probe the topology of every GPU plus the RDMA NICs in `host`.
 pub fn probe(nvml: &Nvml, gpu_indices: &[u32], host: &HostRoot) -> Topology {
     let mut notes = Vec::new();
@@ -358,7 +371,7 @@ pub fn probe(nvml: &Nvml, gpu_indices: &[u32], host: &HostRoot) -> Topology {
             .and_then(|t| crate::system::host::parse_cpu_list(&t))
             .and_then(|c| c.last().copied())
             .unwrap_or(1023);
-        (online as usize / 64) + 1
+        (online as usize / (8 * std::mem::size_of::<std::ffi::c_ulong>())) + 1
     };
     let mut gpus = Vec::new();
     for (k, d) in devs.iter().enumerate() {
@@ -368,22 +381,14 @@ pub fn probe(nvml: &Nvml, gpu_indices: &[u32], host: &HostRoot) -> Topology {
             Some(d) => {
                 let cpu = nn
                     .take("cpu_affinity", d.cpu_affinity(cpu_words))
-                    .map(|w| {
-                        format_cpu_list(&mask_to_cpus(
-                            &w.iter().map(|&x| x as u64).collect::<Vec<_>>(),
-                        ))
-                    })
+                    .map(|w| format_cpu_list(&mask_to_cpus(&words_u64(&w))))
                     .filter(|s| !s.is_empty());
                 let numa = nn
                     .take(
                         "numa_affinity",
                         d.memory_affinity(1, nvml_wrapper_sys::bindings::NVML_AFFINITY_SCOPE_NODE),
                     )
-                    .map(|w| {
-                        format_cpu_list(&mask_to_cpus(
-                            &w.iter().map(|&x| x as u64).collect::<Vec<_>>(),
-                        ))
-                    })
+                    .map(|w| format_cpu_list(&mask_to_cpus(&words_u64(&w))))
                     .filter(|s| !s.is_empty())
                     .or_else(|| {
                         // Fall back to the PCI device's node in sysfs.
@@ -576,9 +581,9 @@ mod tests {
             })
             .collect();
         let nv = nvlink_counts(&links, &gpus);
-        for i in 0..8 {
-            for j in 0..8 {
-                assert_eq!(nv[i][j], if i == j { 0 } else { 18 });
+        for (i, row) in nv.iter().enumerate() {
+            for (j, &count) in row.iter().enumerate() {
+                assert_eq!(count, if i == j { 0 } else { 18 });
             }
         }
         assert_eq!(cell(0, 1, nv[0][1], Some(PcieLevel::Sys)), "NV18");

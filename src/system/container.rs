@@ -228,12 +228,13 @@ fn min_limit(
     let mut found = false;
     let mut best: Option<u64> = None;
     for d in ancestors(dir, mount) {
-        if let Some(text) = host.read_trim(&format!("{d}/{file}")) {
-            if let Some(v) = parse(&text) {
-                found = true;
-                if let Some(v) = v {
-                    best = Some(best.map_or(v, |b| b.min(v)));
-                }
+        if let Some(v) = host
+            .read_trim(&format!("{d}/{file}"))
+            .and_then(|t| parse(&t))
+        {
+            found = true;
+            if let Some(v) = v {
+                best = Some(best.map_or(v, |b| b.min(v)));
             }
         }
     }

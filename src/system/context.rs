@@ -25,10 +25,12 @@ use crate::gpu::topology::Topology;
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Detail {
-    /// A compact digest (a few KB).
+    // Plain comments, not doc comments: schemars then emits a simple string
+    // enum, which the CLI turns into `--detail summary|full`.
+    // A compact digest (a few KB).
     #[default]
     Summary,
-    /// The digest plus every underlying report.
+    // The digest plus every underlying report.
     Full,
 }
 

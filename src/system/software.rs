@@ -677,7 +677,8 @@ fn findings(
         ),
     }
     for l in libraries {
-        if !l.loadable && l.name != "libcuda" {
+        // Without a driver the CUDA libraries could not be used anyway.
+        if !l.loadable && l.name != "libcuda" && driver.version.is_some() {
             out.push(format!(
                 "{} is not on the loader path: {} will be unavailable (install the CUDA {} package or add its \
                  lib folder to LD_LIBRARY_PATH).",
