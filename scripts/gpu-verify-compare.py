@@ -197,18 +197,25 @@ def compare(out):
             m = re.match(r"GPU (\d+):", l)
             if m:
                 cur = int(m.group(1))
-                smi[cur] = []
+                smi[cur] = {}
                 continue
             m = re.search(r"Link (\d+): ([\d.]+) GB/s", l)
             if m and cur is not None:
-                smi[cur].append(float(m.group(2)))
+                smi[cur][int(m.group(1))] = float(m.group(2))
         for g in nv["gpus"]:
-            links = smi.get(g["index"], [])
+            links = smi.get(g["index"], {})
             check(f"NVLink GPU {g['index']} active links", g["active_links"], len(links))
+            ours_active = sorted(l["link"] for l in g["links"] if l["active"])
+            check(f"NVLink GPU {g['index']} active link ids", ours_active, sorted(links))
             if links and g.get("link_speed_gb_per_s"):
-                s = statistics.median(links)
+                s = statistics.median(links.values())
                 check(f"NVLink GPU {g['index']} link speed GB/s", g["link_speed_gb_per_s"], s,
                       ok=abs(g["link_speed_gb_per_s"] - s) <= 0.01 * s)
+            for l in g["links"]:
+                if l.get("speed_gb_per_s") and l["link"] in links:
+                    t = links[l["link"]]
+                    check(f"NVLink GPU {g['index']} link {l['link']} speed GB/s", l["speed_gb_per_s"], t,
+                          ok=abs(l["speed_gb_per_s"] - t) <= 0.01 * t)
 
     failed = results.count(False)
     print(f"\n{len(results) - failed} passed, {failed} failed")

@@ -16,6 +16,8 @@ use crate::system::pci::normalize_bus_id;
 /// NVML field ids (nvml.h).
 const FI_LINK_COUNT: u32 = 91;
 const FI_SPEED_COMMON_MBPS: u32 = 90;
+/// Per-link speed (scope id = link), NVML_FI_DEV_NVLINK_GET_SPEED.
+const FI_LINK_SPEED_MBPS: u32 = 164;
 const FI_THROUGHPUT_DATA_TX_KIB: u32 = 138;
 const FI_THROUGHPUT_DATA_RX_KIB: u32 = 139;
 /// NVML_NVLINK_MAX_LINKS of the NVML headers this build knows (18 through Blackwell).
@@ -30,7 +32,7 @@ pub struct GpuNvlink {
     pub active_links: u32,
     /// Speed of each active link, per direction, in GB/s (NVML's common link speed, as `nvidia-smi nvlink -s` shows it).
     pub link_speed_gb_per_s: Option<f64>,
-    /// active links × speed × 2 directions.
+    /// Sum of the active links' speeds × 2 directions.
     pub total_bandwidth_bidirectional_gb_per_s: Option<f64>,
     pub links: Vec<LinkInfo>,
     /// Counter rates over `sample_ms`, when asked for and supported.
@@ -50,6 +52,8 @@ pub struct LinkInfo {
     pub remote_device_type: Option<String>,
     /// NVML index of the GPU at the other end, when it is a GPU on this host.
     pub remote_gpu_index: Option<u32>,
+    /// This link's speed per direction in GB/s, where the driver reports it per link.
+    pub speed_gb_per_s: Option<f64>,
     /// Data-link replay errors (retransmissions) since driver load.
     pub replay_errors: Option<u64>,
     /// Link recoveries since driver load.
@@ -185,6 +189,7 @@ pub fn probe(
             remote_pci_bus_id: None,
             remote_device_type: None,
             remote_gpu_index: None,
+            speed_gb_per_s: None,
             replay_errors: None,
             recovery_errors: None,
             crc_flit_errors: None,
@@ -235,16 +240,43 @@ pub fn probe(
         out.notes = n.list;
         return out;
     }
-    match field_values(nvml, &dev, &[(FI_SPEED_COMMON_MBPS, 0)]).pop() {
-        Some(Ok(mbps)) if mbps > 0.0 => {
-            let gbps = round2(mbps / 1000.0);
-            out.link_speed_gb_per_s = Some(gbps);
-            out.total_bandwidth_bidirectional_gb_per_s =
-                Some(round2(gbps * out.active_links as f64 * 2.0));
+    // The common speed of the active links, and each link's own speed (R525+).
+    let mut req = vec![(FI_SPEED_COMMON_MBPS, 0)];
+    req.extend(link_ids.iter().map(|&l| (FI_LINK_SPEED_MBPS, l)));
+    let speeds = field_values(nvml, &dev, &req);
+    for (&l, v) in link_ids.iter().zip(speeds.iter().skip(1)) {
+        if let (Ok(mbps), Some(info)) = (v, out.links.iter_mut().find(|x| x.link == l))
+            && *mbps > 0.0
+        {
+            info.speed_gb_per_s = Some(round2(mbps / 1000.0));
         }
-        Some(Err(e)) => n.push(format!("link_speed_gb_per_s: {e}")),
-        _ => n.push("link_speed_gb_per_s: not reported"),
     }
+    let per_link: Vec<f64> = out.links.iter().filter_map(|l| l.speed_gb_per_s).collect();
+    let common = match speeds.first() {
+        Some(Ok(mbps)) if *mbps > 0.0 => Some(round2(mbps / 1000.0)),
+        Some(Err(e)) if per_link.is_empty() => {
+            n.push(format!("link_speed_gb_per_s: {e}"));
+            None
+        }
+        _ => None,
+    };
+    out.link_speed_gb_per_s = common.or_else(|| {
+        let mut v = per_link.clone();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    });
+    if out.link_speed_gb_per_s.is_none()
+        && !n.list.iter().any(|x| x.contains("link_speed_gb_per_s"))
+    {
+        n.push("link_speed_gb_per_s: not reported");
+    }
+    out.total_bandwidth_bidirectional_gb_per_s =
+        if per_link.len() == link_ids.len() && !per_link.is_empty() {
+            Some(round2(per_link.iter().sum::<f64>() * 2.0))
+        } else {
+            out.link_speed_gb_per_s
+                .map(|g| round2(g * out.active_links as f64 * 2.0))
+        };
     let read_counters = |n: &mut Notes| -> Vec<Counters> {
         let req: Vec<(u32, u32)> = link_ids
             .iter()
