@@ -218,8 +218,8 @@ fn findings(r: &NetworkReport) -> Vec<String> {
         .collect();
     if r.rdma_devices.is_empty() {
         out.push(
-            "No RDMA (InfiniBand/RoCE) adapters: multi-node NCCL traffic goes over TCP sockets, typically \
-             10-50x slower than RDMA for all-reduce. Single-node jobs are unaffected."
+            "No RDMA (InfiniBand/RoCE) adapters: multi-node NCCL traffic goes over TCP sockets, which reach a \
+             fraction of an RDMA NIC's bandwidth and cost CPU time. Single-node jobs are unaffected."
                 .to_string(),
         );
     } else {

@@ -540,7 +540,7 @@ pub fn inspect(
     opts: &SoftwareOptions,
 ) -> SoftwareReport {
     let start = Instant::now();
-    let timeout = opts.timeout.unwrap_or(Duration::from_millis(900));
+    let timeout = opts.timeout.unwrap_or(Duration::from_millis(800));
     let mut notes = Vec::new();
     let path_var = env
         .iter()
