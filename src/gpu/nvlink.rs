@@ -236,6 +236,9 @@ pub fn probe(
         out.links.push(info);
     }
     out.active_links = link_ids.len() as u32;
+    if out.links.is_empty() && n.list.is_empty() {
+        n.push("no NVLinks reported: this GPU connects to its peers over PCIe");
+    }
     if link_ids.is_empty() {
         out.notes = n.list;
         return out;
