@@ -415,14 +415,12 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    // Drain stderr while the server runs: at debug level rmcp logs every
-    // response in full, and a tools/list of many tools fills the 64 KiB pipe
-    // buffer, which would block the server on a write to stderr.
-    let mut stderr_pipe = child.stderr.take().unwrap();
+    // Drain stderr: debug logging of a large tools/list fills the pipe
+    // (64 KiB) and would block the server otherwise.
+    let mut stderr = child.stderr.take().unwrap();
     let stderr_reader = std::thread::spawn(move || {
         let mut err = String::new();
-        use std::io::Read;
-        let _ = stderr_pipe.read_to_string(&mut err);
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut err);
         err
     });
     let lines = [
