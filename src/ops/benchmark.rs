@@ -22,6 +22,18 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[&Targets, &Run, &Compare, &Histor
 
 // ---------------------------------------------------------------- shared helpers
 
+/// `gpu_unavailable` (with the probe's reason) when no GPU is usable. The
+/// dispatcher checks this before calling; operations called directly check
+/// again so they answer the same way.
+pub(crate) fn require_gpu(ctx: &OpContext) -> Result<(), OpError> {
+    let gpu = ctx.app().gpu();
+    if gpu.available {
+        Ok(())
+    } else {
+        Err(gpu.unavailable_error(ctx.tool()))
+    }
+}
+
 /// Open CUDA device `device` (default 0) for a measuring tool: checks the
 /// ordinal, finds NVRTC, and fills the run metadata.
 pub(crate) fn open_session(
@@ -30,6 +42,7 @@ pub(crate) fn open_session(
     size: SizeClass,
     seed: u32,
 ) -> Result<Session, OpError> {
+    require_gpu(ctx)?;
     let tool = ctx.tool().to_string();
     let ordinal =
         session::check_ordinal(device.unwrap_or(0)).map_err(|e| e.into_op_error(&tool))?;
@@ -1260,6 +1273,32 @@ mod tests {
                 err.message
             );
         }
+    }
+
+    #[test]
+    fn called_directly_gpu_tools_answer_like_the_dispatcher() {
+        let ctx = OpContext::detached(no_gpu_app());
+        let gpu_ops = crate::ops::hw::OPERATIONS
+            .iter()
+            .chain(OPERATIONS.iter())
+            .filter(|op| op.spec().needs_gpu);
+        let mut n = 0;
+        for op in gpu_ops {
+            let err = op.call_json(&ctx, json!({})).unwrap_err();
+            assert_eq!(
+                err.kind,
+                ErrorKind::GpuUnavailable,
+                "{}",
+                op.spec().tool_name()
+            );
+            assert!(
+                err.message.contains("no NVIDIA driver in this test"),
+                "{}",
+                err.message
+            );
+            n += 1;
+        }
+        assert_eq!(n, 8, "6 hw tools plus benchmark run and speed_test");
     }
 
     #[tokio::test]

@@ -398,6 +398,7 @@ about 5-10 s per GPU.",
                 "Pass e.g. \"time_budget_s\": 0.5.",
             ));
         }
+        super::benchmark::require_gpu(ctx)?;
         let tool = ctx.tool().to_string();
         let ordinals: Vec<u32> = match input.device {
             Some(d) => vec![d],

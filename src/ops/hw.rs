@@ -766,7 +766,12 @@ precision and size at the default budget.",
 
 // ---------------------------------------------------------------- P2P
 
-fn pick_devices(devices: Option<Vec<u32>>, tool: &str) -> Result<Vec<usize>, OpError> {
+fn pick_devices(
+    ctx: &OpContext,
+    devices: Option<Vec<u32>>,
+    tool: &str,
+) -> Result<Vec<usize>, OpError> {
+    super::benchmark::require_gpu(ctx)?;
     let n = session::device_count().map_err(|e| e.into_op_error(tool))?;
     let list: Vec<usize> = match devices {
         Some(d) => {
@@ -853,7 +858,7 @@ pair.",
             ));
         }
         let tool = ctx.tool().to_string();
-        let ordinals = pick_devices(input.devices, &tool)?;
+        let ordinals = pick_devices(ctx, input.devices, &tool)?;
         if !libs::nvrtc_available() {
             return Err(BenchError::NoNvrtc.into_op_error(&tool));
         }
@@ -983,7 +988,7 @@ NCCL's own environment applies (e.g. NCCL_NVLS_ENABLE, NCCL_ALGO). Needs two or 
         }
         let budget = Duration::from_secs_f64(input.time_budget_s.unwrap_or(0.3).clamp(0.05, 60.0));
         let tool = ctx.tool().to_string();
-        let ordinals = pick_devices(input.devices, &tool)?;
+        let ordinals = pick_devices(ctx, input.devices, &tool)?;
         if !libs::nvrtc_available() {
             return Err(BenchError::NoNvrtc.into_op_error(&tool));
         }
