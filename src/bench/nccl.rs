@@ -12,7 +12,7 @@
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -125,6 +125,54 @@ impl Nccl {
     }
 }
 
+/// A barrier that lets every waiter go (answering `false`) once `stop` is
+/// set, so one rank's failure ends the others' waits instead of hanging them.
+pub struct StopBarrier {
+    n: usize,
+    state: Mutex<(usize, u64)>,
+    cv: Condvar,
+}
+
+impl StopBarrier {
+    pub fn new(n: usize) -> StopBarrier {
+        StopBarrier {
+            n,
+            state: Mutex::new((0, 0)),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Wait for all `n` parties; `false` when `stop` was set instead.
+    pub fn wait(&self, stop: &AtomicBool) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if stop.load(Ordering::SeqCst) {
+            self.cv.notify_all();
+            return false;
+        }
+        let generation = st.1;
+        st.0 += 1;
+        if st.0 == self.n {
+            st.0 = 0;
+            st.1 += 1;
+            self.cv.notify_all();
+            return true;
+        }
+        loop {
+            let (guard, _) = self
+                .cv
+                .wait_timeout(st, Duration::from_millis(20))
+                .unwrap_or_else(|p| p.into_inner());
+            st = guard;
+            if st.1 != generation {
+                return true;
+            }
+            if stop.load(Ordering::SeqCst) {
+                return false;
+            }
+        }
+    }
+}
+
 /// algbw and busbw of an all-reduce of `bytes` taking `seconds` on `ranks` GPUs.
 pub fn allreduce_bandwidth(bytes: f64, seconds: f64, ranks: usize) -> (f64, f64) {
     let algbw = bytes / seconds / 1e9;
@@ -167,17 +215,27 @@ pub fn allreduce_sweep(
     // SAFETY: fills the id.
     nccl.check("ncclGetUniqueId", unsafe { (nccl.get_unique_id)(&mut id) })?;
     let max_bytes = sizes_bytes.iter().copied().max().unwrap_or(0).max(4) as usize;
-    let barrier = Barrier::new(n);
+    let barrier = StopBarrier::new(n);
     let stop = AtomicBool::new(false);
     let failed = Mutex::new(None::<BenchError>);
     // samples[size_index][rank] = per-repetition µs per all-reduce
     let samples = Mutex::new(vec![vec![Vec::<f64>::new(); n]; sizes_bytes.len()]);
     let checks = Mutex::new(vec![true; sizes_bytes.len()]);
     let reps_per_size = Mutex::new(vec![0u32; sizes_bytes.len()]);
+    // Each rank's time for one all-reduce; every rank sizes its loops from
+    // the slowest, so all of them issue the same number of collectives.
+    let probe_ms = Mutex::new(vec![0.0f64; n]);
     std::thread::scope(|s| {
         for (rank, &ordinal) in ordinals.iter().enumerate() {
-            let (barrier, stop, failed, samples, checks, reps_per_size) =
-                (&barrier, &stop, &failed, &samples, &checks, &reps_per_size);
+            let (barrier, stop, failed, samples, checks, reps_per_size, probe_ms) = (
+                &barrier,
+                &stop,
+                &failed,
+                &samples,
+                &checks,
+                &reps_per_size,
+                &probe_ms,
+            );
             s.spawn(move || {
                 let fail = |e: BenchError| {
                     stop.store(true, Ordering::SeqCst);
@@ -186,8 +244,8 @@ pub fn allreduce_sweep(
                         *f = Some(e);
                     }
                 };
-                // Every rank joins the communicator even after a set-up error
-                // elsewhere would be pointless; set-up errors stop everyone at the barrier.
+                // A set-up error on any rank releases everyone at the barrier
+                // before anyone joins the communicator.
                 let setup =
                     (|| -> Result<(Gpu, super::cuda::DevBuf, super::cuda::DevBuf), BenchError> {
                         let gpu = Gpu::open(ordinal, cache_root)?;
@@ -201,8 +259,11 @@ pub fn allreduce_sweep(
                 if let Err(e) = &setup {
                     fail(BenchError::Other(format!("GPU {ordinal}: {e}")));
                 }
-                barrier.wait();
+                let together = barrier.wait(stop);
                 let Ok((gpu, send, recv)) = setup else { return };
+                if !together {
+                    return;
+                }
                 if !ready || stop.load(Ordering::SeqCst) {
                     return;
                 }
@@ -236,12 +297,10 @@ pub fn allreduce_sweep(
                     }
                 };
                 for (si, &bytes) in sizes_bytes.iter().enumerate() {
-                    barrier.wait();
                     if rank == 0 && cancelled() {
                         stop.store(true, Ordering::SeqCst);
                     }
-                    barrier.wait();
-                    if stop.load(Ordering::SeqCst) {
+                    if !barrier.wait(stop) {
                         break;
                     }
                     if rank == 0 {
@@ -274,14 +333,26 @@ pub fn allreduce_sweep(
                         e0.record(&gpu.stream)?;
                         all_reduce(count)?;
                         e1.record(&gpu.stream)?;
-                        let one_ms = e0.elapsed_ms(&e1)?.max(1e-3);
+                        let mine_ms = e0.elapsed_ms(&e1)?.max(1e-3);
+                        probe_ms.lock().unwrap_or_else(|p| p.into_inner())[rank] = mine_ms;
+                        if !barrier.wait(stop) {
+                            return Err(BenchError::Cancelled);
+                        }
+                        let one_ms = probe_ms
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .iter()
+                            .copied()
+                            .fold(1e-3, f64::max);
                         let iters = ((2.0 / one_ms).ceil() as usize).clamp(1, 1000);
                         let reps = ((budget_per_size.as_secs_f64() * 1e3 / (one_ms * iters as f64))
                             .floor() as usize)
                             .clamp(5, 200);
                         let mut mine = Vec::with_capacity(reps);
                         for _ in 0..reps {
-                            barrier.wait();
+                            if !barrier.wait(stop) {
+                                return Err(BenchError::Cancelled);
+                            }
                             e0.record(&gpu.stream)?;
                             for _ in 0..iters {
                                 all_reduce(count)?;
@@ -293,10 +364,17 @@ pub fn allreduce_sweep(
                         samples.lock().unwrap_or_else(|p| p.into_inner())[si][rank] = mine;
                         Ok(())
                     })();
-                    if let Err(e) = result {
-                        // A rank that fails mid-collective can leave the others
-                        // waiting inside NCCL; report and stop at the next barrier.
-                        fail(e);
+                    match result {
+                        Ok(()) => {}
+                        // Another rank stopped (or the caller cancelled): leave quietly.
+                        Err(BenchError::Cancelled) => break,
+                        // The others are released at their next barrier. A rank
+                        // that fails between two collectives of a pair can still
+                        // leave its peers waiting inside NCCL.
+                        Err(e) => {
+                            fail(e);
+                            break;
+                        }
                     }
                 }
                 // SAFETY: communicator created above, destroyed once.
@@ -307,7 +385,7 @@ pub fn allreduce_sweep(
     if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
-    if cancelled() {
+    if cancelled() || stop.load(Ordering::SeqCst) {
         return Err(BenchError::Cancelled);
     }
     let samples = samples.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -351,6 +429,29 @@ mod tests {
         // Two ranks: busbw = algbw.
         let (alg, bus) = allreduce_bandwidth(1e9, 0.01, 2);
         assert!((alg - bus).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_barrier_meets_and_releases_everyone_on_stop() {
+        let b = StopBarrier::new(3);
+        let stop = AtomicBool::new(false);
+        // Three parties meet twice.
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|_| s.spawn(|| b.wait(&stop) && b.wait(&stop)))
+                .collect();
+            assert!(hs.into_iter().all(|h| h.join().unwrap()));
+        });
+        // Two wait for a third that fails instead: both are released with `false`.
+        let b = StopBarrier::new(3);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let waiters: Vec<_> = (0..2).map(|_| s.spawn(|| b.wait(&stop))).collect();
+            std::thread::sleep(Duration::from_millis(30));
+            stop.store(true, Ordering::SeqCst);
+            assert!(waiters.into_iter().all(|h| !h.join().unwrap()));
+        });
+        assert!(!b.wait(&stop));
     }
 
     #[test]
