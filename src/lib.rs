@@ -14,6 +14,7 @@ pub mod error;
 pub mod gpu;
 pub mod jobs;
 pub mod ops;
+pub mod profile;
 pub mod registry;
 pub mod server;
 pub mod store;
