@@ -44,6 +44,7 @@ fn main() {
         }
         "nccl" => serde_json::to_value(profile::nccl::nccl(&p, &r).unwrap()),
         "overlap" => serde_json::to_value(profile::overlap::overlap(&p, &r).unwrap()),
+        "rules" => serde_json::to_value(profile::rules::run(&p, &r).unwrap()),
         other => {
             eprintln!("unknown op {other}");
             std::process::exit(2);

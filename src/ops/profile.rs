@@ -27,6 +27,7 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Iterations,
     &Nccl,
     &Overlap,
+    &Rules,
 ];
 
 impl From<ProfileError> for OpError {
@@ -712,5 +713,49 @@ training. Milliseconds.",
 
     fn run(&self, ctx: &OpContext, input: OverlapInput) -> Result<Self::Output, OpError> {
         scoped(ctx, "overlap", &input, profile::overlap::overlap)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// rules
+
+pub struct Rules;
+
+scoped_input! {
+    /// Arguments of `rules`.
+    RulesInput {}
+}
+
+impl Operation for Rules {
+    type Input = RulesInput;
+    type Output = Answer<profile::rules::Rules>;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Profile findings (expert rules)",
+        summary: "Findings in the style of nsys analyze with severity from the share of time at stake: starvation, host-bound steps, syncs, pageable copies, fp32 SIMT GEMMs, exposed NCCL, tiny kernels, variance.",
+        description: "Runs expert rules over each device's analysis window (the steady window when there are steps, else the \
+span of its GPU operations) and returns findings {id, title, severity info|low|medium|high|critical, time_at_stake_ns, \
+share_pct, evidence, why, fix, verify}. Severity comes from the share of the window at stake (under 1 % info, 1 % low, 5 % \
+medium, 15 % high, 40 % critical), never from the mere presence of a pattern. Rules: GPU starvation (idle gaps over 1 ms, \
+with what the launching thread did), host-bound steps (CPU step time well above GPU time), low utilization, async memcpy \
+with pageable memory, synchronous memcpy/memset, host synchronization APIs, a host sync every iteration, launch-bound runs \
+of kernels under 5 us, fp32 GEMMs on CUDA cores where TF32/BF16 tensor cores could run them, communication not overlapped \
+with compute, heavy host-to-device traffic, one dominating kernel, step-time variance, first-step overhead. Rules without \
+evidence report nothing (`checked` says why) and the verdict says so when nothing is significant. Use it to triage a profile. \
+Well under a second on small exports; seconds on 1 GB.",
+        positional: &["path"],
+        intents: &[
+            "why is my training slow",
+            "what is wrong with this profile",
+            "find bottlenecks",
+            "nsys analyze",
+            "expert rules",
+            "triage profile",
+        ],
+        example: r#"{"path": "train.sqlite"}"#,
+        ..OpSpec::new("profile", "rules")
+    };
+
+    fn run(&self, ctx: &OpContext, input: RulesInput) -> Result<Self::Output, OpError> {
+        scoped(ctx, "rules", &input, profile::rules::run)
     }
 }

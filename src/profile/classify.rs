@@ -286,7 +286,10 @@ pub fn classify(demangled: &str, short: &str, grid: [u32; 3], block: [u32; 3]) -
                 );
             }
             // Hopper warpgroup MMA kernels launch whole warpgroups (multiples of 128 threads, ≥ 384 with producers).
-            if threads >= 384 && threads.is_multiple_of(128) && (l.contains("sm90") || l.contains("sm100")) {
+            if threads >= 384
+                && threads.is_multiple_of(128)
+                && (l.contains("sm90") || l.contains("sm100"))
+            {
                 return c(
                     KernelClass::GemmTensorCore,
                     Some(true),

@@ -96,11 +96,35 @@ pub fn detect_steps(
     // Numbered families: prefix → (distinct numbers, ranges).
     let mut families: BTreeMap<String, Vec<&NvtxRange>> = BTreeMap::new();
     for r in nvtx.ranges.iter().filter(in_scope) {
+        // PyTorch emit_nvtx names (`aten::mm, op_id = 7`) number operators, not iterations.
+        if super::nvtx::group_name(&r.name).len() != r.name.len() {
+            continue;
+        }
         if let Some((prefix, _)) = split_number(&r.name) {
             families.entry(prefix.to_string()).or_default().push(r);
         }
     }
-    families.retain(|_, v| v.len() >= 2);
+    // Iterations follow each other: keep families whose ranges (per thread) do not overlap.
+    families.retain(|_, v| {
+        if v.len() < 2 {
+            return false;
+        }
+        let mut by_thread: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+        for r in v.iter() {
+            by_thread
+                .entry(r.global_tid)
+                .or_default()
+                .push((r.start, r.end));
+        }
+        let overlapping: usize = by_thread
+            .values_mut()
+            .map(|iv| {
+                iv.sort_unstable();
+                iv.windows(2).filter(|w| w[1].0 < w[0].1).count()
+            })
+            .sum();
+        overlapping * 10 <= v.len()
+    });
     if families.is_empty() {
         return Ok(None);
     }
