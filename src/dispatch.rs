@@ -258,7 +258,9 @@ pub fn call_nested(parent: &OpContext, tool_name: &str, args: Value) -> Result<V
     if tool.spec().long_running && tool.spec().needs_gpu {
         // Nested calls are for analysis and probes, not for starting GPU runs.
         return Err(OpError::invalid_input(
-            format!("{tool_name} is a long-running GPU operation and cannot be called from inside another tool"),
+            format!(
+                "{tool_name} is a long-running GPU operation and cannot be called from inside another tool"
+            ),
             "Call it directly, with async: true if it takes long.",
         ));
     }
@@ -285,6 +287,57 @@ pub fn call_nested(parent: &OpContext, tool_name: &str, args: Value) -> Result<V
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// An operation that panics, standing in for an unguarded library call.
+    struct Panics;
+
+    impl crate::registry::Operation for Panics {
+        type Input = crate::ops::core::NoInput;
+        type Output = crate::ops::core::NoInput;
+        const SPEC: &'static crate::registry::OpSpec = &crate::registry::OpSpec {
+            title: "panics",
+            summary: "panics",
+            description: "panics",
+            ..crate::registry::OpSpec::new("test", "panics")
+        };
+        fn run(
+            &self,
+            _ctx: &OpContext,
+            _input: crate::ops::core::NoInput,
+        ) -> Result<crate::ops::core::NoInput, OpError> {
+            panic!("Unable to dynamically load the \"cuda\" shared library")
+        }
+    }
+
+    fn panicking_tool() -> &'static ToolDef {
+        static OP: Panics = Panics;
+        Box::leak(Box::new(ToolDef {
+            name: "aisp_test_panics".into(),
+            op: &OP,
+            input_schema: Default::default(),
+            output_schema: Default::default(),
+        }))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_becomes_an_internal_error_and_the_caller_is_answered() {
+        let app = AppState::for_tests();
+        let tool = panicking_tool();
+        let err = run(&app, tool, json!({}), CancellationToken::new(), None, None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::Internal);
+        assert!(err.message.contains("panicked") && err.message.contains("cuda"));
+        // The process keeps serving.
+        let ok = invoke(
+            &app,
+            registry::find("aisp_list_domains").unwrap(),
+            json!({}),
+            CallOptions::default(),
+        )
+        .await;
+        assert!(ok.is_ok());
+    }
 
     fn long_running_tool() -> &'static ToolDef {
         registry::tools()
@@ -327,7 +380,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn command_execution_is_refused_unless_allowed() {
         let app = AppState::for_tests();
-        let Some(tool) = registry::tools().iter().find(|t| t.spec().executes_commands) else {
+        let Some(tool) = registry::tools()
+            .iter()
+            .find(|t| t.spec().executes_commands)
+        else {
             return;
         };
         let args: Value = serde_json::from_str(tool.spec().example).unwrap();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{OptionalExtension, params};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::Progress;
@@ -77,13 +77,14 @@ pub struct JobRecord {
     pub state: JobState,
     pub progress: Option<Progress>,
     /// The operation's output once it succeeded.
-    pub result: Option<Value>,
+    pub result: Option<Map<String, Value>>,
     /// `{kind, message, hint}` once it failed or was cancelled.
     pub error: Option<OpError>,
     pub created_at: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
-    pub arguments: Value,
+    /// The arguments the job was started with.
+    pub arguments: Map<String, Value>,
 }
 
 struct LiveJob {
@@ -137,7 +138,7 @@ impl JobManager {
             created_at: now_rfc3339(),
             started_at: None,
             finished_at: None,
-            arguments: arguments.clone(),
+            arguments: as_object(arguments),
         };
         store
             .conn()
@@ -198,7 +199,7 @@ impl JobManager {
     pub fn finish(&self, store: &Store, id: &str, outcome: Result<Value, OpError>) {
         let finished = now_rfc3339();
         let (state, result, error) = match outcome {
-            Ok(v) => (JobState::Succeeded, Some(v), None),
+            Ok(v) => (JobState::Succeeded, Some(as_object(&v)), None),
             Err(e) if e.kind == crate::error::ErrorKind::Cancelled => {
                 (JobState::Cancelled, None, Some(e))
             }
@@ -207,21 +208,20 @@ impl JobManager {
         let progress = {
             let mut live = self.live();
             let job = live.get_mut(id);
-            job.map(|job| {
+            job.and_then(|job| {
                 job.record.state = state;
                 job.record.result = result.clone();
                 job.record.error = error.clone();
                 job.record.finished_at = Some(finished.clone());
                 job.record.progress.clone()
             })
-            .flatten()
         };
         let _ = store.conn().execute(
             "UPDATE jobs SET state = ?2, result = ?3, error = ?4, finished_at = ?5, progress = ?6 WHERE id = ?1",
             params![
                 id,
                 state.as_str(),
-                result.map(|v| v.to_string()),
+                result.map(|v| Value::Object(v).to_string()),
                 error.map(|e| serde_json::to_string(&e).unwrap_or_default()),
                 finished,
                 progress.map(|p| serde_json::to_string(&p).unwrap_or_default()),
@@ -315,9 +315,8 @@ impl JobManager {
             })
             .unwrap_or_default();
         let me = std::process::id() as i64;
-        let err = OpError::internal(
-            "the aisp process running this job exited before the job finished",
-        );
+        let err =
+            OpError::internal("the aisp process running this job exited before the job finished");
         let err_text = serde_json::to_string(&err).unwrap_or_default();
         for (id, pid) in rows {
             if pid != me && process_alive(pid) {
@@ -343,6 +342,19 @@ fn process_alive(pid: i64) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Operation outputs and arguments are JSON objects; anything else is wrapped.
+fn as_object(v: &Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m.clone(),
+        Value::Null => Map::new(),
+        other => {
+            let mut m = Map::new();
+            m.insert("value".into(), other.clone());
+            m
+        }
+    }
+}
+
 fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
     let json = |s: Option<String>| s.and_then(|s| serde_json::from_str::<Value>(&s).ok());
     let state: String = r.get(2)?;
@@ -353,14 +365,14 @@ fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
         progress: r
             .get::<_, Option<String>>(3)?
             .and_then(|s| serde_json::from_str(&s).ok()),
-        result: json(r.get(4)?),
+        result: json(r.get(4)?).map(|v| as_object(&v)),
         error: r
             .get::<_, Option<String>>(5)?
             .and_then(|s| serde_json::from_str(&s).ok()),
         created_at: r.get(6)?,
         started_at: r.get(7)?,
         finished_at: r.get(8)?,
-        arguments: json(r.get(9)?).unwrap_or(Value::Null),
+        arguments: json(r.get(9)?).map(|v| as_object(&v)).unwrap_or_default(),
     })
 }
 
@@ -392,8 +404,8 @@ mod tests {
         let fresh = JobManager::default();
         let rec = fresh.status(&store, &id).unwrap();
         assert_eq!(rec.state, JobState::Succeeded);
-        assert_eq!(rec.result, Some(json!({"answer": 42})));
-        assert_eq!(rec.arguments, json!({"a": 1}));
+        assert_eq!(rec.result.map(Value::Object), Some(json!({"answer": 42})));
+        assert_eq!(Value::Object(rec.arguments), json!({"a": 1}));
         assert_eq!(rec.progress.unwrap().total, Some(4.0));
         assert!(rec.finished_at.is_some());
         assert_eq!(fresh.list(&store, 10, None).unwrap().len(), 1);

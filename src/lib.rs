@@ -15,6 +15,7 @@ pub mod gpu;
 pub mod jobs;
 pub mod ops;
 pub mod profile;
+pub mod prompts;
 pub mod registry;
 pub mod server;
 pub mod store;

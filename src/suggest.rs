@@ -155,7 +155,10 @@ mod tests {
 
     #[test]
     fn job_questions_route_to_job_tools() {
-        let ranked = rank("is my background job finished? poll job status", registry::tools());
+        let ranked = rank(
+            "is my background job finished? poll job status",
+            registry::tools(),
+        );
         assert_eq!(ranked[0].tool.name, "aisp_job_status");
         assert!(ranked[0].matched.contains(&"job".to_string()));
     }

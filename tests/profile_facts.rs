@@ -4,7 +4,7 @@
 
 #![allow(clippy::type_complexity)] // expected-value tables read best inline
 
-mod common;
+mod profile_common;
 
 use aisp::profile::classify::KernelClass;
 use aisp::profile::gaps::{self, WindowGaps};
@@ -12,7 +12,7 @@ use aisp::profile::summary::{self, NameKey, SummaryOptions};
 use aisp::profile::utilization::{self, WindowBusy};
 use aisp::profile::windows::WindowKind;
 use aisp::profile::{self, Profile, ResolvedScope, Scope};
-use common::{close, open};
+use profile_common::{close, open};
 
 fn all(p: &Profile) -> ResolvedScope {
     p.resolve(&Scope::default()).unwrap()

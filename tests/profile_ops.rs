@@ -1,7 +1,7 @@
 //! The profile operations as the front ends call them: argument checks,
 //! errors on bad files (never a panic), read-only access, the result cache.
 
-mod common;
+mod profile_common;
 
 use std::path::Path;
 
@@ -17,7 +17,7 @@ fn call(app: &std::sync::Arc<AppState>, tool: &str, args: Value) -> Result<Value
 }
 
 fn path_of(name: &str) -> String {
-    common::fixture(name).display().to_string()
+    profile_common::fixture(name).display().to_string()
 }
 
 #[test]
@@ -143,7 +143,7 @@ fn broken_files_are_errors_not_panics() {
         b"hello, this is not a database at all",
     )
     .unwrap();
-    let good = std::fs::read(common::fixture("train_good.sqlite")).unwrap();
+    let good = std::fs::read(profile_common::fixture("train_good.sqlite")).unwrap();
     std::fs::write(d.join("truncated.sqlite"), &good[..good.len() / 2]).unwrap();
     // Damage pages 150–199 (kernel and runtime table leaves in this fixture),
     // keeping the schema readable, and separately the schema page itself.
@@ -215,7 +215,7 @@ fn profiles_are_opened_read_only_and_never_modified() {
     let app = AppState::for_tests();
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("train_good.sqlite");
-    std::fs::copy(common::fixture("train_good.sqlite"), &copy).unwrap();
+    std::fs::copy(profile_common::fixture("train_good.sqlite"), &copy).unwrap();
     let mut perms = std::fs::metadata(&copy).unwrap().permissions();
     perms.set_readonly(true);
     std::fs::set_permissions(&copy, perms).unwrap();
@@ -241,7 +241,7 @@ fn answers_are_cached_by_file_identity() {
     let app = AppState::for_tests();
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("h.sqlite");
-    std::fs::copy(common::fixture("healthy_1pct.sqlite"), &copy).unwrap();
+    std::fs::copy(profile_common::fixture("healthy_1pct.sqlite"), &copy).unwrap();
     let a = call(
         &app,
         "aisp_profile_kernels",

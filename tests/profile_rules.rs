@@ -1,12 +1,12 @@
 //! `rules` on the shared fixtures: the planted or known problems are found with
 //! the right severity, and a healthy profile stays quiet.
 
-mod common;
+mod profile_common;
 
 use aisp::profile::Scope;
 use aisp::profile::rules::{self, Finding, Severity};
 use aisp::profile::windows::WindowKind;
-use common::open;
+use profile_common::open;
 
 fn find<'a>(f: &'a [Finding], id: &str) -> Option<&'a Finding> {
     f.iter().find(|x| x.id == id)

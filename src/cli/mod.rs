@@ -1,1 +1,540 @@
-//! placeholder
+//! The command line: `aisp <domain> <op> [--flags]`, `aisp <op>` for short
+//! names, `aisp serve`, `aisp tools`, `aisp schemas`. Commands are generated
+//! from the registry; flags from each operation's input schema.
+//!
+//! Exit codes: 0 success, 1 the operation returned an error, 2 usage error.
+
+pub mod args;
+pub mod readme;
+pub mod schemas;
+pub mod table;
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::AppState;
+use crate::config::{Config, Overrides};
+use crate::context::ProgressSink;
+use crate::dispatch::{self, CallOptions};
+use crate::error::OpError;
+use crate::registry::{self, ToolDef};
+use crate::server;
+
+const ABOUT: &str = "The toolkit of a GPU performance engineer, for AI assistants and people: \
+probe GPUs, read Nsight Systems profiles, capture profiles, run CUDA microbenchmarks, plan training and \
+inference deployments. Serve it to an MCP client with `aisp serve`.";
+
+const AFTER_HELP: &str = "Examples:
+  aisp status                                  what this machine has
+  aisp profile summary train.sqlite            nsys stats-style report of a profile
+  aisp tools                                   every operation
+  aisp serve                                   MCP over stdio (for Claude, Cursor, ...)
+  aisp serve --transport http --bind 127.0.0.1:8765";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    Table,
+}
+
+/// Build the whole command tree.
+pub fn command() -> Command {
+    let mut cmd = Command::new("aisp")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about(ABOUT)
+        .after_help(AFTER_HELP)
+        .subcommand_required(true)
+        .arg_required_else_help(true)
+        .arg(
+            Arg::new("log-level")
+                .long("log-level")
+                .global(true)
+                .value_name("LEVEL")
+                .help("Log level for stderr: error, warn, info, debug, trace (or a RUST_LOG filter)"),
+        )
+        .arg(
+            Arg::new("home")
+                .long("home")
+                .global(true)
+                .value_name("DIR")
+                .value_parser(value_parser!(PathBuf))
+                .help("Store, cache and run artifacts directory [env: AISP_HOME]"),
+        )
+        .arg(
+            Arg::new("allow-exec")
+                .long("allow-exec")
+                .global(true)
+                .action(ArgAction::SetTrue)
+                .help("Allow operations that run a command you supply (profiler captures) [env: AISP_ALLOW_EXEC=1]"),
+        )
+        .arg(
+            Arg::new("format")
+                .long("format")
+                .global(true)
+                .value_parser(["json", "table"])
+                .help("Output format [default: table on a terminal, json otherwise]"),
+        );
+
+    cmd = cmd.subcommand(serve_command());
+    cmd = cmd.subcommand(
+        Command::new("tools").about("List every operation: MCP tool, CLI command, flags"),
+    );
+    cmd = cmd.subcommand(
+        Command::new("schemas")
+            .about("Write or check tool-schemas/ (one JSON file per tool)")
+            .arg(
+                Arg::new("write")
+                    .long("write")
+                    .value_name("DIR")
+                    .value_parser(value_parser!(PathBuf))
+                    .conflicts_with("check"),
+            )
+            .arg(
+                Arg::new("check")
+                    .long("check")
+                    .value_name("DIR")
+                    .value_parser(value_parser!(PathBuf)),
+            )
+            .arg(
+                Arg::new("readme")
+                    .long("readme")
+                    .value_name("FILE")
+                    .value_parser(value_parser!(PathBuf))
+                    .help("Also regenerate the tool table between the markers in this README"),
+            ),
+    );
+
+    for domain in crate::ops::DOMAINS
+        .iter()
+        .filter(|d| !d.operations.is_empty())
+    {
+        let mut dc = Command::new(domain.name)
+            .about(domain.description)
+            .subcommand_required(true)
+            .arg_required_else_help(true);
+        for op in domain.operations {
+            let tool = registry::find(&op.spec().tool_name()).expect("listed operation");
+            dc = dc.subcommand(op_command(tool));
+        }
+        cmd = cmd.subcommand(dc);
+    }
+    for tool in registry::tools().iter().filter(|t| t.spec().short) {
+        cmd = cmd.subcommand(op_command(tool));
+    }
+    cmd
+}
+
+fn serve_command() -> Command {
+    Command::new("serve")
+        .about("Serve the tools over MCP: stdio (default) or streamable HTTP with the HTTP API")
+        .arg(
+            Arg::new("transport")
+                .long("transport")
+                .value_parser(["stdio", "http"])
+                .default_value("stdio"),
+        )
+        .arg(
+            Arg::new("bind")
+                .long("bind")
+                .value_name("ADDR")
+                .default_value("127.0.0.1:8765")
+                .value_parser(value_parser!(SocketAddr))
+                .help("Address for --transport http (loopback by default; other addresses need a token)"),
+        )
+        .arg(
+            Arg::new("token")
+                .long("token")
+                .value_name("TOKEN")
+                .help("Bearer token HTTP clients must send [env: AISP_TOKEN]"),
+        )
+        .arg(
+            Arg::new("tools")
+                .long("tools")
+                .value_name("SET")
+                .help("Toolset shown by tools/list: all, core, or domains like gpu,profile [env: AISP_TOOLS] (hidden tools still answer tools/call)"),
+        )
+        .arg(
+            Arg::new("allowed-host")
+                .long("allowed-host")
+                .action(ArgAction::Append)
+                .value_name("HOST")
+                .help("Extra Host header value to accept (DNS-rebinding guard)"),
+        )
+        .arg(
+            Arg::new("allowed-origin")
+                .long("allowed-origin")
+                .action(ArgAction::Append)
+                .value_name("ORIGIN")
+                .help("Extra browser Origin to accept, e.g. https://app.example.com:443"),
+        )
+}
+
+fn op_command(tool: &ToolDef) -> Command {
+    let spec = tool.spec();
+    let name = spec.name.replace('_', "-");
+    let mut c = Command::new(name.clone())
+        .about(spec.summary)
+        .long_about(format!(
+            "{}\n\nMCP tool: {}    HTTP: POST {}",
+            spec.description,
+            tool.name,
+            spec.http_path()
+        ))
+        .arg(
+            Arg::new("json")
+                .long("json")
+                .value_name("JSON")
+                .help("All arguments as one JSON object (flags given as well override it)"),
+        );
+    if name != spec.name {
+        c = c.alias(spec.name);
+    }
+    args::add_input_args(c, tool)
+}
+
+/// Entry point of the `aisp` binary.
+pub fn main() -> ExitCode {
+    let matches = match command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let (name, sub) = match matches.subcommand() {
+        Some(pair) => pair,
+        None => return ExitCode::from(2),
+    };
+    init_logging(&matches, name == "serve");
+    let format = match matches.get_one::<String>("format").map(String::as_str) {
+        Some("json") => Format::Json,
+        Some(_) => Format::Table,
+        None if std::io::stdout().is_terminal() => Format::Table,
+        None => Format::Json,
+    };
+    let overrides = Overrides {
+        home: matches.get_one::<PathBuf>("home").cloned(),
+        tools: sub.try_get_one::<String>("tools").ok().flatten().cloned(),
+        allow_exec: matches.get_flag("allow-exec"),
+        token: sub.try_get_one::<String>("token").ok().flatten().cloned(),
+    };
+    match name {
+        "serve" => serve(sub, &overrides),
+        "tools" => list_tools(format),
+        "schemas" => schemas_cmd(sub),
+        _ => {
+            let (tool, op_matches) = match resolve_op(name, sub) {
+                Some(found) => found,
+                None => return ExitCode::from(2),
+            };
+            run_op(tool, op_matches, &overrides, format)
+        }
+    }
+}
+
+fn resolve_op<'m>(name: &str, sub: &'m ArgMatches) -> Option<(&'static ToolDef, &'m ArgMatches)> {
+    if let Some(tool) = registry::tools()
+        .iter()
+        .find(|t| t.spec().short && t.spec().name.replace('_', "-") == name)
+    {
+        return Some((tool, sub));
+    }
+    let (op, m) = sub.subcommand()?;
+    let op = op.replace('-', "_");
+    registry::find_op(name, &op).map(|t| (t, m))
+}
+
+fn init_logging(matches: &ArgMatches, serving: bool) {
+    let default = if serving { "info" } else { "warn" };
+    let filter = matches
+        .get_one::<String>("log-level")
+        .cloned()
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .unwrap_or_else(|| default.to_string());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .with_env_filter(filter)
+        .try_init();
+}
+
+fn load_config(overrides: &Overrides) -> Result<Config, ExitCode> {
+    Config::load(overrides).map_err(|e| {
+        eprintln!("aisp: {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("aisp: cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        })
+}
+
+fn serve(m: &ArgMatches, overrides: &Overrides) -> ExitCode {
+    let config = match load_config(overrides) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let app = AppState::new(config);
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let transport = m.get_one::<String>("transport").map(String::as_str);
+    let result = rt.block_on(async {
+        match transport {
+            Some("http") => {
+                let opts = server::http::HttpOptions {
+                    bind: *m.get_one::<SocketAddr>("bind").expect("has default"),
+                    allowed_hosts: m
+                        .get_many::<String>("allowed-host")
+                        .map(|v| v.cloned().collect())
+                        .unwrap_or_default(),
+                    allowed_origins: m
+                        .get_many::<String>("allowed-origin")
+                        .map(|v| v.cloned().collect())
+                        .unwrap_or_default(),
+                };
+                let shutdown = CancellationToken::new();
+                let s2 = shutdown.clone();
+                tokio::spawn(async move {
+                    let _ = tokio::signal::ctrl_c().await;
+                    s2.cancel();
+                });
+                server::http::serve(app, opts, shutdown).await
+            }
+            _ => server::serve_stdio(app).await,
+        }
+    });
+    // Blocking threads may still be winding down cancelled work; do not wait on them.
+    rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(server::ServeError::Config(msg)) => {
+            eprintln!("aisp: {msg}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("aisp: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_op(
+    tool: &'static ToolDef,
+    m: &ArgMatches,
+    overrides: &Overrides,
+    format: Format,
+) -> ExitCode {
+    let usage = |msg: String| {
+        eprintln!("aisp: {msg}\n\nSee `{} --help`.", schemas::cli_usage(tool));
+        ExitCode::from(2)
+    };
+    let args = match args::matches_to_json(tool, m, m.get_one::<String>("json").map(String::as_str))
+    {
+        Ok(a) => a,
+        Err(msg) => return usage(msg),
+    };
+    if args.get("async").and_then(Value::as_bool) == Some(true) {
+        return usage(
+            "async jobs need a running server (`aisp serve`); at the command line the call runs in the foreground"
+                .into(),
+        );
+    }
+    match dispatch::split_run_control(tool, args.clone()) {
+        Ok((rest, _)) => {
+            if let Err(e) = tool.op.check_args(rest) {
+                return usage(e.message);
+            }
+        }
+        Err(e) => return usage(e.message),
+    }
+    let config = match load_config(overrides) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let app = AppState::new(config);
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let show_progress = tool.spec().long_running && std::io::stderr().is_terminal();
+    let outcome = rt.block_on(async {
+        let opts = CallOptions {
+            cancel: CancellationToken::new(),
+            progress: show_progress.then(progress_printer),
+        };
+        let cancel = opts.cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("aisp: cancelling...");
+                cancel.cancel();
+            }
+        });
+        dispatch::invoke(&app, tool, args, opts).await
+    });
+    rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    if show_progress {
+        eprintln!();
+    }
+    print_outcome(outcome, format)
+}
+
+fn progress_printer() -> ProgressSink {
+    Arc::new(|p| {
+        let frac = match p.total {
+            Some(t) if t > 0.0 => format!("{:>3.0}% ", 100.0 * p.progress / t),
+            _ => String::new(),
+        };
+        eprint!(
+            "\r\x1b[2K{frac}{}",
+            p.message.as_deref().unwrap_or("working")
+        );
+    })
+}
+
+fn print_outcome(outcome: Result<Value, OpError>, format: Format) -> ExitCode {
+    match outcome {
+        Ok(value) => {
+            match format {
+                Format::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&value).unwrap_or_default()
+                ),
+                Format::Table => print!("{}", table::render(&value)),
+            }
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            if format == Format::Json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&err.to_json()).unwrap_or_default()
+                );
+            }
+            eprintln!("aisp: {} ({})\nhint: {}", err.message, err.kind, err.hint);
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn list_tools(format: Format) -> ExitCode {
+    let rows: Vec<Value> = registry::tools()
+        .iter()
+        .map(|t| {
+            let s = t.spec();
+            serde_json::json!({
+                "tool": t.name,
+                "cli": schemas::cli_usage(t),
+                "gpu": s.needs_gpu,
+                "long": s.long_running,
+                "exec": s.executes_commands,
+                "summary": s.summary,
+            })
+        })
+        .collect();
+    let count = rows.len();
+    print_outcome(
+        Ok(serde_json::json!({ "count": count, "tools": rows })),
+        format,
+    )
+}
+
+fn schemas_cmd(m: &ArgMatches) -> ExitCode {
+    if let Some(dir) = m.get_one::<PathBuf>("check") {
+        let problems = schemas::check(dir);
+        if problems.is_empty() {
+            eprintln!("aisp: {} matches the code", dir.display());
+            return ExitCode::SUCCESS;
+        }
+        for (file, what) in &problems {
+            eprintln!("{}: {what}", dir.join(file).display());
+        }
+        eprintln!(
+            "aisp: tool schemas drifted; run `aisp schemas --write {}`",
+            dir.display()
+        );
+        return ExitCode::from(1);
+    }
+    let dir = m
+        .get_one::<PathBuf>("write")
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("tool-schemas"));
+    if let Some(readme) = m.get_one::<PathBuf>("readme") {
+        let updated = std::fs::read_to_string(readme)
+            .ok()
+            .and_then(|text| readme::with_tool_table(&text));
+        match updated.map(|t| std::fs::write(readme, t)) {
+            Some(Ok(())) => eprintln!("aisp: updated the tool table in {}", readme.display()),
+            Some(Err(e)) => {
+                eprintln!("aisp: cannot write {}: {e}", readme.display());
+                return ExitCode::from(1);
+            }
+            None => {
+                eprintln!(
+                    "aisp: {} has no {} ... {} markers",
+                    readme.display(),
+                    readme::BEGIN,
+                    readme::END
+                );
+                return ExitCode::from(1);
+            }
+        }
+    }
+    match schemas::write(&dir) {
+        Ok(n) => {
+            eprintln!("aisp: wrote {n} schema files to {}", dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("aisp: cannot write {}: {e}", dir.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_tree_is_valid() {
+        command().debug_assert();
+    }
+
+    #[test]
+    fn every_operation_has_a_cli_path() {
+        let cmd = command();
+        for tool in registry::tools() {
+            let spec = tool.spec();
+            let op = spec.name.replace('_', "-");
+            if spec.short {
+                assert!(cmd.find_subcommand(&op).is_some(), "{}", tool.name);
+            } else {
+                let d = cmd.find_subcommand(spec.domain).expect("domain command");
+                assert!(d.find_subcommand(&op).is_some(), "{}", tool.name);
+            }
+        }
+    }
+}

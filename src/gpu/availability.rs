@@ -169,7 +169,10 @@ mod tests {
     fn probing_never_panics_and_explains_itself() {
         let a = GpuAvailability::probe();
         if !a.available {
-            let reason = a.reason.clone().expect("an unavailable GPU carries a reason");
+            let reason = a
+                .reason
+                .clone()
+                .expect("an unavailable GPU carries a reason");
             assert!(!reason.is_empty());
             let err = a.unavailable_error("aisp_gpu_info");
             assert_eq!(err.kind, crate::error::ErrorKind::GpuUnavailable);

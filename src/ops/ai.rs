@@ -2,11 +2,11 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::registry::{self, DynOperation, Operation, OpSpec};
+use crate::registry::{self, DynOperation, OpSpec, Operation};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[&SuggestTools];
 
@@ -39,7 +39,7 @@ pub struct Suggestion {
     pub score: f64,
     pub reason: String,
     /// Arguments to start from (fill in your own paths and values).
-    pub example_arguments: Value,
+    pub example_arguments: Map<String, Value>,
     pub needs_gpu: bool,
     pub long_running: bool,
 }
@@ -56,12 +56,22 @@ the server's toolset) by relevance, using BM25 over each tool's name, descriptio
 suggestions [{tool, score, reason, example_arguments, needs_gpu, long_running}]. Use it when you do not know which \
 tool fits, or when the client shows only the core toolset. Inputs: task (required), limit (default 5). Instant.",
         positional: &["task"],
-        intents: &["which tool", "suggest tool", "what tool should i use", "find a tool", "navigator"],
+        intents: &[
+            "which tool",
+            "suggest tool",
+            "what tool should i use",
+            "find a tool",
+            "navigator",
+        ],
         example: r#"{"task": "why is my training step slow", "limit": 5}"#,
         ..OpSpec::new("ai", "suggest_tools")
     };
 
-    fn run(&self, _ctx: &OpContext, input: SuggestToolsInput) -> Result<SuggestToolsOutput, OpError> {
+    fn run(
+        &self,
+        _ctx: &OpContext,
+        input: SuggestToolsInput,
+    ) -> Result<SuggestToolsOutput, OpError> {
         let task = input.task.trim();
         if task.is_empty() {
             return Err(OpError::invalid_input(
@@ -94,8 +104,7 @@ tool fits, or when the client shows only the core toolset. Inputs: task (require
                     tool: r.tool.name.clone(),
                     score: (r.score * 1000.0).round() / 1000.0,
                     reason,
-                    example_arguments: serde_json::from_str(spec.example)
-                        .unwrap_or(Value::Object(Default::default())),
+                    example_arguments: serde_json::from_str(spec.example).unwrap_or_default(),
                     needs_gpu: spec.needs_gpu,
                     long_running: spec.long_running,
                 }

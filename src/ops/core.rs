@@ -6,12 +6,12 @@ use serde::{Deserialize, Serialize};
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::gpu::DeviceSummary;
-use crate::registry::{self, DynOperation, Operation, OpSpec};
+use crate::registry::{self, DynOperation, OpSpec, Operation};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[&Status, &ListDomains];
 
 /// No arguments.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoInput {}
 
@@ -64,7 +64,14 @@ impl Operation for Status {
 whether an LLM endpoint is configured, and whether command execution (profiler captures) is allowed. \
 Use it first in a session, or when another tool reports gpu_unavailable or exec_not_allowed. \
 Takes no arguments; answers in milliseconds (the GPU probe runs once at server start).",
-        intents: &["status", "is there a gpu", "what version", "server health", "check setup", "configuration"],
+        intents: &[
+            "status",
+            "is there a gpu",
+            "what version",
+            "server health",
+            "check setup",
+            "configuration",
+        ],
         ..OpSpec::new("core", "status")
     };
 
@@ -129,7 +136,14 @@ impl Operation for ListDomains {
 core, job) and every tool in each with a one-line summary and flags (needs_gpu, long_running, executes_commands). \
 Use it to see the whole toolkit, including tools hidden from tools/list by the server's toolset (they still answer tools/call). \
 Takes no arguments; instant.",
-        intents: &["list tools", "what can you do", "domains", "capabilities of aisp", "help", "all tools"],
+        intents: &[
+            "list tools",
+            "what can you do",
+            "domains",
+            "capabilities of aisp",
+            "help",
+            "all tools",
+        ],
         ..OpSpec::new("core", "list_domains")
     };
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::jobs::{JobRecord, JobState};
-use crate::registry::{DynOperation, Operation, OpSpec};
+use crate::registry::{DynOperation, OpSpec, Operation};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[&JobStatus, &JobList, &JobCancel];
 
@@ -30,7 +30,12 @@ progress, result (the tool's output once succeeded), error, started_at, finished
 tool that was called with async: true; poll every few seconds until state is succeeded, failed or cancelled. \
 Finished jobs are kept in the store, so they are reported after a server restart. Instant.",
         positional: &["job_id"],
-        intents: &["job status", "is my benchmark done", "poll job", "background task result"],
+        intents: &[
+            "job status",
+            "is my benchmark done",
+            "poll job",
+            "background task result",
+        ],
         example: r#"{"job_id": "job_0123abcd4567ef89"}"#,
         ..OpSpec::new("job", "status")
     };
@@ -68,7 +73,12 @@ impl Operation for JobList {
         description: "Lists background jobs recorded in the store (from this server and earlier runs), newest first, \
 with their state, progress, result or error. Use it to find a job id you lost or to see what ran recently. \
 Inputs: limit (default 20), state (queued|running|succeeded|failed|cancelled). Instant.",
-        intents: &["list jobs", "running jobs", "recent jobs", "what is running"],
+        intents: &[
+            "list jobs",
+            "running jobs",
+            "recent jobs",
+            "what is running",
+        ],
         example: r#"{"limit": 10, "state": "running"}"#,
         ..OpSpec::new("job", "list")
     };

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::registry::{DynOperation, Operation, OpSpec};
+use crate::registry::{DynOperation, OpSpec, Operation};
 use crate::system::monitor;
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[&Monitor];
@@ -53,7 +53,14 @@ duration_s (default 5 s), reports progress per sample, stops early when cancelle
             open_world: false,
         },
         long_running: true,
-        intents: &["monitor gpu utilization", "watch utilization", "is the gpu busy", "cpu usage", "dmon", "sample utilization over time"],
+        intents: &[
+            "monitor gpu utilization",
+            "watch utilization",
+            "is the gpu busy",
+            "cpu usage",
+            "dmon",
+            "sample utilization over time",
+        ],
         example: r#"{"duration_s": 10, "interval_ms": 500}"#,
         ..OpSpec::new("system", "monitor")
     };

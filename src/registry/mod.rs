@@ -246,10 +246,7 @@ pub fn tools() -> &'static [ToolDef] {
                 if spec.long_running {
                     schema::add_long_running_inputs(&mut input);
                 }
-                let mut output = op.output_schema();
-                if spec.long_running {
-                    output = schema::with_job_ticket_alternative(output);
-                }
+                let output = schema::with_alternatives(op.output_schema(), spec.long_running);
                 ToolDef {
                     name: spec.tool_name(),
                     op: *op,
@@ -368,7 +365,11 @@ mod tests {
         let mut seen = HashSet::new();
         for tool in tools() {
             let spec = tool.spec();
-            assert!(seen.insert(tool.name.clone()), "duplicate tool {}", tool.name);
+            assert!(
+                seen.insert(tool.name.clone()),
+                "duplicate tool {}",
+                tool.name
+            );
             assert!(tool.name.len() <= 128);
             assert!(
                 tool.name
@@ -402,9 +403,16 @@ mod tests {
             );
             let example: Value = serde_json::from_str(spec.example)
                 .unwrap_or_else(|e| panic!("{}: example is not JSON: {e}", tool.name));
-            assert!(example.is_object(), "{}: example must be an object", tool.name);
+            assert!(
+                example.is_object(),
+                "{}: example must be an object",
+                tool.name
+            );
             for p in spec.positional {
-                let props = tool.input_schema.get("properties").and_then(Value::as_object);
+                let props = tool
+                    .input_schema
+                    .get("properties")
+                    .and_then(Value::as_object);
                 assert!(
                     props.is_some_and(|p2| p2.contains_key(*p)),
                     "{}: positional `{p}` is not an input field",
@@ -425,12 +433,77 @@ mod tests {
         }
     }
 
+    /// Schemas every client can read (the MCP Inspector's `--strict` rules): no
+    /// type arrays, no schema that accepts anything (`true` or `{}`).
+    #[test]
+    fn schemas_are_portable() {
+        fn walk(tool: &str, path: &str, v: &Value, problems: &mut Vec<String>) {
+            match v {
+                Value::Bool(true) => problems.push(format!("{tool} {path}: bare `true` schema")),
+                Value::Object(o) => {
+                    if o.is_empty() {
+                        problems.push(format!(
+                            "{tool} {path}: `{{}}` accepts anything; type the field"
+                        ));
+                    }
+                    if matches!(o.get("type"), Some(Value::Array(_))) {
+                        problems.push(format!("{tool} {path}: type array; use anyOf"));
+                    }
+                    for key in ["properties", "$defs"] {
+                        if let Some(Value::Object(props)) = o.get(key) {
+                            for (k, p) in props {
+                                walk(tool, &format!("{path}.{key}.{k}"), p, problems);
+                            }
+                        }
+                    }
+                    for key in ["items", "additionalProperties"] {
+                        if let Some(p) = o.get(key).filter(|p| !p.is_boolean()) {
+                            walk(tool, &format!("{path}.{key}"), p, problems);
+                        }
+                    }
+                    for key in ["anyOf", "oneOf", "allOf"] {
+                        if let Some(Value::Array(alts)) = o.get(key) {
+                            for (i, p) in alts.iter().enumerate() {
+                                walk(tool, &format!("{path}.{key}[{i}]"), p, problems);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut problems = Vec::new();
+        for tool in tools() {
+            walk(
+                &tool.name,
+                "input",
+                &Value::Object((*tool.input_schema).clone()),
+                &mut problems,
+            );
+            walk(
+                &tool.name,
+                "output",
+                &Value::Object((*tool.output_schema).clone()),
+                &mut problems,
+            );
+        }
+        assert!(
+            problems.is_empty(),
+            "unportable schemas:\n{}",
+            problems.join("\n")
+        );
+    }
+
     #[test]
     fn executes_commands_implies_open_world_and_not_read_only() {
         for tool in tools() {
             let spec = tool.spec();
             if spec.executes_commands {
-                assert!(spec.hints.open_world && !spec.hints.read_only, "{}", tool.name);
+                assert!(
+                    spec.hints.open_world && !spec.hints.read_only,
+                    "{}",
+                    tool.name
+                );
             }
         }
     }

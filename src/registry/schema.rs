@@ -36,8 +36,7 @@ fn finish(schema: Schema, is_input: bool) -> JsonObject {
         // Clients show the tool's own title and description; the type's are noise.
         obj.remove("title");
         obj.remove("description");
-        if !obj.contains_key("type") && !obj.contains_key("anyOf") && !obj.contains_key("oneOf")
-        {
+        if !obj.contains_key("type") && !obj.contains_key("anyOf") && !obj.contains_key("oneOf") {
             obj.insert("type".into(), json!("object"));
         }
         if is_input && !obj.contains_key("properties") {
@@ -46,7 +45,10 @@ fn finish(schema: Schema, is_input: bool) -> JsonObject {
             obj.insert("additionalProperties".into(), json!(false));
         }
     }
-    simplify_optionals(&mut value);
+    if is_input {
+        simplify_optionals(&mut value);
+    }
+    split_type_arrays(&mut value);
     match value {
         Value::Object(map) => map,
         _ => Map::new(),
@@ -127,6 +129,88 @@ fn strip_null(prop: &mut Value) {
     }
 }
 
+/// Rewrite `"type": ["X", "null"]` as `anyOf: [{"type": "X"}, {"type": "null"}]`:
+/// the same contract, but readable by clients that map schemas onto a
+/// single-type dialect (the MCP Inspector's `--strict` portability check).
+fn split_type_arrays(value: &mut Value) {
+    match value {
+        Value::Object(obj) => {
+            if let Some(Value::Array(types)) = obj.get("type").cloned()
+                && types.len() > 1
+                && types.iter().all(Value::is_string)
+            {
+                obj.remove("type");
+                let branches: Vec<Value> = types
+                    .iter()
+                    .map(|t| {
+                        let name = t.as_str().unwrap_or_default();
+                        let mut b = Map::new();
+                        b.insert("type".into(), t.clone());
+                        for k in branch_keywords(name) {
+                            if let Some(v) = obj.get(*k) {
+                                b.insert((*k).into(), v.clone());
+                            }
+                        }
+                        if let Some(Value::Array(values)) = obj.get("enum") {
+                            // Each branch keeps the enum values of its own type.
+                            let own: Vec<Value> = values
+                                .iter()
+                                .filter(|v| json_type_name(v) == name)
+                                .cloned()
+                                .collect();
+                            if !own.is_empty() && name != "null" {
+                                b.insert("enum".into(), Value::Array(own));
+                            }
+                        }
+                        Value::Object(b)
+                    })
+                    .collect();
+                for t in &types {
+                    for k in branch_keywords(t.as_str().unwrap_or_default()) {
+                        obj.remove(*k);
+                    }
+                }
+                obj.remove("enum");
+                obj.insert("anyOf".into(), Value::Array(branches));
+            }
+            for (_, child) in obj.iter_mut() {
+                split_type_arrays(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(split_type_arrays),
+        _ => {}
+    }
+}
+
+/// Keywords that constrain only values of one JSON type.
+fn branch_keywords(type_name: &str) -> &'static [&'static str] {
+    match type_name {
+        "string" => &["format", "pattern", "minLength", "maxLength"],
+        "integer" | "number" => &[
+            "format",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+        ],
+        "array" => &["items", "minItems", "maxItems"],
+        "object" => &["properties", "required", "additionalProperties"],
+        _ => &[],
+    }
+}
+
+fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
 /// Long-running operations take two more inputs, handled by the dispatcher.
 pub fn add_long_running_inputs(schema: &mut JsonObject) {
     let props = schema
@@ -147,28 +231,45 @@ pub fn add_long_running_inputs(schema: &mut JsonObject) {
     }
 }
 
-/// A long-running operation answers either its output or, with `async: true`,
-/// a job ticket. MCP requires the root to be an object schema.
-pub fn with_job_ticket_alternative(output: JsonObject) -> JsonObject {
+/// What a tool's `structuredContent` may be: its output, the error envelope
+/// `{"error": {kind, message, hint}}` (clients such as the TypeScript SDK
+/// validate error results against the output schema too) and, for long-running
+/// operations, the job ticket of `async: true`. MCP requires an object root.
+pub fn with_alternatives(output: JsonObject, long_running: bool) -> JsonObject {
     let mut output = output;
     let defs = output.remove("$defs");
     let schema_uri = output.remove("$schema");
-    let ticket = output_schema::<crate::jobs::JobTicket>();
-    let mut ticket = ticket;
-    ticket.remove("$schema");
+    let mut alternatives = vec![
+        Value::Object(output),
+        inlined::<crate::error::ErrorEnvelope>(),
+    ];
+    if long_running {
+        alternatives.push(inlined::<crate::jobs::JobTicket>());
+    }
     let mut root = Map::new();
     if let Some(uri) = schema_uri {
         root.insert("$schema".into(), uri);
     }
     root.insert("type".into(), json!("object"));
-    root.insert(
-        "anyOf".into(),
-        json!([Value::Object(output), Value::Object(ticket)]),
-    );
+    root.insert("anyOf".into(), Value::Array(alternatives));
     if let Some(defs) = defs {
         root.insert("$defs".into(), defs);
     }
     root
+}
+
+/// A small output type's schema with no `$defs`, to embed in another schema.
+fn inlined<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .for_serialize()
+        .into_generator();
+    let mut v = generator.into_root_schema_for::<T>().to_value();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("$schema");
+    }
+    split_type_arrays(&mut v);
+    v
 }
 
 /// The JSON type names a property schema allows (after simplification).
@@ -239,12 +340,39 @@ mod tests {
         assert_eq!(s["properties"], json!({}));
     }
 
+    #[derive(Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Out {
+        when: Option<String>,
+        mode: Option<Mode>,
+        n: u32,
+    }
+
     #[test]
-    fn long_running_outputs_accept_a_job_ticket() {
-        let s = with_job_ticket_alternative(output_schema::<crate::error::OpError>());
-        assert_eq!(s["type"], "object");
-        assert_eq!(s["anyOf"].as_array().unwrap().len(), 2);
+    fn nullable_outputs_use_single_type_branches() {
+        let s = output_schema::<Out>();
         let text = serde_json::to_string(&s).unwrap();
+        assert!(!text.contains(r#"["string","null"]"#), "{text}");
+        assert_eq!(
+            s["properties"]["when"]["anyOf"],
+            json!([{"type": "string"}, {"type": "null"}])
+        );
+        assert_eq!(s["properties"]["n"]["type"], "integer");
+    }
+
+    #[test]
+    fn outputs_admit_the_error_envelope_and_long_ones_a_job_ticket() {
+        let s = with_alternatives(output_schema::<Out>(), false);
+        assert_eq!(s["type"], "object");
+        let alts = s["anyOf"].as_array().unwrap();
+        assert_eq!(alts.len(), 2);
+        assert_eq!(alts[1]["required"], json!(["error"]));
+        assert_eq!(
+            alts[1]["properties"]["error"]["properties"]["kind"]["oneOf"][0]["const"],
+            "invalid_input"
+        );
+        let s = with_alternatives(output_schema::<Out>(), true);
+        let text = serde_json::to_string(&s["anyOf"][2]).unwrap();
         assert!(text.contains("job_id"));
     }
 }

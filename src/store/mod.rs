@@ -88,7 +88,8 @@ impl Store {
             .map_err(sql)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(sql)?;
         let mut store = Store {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -238,7 +239,14 @@ mod tests {
         let path = dir.path().join("s.sqlite");
         Store::open_with(&path, &[V1, V2]).unwrap();
         let err = Store::open_with(&path, &[V1]).unwrap_err();
-        assert!(matches!(err, StoreError::TooNew { found: 2, known: 1, .. }));
+        assert!(matches!(
+            err,
+            StoreError::TooNew {
+                found: 2,
+                known: 1,
+                ..
+            }
+        ));
     }
 
     #[test]

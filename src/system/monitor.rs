@@ -165,12 +165,18 @@ pub fn summarize(samples: &[Sample]) -> Summary {
     let gpus = indices
         .into_iter()
         .map(|index| {
-            let of = || samples.iter().flat_map(|s| s.gpus.iter()).filter(move |g| g.index == index);
+            let of = || {
+                samples
+                    .iter()
+                    .flat_map(|s| s.gpus.iter())
+                    .filter(move |g| g.index == index)
+            };
             let utils: Vec<u32> = of().filter_map(|g| g.util_pct).collect();
             let powers: Vec<f64> = of().filter_map(|g| g.power_w).collect();
             GpuSummary {
                 index,
-                util_avg_pct: mean(&utils.iter().map(|&u| u as f64).collect::<Vec<_>>()).map(round1),
+                util_avg_pct: mean(&utils.iter().map(|&u| u as f64).collect::<Vec<_>>())
+                    .map(round1),
                 util_max_pct: utils.iter().copied().max(),
                 mem_used_max_mib: of().filter_map(|g| g.mem_used_mib).max(),
                 power_avg_w: mean(&powers).map(round1),

@@ -62,7 +62,13 @@ mod tests {
     fn cpu_utilization_is_busy_over_total_between_readings() {
         let a = parse_proc_stat(STAT_A).unwrap();
         let b = parse_proc_stat(STAT_B).unwrap();
-        assert_eq!(a, CpuTimes { busy: 150, total: 1000 });
+        assert_eq!(
+            a,
+            CpuTimes {
+                busy: 150,
+                total: 1000
+            }
+        );
         // 100 busy jiffies out of 200 elapsed.
         assert_eq!(b.util_pct_since(&a), Some(50.0));
         assert_eq!(a.util_pct_since(&a), None);
@@ -71,7 +77,8 @@ mod tests {
 
     #[test]
     fn meminfo_and_loadavg_parse() {
-        let mem = "MemTotal:       24568436 kB\nMemFree:        1 kB\nMemAvailable:   23000000 kB\n";
+        let mem =
+            "MemTotal:       24568436 kB\nMemFree:        1 kB\nMemAvailable:   23000000 kB\n";
         assert_eq!(meminfo_kib(mem, "MemTotal"), Some(24_568_436));
         assert_eq!(meminfo_kib(mem, "MemAvailable"), Some(23_000_000));
         assert_eq!(meminfo_kib(mem, "Mem"), None);

@@ -1,53 +1,105 @@
-//! Shared helpers for the profile integration tests: fixture paths, with the
-//! `.xz` fixtures decompressed once into `target/` (pure-Rust `lzma-rs`).
+//! Test harness: the real `aisp` binary, a private AISP_HOME, and servers
+//! started on free ports.
+
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-pub fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("data")
+pub fn aisp_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_aisp"))
 }
 
-static DECOMPRESS: Mutex<()> = Mutex::new(());
-
-/// The path of a fixture by file name (`train_good.sqlite`, `ddp.sqlite`, ...).
-/// `ddp.sqlite` and `infer_decode.sqlite` are decompressed from their `.xz`
-/// into `$CARGO_TARGET_TMPDIR` on first use.
-pub fn fixture(name: &str) -> PathBuf {
-    let plain = data_dir().join(name);
-    if plain.exists() {
-        return plain;
-    }
-    let xz = data_dir().join(format!("{name}.xz"));
-    assert!(xz.exists(), "no fixture {name} or {name}.xz in tests/data");
-    let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("profile-fixtures");
-    let out = out_dir.join(name);
-    let _guard = DECOMPRESS.lock().unwrap_or_else(|p| p.into_inner());
-    let xz_len = std::fs::metadata(&xz).unwrap().len();
-    let stamp = out_dir.join(format!("{name}.from-{xz_len}"));
-    if out.exists() && stamp.exists() {
-        return out;
-    }
-    std::fs::create_dir_all(&out_dir).unwrap();
-    let mut input = std::io::BufReader::new(std::fs::File::open(&xz).unwrap());
-    let tmp = out_dir.join(format!("{name}.tmp-{}", std::process::id()));
-    {
-        let mut output = std::io::BufWriter::new(std::fs::File::create(&tmp).unwrap());
-        lzma_rs::xz_decompress(&mut input, &mut output).expect("decompress fixture");
-    }
-    std::fs::rename(&tmp, &out).unwrap();
-    std::fs::write(&stamp, b"").unwrap();
-    out
+/// A command for the real binary with a private home and no host config.
+pub fn aisp(home: &Path) -> Command {
+    let mut cmd = Command::new(aisp_bin());
+    isolate(&mut cmd, home);
+    cmd
 }
 
-pub fn open(name: &str) -> aisp::profile::Profile {
-    aisp::profile::open(&fixture(name)).unwrap_or_else(|e| panic!("open {name}: {e}"))
+/// Keep the test away from the developer's config, keys and tool settings.
+pub fn isolate(cmd: &mut Command, home: &Path) {
+    cmd.env("AISP_HOME", home)
+        .env("AISP_CONFIG", home.join("no-config.toml"))
+        .env_remove("AISP_TOOLS")
+        .env_remove("AISP_ALLOW_EXEC")
+        .env_remove("AISP_TOKEN")
+        .env_remove("AISP_LLM_BASE_URL")
+        .env_remove("AISP_LLM_MODEL")
+        .env_remove("AISP_LLM_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env("RUST_LOG", "warn");
 }
 
-/// Compare two floats printed with one decimal (nsys rounding ties may differ by 0.1).
-pub fn close(a: f64, b: f64, tol: f64) -> bool {
-    (a - b).abs() <= tol + 1e-9
+/// An `aisp serve --transport http` process, killed on drop.
+pub struct HttpServer {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub home: tempfile::TempDir,
+}
+
+impl HttpServer {
+    pub fn start(extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
+        let home = tempfile::tempdir().unwrap();
+        let mut cmd = aisp(home.path());
+        cmd.args(["serve", "--transport", "http", "--bind", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn aisp serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on http://").nth(1) {
+                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
+                    let _ = tx.send(addr);
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("server printed its address");
+        HttpServer {
+            child,
+            addr: addr.parse().unwrap(),
+            home,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Poll `f` until it returns Some or `timeout` passes.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -1,0 +1,268 @@
+//! The MCP face of the registry: `tools/list`, `tools/call` (with progress and
+//! cancellation), and prompts, over any rmcp transport.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListToolsResult,
+    MetaObject, PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptArgument,
+    PromptMessage, ProtocolVersion, ResultType, Role, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::context::{Progress, ProgressSink};
+use crate::dispatch::{self, CallOptions};
+use crate::error::OpError;
+use crate::registry::{self, ToolDef};
+
+/// What the server tells a model about where to start.
+pub const INSTRUCTIONS: &str = "aisp is a GPU performance engineer's toolkit. \
+Start with aisp_triage for an overview of this machine and the next steps, or aisp_suggest_tools with your task \
+in plain words to find the right tool (all tools answer tools/call even when the server shows a smaller toolset). \
+To explain a slow training or inference run from an Nsight Systems export (.sqlite or .nsys-rep), call \
+aisp_profile_rules with its path, then aisp_profile_summary, aisp_profile_gaps or aisp_profile_nvtx for detail. \
+Long-running tools accept async: true and return a job_id to poll with aisp_job_status. \
+Every failure is a result with isError: true and {error: {kind, message, hint}}: follow the hint.";
+
+/// The MCP server: cheap to clone (the HTTP transport makes one per request).
+#[derive(Clone)]
+pub struct AispServer {
+    app: Arc<AppState>,
+    listed: Arc<Vec<Tool>>,
+}
+
+impl AispServer {
+    pub fn new(app: Arc<AppState>) -> AispServer {
+        let toolset = app.config.tools.clone();
+        let listed = registry::tools()
+            .iter()
+            .filter(|t| toolset.includes(t))
+            .map(mcp_tool)
+            .collect();
+        AispServer {
+            app,
+            listed: Arc::new(listed),
+        }
+    }
+
+    pub fn app(&self) -> &Arc<AppState> {
+        &self.app
+    }
+}
+
+/// The MCP view of one tool.
+pub fn mcp_tool(tool: &ToolDef) -> Tool {
+    let spec = tool.spec();
+    let annotations = ToolAnnotations::with_title(spec.title)
+        .read_only(spec.hints.read_only)
+        .destructive(spec.hints.destructive)
+        .idempotent(spec.hints.idempotent)
+        .open_world(spec.hints.open_world);
+    let meta = json!({
+        "io.github.aisp/needs_gpu": spec.needs_gpu,
+        "io.github.aisp/long_running": spec.long_running,
+        "io.github.aisp/executes_commands": spec.executes_commands,
+        "io.github.aisp/domain": spec.domain,
+    });
+    let meta = match meta {
+        Value::Object(m) => MetaObject(m),
+        _ => MetaObject(Default::default()),
+    };
+    Tool::new(
+        tool.name.clone(),
+        spec.description,
+        Arc::clone(&tool.input_schema),
+    )
+    .with_title(spec.title)
+    .with_raw_output_schema(Arc::clone(&tool.output_schema))
+    .with_annotations(annotations)
+    .with_meta(meta)
+}
+
+/// The MCP result for an operation's outcome: structured content plus the same
+/// JSON as text; failures are `isError: true` with `{error: {kind, message, hint}}`.
+pub fn call_tool_result(outcome: Result<Value, OpError>) -> CallToolResult {
+    match outcome {
+        Ok(value) => CallToolResult::structured(value),
+        Err(err) => CallToolResult::structured_error(err.to_json()),
+    }
+}
+
+/// Forwards progress from the operation's thread to the client, and stops
+/// once the call has been answered (the spec forbids later notifications).
+struct ProgressForwarder {
+    sink: ProgressSink,
+    done: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ProgressForwarder {
+    fn start(context: &RequestContext<RoleServer>) -> Option<ProgressForwarder> {
+        let token = context.meta.get_progress_token()?;
+        let peer = context.peer.clone();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+        let done = Arc::new(AtomicBool::new(false));
+        let done2 = Arc::clone(&done);
+        let task = tokio::spawn(async move {
+            let mut last = f64::NEG_INFINITY;
+            while let Some(p) = rx.recv().await {
+                if done2.load(Ordering::SeqCst) {
+                    break;
+                }
+                // Progress must increase; drop reports that do not.
+                if p.progress <= last {
+                    continue;
+                }
+                last = p.progress;
+                let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
+                if let Some(total) = p.total {
+                    param = param.with_total(total);
+                }
+                if let Some(message) = p.message {
+                    param = param.with_message(message);
+                }
+                if peer.notify_progress(param).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let sink: ProgressSink = Arc::new(move |p| {
+            let _ = tx.send(p);
+        });
+        Some(ProgressForwarder { sink, done, task })
+    }
+
+    /// Flush what was reported before the answer, then stop.
+    async fn finish(self, cancelled: bool) {
+        if cancelled {
+            self.done.store(true, Ordering::SeqCst);
+            self.task.abort();
+            return;
+        }
+        drop(self.sink);
+        // The channel closes once the operation's context is gone; do not wait
+        // on an operation still winding down after a timeout.
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(200), self.task).await;
+        self.done.store(true, Ordering::SeqCst);
+    }
+}
+
+impl ServerHandler for AispServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut caps = ServerCapabilities::builder().enable_tools().build();
+        if !crate::prompts::all().is_empty() {
+            caps.prompts = Some(Default::default());
+        }
+        ServerConfig::new(caps)
+            .with_server_info(
+                Implementation::new("aisp", env!("CARGO_PKG_VERSION"))
+                    .with_title("aisp: GPU performance engineering toolkit"),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let mut result = ListToolsResult::with_all_items((*self.listed).clone());
+        result.result_type = Some(ResultType::COMPLETE);
+        if modern {
+            // The list is fixed for the life of the process and the same for everyone.
+            result = result
+                .with_ttl_ms(3_600_000)
+                .with_cache_scope(CacheScope::Public);
+        }
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        registry::find(name).map(mcp_tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(tool) = registry::find(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "tool not found: {} (aisp_list_domains lists every tool)",
+                    request.name
+                ),
+                None,
+            ));
+        };
+        let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let forwarder = ProgressForwarder::start(&context);
+        let opts = CallOptions {
+            cancel: context.ct.clone(),
+            progress: forwarder.as_ref().map(|f| Arc::clone(&f.sink)),
+        };
+        let outcome = dispatch::invoke(&self.app, tool, args, opts).await;
+        let cancelled = context.ct.is_cancelled();
+        if let Some(f) = forwarder {
+            f.finish(cancelled).await;
+        }
+        if let Err(e) = &outcome {
+            tracing::info!(tool = %tool.name, kind = %e.kind, "call failed: {}", e.message);
+        }
+        Ok(call_tool_result(outcome).into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let prompts = crate::prompts::all()
+            .iter()
+            .map(|p| {
+                let args = p
+                    .arguments
+                    .iter()
+                    .map(|a| {
+                        PromptArgument::new(a.name)
+                            .with_description(a.description)
+                            .with_required(a.required)
+                    })
+                    .collect();
+                Prompt::new(p.name, Some(p.description), Some(args)).with_title(p.title)
+            })
+            .collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let Some(prompt) = crate::prompts::find(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!("prompt not found: {}", request.name),
+                None,
+            ));
+        };
+        let args = request.arguments.unwrap_or_default();
+        let text = prompt
+            .render(&args)
+            .map_err(|e| McpError::invalid_params(format!("{}: {}", e.message, e.hint), None))?;
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                .with_description(prompt.description)
+                .into(),
+        )
+    }
+}
