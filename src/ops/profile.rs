@@ -27,7 +27,11 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Iterations,
     &Nccl,
     &Overlap,
+    &Search,
+    &Timeline,
     &Rules,
+    &Compare,
+    &Export,
 ];
 
 impl From<ProfileError> for OpError {
@@ -757,5 +761,248 @@ Well under a second on small exports; seconds on 1 GB.",
 
     fn run(&self, ctx: &OpContext, input: RulesInput) -> Result<Self::Output, OpError> {
         scoped(ctx, "rules", &input, profile::rules::run)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// search
+
+pub struct Search;
+
+scoped_input! {
+    /// Arguments of `search`.
+    SearchInput {
+        /// Case-insensitive substring, or a glob with `*` and `?` (e.g. `nccl*AllReduce*`).
+        pattern: String,
+        /// What to search: any of `kernel`, `nvtx`, `api`; default all three.
+        #[serde(default)]
+        kinds: Option<Vec<profile::search::SearchKind>>,
+        /// Matches to list in time order (default 20); counts and per-name totals cover all.
+        #[serde(default)]
+        limit: Option<usize>,
+    }
+}
+
+impl Operation for Search {
+    type Input = SearchInput;
+    type Output = Answer<profile::search::Search>;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Search kernels, NVTX ranges and API calls",
+        summary: "Finds kernels, NVTX ranges and CUDA API calls by name (substring or glob), with timestamps, counts and totals.",
+        description: "Searches a profile by name: kernels (short or demangled name), NVTX ranges (text) and CUDA runtime/driver \
+API calls, with a case-insensitive substring or a glob (`*`, `?`). Names are matched in SQL with bound parameters. Returns the \
+number of matches per kind, each matching name with its count and total time, and the first matches in time order with start, \
+end, duration, device, stream, process and thread. Use it to locate a kernel or range before zooming in with timeline or a \
+window (start_ns/end_ns). Milliseconds.",
+        positional: &["path", "pattern"],
+        intents: &[
+            "find kernel",
+            "search profile",
+            "where is this kernel",
+            "find nvtx range",
+            "when was cudaMalloc called",
+            "grep the trace",
+        ],
+        example: r#"{"path": "train.sqlite", "pattern": "gemm", "kinds": ["kernel"], "limit": 10}"#,
+        ..OpSpec::new("profile", "search")
+    };
+
+    fn run(&self, ctx: &OpContext, input: SearchInput) -> Result<Self::Output, OpError> {
+        let l = limit(input.limit, 20)?;
+        let kinds = input
+            .kinds
+            .clone()
+            .filter(|k| !k.is_empty())
+            .unwrap_or_else(|| profile::search::ALL_KINDS.to_vec());
+        let pattern = input.pattern.clone();
+        scoped(ctx, "search", &input, |p, s| {
+            profile::search::search(p, s, &pattern, &kinds, l)
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// timeline
+
+pub struct Timeline;
+
+scoped_input! {
+    /// Arguments of `timeline`.
+    TimelineInput {
+        /// Entries per track after merging (default 40).
+        #[serde(default)]
+        limit: Option<usize>,
+        /// Merge consecutive identical events on a track when the gap between them is at most this many ns (default 10000).
+        #[serde(default)]
+        merge_gap_ns: Option<i64>,
+    }
+}
+
+impl Operation for Timeline {
+    type Input = TimelineInput;
+    type Output = Answer<profile::timeline::Timeline>;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Timeline of a window",
+        summary: "Events of a window per device/stream and per CPU thread, with runs of identical kernels merged, compact enough to read.",
+        description: "Lays out what happened in a window: per device and stream the kernels, memcpys and memsets, and per CPU \
+thread the NVTX ranges (with nesting depth) and CUDA API calls, as offsets from the window start. Runs of identical events \
+on a track (same name, gaps under merge_gap_ns) become one entry with a count and busy time, and each track keeps at most \
+`limit` entries. Without start_ns/end_ns or nvtx_range it shows a typical step (the median step after the first), or the \
+device span when there are no steps. Use it to see the order of work inside a step, where the GPU waits and what the CPU does \
+then. Milliseconds.",
+        positional: &["path"],
+        intents: &[
+            "show the timeline",
+            "what happens in a step",
+            "zoom into window",
+            "sequence of kernels",
+            "trace view",
+        ],
+        example: r#"{"path": "train.sqlite", "limit": 30}"#,
+        ..OpSpec::new("profile", "timeline")
+    };
+
+    fn run(&self, ctx: &OpContext, input: TimelineInput) -> Result<Self::Output, OpError> {
+        let options = profile::timeline::TimelineOptions {
+            limit: limit(input.limit, 40)?,
+            merge_gap_ns: input.merge_gap_ns.unwrap_or(10_000).max(0),
+        };
+        scoped(ctx, "timeline", &input, |p, s| {
+            profile::timeline::timeline(p, s, &options)
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// compare
+
+pub struct Compare;
+
+/// Arguments of `compare`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompareInput {
+    /// The baseline export (.sqlite or .nsys-rep).
+    pub before: String,
+    /// The export after the change.
+    pub after: String,
+    /// Kernels and ranges to list in each delta list (default 10).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+impl Operation for Compare {
+    type Input = CompareInput;
+    type Output = profile::compare::Compare;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Compare two profiles",
+        summary: "Before/after deltas of kernels, ranges, utilization, overlap, memory traffic and step time, with a noise-aware verdict and comparability.",
+        description: "Compares two captures of the same workload: median step time after the first step (or total kernel time \
+without steps), per-kernel time deltas (top regressions and improvements), per-NVTX-range CPU and GPU deltas, busy % and \
+compute/communication overlap per device (steady window when both have one), memory traffic per direction and pageable \
+copies, and rule findings resolved or new. The verdict (improved, regressed, neutral) requires a change beyond max(2 %, twice \
+the run-to-run noise estimated from step-time spread); without steps a 5 % floor applies. Comparability (0–1, high/medium/low) \
+says whether GPUs, schema, device count and kernels match. Use it after an optimization to prove it helped. Under a second \
+on small exports.",
+        positional: &["before", "after"],
+        intents: &[
+            "compare profiles",
+            "did my change help",
+            "before and after",
+            "regression between runs",
+            "diff two traces",
+        ],
+        example: r#"{"before": "baseline.sqlite", "after": "optimized.sqlite"}"#,
+        ..OpSpec::new("profile", "compare")
+    };
+
+    fn run(&self, ctx: &OpContext, input: CompareInput) -> Result<Self::Output, OpError> {
+        let l = limit(input.limit, 10)?;
+        let before = open_profile(ctx, &input.before)?;
+        let after = open_profile(ctx, &input.after)?;
+        ctx.check_cancelled()?;
+        Ok(profile::compare::compare(&before, &after, l)?)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// export
+
+pub struct Export;
+
+scoped_input! {
+    /// Arguments of `export`.
+    ExportInput {
+        /// `perfetto` (Chrome/Perfetto trace JSON), `csv` (one report) or `html` (self-contained report).
+        format: profile::export::Format,
+        /// File to write; default `$AISP_HOME/cache/exports/<name>.<ext>`.
+        #[serde(default)]
+        output: Option<String>,
+        /// For csv: `kernels` (the kernel trace) or a summary report (cuda_gpu_kern_sum, cuda_api_sum,
+        /// cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum, nvtx_sum, osrt_sum); default cuda_gpu_kern_sum.
+        #[serde(default)]
+        report: Option<String>,
+        /// For csv summary reports: `short` (default) or `demangled` kernel names.
+        #[serde(default)]
+        names: Option<profile::summary::NameKey>,
+        /// Replace `output` if it exists (default false: refuse).
+        #[serde(default)]
+        overwrite: Option<bool>,
+    }
+}
+
+impl Operation for Export {
+    type Input = ExportInput;
+    type Output = Answer<profile::export::Exported>;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Export a profile",
+        summary: "Writes a Perfetto/Chrome trace JSON, a CSV of any report, or a self-contained HTML report of a profile.",
+        description: "Exports a profile (or its scope: device, process, window) to a file: `perfetto` writes Chrome/Perfetto \
+trace JSON with GPUs as processes and streams as tracks (kernels, memcpys, memsets), CPU threads with NVTX ranges and CUDA API \
+calls, and flow arrows from each launch to its kernel, streamed to disk, loadable in ui.perfetto.dev; `csv` writes one report \
+with all its rows (the kernel trace or any nsys stats report); `html` writes a self-contained report (summary, findings, \
+utilization per device with a chunk chart, top kernels) that opens offline. Refuses to overwrite an existing file unless \
+overwrite is true. Returns the path, size and record count. Seconds on large profiles.",
+        positional: &["path"],
+        intents: &[
+            "export to perfetto",
+            "chrome trace",
+            "export csv",
+            "html report",
+            "open in perfetto",
+            "save report",
+        ],
+        example: r#"{"path": "train.sqlite", "format": "html", "output": "train_report.html"}"#,
+        hints: crate::registry::Hints {
+            read_only: false,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        ..OpSpec::new("profile", "export")
+    };
+
+    fn run(&self, ctx: &OpContext, input: ExportInput) -> Result<Self::Output, OpError> {
+        let p = open_profile(ctx, &input.path)?;
+        let scope = p.resolve(&input.scope())?;
+        let output = match &input.output {
+            Some(o) if !o.trim().is_empty() => PathBuf::from(o),
+            _ => profile::export::default_output(
+                &ctx.app().config.cache_dir(),
+                p.source(),
+                input.format,
+                input.report.as_deref(),
+            ),
+        };
+        let done = profile::export::export(
+            &p,
+            &scope,
+            input.format,
+            &output,
+            input.report.as_deref(),
+            input.names.unwrap_or_default(),
+            input.overwrite.unwrap_or(false),
+        )?;
+        Ok(answer(&p, Some(scope), done))
     }
 }
