@@ -275,19 +275,19 @@ pub fn attribute_cpu(
         }
     }
     if let Some(t) = &p.tables().osrt {
-        let mut rows: Vec<(i64, i64, i64, i64)> = Vec::new();
-        super::model::scan_osrt(
+        let parts = super::model::fold_osrt(
             p.conn(),
             t,
             p.db_path(),
             Some((lo, hi)),
-            |s, e, gtid, name| {
+            Vec::new,
+            |v: &mut Vec<(i64, i64, i64, i64)>, s, e, gtid, name| {
                 if in_process(gtid) {
-                    rows.push((s, e, gtid, name));
+                    v.push((s, e, gtid, name));
                 }
             },
         )?;
-        for (s, e, gtid, name) in rows {
+        for (s, e, gtid, name) in parts.into_iter().flatten() {
             let n = p.string(name).to_string();
             let kind = calls::osrt_kind(&n);
             add("osrt", n, kind, s, e, gtid, &mut acc);

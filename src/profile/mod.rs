@@ -36,6 +36,7 @@ pub mod compare;
 pub mod db;
 pub mod error;
 pub mod export;
+pub mod fastscan;
 pub mod gaps;
 pub mod info;
 pub mod intervals;

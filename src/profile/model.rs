@@ -246,7 +246,103 @@ fn c(t: &TableInfo, col: &str) -> String {
     t.col_or(col, "NULL")
 }
 
+/// Whether the b-tree fast path ([`super::fastscan`]) may be used; set
+/// `AISP_NO_FASTSCAN=1` to read everything through SQLite.
+pub fn fastscan_enabled() -> bool {
+    std::env::var_os("AISP_NO_FASTSCAN").is_none()
+}
+
+/// Column positions for the fast path (`usize::MAX` for a missing column: reads as 0).
+fn positions(t: &TableInfo, cols: &[&str]) -> Vec<usize> {
+    cols.iter()
+        .map(|c| t.position(c).unwrap_or(usize::MAX))
+        .collect()
+}
+
+/// Run a fast scan of `t`, or `None` when it is off or gave up (the caller then uses SQL).
+pub(crate) fn fast_scan<A, I, F>(
+    path: &Path,
+    t: &TableInfo,
+    cols: &[&str],
+    init: I,
+    row: F,
+) -> Option<Vec<A>>
+where
+    A: Send,
+    I: Fn() -> A + Sync,
+    F: Fn(&mut A, &[i64]) + Sync,
+{
+    if !fastscan_enabled() || t.rootpage == 0 {
+        return None;
+    }
+    let pos = positions(t, cols);
+    match super::fastscan::scan(
+        path,
+        t.rootpage,
+        &pos,
+        super::fastscan::default_threads(),
+        init,
+        row,
+    ) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::debug!(table = %t.name, reason = %e.0, "fast scan gave up; reading through SQLite");
+            None
+        }
+    }
+}
+
+const KERNEL_COLS: [&str; 17] = [
+    "start",
+    "end",
+    "deviceId",
+    "streamId",
+    "correlationId",
+    "globalPid",
+    "shortName",
+    "demangledName",
+    "gridX",
+    "gridY",
+    "gridZ",
+    "blockX",
+    "blockY",
+    "blockZ",
+    "registersPerThread",
+    "staticSharedMemory",
+    "dynamicSharedMemory",
+];
+
+fn kernel_from(v: &[i64], has_demangled: bool) -> Kernel {
+    Kernel {
+        start: v[0],
+        end: v[1],
+        device: v[2],
+        stream: v[3],
+        correlation: v[4],
+        global_pid: v[5],
+        short_name: v[6],
+        demangled_name: if has_demangled { v[7] } else { v[6] },
+        grid: [v[8] as u32, v[9] as u32, v[10] as u32],
+        block: [v[11] as u32, v[12] as u32, v[13] as u32],
+        registers: v[14] as u32,
+        static_smem: v[15] as u32,
+        dynamic_smem: v[16] as u32,
+    }
+}
+
 pub fn load_kernels(conn: &Connection, t: &TableInfo, path: &Path) -> Result<Vec<Kernel>> {
+    let has_demangled = t.has("demangledName");
+    if let Some(parts) = fast_scan(
+        path,
+        t,
+        &KERNEL_COLS,
+        Vec::new,
+        |acc: &mut Vec<Kernel>, v| acc.push(kernel_from(v, has_demangled)),
+    ) {
+        let mut out: Vec<Kernel> = parts.into_iter().flatten().collect();
+        out.sort_by_key(|k| (k.start, k.end));
+        return Ok(out);
+    }
     let sql = format!(
         "SELECT start, \"end\", {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {} FROM {}",
         c(t, "deviceId"),
@@ -291,6 +387,20 @@ pub fn load_kernels(conn: &Connection, t: &TableInfo, path: &Path) -> Result<Vec
 }
 
 pub fn load_api(conn: &Connection, t: &TableInfo, path: &Path) -> Result<Vec<ApiCall>> {
+    let cols = ["start", "end", "globalTid", "correlationId", "nameId"];
+    if let Some(parts) = fast_scan(path, t, &cols, Vec::new, |acc: &mut Vec<ApiCall>, v| {
+        acc.push(ApiCall {
+            start: v[0],
+            end: v[1],
+            global_tid: v[2],
+            correlation: v[3],
+            name: v[4],
+        })
+    }) {
+        let mut out: Vec<ApiCall> = parts.into_iter().flatten().collect();
+        out.sort_by_key(|a| (a.start, a.end));
+        return Ok(out);
+    }
     let sql = format!(
         "SELECT start, \"end\", {}, {}, {} FROM {}",
         c(t, "globalTid"),
@@ -432,21 +542,37 @@ pub fn load_enum(conn: &Connection, t: &TableInfo, path: &Path) -> Result<HashMa
     Ok(out)
 }
 
-/// Stream OS runtime calls (`OSRT_API`, eventClass 27 when the column exists)
+/// Fold OS runtime calls (`OSRT_API`, eventClass 27 when the column exists)
 /// as `(start, end, globalTid, nameId)`, optionally only those overlapping
-/// `[lo, hi)`. Never loads the table: it can hold millions of rows.
-pub fn scan_osrt<F>(
+/// `[lo, hi)`, into per-thread accumulators (merge them afterwards). Never
+/// loads the table: it can hold millions of rows.
+pub fn fold_osrt<A, I, F>(
     conn: &Connection,
     t: &TableInfo,
     path: &Path,
     bounds: Option<(i64, i64)>,
-    mut f: F,
-) -> Result<()>
+    init: I,
+    row: F,
+) -> Result<Vec<A>>
 where
-    F: FnMut(i64, i64, i64, i64),
+    A: Send,
+    I: Fn() -> A + Sync,
+    F: Fn(&mut A, i64, i64, i64, i64) + Sync,
 {
+    let class = t.has("eventClass");
+    let keep = |s: i64, e: i64, c: i64| {
+        (!class || c == 27) && bounds.is_none_or(|(lo, hi)| e > lo && s < hi)
+    };
+    let cols = ["start", "end", "globalTid", "nameId", "eventClass"];
+    if let Some(parts) = fast_scan(path, t, &cols, &init, |acc: &mut A, v| {
+        if keep(v[0], v[1], v[4]) {
+            row(acc, v[0], v[1], v[2], v[3])
+        }
+    }) {
+        return Ok(parts);
+    }
     let mut conds = Vec::new();
-    if t.has("eventClass") {
+    if class {
         conds.push("eventClass = 27".to_string());
     }
     if let Some((lo, hi)) = bounds {
@@ -463,7 +589,9 @@ where
         c(t, "nameId"),
         t.quoted()
     );
+    let mut acc = init();
     scan(conn, path, &sql, |r| {
-        f(int(r, 0), int(r, 1), int(r, 2), int(r, 3))
-    })
+        row(&mut acc, int(r, 0), int(r, 1), int(r, 2), int(r, 3))
+    })?;
+    Ok(vec![acc])
 }

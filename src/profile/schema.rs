@@ -13,12 +13,22 @@ use super::error::{ProfileError, Result};
 #[derive(Debug, Clone)]
 pub struct TableInfo {
     pub name: String,
+    /// Column names in table order (`pragma_table_info` cid order).
     pub columns: Vec<String>,
+    /// Root page of the table b-tree (0 for views).
+    pub rootpage: u32,
 }
 
 impl TableInfo {
     pub fn has(&self, column: &str) -> bool {
         self.columns.iter().any(|c| c.eq_ignore_ascii_case(column))
+    }
+
+    /// Position of a column in table order.
+    pub fn position(&self, column: &str) -> Option<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.eq_ignore_ascii_case(column))
     }
 
     /// The column quoted for SQL when present, else `fallback` (a literal).
@@ -46,7 +56,7 @@ impl Schema {
     pub fn load(conn: &Connection, path: &Path) -> Result<Schema> {
         let mut stmt = conn
             .prepare(
-                "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p \
+                "SELECT m.name, p.name, m.rootpage FROM sqlite_master m, pragma_table_info(m.name) p \
                  WHERE m.type IN ('table','view') ORDER BY m.name, p.cid",
             )
             .map_err(|e| ProfileError::read(path, e))?;
@@ -55,11 +65,13 @@ impl Schema {
         while let Some(row) = rows.next().map_err(|e| ProfileError::read(path, e))? {
             let table: String = row.get(0).map_err(|e| ProfileError::read(path, e))?;
             let column: String = row.get(1).map_err(|e| ProfileError::read(path, e))?;
+            let rootpage: Option<i64> = row.get(2).map_err(|e| ProfileError::read(path, e))?;
             tables
                 .entry(table.clone())
                 .or_insert_with(|| TableInfo {
                     name: table,
                     columns: Vec::new(),
+                    rootpage: rootpage.unwrap_or(0).clamp(0, u32::MAX as i64) as u32,
                 })
                 .columns
                 .push(column);

@@ -406,15 +406,27 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
     let mut osrt = None;
     if want("osrt_sum") {
         if let Some(t) = &tables.osrt {
+            let parts = model::fold_osrt(
+                p.conn(),
+                t,
+                p.db_path(),
+                scope.trim,
+                HashMap::new,
+                |m: &mut HashMap<i64, Vec<i64>>, s, e, gtid, name| {
+                    if procs
+                        .as_ref()
+                        .is_none_or(|set| set.contains(&model::pid_of(gtid)))
+                    {
+                        m.entry(name).or_default().push(e - s);
+                    }
+                },
+            )?;
             let mut by_name: HashMap<i64, Vec<i64>> = HashMap::new();
-            model::scan_osrt(p.conn(), t, p.db_path(), scope.trim, |s, e, gtid, name| {
-                if procs
-                    .as_ref()
-                    .is_none_or(|set| set.contains(&model::pid_of(gtid)))
-                {
-                    by_name.entry(name).or_default().push(e - s);
+            for part in parts {
+                for (k, mut v) in part {
+                    by_name.entry(k).or_default().append(&mut v);
                 }
-            })?;
+            }
             let groups: Groups<i64> = by_name
                 .into_iter()
                 .map(|(id, v)| (id, (p.string(id).to_string(), None, None, v)))
