@@ -348,7 +348,7 @@ size behaviour. History mode is instant; planner mode takes up to a few seconds.
         let gpu = gpu_or_local(ctx, i.gpu.as_deref())?;
         let gpn = i.gpus_per_node.unwrap_or(8).max(1);
         let counts = i.gpu_counts.unwrap_or(vec![8, 16, 32, 64]);
-        if counts.is_empty() || counts.len() > 12 || counts.iter().any(|c| *c == 0) {
+        if counts.is_empty() || counts.len() > 12 || counts.contains(&0) {
             return Err(OpError::invalid_input(
                 "gpu_counts needs 1 to 12 positive counts",
                 "Pass e.g. [8, 16, 32, 64].",
