@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod knowledge;
 pub mod ops;
 pub mod planner;
+pub mod profile;
 pub mod prompts;
 pub mod registry;
 pub mod server;
