@@ -415,13 +415,13 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    // Drain stderr: at debug level the server logs whole responses there, and
-    // an unread pipe fills (64 KiB) and blocks the server.
+    // Drain stderr: debug logging of a large tools/list fills the pipe
+    // (64 KiB) and would block the server otherwise.
     let mut stderr = child.stderr.take().unwrap();
-    let drain = std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut stderr, &mut sink);
-        sink
+    let stderr_reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut err);
+        err
     });
     let lines = [
         json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
@@ -478,7 +478,7 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
             assert_eq!(v["jsonrpc"], "2.0");
         }
     }
-    let err = String::from_utf8_lossy(&drain.join().unwrap()).into_owned();
+    let err = stderr_reader.join().unwrap();
     assert!(
         err.contains("DEBUG") || err.contains("INFO"),
         "logs go to stderr"
