@@ -5,4 +5,6 @@
 //! No MCP knowledge here: operations in `crate::ops::analyze` call these.
 
 pub mod boards;
+pub mod bottleneck;
 pub mod history;
+pub mod retarget;

@@ -88,6 +88,8 @@ pub enum Requirement {
     DecodeHeavy,
     /// Choosing or training the model architecture is on the table.
     GqaModelDesign,
+    /// The workload runs its matrix multiplies in fp32.
+    Fp32Math,
 }
 
 impl Requirement {
@@ -103,6 +105,7 @@ impl Requirement {
             Requirement::SharedPrefixes => "shared_prefixes",
             Requirement::DecodeHeavy => "decode_heavy",
             Requirement::GqaModelDesign => "gqa_model_design",
+            Requirement::Fp32Math => "fp32_math",
         }
     }
 }
@@ -175,6 +178,8 @@ pub struct Technique {
     pub effect: Effect,
     pub conflicts: Vec<Relation>,
     pub synergies: Vec<Relation>,
+    /// Techniques this one replaces when both apply (e.g. FlashAttention-3 on Hopper replaces FlashAttention-2).
+    pub supersedes: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -229,6 +234,8 @@ struct RawTechnique {
     effect: RawEffect,
     conflicts: Vec<Relation>,
     synergies: Vec<Relation>,
+    #[serde(default)]
+    supersedes: Vec<String>,
 }
 
 type Parsed = (Vec<Technique>, Vec<Playbook>);
@@ -272,6 +279,7 @@ fn parse(text: &str) -> Result<Parsed, String> {
             how: t.how,
             conflicts: t.conflicts,
             synergies: t.synergies,
+            supersedes: t.supersedes,
         });
     }
     // Every relation must name a technique; conflicts are made symmetric so

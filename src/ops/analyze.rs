@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::advisor_inputs::{gpu_or_local, peaks_for, resolve_gpu, resolve_model};
 use crate::analysis::boards::{self, Board, Objective, ParetoGroup, PowerEntry, ScalingSeries};
+use crate::analysis::bottleneck::{self, DeviceBottleneck};
 use crate::analysis::history::{self, Filter, NO_HISTORY, Row};
+use crate::analysis::retarget::{self, BoundTotal, KernelEstimate};
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::knowledge::Dtype;
@@ -20,6 +22,8 @@ use crate::planner::links::Links;
 use crate::planner::model::round;
 use crate::planner::serving::{self, WeightFormat};
 use crate::planner::training::{self, Pins, TrainingSetup};
+use crate::profile::rules::Finding;
+use crate::profile::summary::NameKey;
 use crate::registry::{DynOperation, OpSpec, Operation};
 
 pub const OPERATIONS: &[&dyn DynOperation] =
@@ -53,6 +57,272 @@ impl HistoryInput {
             run_id: self.run_id.clone(),
             include_unverified: false,
         }
+    }
+}
+
+// ------------------------------------------------------------------ bottlenecks
+
+pub struct BottlenecksOp;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BottlenecksInput {
+    /// Nsight Systems export (.sqlite, or .nsys-rep with nsys installed) of the workload.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Only this CUDA device of the profile.
+    #[serde(default)]
+    pub device: Option<i64>,
+    /// Only this process id.
+    #[serde(default)]
+    pub process: Option<i64>,
+    /// Analyse inside the NVTX ranges with this name (first start → last end).
+    #[serde(default)]
+    pub nvtx_range: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BottlenecksOutput {
+    /// Per device: classification, time shares and evidence.
+    pub devices: Vec<DeviceBottleneck>,
+    /// Profile rule findings, most time at stake first.
+    pub findings: Vec<Finding>,
+    /// Measured roofs in benchmark history for the profiled GPU (what "memory-bound" is measured against).
+    pub measured_roofs: Vec<String>,
+    /// This machine's GPU, as probed.
+    pub local_gpu: Option<String>,
+    pub verdict: String,
+    /// What data is missing and which tool gets it.
+    pub missing: Vec<String>,
+    pub method: String,
+}
+
+impl Operation for BottlenecksOp {
+    type Input = BottlenecksInput;
+    type Output = BottlenecksOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Classify the bottleneck",
+        summary: "Host-, launch-, compute-, memory- or communication-bound, per GPU, from a profile's time accounting with evidence (busy %, kernel classes, short kernels, rule findings) plus measured roofs from benchmark history.",
+        description: "Combines what aisp has: with a profile (path), it takes each device's analysis window (steady \
+state when there are steps), splits the window into GPU idle time and busy time, splits busy time by kernel class — \
+compute (GEMM, attention), memory (elementwise, reduction, copy), communication (collectives) — and names the \
+largest share: idle means host-bound (launch-bound when most kernels are shorter than 5 µs). Evidence: busy %, class \
+shares, the top kernel, short-kernel share and the profile rules' top findings; plus this GPU's measured roofs from \
+benchmark history when recorded. Without a profile it says what is missing and which tool captures one. Use it to \
+answer 'why is my training slow?' with numbers. Seconds on large profiles.",
+        intents: &[
+            "why is my training slow",
+            "bottleneck",
+            "am i compute bound",
+            "memory bound or compute bound",
+            "gpu underutilized",
+            "host bound",
+        ],
+        example: r#"{"path": "train.sqlite"}"#,
+        positional: &["path"],
+        ..OpSpec::new("analyze", "bottlenecks")
+    };
+
+    fn run(&self, ctx: &OpContext, i: BottlenecksInput) -> Result<BottlenecksOutput, OpError> {
+        let local = ctx.app().gpu().devices.first().map(|d| d.name.clone());
+        let mut missing = Vec::new();
+        let Some(path) = i.path.as_deref() else {
+            missing.push("a profile of the workload: capture one with the profile domain (nsys) and pass its path; without it nothing here can say what bounds the workload".into());
+            if local.is_none() {
+                missing.push(format!(
+                    "no local GPU: {}",
+                    ctx.app().gpu().reason.clone().unwrap_or_default()
+                ));
+            }
+            return Ok(BottlenecksOutput {
+                devices: vec![],
+                findings: vec![],
+                measured_roofs: vec![],
+                local_gpu: local,
+                verdict: "insufficient data: no profile given".into(),
+                missing,
+                method: String::new(),
+            });
+        };
+        let p = super::profile::open_profile(ctx, path)?;
+        let scope = crate::profile::Scope {
+            device: i.device,
+            process: i.process,
+            start_ns: None,
+            end_ns: None,
+            nvtx_range: i.nvtx_range.clone(),
+        };
+        let b = bottleneck::analyze(&p, &scope).map_err(OpError::from)?;
+        let mut roofs = Vec::new();
+        if let Ok(store) = ctx.app().store() {
+            let names: Vec<String> = b.devices.iter().filter_map(|d| d.gpu.clone()).collect();
+            for r in history::load(
+                store,
+                &Filter {
+                    target: Some("roof".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap_or_default()
+            {
+                if r.device_name.as_ref().is_some_and(|n| names.contains(n)) {
+                    roofs.push(format!(
+                        "{} {}: {:?} {} ({})",
+                        r.device_name.clone().unwrap_or_default(),
+                        r.variant,
+                        r.value,
+                        r.metric.clone().unwrap_or_default(),
+                        r.created_at
+                    ));
+                }
+            }
+            if roofs.is_empty() && !names.is_empty() {
+                missing.push(format!("no measured roofs for {}: run the hw domain's roofs on that GPU to compare kernels with what it really reaches", names.join(", ")));
+            }
+        }
+        Ok(BottlenecksOutput {
+            verdict: b.verdict,
+            devices: b.devices,
+            findings: b.findings,
+            measured_roofs: roofs,
+            local_gpu: local,
+            missing,
+            method: "window = the profile rules' analysis window per device; idle = window − GPU busy union; busy split by kernel class in proportion to class kernel time (compute: GEMM, attention; memory: elementwise, reduction, copy; communication: collectives); the largest share names the bottleneck".into(),
+        })
+    }
+}
+
+// ------------------------------------------------------------------ retarget
+
+pub struct Retarget;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetargetInput {
+    /// Nsight Systems export (.sqlite, or .nsys-rep with nsys installed).
+    pub path: String,
+    /// Catalog GPU id to estimate for, e.g. `b200`, `h100-sxm`, `l40s`.
+    pub target_gpu: String,
+    /// Catalog GPU id the profile ran on (default: read from the profile).
+    #[serde(default)]
+    pub source_gpu: Option<String>,
+    /// Only this CUDA device of the profile.
+    #[serde(default)]
+    pub device: Option<i64>,
+    /// Only inside the NVTX ranges with this name.
+    #[serde(default)]
+    pub nvtx_range: Option<String>,
+    /// Kernel groups to list individually (default 30); the rest is kept as measured.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RetargetOutput {
+    pub source_gpu: String,
+    /// How the source GPU was identified.
+    pub source_from: String,
+    pub target_gpu: String,
+    pub kernels: Vec<KernelEstimate>,
+    pub by_bound: Vec<BoundTotal>,
+    pub measured_kernel_ms: f64,
+    pub estimated_kernel_ms: f64,
+    /// measured / estimated kernel time (>1: faster on the target).
+    pub kernel_speedup: f64,
+    pub groups_beyond_limit: usize,
+    pub assumptions: Vec<String>,
+}
+
+impl Operation for Retarget {
+    type Input = RetargetInput;
+    type Output = RetargetOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Retarget a profile to another GPU",
+        summary: "Estimates a real profile's kernel time on another GPU: each kernel classified compute-, memory-, interconnect- or launch-bound from its class and measured time, rescaled by the matching datasheet peak ratio.",
+        description: "Takes an Nsight Systems profile and a target GPU from the catalog. The source GPU is read from the \
+profile (or given). Each kernel group is classified from its demangled name and measured duration: tensor-core GEMMs \
+and attention scale with the dense tensor peak at their precision, fp32 SIMT GEMMs with the FP32 vector peak, \
+elementwise/reduction/copy kernels with HBM bandwidth, collectives with the per-direction NVLink figure, kernels under \
+5 µs on average stay as measured (launch-bound), unknown classes stay as measured. Returns per-kernel and total \
+estimates with the peaks used (each from the catalog with its source), totals per bound, and the assumptions — the \
+main one being that each kernel reaches the same fraction of peak on the target. Use it to ask 'what would this step \
+cost on an H200 / B200 / L40S?'. Seconds on large profiles.",
+        intents: &[
+            "retarget profile",
+            "what if i ran on b200",
+            "estimate on another gpu",
+            "h100 vs h200 for my workload",
+            "would a faster gpu help",
+        ],
+        example: r#"{"path": "train.sqlite", "target_gpu": "b200"}"#,
+        positional: &["path", "target_gpu"],
+        ..OpSpec::new("analyze", "retarget")
+    };
+
+    fn run(&self, ctx: &OpContext, i: RetargetInput) -> Result<RetargetOutput, OpError> {
+        let dst = resolve_gpu(&i.target_gpu)?;
+        let p = super::profile::open_profile(ctx, &i.path)?;
+        let scope = crate::profile::Scope {
+            device: i.device,
+            process: None,
+            start_ns: None,
+            end_ns: None,
+            nvtx_range: i.nvtx_range.clone(),
+        };
+        let rs = p.resolve(&scope).map_err(OpError::from)?;
+        let (src, from) = match &i.source_gpu {
+            Some(g) => (resolve_gpu(g)?, "given".to_string()),
+            None => {
+                let gpus_in = crate::profile::info::gpus(&p).map_err(OpError::from)?;
+                let names: Vec<String> = gpus_in
+                    .iter()
+                    .filter(|g| i.device.is_none_or(|d| d == g.device))
+                    .filter_map(|g| g.name.clone())
+                    .collect();
+                let matched = names
+                    .iter()
+                    .find_map(|n| gpus::match_device_name(n).map(|g| (g, n.clone())));
+                match matched {
+                    Some((g, n)) => (g, format!("profile records \"{n}\"")),
+                    None => {
+                        return Err(OpError::invalid_input(
+                            if names.is_empty() {
+                                "the profile does not record its GPU's name".to_string()
+                            } else {
+                                format!(
+                                    "the profile's GPU ({}) is not in the catalog",
+                                    names.join(", ")
+                                )
+                            },
+                            format!(
+                                "Pass source_gpu with a catalog id: {}.",
+                                gpus::ids().join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
+        let k = crate::profile::kernels::kernels(
+            &p,
+            &rs,
+            NameKey::Short,
+            i.limit.unwrap_or(30).clamp(1, 500),
+        )
+        .map_err(OpError::from)?;
+        let r = retarget::retarget(&k, src, dst);
+        Ok(RetargetOutput {
+            source_gpu: r.source_gpu,
+            source_from: from,
+            target_gpu: r.target_gpu,
+            kernels: r.kernels,
+            by_bound: r.by_bound,
+            measured_kernel_ms: round(r.measured_kernel_ns as f64 / 1e6, 4),
+            estimated_kernel_ms: round(r.estimated_kernel_ns as f64 / 1e6, 4),
+            kernel_speedup: r.kernel_speedup,
+            groups_beyond_limit: r.groups_beyond_limit,
+            assumptions: r.assumptions,
+        })
     }
 }
 
@@ -956,6 +1226,55 @@ mod tests {
             "{:?}",
             none.suggestions
         );
+    }
+
+    fn fixture(name: &str) -> String {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests")
+            .join("data")
+            .join(name)
+            .display()
+            .to_string()
+    }
+
+    #[test]
+    fn retarget_reads_the_source_gpu_from_the_profile() {
+        let out = run(
+            &ctx(),
+            &Retarget,
+            serde_json::json!({"path": fixture("h200_matmul_small.sqlite"), "target_gpu": "b200"}),
+        )
+        .unwrap();
+        assert_eq!(out.source_gpu, "h200");
+        assert_eq!(out.source_from, "profile records \"NVIDIA H200\"");
+        assert_eq!(out.measured_kernel_ms, 53.9091);
+        assert!(
+            out.kernel_speedup > 1.18 && out.kernel_speedup < 1.2,
+            "{}",
+            out.kernel_speedup
+        );
+        let e = run(
+            &ctx(),
+            &Retarget,
+            serde_json::json!({"path": fixture("h200_matmul_small.sqlite"), "target_gpu": "v100"}),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("known GPUs"));
+    }
+
+    #[test]
+    fn bottlenecks_with_and_without_a_profile() {
+        let none = run(&ctx(), &BottlenecksOp, serde_json::json!({})).unwrap();
+        assert!(none.verdict.starts_with("insufficient data"));
+        assert!(none.missing[0].contains("profile"));
+        let out = run(
+            &ctx(),
+            &BottlenecksOp,
+            serde_json::json!({"path": fixture("train_good.sqlite")}),
+        )
+        .unwrap();
+        assert_eq!(out.devices[0].classification, "host-bound");
+        assert!(out.missing.iter().any(|m| m.contains("no measured roofs")));
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub struct RecommendInput {
     /// Sequence length in tokens (decides long-context techniques).
     #[serde(default)]
     pub seq_len: Option<u32>,
+    /// The precision the workload computes in now (fp32 makes TF32 and mixed precision relevant).
+    #[serde(default)]
+    pub dtype: Option<crate::knowledge::Dtype>,
     /// Profile findings or symptoms, e.g. "launch_bound", "oom", "memory_bound", "communication_bound", "data_loading".
     #[serde(default)]
     pub findings: Option<Vec<String>>,
@@ -117,7 +120,8 @@ impl Operation for Recommend {
 counts, goal, workload, sequence length, profile findings (e.g. launch_bound, oom) — deriving conditions with their \
 evidence: multi-GPU, MoE, long context, memory pressure (16 bytes/parameter of training states or bf16 weights vs \
 usable memory), GPU compute capability. Then ranks the technique catalog for the goal by the effect each technique's \
-source measured, drops techniques whose hardware or conditions fail (saying why), keeps only one of any conflicting \
+source measured (geometric mean of the stated range; an 'up to X' figure counts as 1–X), ranking techniques whose \
+preconditions are all known to hold first, drops techniques whose hardware or conditions fail (saying why), keeps only one of any conflicting \
 pair, and returns each recommendation with its effect range, scope, source, effort, risk, reason and how to turn it \
 on. Use it first when asking 'how do I make this faster / fit / cheaper'. Instant.",
         intents: &[
@@ -182,6 +186,13 @@ on. Use it first when asking 'how do I make this faster / fit / cheaper'. Instan
                     "params_b describes a dense model".into(),
                 ),
             }
+        }
+        if let Some(d) = i.dtype {
+            set(
+                Requirement::Fp32Math,
+                d == crate::knowledge::Dtype::Fp32,
+                format!("dtype {d}"),
+            );
         }
         if let Some(seq) = i.seq_len {
             set(
@@ -571,8 +582,8 @@ impl Operation for RoiOp {
         title: "Optimization ROI",
         summary: "Expected gain versus implementation effort for every technique serving a goal: (conservative measured gain − 1) / effort, with the basis of each gain.",
         description: "For a goal (throughput, latency, memory, cost) and workload, computes each technique's return on \
-effort: gain is the conservative end of its source's measured speedup (or 1 / memory factor for the memory goal), \
-effort weighs aisp's rating (low 1, medium 2, high 3), ROI = (gain − 1) / effort. Techniques without a public \
+effort: gain is the geometric mean of its source's measured speedup range (an 'up to X' figure counts as 1–X; \
+1 / memory factor for the memory goal), effort weighs aisp's rating (low 1, medium 2, high 3), ROI = (gain − 1) / effort. Techniques without a public \
 figure get null ROI and sort last rather than an invented number. Each row carries the measurement's scope and \
 source so you can judge whether it transfers to your workload. Instant.",
         intents: &[
@@ -591,7 +602,7 @@ source so you can judge whether it transfers to your workload. Instant.",
         Ok(RoiOutput {
             goal,
             techniques: advice::roi(goal, i.workload),
-            method: "ROI = (gain − 1) / effort weight; gain = the source's lower speedup bound (its upper bound when only that is stated), or 1/memory_factor for the memory goal. Effort is aisp's qualitative rating. Gains were measured on each source's workload: verify on yours.".into(),
+            method: "ROI = (gain − 1) / effort weight; gain = the geometric mean of the source's stated speedup range (an \"up to X\" figure counts as 1–X), or 1/memory_factor for the memory goal. Effort is aisp's qualitative rating. Gains were measured on each source's workload: verify on yours.".into(),
         })
     }
 }

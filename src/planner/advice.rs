@@ -59,14 +59,22 @@ pub struct LeftOut {
     pub reason: String,
 }
 
+/// The ranking value of a technique for a goal: the geometric mean of its
+/// stated speedup range, where an "up to X" figure counts as the range 1–X
+/// (and a lone lower bound L as L); for memory, 1 / memory factor.
 fn goal_value(t: &Technique, goal: Goal) -> Option<f64> {
     let e = &t.effect;
+    let speed = match (e.speedup_low, e.speedup_high) {
+        (Some(l), Some(h)) => Some((l * h).sqrt()),
+        (Some(l), None) => Some(l),
+        (None, Some(h)) if h >= 1.0 => Some(h.sqrt()),
+        (None, Some(h)) => Some(h),
+        (None, None) => None,
+    };
     match goal {
         Goal::Memory => e.memory_factor.map(|m| 1.0 / m),
-        Goal::Throughput | Goal::Latency => e.speedup_conservative(),
-        Goal::Cost => e
-            .speedup_conservative()
-            .or(e.memory_factor.map(|m| 1.0 / m)),
+        Goal::Throughput | Goal::Latency => speed,
+        Goal::Cost => speed.or(e.memory_factor.map(|m| 1.0 / m)),
     }
 }
 
@@ -82,6 +90,7 @@ fn describe_req(r: Requirement) -> &'static str {
         Requirement::SharedPrefixes => "requests sharing prefixes",
         Requirement::DecodeHeavy => "generation-dominated serving",
         Requirement::GqaModelDesign => "freedom to change the model architecture",
+        Requirement::Fp32Math => "matrix multiplies in fp32",
     }
 }
 
@@ -136,18 +145,39 @@ pub fn recommend(goal: Goal, s: &Situation, limit: usize) -> (Vec<Recommendation
         let value = goal_value(t, goal).unwrap_or(0.0);
         picked.push((value, t, met, unknown));
     }
-    // Known, larger effects first; then fewer unknown preconditions, lower effort and risk.
+    // Techniques whose preconditions all hold come first, then those with
+    // unchecked ones; within each, known larger effects first, then lower
+    // effort and risk.
     picked.sort_by(|a, b| {
         let ka = a.0 > 0.0;
         let kb = b.0 > 0.0;
-        kb.cmp(&ka)
+        a.3.is_empty()
+            .cmp(&b.3.is_empty())
+            .reverse()
+            .then(kb.cmp(&ka))
             .then(b.0.total_cmp(&a.0))
-            .then(a.3.len().cmp(&b.3.len()))
             .then(a.1.effort.cmp(&b.1.effort))
             .then(a.1.risk.cmp(&b.1.risk))
     });
+    // A technique that supersedes another applicable one replaces it.
+    let applicable: Vec<String> = picked.iter().map(|p| p.1.id.clone()).collect();
+    let mut superseded: BTreeMap<String, String> = BTreeMap::new();
+    for p in &picked {
+        for s in &p.1.supersedes {
+            if applicable.contains(s) {
+                superseded.insert(s.clone(), p.1.id.clone());
+            }
+        }
+    }
     let mut out: Vec<Recommendation> = Vec::new();
     for (value, t, met, unknown) in picked {
+        if let Some(by) = superseded.get(&t.id) {
+            left.push(LeftOut {
+                id: t.id.clone(),
+                reason: format!("superseded by {by}, which applies here"),
+            });
+            continue;
+        }
         if let Some(c) = out
             .iter()
             .find_map(|r| techniques::conflict(&r.id, &t.id).map(|why| (r.id.clone(), why)))
@@ -349,7 +379,7 @@ component's speedup only helps its share of your step (Amdahl). Measure after ea
 pub struct Roi {
     pub id: String,
     pub name: String,
-    /// The gain used: conservative speedup (or 1/memory factor for the memory goal).
+    /// The gain used: geometric mean of the stated speedup range ("up to X" counts as 1–X), or 1/memory factor for the memory goal.
     pub gain: Option<f64>,
     pub effort: Level,
     pub risk: Level,
@@ -461,7 +491,8 @@ mod tests {
     fn roi_divides_gain_by_effort() {
         let r = roi(Goal::Throughput, Some(Workload::Training));
         let tc = r.iter().find(|x| x.id == "torch-compile").unwrap();
-        assert_eq!(tc.roi, Some(0.21)); // (1.21 − 1) / 1
+        // Gain = geometric mean of 1.21–1.51 = 1.3517; ROI = (1.3517 − 1) / 1.
+        assert_eq!(tc.roi, Some(0.352));
         assert!(r.windows(2).all(|w| match (w[0].roi, w[1].roi) {
             (Some(a), Some(b)) => a >= b,
             (None, Some(_)) => false,

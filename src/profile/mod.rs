@@ -7,8 +7,9 @@
 //! use aisp::profile::{self, Scope};
 //! let p = profile::open("train.sqlite".as_ref())?;          // read-only, header-checked
 //! let info = profile::info::info(&p)?;                       // versions, GPUs, processes, counts
-//! let sum = profile::summary::summary(&p, &Scope::default(), &Default::default())?; // nsys stats reports
-//! let util = profile::utilization::utilization(&p, &Scope::default(), false)?;      // busy % per window
+//! let all = p.resolve(&Scope::default())?;                  // device/process/window filter
+//! let sum = profile::summary::summary(&p, &all, &Default::default())?;   // nsys stats reports
+//! let util = profile::utilization::utilization(&p, &all, 100, 50.0)?;    // busy % per window
 //! let findings = profile::rules::evaluate(&p, &Scope::default())?;                   // nsys-analyze-style rules
 //! # Ok::<(), profile::ProfileError>(())
 //! ```
