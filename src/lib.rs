@@ -6,6 +6,7 @@
 //! those front ends. See ARCHITECTURE.md for the map.
 
 pub mod app;
+pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod context;
@@ -13,6 +14,8 @@ pub mod dispatch;
 pub mod error;
 pub mod gpu;
 pub mod jobs;
+pub mod kineto;
+pub mod ncu;
 pub mod ops;
 pub mod prompts;
 pub mod registry;
