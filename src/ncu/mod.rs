@@ -721,10 +721,18 @@ pub fn summarize(pages: &[&str], kernel_limit: usize) -> Result<NcuSummary, NcuE
             let dur: f64 = ks.iter().filter_map(|k| k.duration_ns).sum();
             let mut rules = BTreeMap::new();
             for k in &ks {
-                for r in &k.rules {
-                    if r.kind != "INF" {
-                        *rules.entry(r.rule.clone()).or_insert(0) += 1;
-                    }
+                // A rule may fire several times on one launch (one per
+                // unbalanced unit); count launches.
+                let mut names: Vec<&str> = k
+                    .rules
+                    .iter()
+                    .filter(|r| r.kind != "INF")
+                    .map(|r| r.rule.as_str())
+                    .collect();
+                names.sort_unstable();
+                names.dedup();
+                for n in names {
+                    *rules.entry(n.to_string()).or_insert(0) += 1;
                 }
             }
             let sm = mean(ks.iter().map(|k| k.sm_throughput_pct));
@@ -747,13 +755,23 @@ pub fn summarize(pages: &[&str], kernel_limit: usize) -> Result<NcuSummary, NcuE
     // Advice: rule × kernel name, weighted by estimated speedup × duration.
     let mut advice: Vec<Advice> = Vec::new();
     for k in &records {
+        let Some(d) = k.duration_ns else {
+            continue;
+        };
+        // Per launch, the largest estimate of each rule (a rule firing once per
+        // unbalanced unit gives overlapping estimates, not additive ones).
+        let mut best: Vec<(&RuleResult, f64)> = Vec::new();
         for r in &k.rules {
-            let (Some(sp), Some(d)) = (r.estimated_speedup_pct, k.duration_ns) else {
+            let Some(sp) = r.estimated_speedup_pct.filter(|sp| *sp > 0.0 && r.kind != "INF") else {
                 continue;
             };
-            if r.kind == "INF" || sp <= 0.0 {
-                continue;
+            match best.iter_mut().find(|(b, _)| b.rule == r.rule) {
+                Some(slot) if sp > slot.1 => *slot = (r, sp),
+                Some(_) => {}
+                None => best.push((r, sp)),
             }
+        }
+        for (r, sp) in best {
             let saving = sp / 100.0 * d;
             match advice
                 .iter_mut()
