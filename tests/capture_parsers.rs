@@ -88,7 +88,11 @@ fn ncu_raw_page_gives_per_kernel_speed_of_light_and_occupancy() {
     assert_eq!(g, vec![(7, 40_352.0), (3, 36_512.0), (2, 8_896.0)]);
     assert_eq!(s.by_name[0].kernel_name, BF16_COPY);
     assert_eq!(s.by_name[1].kernel_name, NVJET);
-    assert!(close(s.by_name[1].duration_share_pct, 100.0 * 36_512.0 / 85_760.0, 1e-9));
+    assert!(close(
+        s.by_name[1].duration_share_pct,
+        100.0 * 36_512.0 / 85_760.0,
+        1e-9
+    ));
     // Mean SM throughput of the three GEMMs: (36.69 + 36.59 + 36.58) / 3.
     assert!(close(
         s.by_name[1].mean_sm_throughput_pct.unwrap(),
@@ -119,7 +123,11 @@ fn ncu_details_page_gives_hit_rates_bandwidth_and_rules() {
     assert_eq!(k0.theoretical_occupancy_pct, Some(100.0));
     assert_eq!(k0.l1_hit_rate_pct, Some(40.0));
     assert_eq!(k0.l2_hit_rate_pct, Some(99.64));
-    assert!(close(k0.dram_bandwidth_gb_per_s.unwrap(), 5.01204819277, 1e-9));
+    assert!(close(
+        k0.dram_bandwidth_gb_per_s.unwrap(),
+        5.01204819277,
+        1e-9
+    ));
     assert_eq!(k0.occupancy_limiters, vec!["registers", "warps"]);
     let rules: Vec<(&str, &str, Option<f64>)> = k0
         .rules
@@ -146,7 +154,11 @@ fn ncu_details_page_gives_hit_rates_bandwidth_and_rules() {
     ));
 
     let k1 = &s.kernels[1];
-    assert!(close(k1.dram_bandwidth_gb_per_s.unwrap(), 1898.43971631206, 1e-9));
+    assert!(close(
+        k1.dram_bandwidth_gb_per_s.unwrap(),
+        1898.43971631206,
+        1e-9
+    ));
     assert_eq!(k1.l2_hit_rate_pct, Some(36.64));
     let k3 = &s.kernels[3];
     assert_eq!(k3.kernel_name, NVJET);
@@ -158,7 +170,11 @@ fn ncu_details_page_gives_hit_rates_bandwidth_and_rules() {
 
     // The bf16 copy kernel: 4 launches; WorkloadImbalance fired 1, 2, 4 and 1
     // times on them but counts once per launch.
-    let copy = s.by_name.iter().find(|g| g.kernel_name == BF16_COPY).unwrap();
+    let copy = s
+        .by_name
+        .iter()
+        .find(|g| g.kernel_name == BF16_COPY)
+        .unwrap();
     assert_eq!(copy.launches, 4);
     assert_eq!(copy.rules["WorkloadImbalance"], 4);
     assert_eq!(copy.rules["LaunchConfiguration"], 3);
@@ -173,9 +189,9 @@ fn ncu_details_page_gives_hit_rates_bandwidth_and_rules() {
         .collect();
     let expected = [
         ("HighPipeUtilization", 4, 18_747.888),
-        ("AchievedOccupancy", 4, 10_759.5168),
+        ("AchievedOccupancy", 4, 10_759.516_8),
         ("TheoreticalOccupancy", 1, 9_984.0),
-        ("LaunchConfiguration", 3, 9_932.3392),
+        ("LaunchConfiguration", 3, 9_932.339_2),
     ];
     for ((rule, n, ns), (erule, en, ens)) in a.iter().zip(expected) {
         assert_eq!((*rule, *n), (erule, en));
@@ -284,9 +300,11 @@ fn kineto_kernels_launches_steps_and_operators() {
             (90, 452_492, 1_312, 9_920)
         ]
     );
-    assert!(r.top_kernels[0].name.starts_with(
-        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel"
-    ));
+    assert!(
+        r.top_kernels[0]
+            .name
+            .starts_with("void at::native::(anonymous namespace)::multi_tensor_apply_kernel")
+    );
     assert!(close(r.top_kernels[0].share_pct, 37.3825, 1e-4));
 
     let ls = &r.launch_stats;
@@ -301,8 +319,16 @@ fn kineto_kernels_launches_steps_and_operators() {
     assert_eq!(ls.launch_delay_p90_ns, Some(2_355));
     assert_eq!(ls.launch_delay_max_ns, Some(217_107));
     assert_eq!(ls.kernels_under_5us, 202);
-    assert!(close(ls.kernels_under_5us_time_pct, 11.294922184891846, 1e-9));
-    assert!(close(ls.kernels_under_5us_count_pct, 44.395604395604394, 1e-9));
+    assert!(close(
+        ls.kernels_under_5us_time_pct,
+        11.294922184891846,
+        1e-9
+    ));
+    assert!(close(
+        ls.kernels_under_5us_count_pct,
+        44.395604395604394,
+        1e-9
+    ));
 
     let st = &r.steps;
     assert_eq!(st.count, 5);
@@ -366,14 +392,16 @@ fn kineto_kernels_launches_steps_and_operators() {
         ]
     );
     // Self time never exceeds the total, and some operator has nested children.
-    assert!(r
-        .top_operators_by_cpu
-        .iter()
-        .all(|o| o.cpu_self_ns <= o.cpu_total_ns));
-    assert!(r
-        .top_operators_by_cpu
-        .iter()
-        .any(|o| o.cpu_self_ns < o.cpu_total_ns));
+    assert!(
+        r.top_operators_by_cpu
+            .iter()
+            .all(|o| o.cpu_self_ns <= o.cpu_total_ns)
+    );
+    assert!(
+        r.top_operators_by_cpu
+            .iter()
+            .any(|o| o.cpu_self_ns < o.cpu_total_ns)
+    );
 }
 
 #[test]
@@ -386,13 +414,23 @@ fn kineto_findings_say_the_loop_is_host_bound() {
     assert_eq!(f.time_at_stake_ns, 39_907_787);
     assert!(close(f.share_pct, 88.54973954482111, 1e-9));
     assert!(f.evidence.contains("host wait 39.90 ms"), "{}", f.evidence);
-    assert!(f.evidence.contains("median step: 9.89 ms on the CPU, 1.03 ms of GPU work"), "{}", f.evidence);
+    assert!(
+        f.evidence
+            .contains("median step: 9.89 ms on the CPU, 1.03 ms of GPU work"),
+        "{}",
+        f.evidence
+    );
     let short = a.findings.iter().find(|f| f.id == "short_kernels").unwrap();
     assert_eq!(short.time_at_stake_ns, 1_908_946);
     assert_eq!(short.severity, Severity::Low);
     assert!(a.findings.iter().any(|f| f.id == "launch_delay"));
     // Pinned copies only, no syncs in steps, no NCCL: those rules stay quiet.
-    for quiet in ["pageable_memcpy", "host_sync", "exposed_communication", "rank_imbalance"] {
+    for quiet in [
+        "pageable_memcpy",
+        "host_sync",
+        "exposed_communication",
+        "rank_imbalance",
+    ] {
         assert!(a.findings.iter().all(|f| f.id != quiet), "{quiet} fired");
     }
 }

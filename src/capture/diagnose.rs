@@ -88,7 +88,9 @@ Unable to retrieve the importer version.\n";
         assert!(counter_permission_denied(
             "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters"
         ));
-        assert!(!counter_permission_denied("==PROF== Disconnected from process 1"));
+        assert!(!counter_permission_denied(
+            "==PROF== Disconnected from process 1"
+        ));
         assert!(COUNTER_PERMISSION_FIX.contains("NVreg_RestrictProfilingToAdminUsers=0"));
     }
 }

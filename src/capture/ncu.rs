@@ -88,8 +88,7 @@ pub struct NcuOptions {
 
 fn plain_name(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
 }
 
@@ -229,7 +228,10 @@ mod tests {
         let o = NcuOptions {
             set: NcuSet::Full,
             sections: vec!["WarpStateStats".into()],
-            metrics: vec!["dram__bytes.sum.per_second".into(), "gpu__time_duration.sum".into()],
+            metrics: vec![
+                "dram__bytes.sum.per_second".into(),
+                "gpu__time_duration.sum".into(),
+            ],
             kernel_regex: Some("gemm|nvjet".into()),
             launch_skip: Some(10),
             launch_count: Some(5),
@@ -251,26 +253,34 @@ mod tests {
     #[test]
     fn bad_options_are_refused() {
         let bad = |o: NcuOptions| o.validate().unwrap_err();
-        assert!(bad(NcuOptions {
-            kernel_regex: Some("(".into()),
-            ..NcuOptions::default()
-        })
-        .contains("does not compile"));
-        assert!(bad(NcuOptions {
-            sections: vec!["Speed Of Light".into()],
-            ..NcuOptions::default()
-        })
-        .contains("not a section identifier"));
-        assert!(bad(NcuOptions {
-            metrics: vec!["a,b".into()],
-            ..NcuOptions::default()
-        })
-        .contains("not a metric name"));
-        assert!(bad(NcuOptions {
-            launch_count: Some(0),
-            ..NcuOptions::default()
-        })
-        .contains("launch_count"));
+        assert!(
+            bad(NcuOptions {
+                kernel_regex: Some("(".into()),
+                ..NcuOptions::default()
+            })
+            .contains("does not compile")
+        );
+        assert!(
+            bad(NcuOptions {
+                sections: vec!["Speed Of Light".into()],
+                ..NcuOptions::default()
+            })
+            .contains("not a section identifier")
+        );
+        assert!(
+            bad(NcuOptions {
+                metrics: vec!["a,b".into()],
+                ..NcuOptions::default()
+            })
+            .contains("not a metric name")
+        );
+        assert!(
+            bad(NcuOptions {
+                launch_count: Some(0),
+                ..NcuOptions::default()
+            })
+            .contains("launch_count")
+        );
     }
 
     #[test]

@@ -168,7 +168,12 @@ mod tests {
     use super::*;
 
     fn cmd() -> Vec<String> {
-        vec!["python3".into(), "train.py".into(), "--steps".into(), "5".into()]
+        vec![
+            "python3".into(),
+            "train.py".into(),
+            "--steps".into(),
+            "5".into(),
+        ]
     }
 
     #[test]
@@ -223,7 +228,10 @@ mod tests {
         );
         assert_eq!(
             o.env(),
-            vec![("NSYS_NVTX_PROFILER_REGISTER_ONLY".to_string(), "0".to_string())]
+            vec![(
+                "NSYS_NVTX_PROFILER_REGISTER_ONLY".to_string(),
+                "0".to_string()
+            )]
         );
     }
 
@@ -237,28 +245,37 @@ mod tests {
             })
             .starts_with("trace `nvtx --sample=cpu` is not a trace name")
         );
-        assert!(bad(NsysOptions {
-            nvtx_range: Some("step".into()),
-            ..NsysOptions::default()
-        })
-        .contains("capture_range"));
-        assert!(bad(NsysOptions {
-            capture_range: CaptureRange::Nvtx,
-            trace: Some(vec!["cuda".into()]),
-            ..NsysOptions::default()
-        })
-        .contains("needs `nvtx`"));
-        assert!(bad(NsysOptions {
-            duration_s: Some(0),
-            ..NsysOptions::default()
-        })
-        .contains("duration_s"));
+        assert!(
+            bad(NsysOptions {
+                nvtx_range: Some("step".into()),
+                ..NsysOptions::default()
+            })
+            .contains("capture_range")
+        );
+        assert!(
+            bad(NsysOptions {
+                capture_range: CaptureRange::Nvtx,
+                trace: Some(vec!["cuda".into()]),
+                ..NsysOptions::default()
+            })
+            .contains("needs `nvtx`")
+        );
+        assert!(
+            bad(NsysOptions {
+                duration_s: Some(0),
+                ..NsysOptions::default()
+            })
+            .contains("duration_s")
+        );
     }
 
     #[test]
     fn export_writes_sqlite() {
         assert_eq!(
-            export_args(Path::new("/r/profile.nsys-rep"), Path::new("/r/profile.sqlite")),
+            export_args(
+                Path::new("/r/profile.nsys-rep"),
+                Path::new("/r/profile.sqlite")
+            ),
             vec![
                 "export",
                 "--type=sqlite",

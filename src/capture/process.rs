@@ -27,7 +27,7 @@ const MAX_LINE_CHARS: usize = 2_000;
 const LOG_CAP_BYTES: u64 = 1 << 30;
 /// How long to wait for the output readers once the processes are gone. A
 /// process that left the group (setsid) may hold a pipe open for ever.
-const READER_JOIN: Duration = Duration::from_secs(2);
+const READER_JOIN: Duration = Duration::from_secs(1);
 /// How often progress is reported while the command runs.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 const POLL: Duration = Duration::from_millis(20);
@@ -379,7 +379,10 @@ pub fn run(
         }
         if !group_members(pgid).is_empty() {
             stragglers_terminated = true;
-            tracing::info!(pid = pgid, "terminating processes left by the capture command");
+            tracing::info!(
+                pid = pgid,
+                "terminating processes left by the capture command"
+            );
             terminate_group(pgid, &mut child, limits.grace);
         }
     }
@@ -388,7 +391,10 @@ pub fn run(
     for _ in 0..readers {
         let left = join_until.saturating_duration_since(Instant::now());
         if done_rx.recv_timeout(left).is_err() {
-            tracing::warn!(pid = pgid, "an output pipe is still open after the command ended");
+            tracing::warn!(
+                pid = pgid,
+                "an output pipe is still open after the command ended"
+            );
             break;
         }
     }
@@ -509,7 +515,9 @@ mod tests {
     #[test]
     fn output_is_counted_tailed_and_logged() {
         let dir = tempfile::tempdir().unwrap();
-        let mut spec = sh("i=1; while [ $i -le 100 ]; do echo line $i; i=$((i+1)); done; echo oops >&2; printf 'no newline'; exit 3");
+        let mut spec = sh(
+            "i=1; while [ $i -le 100 ]; do echo line $i; i=$((i+1)); done; echo oops >&2; printf 'no newline'; exit 3",
+        );
         spec.stdout_log = Some(dir.path().join("out.log"));
         let limits = RunLimits {
             tail_lines: 5,
@@ -615,7 +623,10 @@ mod tests {
         assert!(took >= Duration::from_millis(1000), "{took:?}");
         assert!(took < Duration::from_secs(5), "{took:?}");
         assert_eq!(out.stdout.tail, vec!["waiting"]);
-        assert!(out.tails_text().contains("--- stdout (last 1 lines) ---\nwaiting"));
+        assert!(
+            out.tails_text()
+                .contains("--- stdout (last 1 lines) ---\nwaiting")
+        );
     }
 
     /// A background process the command leaves behind is terminated too.

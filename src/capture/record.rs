@@ -297,8 +297,7 @@ pub fn recover_orphans(store: &Store) -> Result<usize, StoreError> {
     drop(stmt);
     let mut n = 0;
     for (run_id, pid) in rows {
-        let alive = pid as u32 == std::process::id()
-            || Path::new(&format!("/proc/{pid}")).exists();
+        let alive = pid as u32 == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
         if !alive {
             n += conn
                 .execute(
@@ -413,13 +412,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("aisp.sqlite")).unwrap();
         let run_dir = create_run_dir(&dir.path().join("runs"), "x").unwrap();
-        let mut nsys = record(&store, CaptureKind::Nsys, &run_dir, "2025-01-01T00:00:01.000Z");
-        let torch = record(&store, CaptureKind::Torch, &run_dir, "2025-01-01T00:00:02.000Z");
+        let mut nsys = record(
+            &store,
+            CaptureKind::Nsys,
+            &run_dir,
+            "2025-01-01T00:00:01.000Z",
+        );
+        let torch = record(
+            &store,
+            CaptureKind::Torch,
+            &run_dir,
+            "2025-01-01T00:00:02.000Z",
+        );
 
         // Before the capture finishes it has no export to resolve.
         let err = resolve_profile_ref(&store, &nsys.run_id).unwrap_err();
         assert!(
-            err.to_string().contains("has no sqlite artifact (state running); it has: none"),
+            err.to_string()
+                .contains("has no sqlite artifact (state running); it has: none"),
             "{err}"
         );
 
@@ -440,7 +450,12 @@ mod tests {
             all.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
             vec![torch.run_id.as_str(), nsys.run_id.as_str()]
         );
-        assert_eq!(list(&store, Some(CaptureKind::Nsys), None, 10).unwrap().len(), 1);
+        assert_eq!(
+            list(&store, Some(CaptureKind::Nsys), None, 10)
+                .unwrap()
+                .len(),
+            1
+        );
         assert_eq!(
             list(&store, None, Some(CaptureState::Running), 10).unwrap()[0].run_id,
             torch.run_id
@@ -472,7 +487,12 @@ mod tests {
     fn captures_of_dead_processes_are_marked_failed() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("aisp.sqlite")).unwrap();
-        let rec = record(&store, CaptureKind::Ncu, dir.path(), "2025-01-01T00:00:01.000Z");
+        let rec = record(
+            &store,
+            CaptureKind::Ncu,
+            dir.path(),
+            "2025-01-01T00:00:01.000Z",
+        );
         // Our own running capture stays running.
         assert_eq!(recover_orphans(&store).unwrap(), 0);
         store

@@ -264,8 +264,11 @@ mod tests {
     fn touch_exe(p: &Path) {
         use std::os::unix::fs::PermissionsExt;
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, "#!/bin/sh\necho 'NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0'\n")
-            .unwrap();
+        std::fs::write(
+            p,
+            "#!/bin/sh\necho 'NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0'\n",
+        )
+        .unwrap();
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
@@ -312,12 +315,18 @@ mod tests {
         pl.configured = Some(root.join("usr/local/cuda-12.9/bin/nsys"));
         assert_eq!(
             locate(Profiler::Nsys, &pl).unwrap(),
-            (root.join("usr/local/cuda-12.9/bin/nsys"), "AISP_NSYS".into())
+            (
+                root.join("usr/local/cuda-12.9/bin/nsys"),
+                "AISP_NSYS".into()
+            )
         );
         pl.configured = Some(root.join("nope/nsys"));
         assert!(matches!(
             locate(Profiler::Nsys, &pl),
-            Err(ToolError::BadConfigured { var: "AISP_NSYS", .. })
+            Err(ToolError::BadConfigured {
+                var: "AISP_NSYS",
+                ..
+            })
         ));
     }
 
@@ -326,7 +335,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = locate(Profiler::Ncu, &places(dir.path())).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.starts_with("Nsight Compute (`ncu`) was not found"), "{msg}");
+        assert!(
+            msg.starts_with("Nsight Compute (`ncu`) was not found"),
+            "{msg}"
+        );
         assert!(msg.contains("$AISP_NCU"), "{msg}");
         assert!(msg.contains("/opt/nvidia/nsight-compute/*/ncu"), "{msg}");
     }

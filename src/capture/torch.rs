@@ -100,7 +100,8 @@ pub fn wrap_command(
     out_dir: &Path,
     opts: &TorchOptions,
 ) -> Result<Vec<String>, String> {
-    if command.iter().any(|a| a == "-m" || a == "-c") && !command.iter().any(|a| a.ends_with(".py")) {
+    if command.iter().any(|a| a == "-m" || a == "-c") && !command.iter().any(|a| a.ends_with(".py"))
+    {
         return Err(
             "the PyTorch profiler capture runs a script file; `python -m module` and `python -c` are not supported"
                 .into(),
@@ -135,9 +136,14 @@ mod tests {
         let w = Path::new("/r/aisp_torch_profile.py");
         let out = Path::new("/r");
         assert_eq!(
-            wrap_command(&s(&["python3", "-u", "train.py", "--lr", "0.1"]), w, out, &o)
-                .unwrap()
-                .join(" "),
+            wrap_command(
+                &s(&["python3", "-u", "train.py", "--lr", "0.1"]),
+                w,
+                out,
+                &o
+            )
+            .unwrap()
+            .join(" "),
             "python3 -u /r/aisp_torch_profile.py --out /r --wait 1 --warmup 1 --active 3 --step-on optimizer \
 --record-shapes --profile-memory --with-flops -- train.py --lr 0.1"
         );
@@ -150,9 +156,14 @@ mod tests {
             ..TorchOptions::default()
         };
         assert_eq!(
-            wrap_command(&s(&["torchrun", "--standalone", "--nproc_per_node=2", "ddp.py"]), w, out, &o2)
-                .unwrap()
-                .join(" "),
+            wrap_command(
+                &s(&["torchrun", "--standalone", "--nproc_per_node=2", "ddp.py"]),
+                w,
+                out,
+                &o2
+            )
+            .unwrap()
+            .join(" "),
             "torchrun --standalone --nproc_per_node=2 /r/aisp_torch_profile.py --out /r --wait 1 --warmup 1 \
 --active 3 --step-on none --with-stack -- ddp.py"
         );
@@ -166,18 +177,24 @@ mod tests {
     fn commands_without_a_script_are_refused() {
         let o = TorchOptions::default();
         let w = Path::new("w.py");
-        assert!(wrap_command(&s(&["python3", "-m", "mod"]), w, w, &o)
-            .unwrap_err()
-            .contains("-m module"));
-        assert!(wrap_command(&s(&["./train"]), w, w, &o)
-            .unwrap_err()
-            .contains("no Python script"));
-        assert!(TorchOptions {
-            active: 0,
-            ..TorchOptions::default()
-        }
-        .validate()
-        .is_err());
+        assert!(
+            wrap_command(&s(&["python3", "-m", "mod"]), w, w, &o)
+                .unwrap_err()
+                .contains("-m module")
+        );
+        assert!(
+            wrap_command(&s(&["./train"]), w, w, &o)
+                .unwrap_err()
+                .contains("no Python script")
+        );
+        assert!(
+            TorchOptions {
+                active: 0,
+                ..TorchOptions::default()
+            }
+            .validate()
+            .is_err()
+        );
     }
 
     #[test]

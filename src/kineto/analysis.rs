@@ -288,7 +288,9 @@ pub struct MemoryPeak {
 }
 
 /// How severe a finding is, from the share of time at stake.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Info,
@@ -406,11 +408,7 @@ fn device_analysis(
             .copied()
             .filter(|o| o.class == OpClass::Communication),
     );
-    let comp_comm = intervals(
-        ops.iter()
-            .copied()
-            .filter(|o| o.class != OpClass::Memory),
-    );
+    let comp_comm = intervals(ops.iter().copied().filter(|o| o.class != OpClass::Memory));
     let start = ops.iter().map(|o| o.start_ns).min().unwrap_or(0);
     let end = ops.iter().map(|o| o.end_ns()).max().unwrap_or(0);
     let window = end - start;
@@ -569,7 +567,10 @@ fn self_times(ops: &[CpuOp]) -> Vec<i64> {
         while let Some(&top) = stack.last() {
             let p = &ops[top];
             let same_thread = p.pid == o.pid && p.tid == o.tid;
-            if same_thread && o.start_ns >= p.start_ns && o.start_ns + o.dur_ns <= p.start_ns + p.dur_ns {
+            if same_thread
+                && o.start_ns >= p.start_ns
+                && o.start_ns + o.dur_ns <= p.start_ns + p.dur_ns
+            {
                 break;
             }
             stack.pop();
@@ -658,7 +659,10 @@ fn launch_stats(t: &Trace, launches: &HashMap<i64, &RuntimeCall>) -> LaunchStats
         .filter(|o| o.class != OpClass::Memory)
         .collect();
     let ksum: i64 = kernels.iter().map(|k| k.dur_ns).sum();
-    let small: Vec<&&GpuOp> = kernels.iter().filter(|k| k.dur_ns < SHORT_KERNEL_NS).collect();
+    let small: Vec<&&GpuOp> = kernels
+        .iter()
+        .filter(|k| k.dur_ns < SHORT_KERNEL_NS)
+        .collect();
     LaunchStats {
         launches: cpu.len() as u64,
         short_kernels: short,
@@ -768,7 +772,7 @@ fn sync_calls(t: &Trace) -> Vec<SyncStat> {
         s.in_steps += in_step as u64;
     }
     let mut out: Vec<SyncStat> = by.into_values().collect();
-    out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+    out.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
     out
 }
 
@@ -920,7 +924,9 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
                  less time than the launch took",
                 ls.launches,
                 ls.cpu_launch_median_ns.map(us).unwrap_or_default(),
-                ls.cpu_launch_p90_ns.map(|v| us(v as f64)).unwrap_or_default(),
+                ls.cpu_launch_p90_ns
+                    .map(|v| us(v as f64))
+                    .unwrap_or_default(),
                 ms(ls.short_kernels_cpu_ns)
             ),
             "Fuse small operations (torch.compile, fused optimizers such as Adam(fused=True), foreach ops), \
@@ -938,8 +944,12 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
             format!(
                 "launch delay median {}, p90 {}, max {}",
                 ls.launch_delay_median_ns.map(us).unwrap_or_default(),
-                ls.launch_delay_p90_ns.map(|v| us(v as f64)).unwrap_or_default(),
-                ls.launch_delay_max_ns.map(|v| us(v as f64)).unwrap_or_default()
+                ls.launch_delay_p90_ns
+                    .map(|v| us(v as f64))
+                    .unwrap_or_default(),
+                ls.launch_delay_max_ns
+                    .map(|v| us(v as f64))
+                    .unwrap_or_default()
             ),
             "The GPU queue was already full (the CPU runs ahead, which is healthy) or the operation waited on \
              another stream; check the stream dependencies only if the GPU is also idle.",
@@ -1011,7 +1021,15 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
             t,
             r.sync_calls
                 .iter()
-                .map(|s| format!("{} ×{} ({} in steps, {})", s.name, s.count, s.in_steps, ms(s.total_ns)))
+                .map(|s| {
+                    format!(
+                        "{} ×{} ({} in steps, {})",
+                        s.name,
+                        s.count,
+                        s.in_steps,
+                        ms(s.total_ns)
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("; "),
             "Each synchronisation stops the CPU from running ahead of the GPU. Remove .item(), .cpu(), \
@@ -1145,11 +1163,25 @@ mod tests {
             gpu_ops: vec![
                 op("gemm", OpClass::Compute, 7, 0, 100, 1),
                 // NCCL overlaps the gemm by 50, then runs 50 alone.
-                op("ncclDevKernel_AllReduce", OpClass::Communication, 17, 50, 100, 2),
+                op(
+                    "ncclDevKernel_AllReduce",
+                    OpClass::Communication,
+                    17,
+                    50,
+                    100,
+                    2,
+                ),
                 // 10 ns after the NCCL kernel: kernel wait.
                 op("relu", OpClass::Compute, 7, 160, 40, 3),
                 // Gap 200..1200: launched at 1100-1150 (after the gap began): host wait.
-                op("Memcpy HtoD (Pinned -> Device)", OpClass::Memory, 7, 1200, 100, 4),
+                op(
+                    "Memcpy HtoD (Pinned -> Device)",
+                    OpClass::Memory,
+                    7,
+                    1200,
+                    100,
+                    4,
+                ),
                 // Gap 1300..1400: launched long before: other wait.
                 op("gemm", OpClass::Compute, 7, 1400, 100, 5),
             ],
@@ -1164,7 +1196,10 @@ mod tests {
         };
         let r = analyze_rank(&t, Limits::default());
         let d = &r.devices[0];
-        assert_eq!((d.window_start_ns, d.window_end_ns, d.window_ns), (0, 1500, 1500));
+        assert_eq!(
+            (d.window_start_ns, d.window_end_ns, d.window_ns),
+            (0, 1500, 1500)
+        );
         assert_eq!(d.busy_ns, 150 + 40 + 100 + 100);
         assert_eq!(d.temporal.compute_ns, 100 + 40 + 100);
         assert_eq!(d.temporal.communication_exposed_ns, 50);
@@ -1177,7 +1212,10 @@ mod tests {
         assert_eq!(d.idle.largest_gap_ns, 1000);
         assert_eq!(d.idle.largest_gap_start_ns, 200);
         let o = d.overlap.as_ref().unwrap();
-        assert_eq!((o.communication_ns, o.overlapped_ns, o.overlap_pct), (100, 50, 50.0));
+        assert_eq!(
+            (o.communication_ns, o.overlapped_ns, o.overlap_pct),
+            (100, 50, 50.0)
+        );
         assert_eq!(d.kernels, 4);
         assert_eq!(d.memcpys, 1);
         // Launch delays: 40, 80, 50, 50, 1190.
@@ -1189,7 +1227,10 @@ mod tests {
         // GPU < CPU only for none: every op here runs longer than its launch call.
         assert_eq!(ls.short_kernels, 0);
         let top = &r.top_kernels[0];
-        assert_eq!((top.name.as_str(), top.count, top.total_ns), ("gemm", 2, 200));
+        assert_eq!(
+            (top.name.as_str(), top.count, top.total_ns),
+            ("gemm", 2, 200)
+        );
     }
 
     #[test]

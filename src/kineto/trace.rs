@@ -261,7 +261,9 @@ pub fn us_text_to_ns(text: &str) -> Option<i64> {
     let round_up = digits.len() > 3 && digits[3] >= 5;
     digits.resize(3, 0);
     let ns_frac = digits[0] as i64 * 100 + digits[1] as i64 * 10 + digits[2] as i64;
-    let ns = int.checked_mul(1000)?.checked_add(ns_frac + round_up as i64)?;
+    let ns = int
+        .checked_mul(1000)?
+        .checked_add(ns_frac + round_up as i64)?;
     Some(if neg { -ns } else { ns })
 }
 
@@ -308,7 +310,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Trace, TraceError> {
     let mut t = Trace {
         path: path.to_path_buf(),
         rank: raw.distributed_info.as_ref().and_then(|d| d.rank.int()),
-        world_size: raw.distributed_info.as_ref().and_then(|d| d.world_size.int()),
+        world_size: raw
+            .distributed_info
+            .as_ref()
+            .and_then(|d| d.world_size.int()),
         ..Trace::default()
     };
     for d in raw.device_properties {
@@ -405,7 +410,10 @@ mod tests {
 
     #[test]
     fn microsecond_text_becomes_exact_nanoseconds() {
-        assert_eq!(us_text_to_ns("4461650758935.304"), Some(4_461_650_758_935_304));
+        assert_eq!(
+            us_text_to_ns("4461650758935.304"),
+            Some(4_461_650_758_935_304)
+        );
         assert_eq!(us_text_to_ns("219.38"), Some(219_380));
         assert_eq!(us_text_to_ns("1"), Some(1000));
         assert_eq!(us_text_to_ns("0.0005"), Some(1));
@@ -430,7 +438,10 @@ mod tests {
         assert_eq!(t.gpu_ops.len(), 1);
         let k = &t.gpu_ops[0];
         assert_eq!(k.class, OpClass::Communication);
-        assert_eq!((k.device, k.stream, k.start_ns, k.dur_ns), (1, 7, 10_500, 2_000));
+        assert_eq!(
+            (k.device, k.stream, k.start_ns, k.dur_ns),
+            (1, 7, 10_500, 2_000)
+        );
         assert_eq!(k.external_id, None);
         assert_eq!(t.events, 3);
     }
@@ -444,7 +455,10 @@ mod tests {
         let bad = dir.path().join("t.json");
         std::fs::write(&bad, "{\"nope\": 1}").unwrap();
         let err = load(&bad).unwrap_err();
-        assert!(err.to_string().contains("not a Chrome/Kineto trace JSON"), "{err}");
+        assert!(
+            err.to_string().contains("not a Chrome/Kineto trace JSON"),
+            "{err}"
+        );
         assert!(matches!(
             load(&dir.path().join("missing.json")),
             Err(TraceError::Read { .. })

@@ -375,11 +375,7 @@ fn parse_raw(records: &[Vec<String>], header: &[String]) -> Page {
         }
         k.duration_ns = val("gpu__time_duration.sum").and_then(|v| {
             let u = unit("gpu__time_duration.sum");
-            if u.is_empty() {
-                Some(v)
-            } else {
-                to_ns(v, &u)
-            }
+            if u.is_empty() { Some(v) } else { to_ns(v, &u) }
         });
         k.sm_throughput_pct = val("sm__throughput.avg.pct_of_peak_sustained_elapsed");
         k.memory_throughput_pct =
@@ -464,7 +460,11 @@ fn warp_stalls(header: &[String], row: &[String]) -> Vec<WarpStall> {
 }
 
 fn roofline(val: &dyn Fn(&str) -> Option<f64>, unit: &dyn Fn(&str) -> String) -> Option<Roofline> {
-    let rate = |op: &str| val(&format!("smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed"));
+    let rate = |op: &str| {
+        val(&format!(
+            "smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed"
+        ))
+    };
     let cycles_per_s = val("smsp__cycles_elapsed.avg.per_second")
         .and_then(|v| to_per_second(v, &unit("smsp__cycles_elapsed.avg.per_second")))?;
     let fp32 = rate("fadd")? + rate("fmul")? + 2.0 * rate("ffma")?;
@@ -477,8 +477,9 @@ fn roofline(val: &dyn Fn(&str) -> Option<f64>, unit: &dyn Fn(&str) -> String) ->
         .and_then(|v| to_bytes_per_s(v, &unit("dram__bytes.sum.per_second")))?;
     let sm_cycles_per_s = val("sm__cycles_elapsed.avg.per_second")
         .and_then(|v| to_per_second(v, &unit("sm__cycles_elapsed.avg.per_second")))?;
-    let peak_flops =
-        2.0 * val("sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained")? * sm_cycles_per_s;
+    let peak_flops = 2.0
+        * val("sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained")?
+        * sm_cycles_per_s;
     let dram_cycles_per_s = val("dram__cycles_elapsed.avg.per_second")
         .and_then(|v| to_per_second(v, &unit("dram__cycles_elapsed.avg.per_second")))?;
     let peak_dram = val("dram__bytes.sum.peak_sustained")? * dram_cycles_per_s;
@@ -525,7 +526,11 @@ fn parse_details(records: &[Vec<String>], header: &[String]) -> Page {
     let mut order: Vec<u64> = Vec::new();
     let mut by_id: HashMap<u64, KernelRecord> = HashMap::new();
     for row in &records[1..] {
-        let Some(id) = row.get(id_col).and_then(|s| parse_number(s)).map(|v| v as u64) else {
+        let Some(id) = row
+            .get(id_col)
+            .and_then(|s| parse_number(s))
+            .map(|v| v as u64)
+        else {
             continue;
         };
         let k = by_id.entry(id).or_insert_with(|| {
@@ -561,7 +566,9 @@ fn parse_details(records: &[Vec<String>], header: &[String]) -> Page {
             ("GPU Speed Of Light Throughput", "L1/TEX Cache Throughput") => {
                 k.l1_throughput_pct = Some(v)
             }
-            ("GPU Speed Of Light Throughput", "L2 Cache Throughput") => k.l2_throughput_pct = Some(v),
+            ("GPU Speed Of Light Throughput", "L2 Cache Throughput") => {
+                k.l2_throughput_pct = Some(v)
+            }
             ("Occupancy", "Achieved Occupancy") => k.achieved_occupancy_pct = Some(v),
             ("Occupancy", "Theoretical Occupancy") => k.theoretical_occupancy_pct = Some(v),
             ("Occupancy", m) if m.starts_with("Block Limit ") => {
@@ -629,7 +636,10 @@ fn merge(raw: &mut KernelRecord, d: KernelRecord) {
     fill(&mut raw.l1_throughput_pct, &d.l1_throughput_pct);
     fill(&mut raw.l2_throughput_pct, &d.l2_throughput_pct);
     fill(&mut raw.achieved_occupancy_pct, &d.achieved_occupancy_pct);
-    fill(&mut raw.theoretical_occupancy_pct, &d.theoretical_occupancy_pct);
+    fill(
+        &mut raw.theoretical_occupancy_pct,
+        &d.theoretical_occupancy_pct,
+    );
     fill(&mut raw.registers_per_thread, &d.registers_per_thread);
     fill(&mut raw.waves_per_sm, &d.waves_per_sm);
     fill(&mut raw.dram_bandwidth_gb_per_s, &d.dram_bandwidth_gb_per_s);
@@ -741,7 +751,11 @@ pub fn summarize(pages: &[&str], kernel_limit: usize) -> Result<NcuSummary, NcuE
                 kernel_name: name,
                 launches: ks.len() as u64,
                 total_duration_ns: dur,
-                duration_share_pct: if total > 0.0 { 100.0 * dur / total } else { 0.0 },
+                duration_share_pct: if total > 0.0 {
+                    100.0 * dur / total
+                } else {
+                    0.0
+                },
                 mean_sm_throughput_pct: sm,
                 mean_memory_throughput_pct: mem,
                 mean_achieved_occupancy_pct: mean(ks.iter().map(|k| k.achieved_occupancy_pct)),
@@ -762,7 +776,10 @@ pub fn summarize(pages: &[&str], kernel_limit: usize) -> Result<NcuSummary, NcuE
         // unbalanced unit gives overlapping estimates, not additive ones).
         let mut best: Vec<(&RuleResult, f64)> = Vec::new();
         for r in &k.rules {
-            let Some(sp) = r.estimated_speedup_pct.filter(|sp| *sp > 0.0 && r.kind != "INF") else {
+            let Some(sp) = r
+                .estimated_speedup_pct
+                .filter(|sp| *sp > 0.0 && r.kind != "INF")
+            else {
                 continue;
             };
             match best.iter_mut().find(|(b, _)| b.rule == r.rule) {
@@ -835,10 +852,19 @@ mod tests {
 
     #[test]
     fn sol_classification_follows_the_60_percent_rule() {
-        assert_eq!(sol_bound(Some(80.0), Some(20.0)).as_deref(), Some("compute"));
+        assert_eq!(
+            sol_bound(Some(80.0), Some(20.0)).as_deref(),
+            Some("compute")
+        );
         assert_eq!(sol_bound(Some(10.0), Some(75.0)).as_deref(), Some("memory"));
-        assert_eq!(sol_bound(Some(60.0), Some(60.0)).as_deref(), Some("compute_and_memory"));
-        assert_eq!(sol_bound(Some(36.69), Some(48.29)).as_deref(), Some("latency"));
+        assert_eq!(
+            sol_bound(Some(60.0), Some(60.0)).as_deref(),
+            Some("compute_and_memory")
+        );
+        assert_eq!(
+            sol_bound(Some(36.69), Some(48.29)).as_deref(),
+            Some("latency")
+        );
         assert_eq!(sol_bound(None, Some(1.0)), None);
     }
 
@@ -850,16 +876,48 @@ mod tests {
             ("ID", "", "0"),
             ("Kernel Name", "", "k"),
             ("gpu__time_duration.sum", "usecond", "10"),
-            ("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", "", "6"),
-            ("smsp__average_warps_issue_stalled_long_scoreboard_not_issued_per_issue_active.ratio", "", "9"),
-            ("smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", "", "3"),
-            ("smsp__average_warps_issue_stalled_wait_per_issue_active.ratio", "", "1"),
+            (
+                "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+                "",
+                "6",
+            ),
+            (
+                "smsp__average_warps_issue_stalled_long_scoreboard_not_issued_per_issue_active.ratio",
+                "",
+                "9",
+            ),
+            (
+                "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio",
+                "",
+                "3",
+            ),
+            (
+                "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",
+                "",
+                "1",
+            ),
             ("smsp__cycles_elapsed.avg.per_second", "Ghz", "2"),
-            ("smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed", "", "100"),
-            ("smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed", "", "100"),
-            ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed", "", "400"),
+            (
+                "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum.per_cycle_elapsed",
+                "",
+                "100",
+            ),
+            (
+                "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum.per_cycle_elapsed",
+                "",
+                "100",
+            ),
+            (
+                "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum.per_cycle_elapsed",
+                "",
+                "400",
+            ),
             ("sm__cycles_elapsed.avg.per_second", "hz", "2,000,000,000"),
-            ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained", "", "16,896"),
+            (
+                "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained",
+                "",
+                "16,896",
+            ),
             ("dram__bytes.sum.per_second", "Gbyte/second", "500"),
             ("dram__bytes.sum.peak_sustained", "byte/cycle", "1,280"),
             ("dram__cycles_elapsed.avg.per_second", "Ghz", "2.5"),
@@ -893,6 +951,9 @@ mod tests {
 
     #[test]
     fn text_without_a_table_is_an_error() {
-        assert!(matches!(summarize(&["final loss 1.0\n"], 5), Err(NcuError::NoTable)));
+        assert!(matches!(
+            summarize(&["final loss 1.0\n"], 5),
+            Err(NcuError::NoTable)
+        ));
     }
 }
