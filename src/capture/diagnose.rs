@@ -53,6 +53,21 @@ pub fn counter_permission_denied(output: &str) -> bool {
     output.contains("ERR_NVGPUCTRPERM")
 }
 
+/// `ncu` could not start its profiler at all (seen in sandboxed kernels such
+/// as gVisor: "Failed to initialize the profiler: LibraryNotLoaded").
+pub fn profiler_init_failure(output: &str) -> Option<String> {
+    output
+        .lines()
+        .find(|l| l.contains("Failed to initialize the profiler"))
+        .map(|l| l.trim().to_string())
+}
+
+/// What to do when ncu cannot initialise.
+pub const PROFILER_INIT_FIX: &str = "Nsight Compute could not load or start its profiling library on this machine. \
+This happens in sandboxed runtimes (gVisor) that do not expose the GPU's profiling interface, and when ncu's own \
+libraries do not match the driver. Run on a host or VM with the NVIDIA driver exposed directly, or use an ncu that \
+matches the driver; Nsight Systems (aisp_profile_nsys) and the PyTorch profiler (aisp_profile_torch) need no counters.";
+
 /// What to do about `ERR_NVGPUCTRPERM`.
 pub const COUNTER_PERMISSION_FIX: &str = "The NVIDIA driver lets only administrators read GPU performance counters \
 on this machine (ERR_NVGPUCTRPERM). Either run aisp (and so ncu) as root, or allow all users: create \
@@ -92,5 +107,16 @@ Unable to retrieve the importer version.\n";
             "==PROF== Disconnected from process 1"
         ));
         assert!(COUNTER_PERMISSION_FIX.contains("NVreg_RestrictProfilingToAdminUsers=0"));
+    }
+
+    #[test]
+    fn profiler_initialisation_failures_are_recognised() {
+        // The message recorded for ncu 2025.3 on a gVisor machine, with ncu's error prefix.
+        let out = "==PROF== Connected to process 88 (/usr/bin/python3.12)\n==ERROR== Failed to initialize the profiler: LibraryNotLoaded\n";
+        assert_eq!(
+            profiler_init_failure(out).as_deref(),
+            Some("==ERROR== Failed to initialize the profiler: LibraryNotLoaded")
+        );
+        assert_eq!(profiler_init_failure("==PROF== Disconnected"), None);
     }
 }

@@ -826,6 +826,15 @@ fn ncu_capture(
     if diagnose::counter_permission_denied(&text) {
         return Err(permission_error(&out));
     }
+    if let Some(line) = diagnose::profiler_init_failure(&text) {
+        return Err(OpError::unsupported(
+            format!(
+                "ncu could not start its profiler: {line}.{}",
+                out.tails_text()
+            ),
+            diagnose::PROFILER_INIT_FIX,
+        ));
+    }
     let report = base.with_extension("ncu-rep");
     if !report.is_file() {
         let why = if text.contains("No kernels were profiled") {
