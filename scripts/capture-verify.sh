@@ -21,6 +21,15 @@
 # behind; aisp_profile_list. ddp: nsys and torch.profiler on the DDP workload (2 ranks),
 # then aisp_profile_trace across the ranks. About 4-6 minutes either way.
 #
+# On this project's device machines (run from the repository root; the binary and the libraries
+# travel in an ignored folder named in `carry`):
+#   cargo build --release && mkdir -p .capture-carry/lib && cp target/release/aisp .capture-carry/ \
+#     && cp -L /work/shared/nsys-runtime/lib/*.so.1 .capture-carry/lib/ && echo /.capture-carry/ >> .git/info/exclude
+#   run(kind="nvidia-h100-x1", carry=[".capture-carry"], timeout_s=600, command=
+#       "scripts/capture-verify.sh --aisp .capture-carry/aisp --nsys-libs .capture-carry/lib")
+#   run(kind="nvidia-h200-x2", carry=[".capture-carry"], timeout_s=600, command=
+#       "scripts/capture-verify.sh --aisp .capture-carry/aisp --nsys-libs .capture-carry/lib --mode ddp")
+#
 # $OUT receives at most 6 files: summary.md, outputs.tar.xz (every JSON answer, logs),
 # nsys.tar.xz (SQLite exports), ncu.tar.xz (reports, CSV pages), torch.tar.xz (Kineto traces).
 set -u
@@ -39,7 +48,7 @@ while [ $# -gt 0 ]; do
     --workloads) WORKLOADS="$2"; shift 2 ;;
     --mode) MODE="$2"; shift 2 ;;
     --out) DEST="$2"; shift 2 ;;
-    -h|--help) sed -n 2,27p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,36p "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +56,7 @@ if [ -z "$AISP" ] || [ ! -x "$AISP" ]; then echo "--aisp must name an executable
 if [ -z "$DEST" ]; then echo "--out or \$OUT is required" >&2; exit 2; fi
 AISP="$(cd "$(dirname "$AISP")" && pwd)/$(basename "$AISP")"
 WORKLOADS="$(cd "$WORKLOADS" && pwd)"
+if [ -n "$NSYS_LIBS" ]; then NSYS_LIBS="$(cd "$NSYS_LIBS" && pwd)"; fi
 mkdir -p "$DEST"
 
 WORK="$(mktemp -d /tmp/capture-verify.XXXXXX)"
@@ -175,7 +185,8 @@ if [ "$MODE" = "single" ]; then
 import json, subprocess, sys, time
 aisp, script, cwd, env, out = sys.argv[1:6]
 t0 = time.time()
-p = subprocess.Popen([aisp, "--allow-exec", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+p = subprocess.Popen([aisp, "--allow-exec", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                     stderr=open(out.replace(".json", ".server.stderr"), "w"))
 def send(m):
     p.stdin.write(json.dumps(m) + "\n"); p.stdin.flush()
 def until(i):

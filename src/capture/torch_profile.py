@@ -90,8 +90,11 @@ def main():
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
+        try:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+        except Exception as e:  # a failed script may leave the device in an error state
+            print(f"aisp: cuda synchronize failed: {e}", file=sys.stderr)
         prof.stop()
         if handle is not None:
             handle.remove()
