@@ -415,8 +415,8 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    // Drain stderr: debug logs of a tools/list exceed a pipe's 64 KiB buffer,
-    // and a server blocked writing logs never answers.
+    // Drain stderr: debug logging of a large tools/list fills the pipe
+    // (64 KiB) and would block the server otherwise.
     let mut stderr = child.stderr.take().unwrap();
     let stderr_reader = std::thread::spawn(move || {
         let mut err = String::new();
