@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod kineto;
 pub mod ncu;
 pub mod ops;
+pub mod profile;
 pub mod prompts;
 pub mod registry;
 pub mod server;

@@ -369,6 +369,37 @@ fn as_object(v: Value) -> Option<Map<String, Value>> {
     }
 }
 
+/// A profile reference as the Nsight Systems profile operations take it: the
+/// run id of an aisp_profile_nsys capture becomes the path of its SQLite
+/// export; anything else (a path, even a missing one, so that the caller's own
+/// error names it) is returned as given.
+pub fn profile_ref(ctx: &OpContext, reference: &str) -> Result<String, OpError> {
+    if Path::new(reference).exists() || !record::looks_like_run_id(reference) {
+        return Ok(reference.to_string());
+    }
+    let store = ctx.app().store()?;
+    let Some(rec) = record::get(store, reference)? else {
+        return Ok(reference.to_string());
+    };
+    if rec.kind != CaptureKind::Nsys {
+        return Err(OpError::invalid_input(
+            format!(
+                "run {reference} is an {} capture; this tool reads Nsight Systems captures",
+                rec.kind.as_str()
+            ),
+            "Use aisp_profile_ncu_summary for ncu runs and aisp_profile_trace for torch runs.",
+        ));
+    }
+    match record::resolve_profile_ref(store, reference) {
+        Ok(p) => Ok(p.display().to_string()),
+        Err(record::ResolveError::Store(e)) => Err(e.into()),
+        Err(e) => Err(OpError::not_found(
+            e.to_string(),
+            "Pick a succeeded nsys capture from aisp_profile_list, or pass the export's path.",
+        )),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // aisp_profile_nsys
 
