@@ -11,6 +11,8 @@
 //! | `llm.model`    | `AISP_LLM_MODEL`                    | model name                                |
 //! | `llm.api_key`  | `AISP_LLM_API_KEY`, `OPENAI_API_KEY`| API key (never logged or returned)        |
 //! | `nccl_lib`     | `AISP_NCCL_LIB`                     | path of libnccl.so for NCCL benchmarks    |
+//! | `nsys`         | `AISP_NSYS`                         | the `nsys` binary captures use            |
+//! | `ncu`          | `AISP_NCU`                          | the `ncu` binary captures use             |
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +29,10 @@ pub struct Config {
     pub token: Option<String>,
     pub llm: LlmConfig,
     pub nccl_lib: Option<PathBuf>,
+    /// The Nsight Systems CLI to use instead of searching PATH and the usual folders.
+    pub nsys: Option<PathBuf>,
+    /// The Nsight Compute CLI to use instead of searching PATH and the usual folders.
+    pub ncu: Option<PathBuf>,
     /// The config file that was read, if any.
     pub file: Option<PathBuf>,
 }
@@ -80,6 +86,8 @@ struct FileConfig {
     allow_exec: Option<bool>,
     token: Option<String>,
     nccl_lib: Option<PathBuf>,
+    nsys: Option<PathBuf>,
+    ncu: Option<PathBuf>,
     #[serde(default)]
     llm: FileLlm,
 }
@@ -167,6 +175,8 @@ impl Config {
         };
 
         let nccl_lib = env("AISP_NCCL_LIB").map(PathBuf::from).or(file.nccl_lib);
+        let nsys = env("AISP_NSYS").map(PathBuf::from).or(file.nsys);
+        let ncu = env("AISP_NCU").map(PathBuf::from).or(file.ncu);
 
         Ok(Config {
             home,
@@ -175,6 +185,8 @@ impl Config {
             token,
             llm,
             nccl_lib,
+            nsys,
+            ncu,
             file: used,
         })
     }
@@ -189,6 +201,8 @@ impl Config {
             token: None,
             llm: LlmConfig::default(),
             nccl_lib: None,
+            nsys: None,
+            ncu: None,
             file: None,
         }
     }

@@ -362,7 +362,11 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn gpu_operations_without_a_gpu_are_refused_with_the_reason() {
-        let app = AppState::for_tests();
+        // Execution allowed, so that a GPU tool that runs commands reaches the GPU check.
+        let mut config =
+            crate::config::Config::with_home(AppState::for_tests().config.home.clone());
+        config.allow_exec = true;
+        let app = AppState::new(config);
         app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable(
             "no driver in this test",
             false,
@@ -370,7 +374,8 @@ mod tests {
         let Some(tool) = registry::tools().iter().find(|t| t.spec().needs_gpu) else {
             return;
         };
-        let err = invoke(&app, tool, json!({}), CallOptions::default())
+        let args: Value = serde_json::from_str(tool.spec().example).unwrap();
+        let err = invoke(&app, tool, args, CallOptions::default())
             .await
             .unwrap_err();
         assert_eq!(err.kind, crate::error::ErrorKind::GpuUnavailable);

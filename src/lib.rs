@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod app;
 pub mod bench;
+pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod context;
@@ -15,7 +16,9 @@ pub mod dispatch;
 pub mod error;
 pub mod gpu;
 pub mod jobs;
+pub mod kineto;
 pub mod knowledge;
+pub mod ncu;
 pub mod ops;
 pub mod planner;
 pub mod profile;

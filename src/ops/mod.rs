@@ -18,6 +18,7 @@ pub mod inference;
 pub mod job;
 pub mod optimize;
 pub mod profile;
+pub mod profile_capture;
 pub mod system;
 
 use crate::registry::DynOperation;

@@ -4,6 +4,9 @@
 //! checks the scope (device, process, window), calls one analysis and wraps
 //! the result with the export's version and the scope it answered for. The
 //! work and its documentation live in `crate::profile`.
+//!
+//! The capture operations (nsys, ncu, torch.profiler, Kineto trace analysis,
+//! capture list) live in [`super::profile_capture`].
 
 use std::path::PathBuf;
 
@@ -11,6 +14,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::profile_capture as capture;
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::profile::{self, ExportVersion, Profile, ProfileError, ResolvedScope, Scope};
@@ -32,6 +36,12 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Rules,
     &Compare,
     &Export,
+    &capture::ProfileNsys,
+    &capture::ProfileNcu,
+    &capture::NcuSummaryOp,
+    &capture::ProfileTorch,
+    &capture::ProfileTrace,
+    &capture::ProfileList,
 ];
 
 impl From<ProfileError> for OpError {
@@ -89,6 +99,8 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
             "Pass the path of an Nsight Systems export, e.g. {\"path\": \"run.sqlite\"}.",
         ));
     }
+    // The run id of an aisp_profile_nsys capture names its SQLite export.
+    let path = capture::profile_ref(ctx, path)?;
     let options = profile::OpenOptions {
         cache_dir: Some(ctx.app().config.cache_dir()),
         nsys: None,
@@ -882,9 +894,9 @@ pub struct Compare;
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompareInput {
-    /// The baseline export (.sqlite or .nsys-rep).
+    /// The baseline export (.sqlite or .nsys-rep), or the run id of an aisp_profile_nsys capture.
     pub before: String,
-    /// The export after the change.
+    /// The export after the change, or the run id of an aisp_profile_nsys capture.
     pub after: String,
     /// Kernels and ranges to list in each delta list (default 10).
     #[serde(default)]
@@ -902,8 +914,8 @@ without steps), per-kernel time deltas (top regressions and improvements), per-N
 compute/communication overlap per device (steady window when both have one), memory traffic per direction and pageable \
 copies, and rule findings resolved or new. The verdict (improved, regressed, neutral) requires a change beyond max(2 %, twice \
 the run-to-run noise estimated from step-time spread); without steps a 5 % floor applies. Comparability (0–1, high/medium/low) \
-says whether GPUs, schema, device count and kernels match. Use it after an optimization to prove it helped. Under a second \
-on small exports.",
+says whether GPUs, schema, device count and kernels match. Each side is a path or the run id of an aisp_profile_nsys capture \
+(aisp_profile_list). Use it after an optimization to prove it helped. Under a second on small exports.",
         positional: &["before", "after"],
         intents: &[
             "compare profiles",

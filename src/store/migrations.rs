@@ -102,4 +102,30 @@ pub const MIGRATIONS: &[Migration] = &[
             );
             CREATE INDEX profile_results_created ON profile_results (created_at);",
     },
+    // Profile captures (nsys, ncu, torch.profiler): one row per run, artifacts
+    // under $AISP_HOME/runs/<run_id>/ (`crate::capture::record`).
+    Migration {
+        component: "captures",
+        version: 1,
+        sql: "CREATE TABLE captures (
+                run_id TEXT PRIMARY KEY,
+                kind TEXT NOT NULL CHECK (kind IN ('nsys','ncu','torch')),
+                tool TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('running','succeeded','failed','cancelled','timed_out')),
+                command TEXT NOT NULL,
+                cwd TEXT,
+                run_dir TEXT NOT NULL,
+                profiler TEXT,
+                profiler_version TEXT,
+                exit_code INTEGER,
+                created_at TEXT NOT NULL,
+                finished_at TEXT,
+                duration_ms INTEGER,
+                artifacts TEXT,
+                findings TEXT,
+                error TEXT,
+                pid INTEGER NOT NULL
+            );
+            CREATE INDEX captures_created ON captures (created_at);",
+    },
 ];

@@ -1,0 +1,288 @@
+//! The `nsys profile` and `nsys export` command lines.
+
+use std::path::Path;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What to trace, as a named preset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NsysPreset {
+    /// CUDA API, kernels, copies and NVTX ranges; CPU sampling and context
+    /// switches off: the smallest overhead and report.
+    #[default]
+    Light,
+    /// Light plus OS runtime calls (osrt), cuBLAS and cuDNN, and CUDA memory
+    /// usage. NCCL shows through its CUDA kernels and the NVTX ranges NCCL emits.
+    Full,
+}
+
+impl NsysPreset {
+    pub fn trace(self) -> &'static [&'static str] {
+        match self {
+            NsysPreset::Light => &["cuda", "nvtx"],
+            NsysPreset::Full => &["cuda", "nvtx", "osrt", "cublas", "cudnn"],
+        }
+    }
+}
+
+/// When to start collecting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureRange {
+    /// The whole run.
+    #[default]
+    None,
+    /// Only inside the NVTX range named by `nvtx_range` (the first one, by default).
+    Nvtx,
+    /// Between `cudaProfilerStart()` and `cudaProfilerStop()` (torch.cuda.profiler.start/stop).
+    CudaProfilerApi,
+}
+
+/// Options of one `nsys profile` run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NsysOptions {
+    pub preset: NsysPreset,
+    /// Explicit `--trace` list; replaces the preset's.
+    pub trace: Option<Vec<String>>,
+    pub capture_range: CaptureRange,
+    /// NVTX range name for `capture_range = nvtx`.
+    pub nvtx_range: Option<String>,
+    /// Stop collecting after this many seconds (`--duration`).
+    pub duration_s: Option<u32>,
+    /// Start collecting after this many seconds (`--delay`).
+    pub delay_s: Option<u32>,
+    pub force_overwrite: bool,
+}
+
+impl NsysOptions {
+    /// Check the options (a message saying what is wrong).
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(t) = &self.trace {
+            if t.is_empty() {
+                return Err("`trace` is empty; leave it out to use the preset".into());
+            }
+            // nsys names its trace APIs in lower case with dashes (cuda, nvtx,
+            // osrt, cublas-verbose, ...); anything else would be an argument
+            // injection or a typo. Which names exist depends on the nsys version,
+            // so unknown names are left to nsys to refuse.
+            for v in t {
+                if v.is_empty()
+                    || !v
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                {
+                    return Err(format!(
+                        "trace `{v}` is not a trace name (lower-case letters, digits and dashes, e.g. cuda, nvtx, osrt, cublas)"
+                    ));
+                }
+            }
+        }
+        match (self.capture_range, &self.nvtx_range) {
+            (CaptureRange::Nvtx, Some(r)) if r.trim().is_empty() => {
+                return Err("`nvtx_range` is empty".into());
+            }
+            (CaptureRange::None | CaptureRange::CudaProfilerApi, Some(_)) => {
+                return Err("`nvtx_range` needs \"capture_range\": \"nvtx\"".into());
+            }
+            _ => {}
+        }
+        if self.capture_range == CaptureRange::Nvtx && !self.traces().contains(&"nvtx".into()) {
+            return Err("an NVTX capture range needs `nvtx` in `trace`".into());
+        }
+        if self.duration_s == Some(0) {
+            return Err("`duration_s` must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    pub fn traces(&self) -> Vec<String> {
+        match &self.trace {
+            Some(t) => t.clone(),
+            None => self.preset.trace().iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// Arguments of `nsys profile` writing `<out_base>.nsys-rep`, followed by the command.
+    pub fn profile_args(&self, out_base: &Path, command: &[String]) -> Vec<String> {
+        let mut a = vec![
+            "profile".to_string(),
+            format!("--trace={}", self.traces().join(",")),
+            "--sample=none".into(),
+            "--cpuctxsw=none".into(),
+        ];
+        if self.preset == NsysPreset::Full && self.trace.is_none() {
+            a.push("--cuda-memory-usage=true".into());
+        }
+        match self.capture_range {
+            CaptureRange::None => {}
+            CaptureRange::Nvtx => {
+                a.push("--capture-range=nvtx".into());
+                if let Some(r) = &self.nvtx_range {
+                    a.push(format!("--nvtx-capture={r}"));
+                }
+                a.push("--capture-range-end=stop".into());
+            }
+            CaptureRange::CudaProfilerApi => {
+                a.push("--capture-range=cudaProfilerApi".into());
+                a.push("--capture-range-end=stop".into());
+            }
+        }
+        if let Some(d) = self.duration_s {
+            a.push(format!("--duration={d}"));
+        }
+        if let Some(d) = self.delay_s {
+            a.push(format!("--delay={d}"));
+        }
+        a.push(format!("--force-overwrite={}", self.force_overwrite));
+        a.push(format!("--output={}", out_base.display()));
+        a.extend(command.iter().cloned());
+        a
+    }
+
+    /// Environment the run needs: NVTX capture ranges match PyTorch's
+    /// (unregistered) range names only with this set.
+    pub fn env(&self) -> Vec<(String, String)> {
+        if self.capture_range == CaptureRange::Nvtx {
+            vec![("NSYS_NVTX_PROFILER_REGISTER_ONLY".into(), "0".into())]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// Arguments of `nsys export` turning a report into SQLite.
+pub fn export_args(report: &Path, sqlite: &Path) -> Vec<String> {
+    vec![
+        "export".into(),
+        "--type=sqlite".into(),
+        "--force-overwrite=true".into(),
+        format!("--output={}", sqlite.display()),
+        report.display().to_string(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd() -> Vec<String> {
+        vec![
+            "python3".into(),
+            "train.py".into(),
+            "--steps".into(),
+            "5".into(),
+        ]
+    }
+
+    #[test]
+    fn light_preset_traces_cuda_and_nvtx_without_sampling() {
+        let o = NsysOptions {
+            force_overwrite: true,
+            ..NsysOptions::default()
+        };
+        o.validate().unwrap();
+        assert_eq!(
+            o.profile_args(Path::new("/runs/r/profile"), &cmd()),
+            vec![
+                "profile",
+                "--trace=cuda,nvtx",
+                "--sample=none",
+                "--cpuctxsw=none",
+                "--force-overwrite=true",
+                "--output=/runs/r/profile",
+                "python3",
+                "train.py",
+                "--steps",
+                "5"
+            ]
+        );
+        assert!(o.env().is_empty());
+    }
+
+    #[test]
+    fn full_preset_with_an_nvtx_range_and_a_duration() {
+        let o = NsysOptions {
+            preset: NsysPreset::Full,
+            capture_range: CaptureRange::Nvtx,
+            nvtx_range: Some("step_5".into()),
+            duration_s: Some(30),
+            ..NsysOptions::default()
+        };
+        o.validate().unwrap();
+        let a = o.profile_args(Path::new("p"), &cmd());
+        assert_eq!(
+            a[..9],
+            [
+                "profile",
+                "--trace=cuda,nvtx,osrt,cublas,cudnn",
+                "--sample=none",
+                "--cpuctxsw=none",
+                "--cuda-memory-usage=true",
+                "--capture-range=nvtx",
+                "--nvtx-capture=step_5",
+                "--capture-range-end=stop",
+                "--duration=30",
+            ]
+        );
+        assert_eq!(
+            o.env(),
+            vec![(
+                "NSYS_NVTX_PROFILER_REGISTER_ONLY".to_string(),
+                "0".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_a_reason() {
+        let bad = |o: NsysOptions| o.validate().unwrap_err();
+        assert!(
+            bad(NsysOptions {
+                trace: Some(vec!["cuda".into(), "nvtx --sample=cpu".into()]),
+                ..NsysOptions::default()
+            })
+            .starts_with("trace `nvtx --sample=cpu` is not a trace name")
+        );
+        assert!(
+            bad(NsysOptions {
+                nvtx_range: Some("step".into()),
+                ..NsysOptions::default()
+            })
+            .contains("capture_range")
+        );
+        assert!(
+            bad(NsysOptions {
+                capture_range: CaptureRange::Nvtx,
+                trace: Some(vec!["cuda".into()]),
+                ..NsysOptions::default()
+            })
+            .contains("needs `nvtx`")
+        );
+        assert!(
+            bad(NsysOptions {
+                duration_s: Some(0),
+                ..NsysOptions::default()
+            })
+            .contains("duration_s")
+        );
+    }
+
+    #[test]
+    fn export_writes_sqlite() {
+        assert_eq!(
+            export_args(
+                Path::new("/r/profile.nsys-rep"),
+                Path::new("/r/profile.sqlite")
+            ),
+            vec![
+                "export",
+                "--type=sqlite",
+                "--force-overwrite=true",
+                "--output=/r/profile.sqlite",
+                "/r/profile.nsys-rep"
+            ]
+        );
+    }
+}

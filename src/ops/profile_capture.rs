@@ -1,0 +1,1521 @@
+//! The capture half of the `profile` domain: run a command under Nsight
+//! Systems, Nsight Compute or the PyTorch profiler and analyse what it wrote;
+//! analyse existing ncu reports and Kineto traces; list captures.
+//!
+//! The work lives in [`crate::capture`] (runner, discovery, command lines,
+//! records), [`crate::ncu`] and [`crate::kineto`]. Nsight Systems exports are
+//! analysed by the profile tools (`aisp_profile_info`, `aisp_profile_rules`)
+//! through nested calls.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::capture::diagnose;
+use crate::capture::ncu::{self as ncu_cmd, ClockControl, NcuOptions, NcuSet, Page, ReplayMode};
+use crate::capture::nsys::{self as nsys_cmd, CaptureRange, NsysOptions, NsysPreset};
+use crate::capture::process::{self, CommandSpec, OutputTail, RunLimits, RunOutcome, Stop};
+use crate::capture::record::{self, CaptureKind, CaptureRecord, CaptureState};
+use crate::capture::tools::{self, Profiler, SearchPlaces, ToolError, ToolInfo};
+use crate::capture::torch::{self as torch_cmd, StepOn, TorchOptions};
+use crate::context::OpContext;
+use crate::error::{ErrorKind, OpError};
+use crate::kineto;
+use crate::ncu;
+use crate::registry::{Hints, OpSpec, Operation};
+
+/// Grace between SIGTERM and SIGKILL. The dispatcher waits 5 s after a
+/// deadline for the operation's own error (with the output tails).
+const GRACE: Duration = Duration::from_secs(2);
+/// Lines of stdout/stderr kept in results.
+const TAIL_LINES: usize = 40;
+/// Most of a log read back to look for known failures.
+const DIAGNOSE_BYTES: u64 = 4 << 20;
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces
+
+/// The user's command, checked.
+#[derive(Debug)]
+struct UserCommand {
+    argv: Vec<String>,
+    cwd: Option<PathBuf>,
+    env: Vec<(String, String)>,
+}
+
+fn check_command(
+    command: &[String],
+    cwd: Option<&str>,
+    env: Option<&BTreeMap<String, String>>,
+) -> Result<UserCommand, OpError> {
+    let example = "Pass the program and its arguments as an array, e.g. \"command\": [\"python3\", \"train.py\", \"--steps\", \"20\"].";
+    let Some(first) = command.first() else {
+        return Err(OpError::invalid_input("`command` is empty", example));
+    };
+    if first.trim().is_empty() || first.starts_with('-') {
+        return Err(OpError::invalid_input(
+            format!("`command` must start with a program, not `{first}`"),
+            example,
+        ));
+    }
+    if command.iter().any(|a| a.contains('\0')) {
+        return Err(OpError::invalid_input(
+            "an argument of `command` contains a NUL byte",
+            example,
+        ));
+    }
+    let cwd = match cwd {
+        None => None,
+        Some(c) => {
+            let p = PathBuf::from(c);
+            if !p.is_dir() {
+                return Err(OpError::invalid_input(
+                    format!("`cwd` {c} is not an existing directory"),
+                    "Pass the directory the command should run in (absolute, or relative to the server's working directory).",
+                ));
+            }
+            Some(p)
+        }
+    };
+    let mut vars = Vec::new();
+    for (k, v) in env.into_iter().flatten() {
+        if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
+            return Err(OpError::invalid_input(
+                format!("environment variable name `{k}` is not valid"),
+                "Pass `env` as an object of NAME: value strings, e.g. {\"CUDA_VISIBLE_DEVICES\": \"0\"}.",
+            ));
+        }
+        vars.push((k.clone(), v.clone()));
+    }
+    Ok(UserCommand {
+        argv: command.to_vec(),
+        cwd,
+        env: vars,
+    })
+}
+
+fn tool_error(e: ToolError, tool: Profiler) -> OpError {
+    let install = match tool {
+        Profiler::Nsys => {
+            "Install Nsight Systems (https://developer.nvidia.com/nsight-systems, or the CUDA toolkit's nsight-systems \
+             package) so that `nsys` is on PATH, or set AISP_NSYS (or `nsys = \"...\"` in the config file) to its path."
+        }
+        Profiler::Ncu => {
+            "Install Nsight Compute (https://developer.nvidia.com/nsight-compute, or the CUDA toolkit's nsight-compute \
+             package) so that `ncu` is on PATH, or set AISP_NCU (or `ncu = \"...\"` in the config file) to its path."
+        }
+    };
+    OpError::not_found(e.to_string(), install)
+}
+
+fn discover(
+    ctx: &OpContext,
+    tool: Profiler,
+    env: &[(String, String)],
+) -> Result<ToolInfo, OpError> {
+    let configured = match tool {
+        Profiler::Nsys => ctx.app().config.nsys.clone(),
+        Profiler::Ncu => ctx.app().config.ncu.clone(),
+    };
+    tools::discover(tool, &SearchPlaces::system(configured), env).map_err(|e| tool_error(e, tool))
+}
+
+/// A capture in progress: its record, folder, clock and progress.
+struct Session<'a> {
+    ctx: &'a OpContext,
+    rec: CaptureRecord,
+    dir: PathBuf,
+    started: Instant,
+    last_progress: f64,
+    notes: Vec<String>,
+}
+
+impl<'a> Session<'a> {
+    fn start(
+        ctx: &'a OpContext,
+        kind: CaptureKind,
+        cmd: &UserCommand,
+        profiler: Option<&ToolInfo>,
+    ) -> Result<Session<'a>, OpError> {
+        let store = ctx.app().store()?;
+        let run_id = record::new_run_id(kind);
+        let dir = record::create_run_dir(&ctx.app().config.runs_dir(), &run_id).map_err(|e| {
+            OpError::internal(format!(
+                "cannot create the run folder under {}: {e}",
+                ctx.app().config.runs_dir().display()
+            ))
+        })?;
+        let rec = CaptureRecord {
+            run_id,
+            kind,
+            tool: ctx.tool().to_string(),
+            state: CaptureState::Running,
+            command: cmd.argv.clone(),
+            cwd: cmd.cwd.as_ref().map(|c| c.display().to_string()),
+            run_dir: dir.display().to_string(),
+            profiler: profiler.map(|p| p.path.clone()),
+            profiler_version: profiler.and_then(|p| p.version.clone()),
+            exit_code: None,
+            created_at: crate::jobs::now_rfc3339(),
+            finished_at: None,
+            duration_ms: None,
+            artifacts: BTreeMap::new(),
+            findings: Vec::new(),
+            error: None,
+        };
+        record::insert(store, &rec)?;
+        Ok(Session {
+            ctx,
+            rec,
+            dir,
+            started: Instant::now(),
+            last_progress: 0.0,
+            notes: Vec::new(),
+        })
+    }
+
+    /// Progress: elapsed seconds (strictly increasing), with the phase and output counts.
+    fn progress(&mut self, message: String) {
+        let mut p = (self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+        if p <= self.last_progress {
+            p = self.last_progress + 0.001;
+        }
+        self.last_progress = p;
+        self.ctx.progress(p, None, message);
+    }
+
+    fn artifact(&mut self, name: &str, path: &Path) {
+        self.rec
+            .artifacts
+            .insert(name.to_string(), path.display().to_string());
+    }
+
+    fn wait_for_gpu(&mut self) -> Result<std::sync::MutexGuard<'a, ()>, OpError> {
+        self.progress("waiting for the GPU queue (one capture at a time)".into());
+        let ctx = self.ctx;
+        ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())
+    }
+
+    /// Run one step (`phase`) of the capture: logs in the run folder, the
+    /// caller's cancellation and deadline, progress once a second.
+    fn run(
+        &mut self,
+        phase: &str,
+        mut spec: CommandSpec,
+        log_name: &str,
+    ) -> Result<RunOutcome, OpError> {
+        spec.stdout_log = Some(self.dir.join(format!("{log_name}.stdout.log")));
+        spec.stderr_log = Some(self.dir.join(format!("{log_name}.stderr.log")));
+        let limits = RunLimits {
+            deadline: self.ctx.deadline(),
+            grace: GRACE,
+            tail_lines: TAIL_LINES,
+        };
+        let ctx = self.ctx;
+        self.progress(format!("{phase}: starting"));
+        let outcome = process::run(&spec, &limits, &|| ctx.is_cancelled(), &mut |p| {
+            let last = p
+                .last_line
+                .as_deref()
+                .map(|l| format!(" · last: {}", l.chars().take(120).collect::<String>()))
+                .unwrap_or_default();
+            let msg = format!(
+                "{phase}: {:.0} s, {} output lines{last}",
+                p.elapsed.as_secs_f64(),
+                p.stdout_lines + p.stderr_lines
+            );
+            self.progress(msg);
+        })
+        .map_err(|e| match e {
+            process::RunError::Spawn { .. } => OpError::not_found(
+                format!("{phase}: {e}"),
+                "Check that the program exists and is executable (give its full path, or check PATH), \
+                 and that `cwd` is right.",
+            ),
+            other => OpError::internal(format!("{phase}: {other}")),
+        })?;
+        if let Some(stop) = outcome.stopped {
+            return Err(self.stop_error(phase, stop, &outcome));
+        }
+        Ok(outcome)
+    }
+
+    fn stop_error(&self, phase: &str, stop: Stop, outcome: &RunOutcome) -> OpError {
+        let timed_out = stop == Stop::DeadlinePassed || self.ctx.timed_out();
+        if !timed_out {
+            return OpError::cancelled();
+        }
+        OpError::timeout(
+            format!(
+                "{phase} ran past the time limit after {:.1} s and was stopped (its whole process group was \
+                 terminated; run {} kept its logs in {}).{}",
+                outcome.duration.as_secs_f64(),
+                self.rec.run_id,
+                self.dir.display(),
+                outcome.tails_text()
+            ),
+            "Call again with a larger `timeout_s` or `async: true`, or make the run shorter (a smaller workload, \
+             nsys `duration_s` or a capture range, ncu `launch_count` or `kernel_regex`).",
+        )
+    }
+
+    /// Record the outcome; the error is returned for `?`.
+    fn finish(&mut self, result: &Result<(), OpError>) {
+        self.rec.finished_at = Some(crate::jobs::now_rfc3339());
+        self.rec.duration_ms = Some(self.started.elapsed().as_millis() as i64);
+        match result {
+            Ok(()) => self.rec.state = CaptureState::Succeeded,
+            Err(e) => {
+                self.rec.state = match e.kind {
+                    ErrorKind::Timeout => CaptureState::TimedOut,
+                    ErrorKind::Cancelled if self.ctx.timed_out() => CaptureState::TimedOut,
+                    ErrorKind::Cancelled => CaptureState::Cancelled,
+                    _ => CaptureState::Failed,
+                };
+                self.rec.error = Some(e.message.chars().take(4000).collect());
+            }
+        }
+        if let Ok(store) = self.ctx.app().store()
+            && let Err(e) = record::update(store, &self.rec)
+        {
+            tracing::warn!(run_id = %self.rec.run_id, error = %e, "could not record the capture's outcome");
+        }
+    }
+}
+
+/// The text of a run's output for diagnosis: the logs (their last 4 MiB), else the tails.
+fn output_text(outcome: &RunOutcome) -> String {
+    let mut text = String::new();
+    for t in [&outcome.stdout, &outcome.stderr] {
+        let from_log = t.log_path.as_ref().and_then(|p| {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut f = std::fs::File::open(p).ok()?;
+            let len = f.metadata().ok()?.len();
+            f.seek(SeekFrom::Start(len.saturating_sub(DIAGNOSE_BYTES)))
+                .ok()?;
+            let mut buf = Vec::new();
+            f.read_to_end(&mut buf).ok()?;
+            Some(String::from_utf8_lossy(&buf).into_owned())
+        });
+        text.push_str(&from_log.unwrap_or_else(|| t.text()));
+        text.push('\n');
+    }
+    text
+}
+
+/// What every capture answers besides its analysis.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CaptureInfo {
+    /// Id of this capture (`aisp_profile_list`, `aisp_profile_compare`).
+    pub run_id: String,
+    /// Folder holding the artifacts and logs.
+    pub run_dir: String,
+    /// The user's command.
+    pub command: Vec<String>,
+    /// The full command aisp ran (profiler and options included).
+    pub profiler_command: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profiler: Option<ToolInfo>,
+    /// Exit code of the profiled run (nsys and ncu pass the program's on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    pub stdout: OutputTail,
+    pub stderr: OutputTail,
+    /// Artifact name → path.
+    pub artifacts: BTreeMap<String, String>,
+    /// What was not done or is worth knowing (analysis unavailable, non-zero exit, ...).
+    pub notes: Vec<String>,
+}
+
+fn info_of(
+    s: &Session<'_>,
+    profiler_command: Vec<String>,
+    profiler: Option<ToolInfo>,
+    out: &RunOutcome,
+) -> CaptureInfo {
+    CaptureInfo {
+        run_id: s.rec.run_id.clone(),
+        run_dir: s.rec.run_dir.clone(),
+        command: s.rec.command.clone(),
+        profiler_command,
+        profiler,
+        exit_code: out.exit_code,
+        duration_ms: s.started.elapsed().as_millis() as u64,
+        stdout: out.stdout.clone(),
+        stderr: out.stderr.clone(),
+        artifacts: s.rec.artifacts.clone(),
+        notes: s.notes.clone(),
+    }
+}
+
+fn exit_note(out: &RunOutcome) -> Option<String> {
+    (out.exit_code != Some(0)).then(|| {
+        format!(
+            "the profiled command ended with {}; the capture covers the run up to then",
+            out.status_text()
+        )
+    })
+}
+
+fn as_object(v: Value) -> Option<Map<String, Value>> {
+    match v {
+        Value::Object(m) => Some(m),
+        _ => None,
+    }
+}
+
+/// A profile reference as the Nsight Systems profile operations take it: the
+/// run id of an aisp_profile_nsys capture becomes the path of its SQLite
+/// export; anything else (a path, even a missing one, so that the caller's own
+/// error names it) is returned as given.
+pub fn profile_ref(ctx: &OpContext, reference: &str) -> Result<String, OpError> {
+    if Path::new(reference).exists() || !record::looks_like_run_id(reference) {
+        return Ok(reference.to_string());
+    }
+    let store = ctx.app().store()?;
+    let Some(rec) = record::get(store, reference)? else {
+        return Ok(reference.to_string());
+    };
+    if rec.kind != CaptureKind::Nsys {
+        return Err(OpError::invalid_input(
+            format!(
+                "run {reference} is an {} capture; this tool reads Nsight Systems captures",
+                rec.kind.as_str()
+            ),
+            "Use aisp_profile_ncu_summary for ncu runs and aisp_profile_trace for torch runs.",
+        ));
+    }
+    match record::resolve_profile_ref(store, reference) {
+        Ok(p) => Ok(p.display().to_string()),
+        Err(record::ResolveError::Store(e)) => Err(e.into()),
+        Err(e) => Err(OpError::not_found(
+            e.to_string(),
+            "Pick a succeeded nsys capture from aisp_profile_list, or pass the export's path.",
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// aisp_profile_nsys
+
+pub struct ProfileNsys;
+
+/// Arguments of `aisp_profile_nsys`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NsysInput {
+    /// The program and its arguments (argv), e.g. ["python3", "train.py", "--steps", "20"]. Not run through a shell.
+    pub command: Vec<String>,
+    /// Working directory of the command; default the server's.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Environment variables added for the command, e.g. {"CUDA_VISIBLE_DEVICES": "0"}.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// `light` (default): CUDA and NVTX, no CPU sampling or context switches. `full`: adds OS runtime, cuBLAS, cuDNN and CUDA memory usage.
+    #[serde(default)]
+    pub preset: Option<NsysPreset>,
+    /// Explicit nsys --trace list (e.g. ["cuda", "nvtx", "osrt"]); replaces the preset's.
+    #[serde(default)]
+    pub trace: Option<Vec<String>>,
+    /// Collect only part of the run: `nvtx` (inside `nvtx_range`) or `cuda_profiler_api` (between cudaProfilerStart/Stop). Default the whole run.
+    #[serde(default)]
+    pub capture_range: Option<CaptureRange>,
+    /// NVTX range name that starts collection with "capture_range": "nvtx" (e.g. "step_5"; `name@domain` for another domain).
+    #[serde(default)]
+    pub nvtx_range: Option<String>,
+    /// Stop collecting after this many seconds (the program keeps running).
+    #[serde(default)]
+    pub duration_s: Option<u32>,
+    /// Start collecting after this many seconds.
+    #[serde(default)]
+    pub delay_s: Option<u32>,
+    /// Overwrite an existing report of the same name (default true; each run has its own folder).
+    #[serde(default)]
+    pub force_overwrite: Option<bool>,
+    /// Run aisp_profile_info and aisp_profile_rules on the export (default true).
+    #[serde(default)]
+    pub analyze: Option<bool>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NsysOutput {
+    #[serde(flatten)]
+    pub capture: CaptureInfo,
+    /// `aisp_profile_info` of the export, when the profile tools are available.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub info: Option<Map<String, Value>>,
+    /// The top findings of `aisp_profile_rules` (at most 5).
+    pub top_findings: Vec<Map<String, Value>>,
+}
+
+impl Operation for ProfileNsys {
+    type Input = NsysInput;
+    type Output = NsysOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Capture an Nsight Systems profile",
+        summary: "Runs a command under nsys profile, exports the report to SQLite and returns the paths with the profile's info and top findings.",
+        description: "Runs `command` under Nsight Systems (`nsys profile`) with a preset (`light`: CUDA and NVTX with CPU \
+sampling and context switches off; `full`: adds OS runtime, cuBLAS, cuDNN and CUDA memory usage) or an explicit trace \
+list, optionally only inside an NVTX range or between cudaProfilerStart/Stop, for a limited duration. The report and its \
+SQLite export are kept in $AISP_HOME/runs/<run_id>/ with the logs; the capture is recorded (aisp_profile_list) and its \
+run_id works wherever a profile path does in aisp_profile_compare. Returns the artifact paths, stdout/stderr tails, \
+aisp_profile_info and the top findings of aisp_profile_rules. Finds nsys on PATH, AISP_NSYS, /usr/local/cuda*/bin, \
+/opt/nvidia/nsight-systems*/ and /opt/nvidia/nsight-compute/*/host/target-linux-x64/; when the report step fails \
+because the importer cannot load libdw/libelf, the error says how to fix it. Needs --allow-exec and a GPU; one capture \
+runs at a time. Takes the program's run time plus seconds to minutes for the report and export; honours timeout_s \
+(the whole process group is terminated) and async: true.",
+        hints: Hints::RUNS_COMMAND,
+        needs_gpu: true,
+        long_running: true,
+        executes_commands: true,
+        positional: &["command"],
+        intents: &[
+            "profile my training script",
+            "run nsys on this program",
+            "capture a timeline",
+            "nsight systems capture",
+            "why is python train.py slow",
+            "profile a command",
+        ],
+        example: r#"{"command": ["python3", "train.py"], "preset": "light", "timeout_s": 600}"#,
+        ..OpSpec::new("profile", "nsys")
+    };
+
+    fn run(&self, ctx: &OpContext, input: NsysInput) -> Result<NsysOutput, OpError> {
+        let cmd = check_command(&input.command, input.cwd.as_deref(), input.env.as_ref())?;
+        let opts = NsysOptions {
+            preset: input.preset.unwrap_or_default(),
+            trace: input.trace,
+            capture_range: input.capture_range.unwrap_or_default(),
+            nvtx_range: input.nvtx_range,
+            duration_s: input.duration_s,
+            delay_s: input.delay_s,
+            force_overwrite: input.force_overwrite.unwrap_or(true),
+        };
+        opts.validate().map_err(|m| {
+            OpError::invalid_input(
+                m,
+                "Example: {\"command\": [\"python3\", \"train.py\"], \"preset\": \"full\"} or \
+                 {\"capture_range\": \"nvtx\", \"nvtx_range\": \"step_5\"}.",
+            )
+        })?;
+        let nsys = discover(ctx, Profiler::Nsys, &cmd.env)?;
+        let mut s = Session::start(ctx, CaptureKind::Nsys, &cmd, Some(&nsys))?;
+        let mut out = None;
+        let result = nsys_capture(
+            &mut s,
+            &cmd,
+            &opts,
+            &nsys,
+            input.analyze.unwrap_or(true),
+            &mut out,
+        );
+        s.finish(&result.as_ref().map(|_| ()).map_err(Clone::clone));
+        result?;
+        out.ok_or_else(|| OpError::internal("the nsys capture produced no result"))
+    }
+}
+
+fn nsys_capture(
+    s: &mut Session<'_>,
+    cmd: &UserCommand,
+    opts: &NsysOptions,
+    nsys: &ToolInfo,
+    analyze: bool,
+    result: &mut Option<NsysOutput>,
+) -> Result<(), OpError> {
+    let base = s.dir.join("profile");
+    let args = opts.profile_args(&base, &cmd.argv);
+    let mut spec = CommandSpec::new(&nsys.path, args);
+    spec.cwd = cmd.cwd.clone();
+    spec.env = cmd.env.iter().cloned().chain(opts.env()).collect();
+    let profiler_command = spec.argv();
+    let _gpu = s.wait_for_gpu()?;
+    let out = s.run("nsys profile", spec, "nsys-profile")?;
+    s.rec.exit_code = out.exit_code.map(i64::from);
+    drop(_gpu);
+    s.artifact("profile_stdout", &s.dir.join("nsys-profile.stdout.log"));
+    s.artifact("profile_stderr", &s.dir.join("nsys-profile.stderr.log"));
+
+    let report = base.with_extension("nsys-rep");
+    if !report.is_file() {
+        let text = output_text(&out);
+        let qdstrm = base.with_extension("qdstrm");
+        if let Some(f) = diagnose::importer_failure(&text) {
+            if qdstrm.is_file() {
+                s.artifact("qdstrm", &qdstrm);
+            }
+            return Err(OpError::unsupported(
+                format!(
+                    "nsys captured the run but could not turn it into a report: its importer is missing {} \
+                     (`Unable to retrieve the importer version`). The raw capture is {} (run {}).{}",
+                    if f.missing_libraries.is_empty() {
+                        "libdw.so.1/libelf.so.1".to_string()
+                    } else {
+                        f.missing_libraries.join(", ")
+                    },
+                    qdstrm.display(),
+                    s.rec.run_id,
+                    out.tails_text()
+                ),
+                f.fix(),
+            ));
+        }
+        return Err(OpError::invalid_input(
+            format!(
+                "nsys wrote no report ({}); the command may have failed to start or ended before any CUDA \
+                 activity (a capture range that never opened also leaves no report).{}",
+                out.status_text(),
+                out.tails_text()
+            ),
+            "Check the command runs on its own first, and that `capture_range`/`nvtx_range` match what the program \
+             does. The logs are in the run folder.",
+        ));
+    }
+    s.artifact("nsys_rep", &report);
+    if let Some(n) = exit_note(&out) {
+        s.notes.push(n);
+    }
+
+    let sqlite = base.with_extension("sqlite");
+    let mut export = CommandSpec::new(&nsys.path, nsys_cmd::export_args(&report, &sqlite));
+    export.env = cmd.env.clone();
+    let ex = s.run("nsys export", export, "nsys-export")?;
+    if !sqlite.is_file() {
+        return Err(OpError::unsupported(
+            format!(
+                "nsys export did not write {} ({}).{}",
+                sqlite.display(),
+                ex.status_text(),
+                ex.tails_text()
+            ),
+            format!(
+                "The report {} is kept; export it by hand with `nsys export --type sqlite {}` to see why.",
+                report.display(),
+                report.display()
+            ),
+        ));
+    }
+    s.artifact("sqlite", &sqlite);
+
+    let mut info = None;
+    let mut top = Vec::new();
+    if analyze {
+        s.progress("analysing the export".into());
+        let path = sqlite.display().to_string();
+        match s
+            .ctx
+            .call_tool("aisp_profile_info", json!({ "path": path }))
+        {
+            Ok(v) => info = as_object(v),
+            Err(e) => s.notes.push(analysis_note("aisp_profile_info", &e)),
+        }
+        match s
+            .ctx
+            .call_tool("aisp_profile_rules", json!({ "path": path }))
+        {
+            Ok(v) => {
+                let findings = v
+                    .get("findings")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for f in findings.into_iter().take(5) {
+                    let line = format!(
+                        "[{}] {}",
+                        f.get("severity").and_then(Value::as_str).unwrap_or("?"),
+                        f.get("title").and_then(Value::as_str).unwrap_or("")
+                    );
+                    s.rec.findings.push(line);
+                    if let Some(m) = as_object(f) {
+                        top.push(m);
+                    }
+                }
+            }
+            Err(e) => s.notes.push(analysis_note("aisp_profile_rules", &e)),
+        }
+        if s.ctx.is_cancelled() {
+            return Err(s.ctx.stop_error());
+        }
+    }
+    *result = Some(NsysOutput {
+        capture: info_of(s, profiler_command, Some(nsys.clone()), &out),
+        info,
+        top_findings: top,
+    });
+    Ok(())
+}
+
+fn analysis_note(tool: &str, e: &OpError) -> String {
+    if e.kind == ErrorKind::NotFound && e.message.contains("no tool named") {
+        format!(
+            "{tool} is not available in this build: the capture is returned without its analysis"
+        )
+    } else {
+        format!("{tool} failed: {}", e.message)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// aisp_profile_ncu
+
+pub struct ProfileNcu;
+
+/// Arguments of `aisp_profile_ncu`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NcuInput {
+    /// The program and its arguments (argv), e.g. ["python3", "train.py"]. Not run through a shell.
+    pub command: Vec<String>,
+    /// Working directory of the command; default the server's.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Environment variables added for the command.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Section set: `basic` (default, fastest), `detailed`, `full` (adds warp stall reasons; slowest) or `roofline`.
+    #[serde(default)]
+    pub set: Option<NcuSet>,
+    /// Extra sections by identifier (e.g. ["WarpStateStats", "MemoryWorkloadAnalysis"]).
+    #[serde(default)]
+    pub sections: Option<Vec<String>>,
+    /// Extra metrics by name (e.g. ["dram__bytes.sum.per_second"]).
+    #[serde(default)]
+    pub metrics: Option<Vec<String>>,
+    /// Profile only kernels whose function name matches this regular expression (e.g. "gemm|nvjet").
+    #[serde(default)]
+    pub kernel_regex: Option<String>,
+    /// Skip this many matching kernel launches first (skip warm-up).
+    #[serde(default)]
+    pub launch_skip: Option<u64>,
+    /// Profile at most this many launches (default 20: every launch is replayed many times).
+    #[serde(default)]
+    pub launch_count: Option<u64>,
+    /// Only kernels inside these NVTX ranges (ncu --nvtx-include syntax, e.g. "step_5/").
+    #[serde(default)]
+    pub nvtx_include: Option<Vec<String>>,
+    /// How passes are replayed: `kernel` (ncu's default), `application`, `range` or `app_range`.
+    #[serde(default)]
+    pub replay_mode: Option<ReplayMode>,
+    /// `none` (default: never change clocks unasked) or `base` (lock to base clocks for repeatability).
+    #[serde(default)]
+    pub clock_control: Option<ClockControl>,
+    /// Kernel launches listed one by one in the result (default 50); groups by name cover all.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NcuOutput {
+    #[serde(flatten)]
+    pub capture: CaptureInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ncu::NcuSummary>,
+}
+
+fn ncu_error(e: ncu::NcuError) -> OpError {
+    OpError::invalid_input(
+        e.to_string(),
+        "Pass a report (.ncu-rep) or the CSV of `ncu --csv --page raw` or `--page details`.",
+    )
+}
+
+impl Operation for ProfileNcu {
+    type Input = NcuInput;
+    type Output = NcuOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Capture Nsight Compute kernel metrics",
+        summary: "Runs a command under ncu (section set, kernel filter, launch skip/count, NVTX filter) and returns per-kernel speed of light, occupancy, memory and rule findings.",
+        description: "Runs `command` under Nsight Compute (`ncu`) with a section set (`basic`, `detailed`, `full`, \
+`roofline`) or extra sections/metrics, a kernel name regex, launch skip/count (default 20 launches), NVTX include \
+filters and a replay mode, with `--clock-control none` unless asked (aisp never locks or changes clocks on its own). \
+Then reads the report's raw and details pages into per-kernel records: duration, SM and memory throughput % of peak \
+(speed of light) with a compute/memory/latency verdict, achieved and theoretical occupancy with the limiting resource, \
+DRAM bandwidth, L1/L2 hit rates, FP32 roofline position when measured, top warp stall reasons (full set), and ncu's \
+rule messages, plus kernels grouped by name and the advice with the most estimated time to save. Artifacts (.ncu-rep, \
+CSV pages, logs) stay in $AISP_HOME/runs/<run_id>/. When the driver refuses performance counters \
+(ERR_NVGPUCTRPERM) the error says how to allow them. Needs --allow-exec and a GPU. Slow: every profiled launch is \
+replayed once per pass (seconds per kernel with `full`); honours timeout_s and async: true.",
+        hints: Hints::RUNS_COMMAND,
+        needs_gpu: true,
+        long_running: true,
+        executes_commands: true,
+        positional: &["command"],
+        intents: &[
+            "profile kernels with nsight compute",
+            "run ncu",
+            "why is this kernel slow",
+            "kernel occupancy",
+            "memory bound or compute bound",
+            "roofline of my kernels",
+        ],
+        example: r#"{"command": ["python3", "train.py"], "set": "detailed", "kernel_regex": "gemm|nvjet", "launch_count": 10}"#,
+        ..OpSpec::new("profile", "ncu")
+    };
+
+    fn run(&self, ctx: &OpContext, input: NcuInput) -> Result<NcuOutput, OpError> {
+        let cmd = check_command(&input.command, input.cwd.as_deref(), input.env.as_ref())?;
+        let opts = NcuOptions {
+            set: input.set.unwrap_or_default(),
+            sections: input.sections.unwrap_or_default(),
+            metrics: input.metrics.unwrap_or_default(),
+            kernel_regex: input.kernel_regex,
+            launch_skip: input.launch_skip,
+            launch_count: Some(input.launch_count.unwrap_or(20)),
+            nvtx_include: input.nvtx_include.unwrap_or_default(),
+            replay_mode: input.replay_mode,
+            clock_control: input.clock_control.unwrap_or_default(),
+        };
+        opts.validate().map_err(|m| {
+            OpError::invalid_input(
+                m,
+                "Example: {\"command\": [\"python3\", \"train.py\"], \"set\": \"detailed\", \"kernel_regex\": \"gemm\", \"launch_count\": 10}.",
+            )
+        })?;
+        let limit = input.limit.unwrap_or(50).max(1);
+        let ncu_tool = discover(ctx, Profiler::Ncu, &cmd.env)?;
+        let mut s = Session::start(ctx, CaptureKind::Ncu, &cmd, Some(&ncu_tool))?;
+        let mut out = None;
+        let result = ncu_capture(&mut s, &cmd, &opts, &ncu_tool, limit, &mut out);
+        s.finish(&result.as_ref().map(|_| ()).map_err(Clone::clone));
+        result?;
+        out.ok_or_else(|| OpError::internal("the ncu capture produced no result"))
+    }
+}
+
+fn permission_error(out: &RunOutcome) -> OpError {
+    OpError::unsupported(
+        format!(
+            "ncu may not read the GPU performance counters on this machine (ERR_NVGPUCTRPERM).{}",
+            out.tails_text()
+        ),
+        diagnose::COUNTER_PERMISSION_FIX,
+    )
+}
+
+/// Import the raw and details pages of a report into CSV files next to it.
+fn import_pages(
+    s: &mut Session<'_>,
+    ncu_path: &str,
+    report: &Path,
+    env: &[(String, String)],
+) -> Result<(Option<String>, Option<String>), OpError> {
+    let mut pages = (None, None);
+    for (page, name) in [(Page::Raw, "raw"), (Page::Details, "details")] {
+        let mut spec = CommandSpec::new(ncu_path, ncu_cmd::import_args(report, page));
+        spec.env = env.to_vec();
+        let log = format!("ncu-import-{name}");
+        let out = s.run(&format!("ncu --import --page {name}"), spec, &log)?;
+        let csv_path = s.dir.join(format!("{log}.stdout.log"));
+        let text = std::fs::read_to_string(&csv_path).unwrap_or_default();
+        if out.exit_code == Some(0) && !text.trim().is_empty() {
+            let dest = s.dir.join(format!("profile.{name}.csv"));
+            if std::fs::rename(&csv_path, &dest).is_ok() {
+                s.artifact(&format!("{name}_csv"), &dest);
+            }
+            match page {
+                Page::Raw => pages.0 = Some(text),
+                Page::Details => pages.1 = Some(text),
+            }
+        } else {
+            s.notes.push(format!(
+                "`ncu --import --page {name}` failed ({}): {}",
+                out.status_text(),
+                out.stderr.text().lines().last().unwrap_or("")
+            ));
+        }
+    }
+    Ok(pages)
+}
+
+fn ncu_capture(
+    s: &mut Session<'_>,
+    cmd: &UserCommand,
+    opts: &NcuOptions,
+    ncu_tool: &ToolInfo,
+    limit: usize,
+    result: &mut Option<NcuOutput>,
+) -> Result<(), OpError> {
+    let base = s.dir.join("profile");
+    let mut spec = CommandSpec::new(&ncu_tool.path, opts.profile_args(&base, &cmd.argv));
+    spec.cwd = cmd.cwd.clone();
+    spec.env = cmd.env.clone();
+    let profiler_command = spec.argv();
+    let gpu = s.wait_for_gpu()?;
+    let out = s.run("ncu", spec, "ncu-profile")?;
+    s.rec.exit_code = out.exit_code.map(i64::from);
+    drop(gpu);
+    s.artifact("profile_stdout", &s.dir.join("ncu-profile.stdout.log"));
+    s.artifact("profile_stderr", &s.dir.join("ncu-profile.stderr.log"));
+    let text = output_text(&out);
+    if diagnose::counter_permission_denied(&text) {
+        return Err(permission_error(&out));
+    }
+    if let Some(line) = diagnose::profiler_init_failure(&text) {
+        return Err(OpError::unsupported(
+            format!(
+                "ncu could not start its profiler: {line}.{}",
+                out.tails_text()
+            ),
+            diagnose::PROFILER_INIT_FIX,
+        ));
+    }
+    let report = base.with_extension("ncu-rep");
+    if !report.is_file() {
+        let why = if text.contains("No kernels were profiled") {
+            "no kernel matched the filters"
+        } else {
+            "the command may have failed or launched no CUDA kernel"
+        };
+        return Err(OpError::invalid_input(
+            format!(
+                "ncu wrote no report ({}; {why}).{}",
+                out.status_text(),
+                out.tails_text()
+            ),
+            "Check `kernel_regex` (it matches the function name, e.g. \"gemm\"), `launch_skip`, `nvtx_include` \
+             (ranges need \"/\" at the end for push/pop ranges), and that the command runs on its own.",
+        ));
+    }
+    s.artifact("ncu_rep", &report);
+    if let Some(n) = exit_note(&out) {
+        s.notes.push(n);
+    }
+    let (raw, details) = import_pages(s, &ncu_tool.path, &report, &cmd.env)?;
+    let pages: Vec<&str> = [raw.as_deref(), details.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let summary = if pages.is_empty() {
+        None
+    } else {
+        match ncu::summarize(&pages, limit) {
+            Ok(sum) => Some(sum),
+            Err(e) => {
+                s.notes
+                    .push(format!("the report's CSV could not be read: {e}"));
+                None
+            }
+        }
+    };
+    if let Some(sum) = &summary {
+        for a in sum.top_advice.iter().take(5) {
+            s.rec.findings.push(format!(
+                "{} on {} ({} launches): up to {:.1} µs to save",
+                a.rule,
+                a.kernel_name.chars().take(80).collect::<String>(),
+                a.launches,
+                a.estimated_savings_ns / 1e3
+            ));
+        }
+    }
+    *result = Some(NcuOutput {
+        capture: info_of(s, profiler_command, Some(ncu_tool.clone()), &out),
+        summary,
+    });
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// aisp_profile_ncu_summary
+
+pub struct NcuSummaryOp;
+
+/// Arguments of `aisp_profile_ncu_summary`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NcuSummaryInput {
+    /// An Nsight Compute report (.ncu-rep), a CSV page of one (`ncu --csv --page raw` or `--page details`), or the run id of an ncu capture.
+    pub path: String,
+    /// A second CSV page of the same report (the details page when `path` is the raw one, or the reverse).
+    #[serde(default)]
+    pub details_path: Option<String>,
+    /// Kernel launches listed one by one (default 50); groups by name cover all.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NcuSummaryOutput {
+    /// The files read.
+    pub sources: Vec<String>,
+    #[serde(flatten)]
+    pub summary: ncu::NcuSummary,
+}
+
+impl Operation for NcuSummaryOp {
+    type Input = NcuSummaryInput;
+    type Output = NcuSummaryOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Summarise an Nsight Compute report",
+        summary: "Per-kernel speed of light, occupancy and limiter, DRAM bandwidth, cache hit rates, roofline, warp stalls and rule messages from an existing .ncu-rep or ncu CSV.",
+        description: "Reads an existing Nsight Compute result — a .ncu-rep (imported through a local ncu), the CSV that \
+`ncu --csv --page raw` or `--page details` printed (program output and ==PROF== lines mixed in are skipped), or the \
+run id of an aisp_profile_ncu capture — into per-kernel records: duration, SM and memory throughput % of peak with a \
+compute/memory/latency verdict (ncu's 60 % rule), achieved vs theoretical occupancy and the resource that limits it, \
+DRAM bandwidth, L1/L2 hit rates, FP32 roofline position (arithmetic intensity, % of roof) when the roofline metrics \
+were collected, the largest warp stall reasons when the warp state metrics were, and ncu's rule messages with their \
+estimated speedups; plus kernels grouped by name and the advice with the most estimated time to save. Use it on \
+reports made elsewhere or to look again at a capture. Milliseconds for CSV; a few seconds to import a report.",
+        positional: &["path"],
+        intents: &[
+            "summarize ncu report",
+            "read nsight compute csv",
+            "kernel metrics from ncu-rep",
+            "occupancy limiter",
+            "ncu rules",
+        ],
+        example: r#"{"path": "profile.ncu-rep"}"#,
+        ..OpSpec::new("profile", "ncu_summary")
+    };
+
+    fn run(&self, ctx: &OpContext, input: NcuSummaryInput) -> Result<NcuSummaryOutput, OpError> {
+        let limit = input.limit.unwrap_or(50).max(1);
+        let store = ctx.app().store()?;
+        let resolve = |r: &str| {
+            record::resolve_profile_ref(store, r).map_err(|e| {
+                OpError::not_found(
+                    e.to_string(),
+                    "Pass an existing .ncu-rep or .csv path, or a run id from aisp_profile_list.",
+                )
+            })
+        };
+        let mut sources = vec![resolve(&input.path)?];
+        if let Some(d) = &input.details_path {
+            sources.push(resolve(d)?);
+        }
+        let mut texts: Vec<String> = Vec::new();
+        for src in &sources {
+            if src.extension().is_some_and(|e| e == "ncu-rep") {
+                texts.extend(import_report(ctx, src)?);
+            } else {
+                texts.push(std::fs::read_to_string(src).map_err(|e| {
+                    OpError::invalid_input(
+                        format!("cannot read {}: {e}", src.display()),
+                        "Pass a readable .ncu-rep or CSV file.",
+                    )
+                })?);
+            }
+        }
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let summary = ncu::summarize(&refs, limit).map_err(ncu_error)?;
+        Ok(NcuSummaryOutput {
+            sources: sources.iter().map(|p| p.display().to_string()).collect(),
+            summary,
+        })
+    }
+}
+
+/// The raw and details pages of a report, through a local ncu.
+fn import_report(ctx: &OpContext, report: &Path) -> Result<Vec<String>, OpError> {
+    let ncu_tool = discover(ctx, Profiler::Ncu, &[]).map_err(|mut e| {
+        e.hint = format!(
+            "{} Or pass the CSV pages instead: `ncu --import {} --csv --page raw > raw.csv`.",
+            e.hint,
+            report.display()
+        );
+        e
+    })?;
+    let mut texts = Vec::new();
+    for page in [Page::Raw, Page::Details] {
+        let dir = tempfile_dir(ctx)?;
+        let log = dir.join("page.csv");
+        let mut spec = CommandSpec::new(&ncu_tool.path, ncu_cmd::import_args(report, page));
+        spec.stdout_log = Some(log.clone());
+        let limits = RunLimits {
+            deadline: Some(
+                ctx.deadline()
+                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(300)),
+            ),
+            grace: GRACE,
+            tail_lines: TAIL_LINES,
+        };
+        let out = process::run(&spec, &limits, &|| ctx.is_cancelled(), &mut |_| {})
+            .map_err(|e| OpError::internal(format!("ncu --import: {e}")))?;
+        if out.stopped.is_some() {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(ctx.stop_error());
+        }
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&dir);
+        if out.exit_code != Some(0) {
+            return Err(OpError::invalid_input(
+                format!(
+                    "ncu could not import {} ({}).{}",
+                    report.display(),
+                    out.status_text(),
+                    out.tails_text()
+                ),
+                "The report may be damaged or from a newer Nsight Compute than the local ncu.",
+            ));
+        }
+        texts.push(text);
+    }
+    Ok(texts)
+}
+
+fn tempfile_dir(ctx: &OpContext) -> Result<PathBuf, OpError> {
+    let dir = ctx.app().config.cache_dir().join(format!(
+        "ncu-import-{}",
+        record::new_run_id(CaptureKind::Ncu)
+    ));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| OpError::internal(format!("cannot create {}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
+// ---------------------------------------------------------------------------------------------
+// aisp_profile_torch
+
+pub struct ProfileTorch;
+
+/// Arguments of `aisp_profile_torch`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TorchInput {
+    /// The command running a Python script: the interpreter or launcher, the script (first argument ending in .py) and its arguments, e.g. ["python3", "train.py"] or ["torchrun", "--nproc_per_node=2", "ddp.py"].
+    pub command: Vec<String>,
+    /// Working directory of the command; default the server's.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Environment variables added for the command.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Profiler schedule: steps skipped first (default 1).
+    #[serde(default)]
+    pub wait: Option<u32>,
+    /// Profiler schedule: warm-up steps, recorded but discarded (default 1).
+    #[serde(default)]
+    pub warmup: Option<u32>,
+    /// Profiler schedule: steps recorded (default 3).
+    #[serde(default)]
+    pub active: Option<u32>,
+    /// `optimizer` (default): a step is an optimizer.step() call. `none`: no schedule, the whole run is recorded (for scripts without an optimizer).
+    #[serde(default)]
+    pub step_on: Option<StepOn>,
+    /// Record operator input shapes (default true).
+    #[serde(default)]
+    pub record_shapes: Option<bool>,
+    /// Record allocator events and memory use (default true).
+    #[serde(default)]
+    pub profile_memory: Option<bool>,
+    /// Record Python stacks (default false: large traces).
+    #[serde(default)]
+    pub with_stack: Option<bool>,
+    /// Estimate FLOPs of matrix operators (default true).
+    #[serde(default)]
+    pub with_flops: Option<bool>,
+    /// Rows in each top list of the analysis (default 15).
+    #[serde(default)]
+    pub top: Option<usize>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TorchOutput {
+    #[serde(flatten)]
+    pub capture: CaptureInfo,
+    /// The Kineto trace files written (one per rank under torchrun).
+    pub traces: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<kineto::TraceAnalysis>,
+}
+
+impl Operation for ProfileTorch {
+    type Input = TorchInput;
+    type Output = TorchOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Capture a PyTorch profiler trace",
+        summary: "Runs a Python script under torch.profiler (schedule, shapes, memory, stack, FLOPs), writes the Kineto trace and analyses it.",
+        description: "Runs a Python script (plain, or under a launcher such as torchrun) under torch.profiler through a \
+small wrapper shipped with aisp: the schedule (wait/warmup/active, default 1/1/3) advances on every optimizer.step(), \
+so training scripts need no change; `step_on: none` records the whole run instead. Records CPU and CUDA activity, \
+operator shapes, memory and FLOPs (stacks on request) and writes Kineto trace JSON (one per rank) into \
+$AISP_HOME/runs/<run_id>/, then analyses it as aisp_profile_trace does: temporal breakdown, idle-time causes, top \
+kernels and operators, launch statistics, per-step GPU time, overlap, findings. Needs --allow-exec, a GPU and PyTorch \
+in the command's Python. Takes the script's run time plus profiler overhead; honours timeout_s and async: true.",
+        hints: Hints::RUNS_COMMAND,
+        needs_gpu: true,
+        long_running: true,
+        executes_commands: true,
+        positional: &["command"],
+        intents: &[
+            "pytorch profiler",
+            "torch.profiler trace",
+            "kineto trace of my training",
+            "profile python training with torch",
+            "chrome trace",
+        ],
+        example: r#"{"command": ["python3", "train.py"], "wait": 1, "warmup": 1, "active": 3}"#,
+        ..OpSpec::new("profile", "torch")
+    };
+
+    fn run(&self, ctx: &OpContext, input: TorchInput) -> Result<TorchOutput, OpError> {
+        let cmd = check_command(&input.command, input.cwd.as_deref(), input.env.as_ref())?;
+        let d = TorchOptions::default();
+        let opts = TorchOptions {
+            wait: input.wait.unwrap_or(d.wait),
+            warmup: input.warmup.unwrap_or(d.warmup),
+            active: input.active.unwrap_or(d.active),
+            step_on: input.step_on.unwrap_or(d.step_on),
+            record_shapes: input.record_shapes.unwrap_or(d.record_shapes),
+            profile_memory: input.profile_memory.unwrap_or(d.profile_memory),
+            with_stack: input.with_stack.unwrap_or(d.with_stack),
+            with_flops: input.with_flops.unwrap_or(d.with_flops),
+        };
+        let bad = |m: String| {
+            OpError::invalid_input(
+                m,
+                "Example: {\"command\": [\"python3\", \"train.py\", \"--epochs\", \"1\"], \"active\": 3}.",
+            )
+        };
+        opts.validate().map_err(bad)?;
+        // Check the command's shape before creating a run.
+        torch_cmd::wrap_command(&cmd.argv, Path::new("w.py"), Path::new("."), &opts)
+            .map_err(bad)?;
+        let limits = Limits {
+            top: input.top.unwrap_or(15).clamp(1, 200),
+            steps: 50,
+        };
+        let mut s = Session::start(ctx, CaptureKind::Torch, &cmd, None)?;
+        let mut out = None;
+        let result = torch_capture(&mut s, &cmd, &opts, limits, &mut out);
+        s.finish(&result.as_ref().map(|_| ()).map_err(Clone::clone));
+        result?;
+        out.ok_or_else(|| OpError::internal("the torch capture produced no result"))
+    }
+}
+
+use kineto::analysis::Limits;
+
+fn torch_capture(
+    s: &mut Session<'_>,
+    cmd: &UserCommand,
+    opts: &TorchOptions,
+    limits: Limits,
+    result: &mut Option<TorchOutput>,
+) -> Result<(), OpError> {
+    let wrapper = s.dir.join(torch_cmd::WRAPPER_NAME);
+    std::fs::write(&wrapper, torch_cmd::WRAPPER)
+        .map_err(|e| OpError::internal(format!("cannot write {}: {e}", wrapper.display())))?;
+    let argv = torch_cmd::wrap_command(&cmd.argv, &wrapper, &s.dir, opts)
+        .map_err(|m| OpError::invalid_input(m, "Pass a command that runs a .py script."))?;
+    let mut spec = CommandSpec::new(&argv[0], argv[1..].to_vec());
+    spec.cwd = cmd.cwd.clone();
+    spec.env = cmd.env.clone();
+    let profiler_command = spec.argv();
+    let gpu = s.wait_for_gpu()?;
+    let out = s.run("torch.profiler", spec, "torch")?;
+    s.rec.exit_code = out.exit_code.map(i64::from);
+    drop(gpu);
+    s.artifact("stdout", &s.dir.join("torch.stdout.log"));
+    s.artifact("stderr", &s.dir.join("torch.stderr.log"));
+    let traces = kineto::expand_paths(&s.dir)
+        .map_err(|e| OpError::internal(format!("cannot list {}: {e}", s.dir.display())))?;
+    if traces.is_empty() {
+        let text = output_text(&out);
+        if text.contains("No module named 'torch'") {
+            return Err(OpError::not_found(
+                format!(
+                    "PyTorch is not installed for the Python that ran the script ({}).{}",
+                    cmd.argv[0],
+                    out.tails_text()
+                ),
+                "Run with the interpreter of the environment that has torch (e.g. \"command\": \
+                 [\"/path/to/venv/bin/python\", \"train.py\"]), or install it (pip install torch).",
+            ));
+        }
+        let meta_note = std::fs::read_to_string(s.dir.join("meta.json"))
+            .ok()
+            .and_then(|m| serde_json::from_str::<Value>(&m).ok())
+            .filter(|m| m.get("optimizer_steps").and_then(Value::as_u64) == Some(0))
+            .map(|_| " The script stepped no optimizer, so the schedule never reached its active steps.")
+            .unwrap_or("");
+        return Err(OpError::invalid_input(
+            format!(
+                "the profiler wrote no trace ({}).{meta_note}{}",
+                out.status_text(),
+                out.tails_text()
+            ),
+            "Check that the script runs on its own; for scripts without an optimizer (inference, benchmarks) call \
+             again with \"step_on\": \"none\"; make sure the run has at least wait + warmup + active optimizer steps.",
+        ));
+    }
+    for (i, t) in traces.iter().enumerate() {
+        let name = if i == 0 {
+            "trace".to_string()
+        } else {
+            format!("trace_{i}")
+        };
+        s.artifact(&name, t);
+    }
+    if let Some(n) = exit_note(&out) {
+        s.notes.push(n);
+    }
+    s.progress("analysing the trace".into());
+    let mut loaded = Vec::new();
+    for t in &traces {
+        s.ctx.check_cancelled()?;
+        match kineto::load(t) {
+            Ok(tr) => loaded.push(tr),
+            Err(e) => s.notes.push(format!("{e}")),
+        }
+    }
+    let analysis = (!loaded.is_empty()).then(|| kineto::analyze(&loaded, limits));
+    if let Some(a) = &analysis {
+        s.rec.findings = finding_lines(a);
+    }
+    *result = Some(TorchOutput {
+        capture: info_of(s, profiler_command, None, &out),
+        traces: traces.iter().map(|p| p.display().to_string()).collect(),
+        analysis,
+    });
+    Ok(())
+}
+
+fn finding_lines(a: &kineto::TraceAnalysis) -> Vec<String> {
+    a.findings
+        .iter()
+        .take(5)
+        .map(|f| {
+            format!(
+                "[{}] {}",
+                serde_json::to_value(f.severity)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                f.title
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// aisp_profile_trace
+
+pub struct ProfileTrace;
+
+/// Arguments of `aisp_profile_trace`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TraceInput {
+    /// Kineto/Chrome trace JSON files (.json or .json.xz), folders of them (one file per rank), or run ids of aisp_profile_torch captures.
+    pub paths: Vec<String>,
+    /// Rows in each top list (default 15).
+    #[serde(default)]
+    pub top: Option<usize>,
+    /// Steps listed one by one (default 50).
+    #[serde(default)]
+    pub steps: Option<usize>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TraceOutput {
+    /// The trace files read, in rank order of the analysis.
+    pub files: Vec<String>,
+    #[serde(flatten)]
+    pub analysis: kineto::TraceAnalysis,
+}
+
+impl Operation for ProfileTrace {
+    type Input = TraceInput;
+    type Output = TraceOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Analyse a PyTorch profiler (Kineto) trace",
+        summary: "HTA-style analysis of Kineto traces (one per rank): temporal and idle breakdown, top kernels and operators, launch statistics, overlap, per-step GPU time, findings.",
+        description: "Reads PyTorch profiler traces (Chrome/Kineto JSON from torch.profiler's export_chrome_trace, plain \
+or .xz; one file, a folder with one per rank, or the run id of an aisp_profile_torch capture) and answers in the spirit \
+of Holistic Trace Analysis: per rank and GPU the temporal breakdown (compute, exposed communication, exposed memory, \
+idle), idle time split into host wait, kernel wait and other wait, communication/compute overlap, top kernels and \
+operators (self CPU time and the GPU time they launched), kernel launch statistics (short kernels, runtime and \
+launch-delay outliers, kernels under 5 µs), per-step CPU time vs GPU time, memcpy kinds and bandwidth, synchronising \
+calls, peak memory, a cross-rank comparison, and findings with severity from the share of time at stake (host-bound, \
+short kernels, exposed NCCL, pageable copies, syncs in steps, rank imbalance). Times are exact integer ns read from \
+the JSON text. Under a second for traces of tens of MB.",
+        positional: &["paths"],
+        intents: &[
+            "analyze pytorch trace",
+            "kineto json",
+            "holistic trace analysis",
+            "idle time breakdown",
+            "chrome trace from torch profiler",
+            "compare ranks",
+        ],
+        example: r#"{"paths": ["trace.json"]}"#,
+        ..OpSpec::new("profile", "trace")
+    };
+
+    fn run(&self, ctx: &OpContext, input: TraceInput) -> Result<TraceOutput, OpError> {
+        if input.paths.is_empty() {
+            return Err(OpError::invalid_input(
+                "`paths` is empty",
+                "Pass at least one trace: {\"paths\": [\"trace.json\"]}.",
+            ));
+        }
+        let mut files: Vec<PathBuf> = Vec::new();
+        for p in &input.paths {
+            files.extend(resolve_traces(ctx, p)?);
+        }
+        if files.is_empty() {
+            return Err(OpError::not_found(
+                "no trace files (*.json, *.json.xz) in the folders given",
+                "Pass the trace files themselves.",
+            ));
+        }
+        let mut traces = Vec::new();
+        for f in &files {
+            ctx.check_cancelled()?;
+            traces.push(kineto::load(f).map_err(|e| match e {
+                kineto::TraceError::Read { .. } => OpError::not_found(e.to_string(), "Check the path."),
+                other => OpError::invalid_input(
+                    other.to_string(),
+                    "Pass the JSON that torch.profiler's export_chrome_trace (or tensorboard_trace_handler) wrote.",
+                ),
+            })?);
+        }
+        let limits = Limits {
+            top: input.top.unwrap_or(15).clamp(1, 500),
+            steps: input.steps.unwrap_or(50).min(10_000),
+        };
+        Ok(TraceOutput {
+            files: files.iter().map(|f| f.display().to_string()).collect(),
+            analysis: kineto::analyze(&traces, limits),
+        })
+    }
+}
+
+fn resolve_traces(ctx: &OpContext, reference: &str) -> Result<Vec<PathBuf>, OpError> {
+    let as_path = PathBuf::from(reference);
+    if !as_path.exists() && record::looks_like_run_id(reference) {
+        let store = ctx.app().store()?;
+        if let Some(rec) = record::get(store, reference)? {
+            if rec.kind != CaptureKind::Torch {
+                return Err(OpError::invalid_input(
+                    format!(
+                        "run {reference} is an {} capture, not a PyTorch profiler one",
+                        rec.kind.as_str()
+                    ),
+                    "Use aisp_profile_info/aisp_profile_rules for nsys runs and aisp_profile_ncu_summary for ncu runs.",
+                ));
+            }
+            return kineto::expand_paths(Path::new(&rec.run_dir)).map_err(|e| {
+                OpError::not_found(
+                    format!("cannot list {}: {e}", rec.run_dir),
+                    "The run folder is gone.",
+                )
+            });
+        }
+    }
+    if !as_path.exists() {
+        return Err(OpError::not_found(
+            format!("{reference} does not exist"),
+            "Pass a trace file, a folder of per-rank traces, or a run id from aisp_profile_list.",
+        ));
+    }
+    kineto::expand_paths(&as_path).map_err(|e| {
+        OpError::invalid_input(format!("cannot list {reference}: {e}"), "Check the folder.")
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// aisp_profile_list
+
+pub struct ProfileList;
+
+/// Arguments of `aisp_profile_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListInput {
+    /// Only captures of this profiler.
+    #[serde(default)]
+    pub kind: Option<CaptureKind>,
+    /// Only captures in this state.
+    #[serde(default)]
+    pub state: Option<CaptureState>,
+    /// At most this many, newest first (default 20).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListOutput {
+    pub captures: Vec<CaptureRecord>,
+    /// Where the run folders are.
+    pub runs_dir: String,
+}
+
+impl Operation for ProfileList {
+    type Input = ListInput;
+    type Output = ListOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "List profile captures",
+        summary: "Captures recorded by aisp_profile_nsys/ncu/torch: run ids, commands, times, state, artifacts and top findings.",
+        description: "Lists the captures aisp made (newest first), optionally of one profiler (nsys, ncu, torch) or \
+state (running, succeeded, failed, cancelled, timed_out): run id, the command, working directory, profiler and \
+version, exit code, start and end times, duration, artifact paths, the top findings, and the error of failed ones. \
+Use it to find the run ids to pass to aisp_profile_compare (before/after a change), aisp_profile_trace or \
+aisp_profile_ncu_summary. Milliseconds.",
+        intents: &[
+            "list captures",
+            "previous profiles",
+            "which runs did I profile",
+            "profile history",
+            "run ids",
+        ],
+        example: r#"{"kind": "nsys", "limit": 10}"#,
+        ..OpSpec::new("profile", "list")
+    };
+
+    fn run(&self, ctx: &OpContext, input: ListInput) -> Result<ListOutput, OpError> {
+        let store = ctx.app().store()?;
+        if let Err(e) = record::recover_orphans(store) {
+            tracing::warn!(error = %e, "could not check for abandoned captures");
+        }
+        let limit = input.limit.unwrap_or(20).clamp(1, 1000);
+        Ok(ListOutput {
+            captures: record::list(store, input.kind, input.state, limit)?,
+            runs_dir: ctx.app().config.runs_dir().display().to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_checked() {
+        let ok = check_command(&["python3".into(), "t.py".into()], None, None).unwrap();
+        assert_eq!(ok.argv, vec!["python3", "t.py"]);
+        assert_eq!(
+            check_command(&[], None, None).unwrap_err().kind,
+            ErrorKind::InvalidInput
+        );
+        assert!(
+            check_command(&["--help".into()], None, None)
+                .unwrap_err()
+                .message
+                .contains("must start with a program")
+        );
+        assert!(
+            check_command(&["x".into()], Some("/nonexistent/dir"), None)
+                .unwrap_err()
+                .message
+                .contains("not an existing directory")
+        );
+        let mut env = BTreeMap::new();
+        env.insert("A=B".to_string(), "1".to_string());
+        assert!(check_command(&["x".into()], None, Some(&env)).is_err());
+        env.clear();
+        env.insert("CUDA_VISIBLE_DEVICES".to_string(), "0".to_string());
+        assert_eq!(
+            check_command(&["x".into()], None, Some(&env)).unwrap().env,
+            vec![("CUDA_VISIBLE_DEVICES".to_string(), "0".to_string())]
+        );
+    }
+}
