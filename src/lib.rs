@@ -13,6 +13,8 @@ pub mod dispatch;
 pub mod error;
 pub mod gpu;
 pub mod jobs;
+pub mod knowledge;
+pub mod llm;
 pub mod ops;
 pub mod prompts;
 pub mod registry;

@@ -68,4 +68,26 @@ pub const MIGRATIONS: &[Migration] = &[
             CREATE INDEX benchmark_results_run ON benchmark_results (run_id);
             CREATE INDEX benchmark_results_target ON benchmark_results (target, variant, created_at);",
     },
+    // Conversations of `aisp_ask`: one row per conversation, one per answered question.
+    Migration {
+        component: "ai",
+        version: 1,
+        sql: "CREATE TABLE ai_conversations (
+                id TEXT PRIMARY KEY,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            );
+            CREATE TABLE ai_turns (
+                conversation_id TEXT NOT NULL REFERENCES ai_conversations (id) ON DELETE CASCADE,
+                turn INTEGER NOT NULL,
+                question TEXT NOT NULL,
+                profile TEXT,
+                answer TEXT NOT NULL,
+                llm_used INTEGER NOT NULL,
+                model TEXT,
+                citations TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (conversation_id, turn)
+            );",
+    },
 ];

@@ -1,0 +1,3 @@
+//! Compiled-in reference data.
+
+pub mod concepts;
