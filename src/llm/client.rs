@@ -12,8 +12,10 @@
 //!   or send tool-call arguments as an object instead of a string;
 //! - blocking calls on a private runtime, so operations (which run on
 //!   blocking threads) and tests can use it without an async context;
-//! - errors that never contain the API key: every text that comes back from
-//!   the endpoint passes through [`Redactor`] before it is logged or returned.
+//! - errors and logs that never contain the API key: every body that comes
+//!   back from the endpoint is scrubbed of it in the retry service, before
+//!   async-openai parses (or logs) it, and every error text passes through
+//!   [`Redactor`] again before it is returned.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
-use async_openai::middleware::{HttpRequestFactory, ReqwestService};
+use async_openai::middleware::HttpRequestFactory;
 use async_openai::types::chat::{
     ChatCompletionRequestMessage, ChatCompletionToolChoiceOption, ChatCompletionTools,
     CreateChatCompletionRequest, ToolChoiceOptions,
@@ -80,12 +82,12 @@ pub enum LlmError {
     Unreachable { base_url: String, detail: String },
     #[error("the LLM endpoint did not answer within {seconds:.1} s")]
     Timeout { seconds: f64 },
-    #[error("the LLM endpoint kept rate-limiting the request (HTTP 429) after {retries} retries{}", retry_after_text(*.retry_after_s))]
+    #[error("the LLM endpoint is rate-limiting requests (HTTP 429{}){}", retries_text(*.retries), retry_after_text(*.retry_after_s))]
     RateLimited {
         retries: u32,
         retry_after_s: Option<f64>,
     },
-    #[error("the LLM endpoint answered HTTP {status}{}: {detail}", if *.retries > 0 { format!(" after {} retries", .retries) } else { String::new() })]
+    #[error("the LLM endpoint answered HTTP {status}{}: {detail}", retries_text(*.retries))]
     Http {
         status: u16,
         retries: u32,
@@ -97,6 +99,14 @@ pub enum LlmError {
     Cancelled,
     #[error("the call's time limit ran out while waiting for the LLM endpoint")]
     DeadlineReached,
+}
+
+fn retries_text(n: u32) -> String {
+    match n {
+        0 => String::new(),
+        1 => " after 1 retry".into(),
+        n => format!(" after {n} retries"),
+    }
 }
 
 fn retry_after_text(s: Option<f64>) -> String {
@@ -316,12 +326,13 @@ type Notify = Arc<dyn Fn(String) + Send + Sync>;
 /// The retry service installed into async-openai in place of its own.
 #[derive(Clone)]
 struct RetryService {
-    inner: ReqwestService,
+    http: reqwest::Client,
     options: ClientOptions,
     state: Arc<RetryState>,
     cancel: CancellationToken,
     deadline: Option<Instant>,
     notify: Option<Notify>,
+    redactor: Redactor,
 }
 
 type HttpFuture = Pin<Box<dyn Future<Output = Result<reqwest::Response, OpenAIError>> + Send>>;
@@ -360,8 +371,17 @@ fn parse_retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 }
 
 impl RetryService {
+    /// Build and send one attempt, with the key marked sensitive so that no
+    /// HTTP-level debug output prints it.
+    async fn send(&self, request: &HttpRequestFactory) -> Result<reqwest::Response, OpenAIError> {
+        let mut req = request.build().await?;
+        if let Some(auth) = req.headers_mut().get_mut(reqwest::header::AUTHORIZATION) {
+            auth.set_sensitive(true);
+        }
+        self.http.execute(req).await.map_err(OpenAIError::Reqwest)
+    }
+
     async fn run(&self, request: HttpRequestFactory) -> Result<reqwest::Response, OpenAIError> {
-        use tower::Service;
         self.state.retries_this_request.store(0, Ordering::SeqCst);
         *self
             .state
@@ -370,22 +390,24 @@ impl RetryService {
             .unwrap_or_else(|p| p.into_inner()) = None;
         let mut attempt: u32 = 0;
         loop {
-            let mut inner = self.inner.clone();
-            let outcome = inner.call(request.clone()).await;
+            let outcome = self.send(&request).await;
             let (retryable, retry_after, outcome) = match outcome {
-                Ok(resp) if resp.status().is_success() => return Ok(resp),
+                Ok(resp) if resp.status().is_success() => {
+                    return scrub(resp, &self.redactor).await.map(|(r, _)| r);
+                }
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     let retry_after = parse_retry_after(resp.headers());
                     *self.state.last.lock().unwrap_or_else(|p| p.into_inner()) =
                         Some((status, retry_after));
-                    if status == 429 {
-                        // A 429 for an exhausted quota never clears by waiting.
-                        let (resp, quota) = inspect_quota(resp).await?;
-                        (!quota, retry_after, Ok(resp))
-                    } else {
-                        (resp.status().is_server_error(), retry_after, Ok(resp))
-                    }
+                    let server_error = resp.status().is_server_error();
+                    let (resp, quota) = scrub(resp, &self.redactor).await?;
+                    // A 429 for an exhausted quota never clears by waiting.
+                    (
+                        (status == 429 && !quota) || server_error,
+                        retry_after,
+                        Ok(resp),
+                    )
                 }
                 Err(OpenAIError::Reqwest(e)) if e.is_connect() => {
                     (true, None, Err(OpenAIError::Reqwest(e)))
@@ -442,19 +464,33 @@ impl RetryService {
     }
 }
 
-/// Read a 429's body to tell a quota error from a rate limit; hand back an
-/// equivalent response so async-openai can still report it.
-async fn inspect_quota(resp: reqwest::Response) -> Result<(reqwest::Response, bool), OpenAIError> {
+/// Read a response's body, remove the secret from it, and hand back an
+/// equivalent response. async-openai logs bodies it cannot parse and the
+/// bodies of 5xx answers; an endpoint that echoes the key would otherwise put
+/// it in the log. Also says whether a 429 is an exhausted quota.
+async fn scrub(
+    resp: reqwest::Response,
+    redactor: &Redactor,
+) -> Result<(reqwest::Response, bool), OpenAIError> {
     let status = resp.status();
     let headers = resp.headers().clone();
     let bytes = resp.bytes().await.map_err(OpenAIError::Reqwest)?;
-    let quota = String::from_utf8_lossy(&bytes).contains("insufficient_quota");
+    let text = String::from_utf8_lossy(&bytes);
+    let quota = status.as_u16() == 429 && text.contains("insufficient_quota");
+    let body: Vec<u8> = match &redactor.secret {
+        Some(secret) if text.contains(secret.as_str()) => {
+            text.replace(secret.as_str(), "<redacted>").into_bytes()
+        }
+        _ => bytes.to_vec(),
+    };
     let mut builder = http::Response::builder().status(status);
     for (k, v) in headers.iter() {
-        builder = builder.header(k, v);
+        if k != reqwest::header::CONTENT_LENGTH {
+            builder = builder.header(k, v);
+        }
     }
     let rebuilt = builder
-        .body(bytes)
+        .body(body)
         .map_err(|e| OpenAIError::InvalidArgument(format!("rebuilding a response: {e}")))?;
     Ok((reqwest::Response::from(rebuilt), quota))
 }
@@ -534,12 +570,13 @@ impl LlmClient {
             .with_project_id("");
         let state = Arc::new(RetryState::default());
         let service = RetryService {
-            inner: ReqwestService::new(http.clone()),
+            http: http.clone(),
             options: options.clone(),
             state: Arc::clone(&state),
             cancel: cancel.clone(),
             deadline,
             notify,
+            redactor: redactor.clone(),
         };
         let client = async_openai::Client::build(http, config).with_http_service(service);
         let runtime = tokio::runtime::Builder::new_current_thread()

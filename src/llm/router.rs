@@ -538,7 +538,10 @@ pub fn plan(route: &Route, question: &str, profile: Option<&str>) -> Vec<Planned
     let mut calls: Vec<PlannedCall> = Vec::new();
     let e = &route.entities;
     let mut intents = vec![route.intent];
-    intents.extend(route.also.iter().copied().take(1));
+    if route.intent != Intent::Concept {
+        // A definition needs the knowledge base, not probes of this machine.
+        intents.extend(route.also.iter().copied().take(1));
+    }
 
     if route.intent == Intent::CompareRuns && e.paths.len() >= 2 {
         calls.push(call(
