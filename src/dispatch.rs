@@ -288,6 +288,57 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// An operation that panics, standing in for an unguarded library call.
+    struct Panics;
+
+    impl crate::registry::Operation for Panics {
+        type Input = crate::ops::core::NoInput;
+        type Output = crate::ops::core::NoInput;
+        const SPEC: &'static crate::registry::OpSpec = &crate::registry::OpSpec {
+            title: "panics",
+            summary: "panics",
+            description: "panics",
+            ..crate::registry::OpSpec::new("test", "panics")
+        };
+        fn run(
+            &self,
+            _ctx: &OpContext,
+            _input: crate::ops::core::NoInput,
+        ) -> Result<crate::ops::core::NoInput, OpError> {
+            panic!("Unable to dynamically load the \"cuda\" shared library")
+        }
+    }
+
+    fn panicking_tool() -> &'static ToolDef {
+        static OP: Panics = Panics;
+        Box::leak(Box::new(ToolDef {
+            name: "aisp_test_panics".into(),
+            op: &OP,
+            input_schema: Default::default(),
+            output_schema: Default::default(),
+        }))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_becomes_an_internal_error_and_the_caller_is_answered() {
+        let app = AppState::for_tests();
+        let tool = panicking_tool();
+        let err = run(&app, tool, json!({}), CancellationToken::new(), None, None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::Internal);
+        assert!(err.message.contains("panicked") && err.message.contains("cuda"));
+        // The process keeps serving.
+        let ok = invoke(
+            &app,
+            registry::find("aisp_list_domains").unwrap(),
+            json!({}),
+            CallOptions::default(),
+        )
+        .await;
+        assert!(ok.is_ok());
+    }
+
     fn long_running_tool() -> &'static ToolDef {
         registry::tools()
             .iter()

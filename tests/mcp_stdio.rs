@@ -415,6 +415,14 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
+    // Drain stderr: debug logging of a large tools/list fills the pipe
+    // (64 KiB) and would block the server otherwise.
+    let mut stderr = child.stderr.take().unwrap();
+    let stderr_reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut err);
+        err
+    });
     let lines = [
         json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
         json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
@@ -470,14 +478,7 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
             assert_eq!(v["jsonrpc"], "2.0");
         }
     }
-    let mut err = String::new();
-    use std::io::Read;
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = stderr_reader.join().unwrap();
     assert!(
         err.contains("DEBUG") || err.contains("INFO"),
         "logs go to stderr"

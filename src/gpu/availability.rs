@@ -96,6 +96,18 @@ impl GpuAvailability {
                 });
             }
         }
+        if !devices.is_empty() && cuda_driver_loadable {
+            // cuInit and the attribute reads cost tens of milliseconds; do them
+            // now, off the caller's path, so aisp_gpu_info stays fast.
+            std::thread::Builder::new()
+                .name("aisp-cuda-attributes".into())
+                .spawn(|| {
+                    if let Err(e) = super::cuda::all_attributes() {
+                        tracing::info!("CUDA device attributes unavailable: {e}");
+                    }
+                })
+                .ok();
+        }
         let (available, reason) = if devices.is_empty() {
             (
                 false,

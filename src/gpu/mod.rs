@@ -4,9 +4,18 @@
 //! cudarc panics when libcuda cannot be loaded, so every cudarc entry in aisp
 //! goes through [`cuda_driver_present`] first.
 
+pub mod arch;
 pub mod availability;
+pub mod capabilities;
+pub mod cuda;
+pub mod info;
+pub mod nvlink;
+pub mod nvml_util;
+pub mod power;
+pub mod topology;
 
 pub use availability::{DeviceSummary, GpuAvailability};
+pub use cuda::{cublas_version, cuda_driver_api_version, nvrtc_version};
 
 /// True when the CUDA driver library (libcuda) can be loaded. Call before any
 /// cudarc driver function: cudarc panics instead of returning an error.

@@ -11,7 +11,7 @@ use crate::registry::{self, DynOperation, OpSpec, Operation};
 pub const OPERATIONS: &[&dyn DynOperation] = &[&Status, &ListDomains];
 
 /// No arguments.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoInput {}
 
