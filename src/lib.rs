@@ -16,6 +16,7 @@ pub mod jobs;
 pub mod knowledge;
 pub mod llm;
 pub mod ops;
+pub mod profile;
 pub mod prompts;
 pub mod registry;
 pub mod server;

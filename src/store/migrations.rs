@@ -90,4 +90,20 @@ pub const MIGRATIONS: &[Migration] = &[
                 PRIMARY KEY (conversation_id, turn)
             );",
     },
+    // Answers of profile operations keyed by file identity (size, mtime, header hash),
+    // operation, arguments and aisp version (`crate::profile::cache`).
+    Migration {
+        component: "profile_cache",
+        version: 1,
+        sql: "CREATE TABLE profile_results (
+                file_key TEXT NOT NULL,
+                op TEXT NOT NULL,
+                args TEXT NOT NULL,
+                aisp_version TEXT NOT NULL,
+                result TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (file_key, op, args, aisp_version)
+            );
+            CREATE INDEX profile_results_created ON profile_results (created_at);",
+    },
 ];

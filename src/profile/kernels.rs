@@ -1,0 +1,269 @@
+//! `kernels`: the top kernels with their per-device split, duration
+//! distribution (p50/p90/p99, nearest rank), launch configuration, and class
+//! (see [`super::classify`]); time per class; and short (< 5 µs) kernels per
+//! device.
+
+use std::collections::{BTreeMap, HashMap};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::classify::{self, Classification, KernelClass};
+use super::model::Kernel;
+use super::stats::{self, pct1, pct2};
+use super::summary::NameKey;
+use super::{Profile, ResolvedScope, Result};
+
+/// (grid, block, registers per thread, static and dynamic shared memory).
+type LaunchConfig = ([u32; 3], [u32; 3], u32, u32, u32);
+
+/// Kernels shorter than this are "short" (launch overhead dominates them).
+pub const SHORT_KERNEL_NS: i64 = 5_000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceShare {
+    pub device: i64,
+    pub instances: u64,
+    pub total_ns: i64,
+}
+
+/// The most frequent launch configuration of a kernel group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Launch {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub registers_per_thread: u32,
+    pub static_shared_bytes: u32,
+    pub dynamic_shared_bytes: u32,
+    /// Distinct (grid, block, registers, shared memory) configurations in the group.
+    pub configurations: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KernelRow {
+    pub name: String,
+    /// The demangled name of the group's largest member, when `name` is a short name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub demangled: Option<String>,
+    pub time_pct: f64,
+    pub total_ns: i64,
+    pub instances: u64,
+    pub avg_ns: f64,
+    pub med_ns: f64,
+    pub min_ns: i64,
+    pub max_ns: i64,
+    pub stddev_ns: f64,
+    pub p50_ns: i64,
+    pub p90_ns: i64,
+    pub p99_ns: i64,
+    pub per_device: Vec<DeviceShare>,
+    pub launch: Launch,
+    pub class: Classification,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ClassShare {
+    pub class: KernelClass,
+    pub instances: u64,
+    pub total_ns: i64,
+    /// Share of all kernel time in scope.
+    pub time_pct: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceKernels {
+    pub device: i64,
+    pub kernels: u64,
+    pub total_ns: i64,
+    /// Kernels shorter than 5 µs.
+    pub short_kernels: u64,
+    pub short_total_ns: i64,
+    /// short_kernels / kernels × 100.
+    pub short_count_pct: f64,
+    /// short_total_ns / total_ns × 100.
+    pub short_time_pct: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Kernels {
+    pub names: NameKey,
+    pub kernels: u64,
+    pub total_ns: i64,
+    /// Groups before `limit`.
+    pub rows_total: usize,
+    pub rows: Vec<KernelRow>,
+    pub classes: Vec<ClassShare>,
+    pub devices: Vec<DeviceKernels>,
+}
+
+/// Classification per demangled-name id, computed once per profile and call.
+pub struct Classifier<'p> {
+    p: &'p Profile,
+    cache: HashMap<i64, Classification>,
+}
+
+impl<'p> Classifier<'p> {
+    pub fn new(p: &'p Profile) -> Self {
+        Classifier {
+            p,
+            cache: HashMap::new(),
+        }
+    }
+    pub fn of(&mut self, k: &Kernel) -> &Classification {
+        let p = self.p;
+        self.cache.entry(k.demangled_name).or_insert_with(|| {
+            classify::classify(
+                p.string(k.demangled_name),
+                p.string(k.short_name),
+                k.grid,
+                k.block,
+            )
+        })
+    }
+}
+
+pub fn kernels(
+    p: &Profile,
+    scope: &ResolvedScope,
+    names: NameKey,
+    limit: usize,
+) -> Result<Kernels> {
+    let ks: Vec<&Kernel> = p
+        .kernels()?
+        .iter()
+        .filter(|k| scope.admits(k.device, k.global_pid, k.start, k.end))
+        .collect();
+    let mut classifier = Classifier::new(p);
+    let mut groups: HashMap<i64, Vec<&Kernel>> = HashMap::new();
+    for k in &ks {
+        groups.entry(names.of(k)).or_default().push(k);
+    }
+    let total: i64 = ks.iter().map(|k| k.dur()).sum();
+    let mut rows: Vec<KernelRow> = groups
+        .into_iter()
+        .map(|(id, members)| {
+            let mut d: Vec<i64> = members.iter().map(|k| k.dur()).collect();
+            let s = stats::stats(&mut d);
+            d.sort_unstable();
+            let mut per_dev: BTreeMap<i64, (u64, i64)> = BTreeMap::new();
+            let mut by_demangled: HashMap<i64, i64> = HashMap::new();
+            let mut configs: HashMap<LaunchConfig, u64> = HashMap::new();
+            for k in &members {
+                let e = per_dev.entry(k.device).or_default();
+                e.0 += 1;
+                e.1 += k.dur();
+                *by_demangled.entry(k.demangled_name).or_default() += k.dur();
+                *configs
+                    .entry((k.grid, k.block, k.registers, k.static_smem, k.dynamic_smem))
+                    .or_default() += 1;
+            }
+            let main_demangled = by_demangled
+                .iter()
+                .max_by_key(|(id, t)| (**t, std::cmp::Reverse(**id)))
+                .map(|(id, _)| *id)
+                .unwrap_or(id);
+            let representative = members
+                .iter()
+                .find(|k| k.demangled_name == main_demangled)
+                .copied()
+                .unwrap_or(members[0]);
+            let ((grid, block, regs, ssm, dsm), _) = configs
+                .iter()
+                .max_by_key(|(cfg, n)| (**n, std::cmp::Reverse(**cfg)))
+                .map(|(c, n)| (*c, *n))
+                .unwrap_or((([0; 3], [0; 3], 0, 0, 0), 0));
+            KernelRow {
+                name: p.string(id).to_string(),
+                demangled: (names == NameKey::Short && main_demangled != id)
+                    .then(|| p.string(main_demangled).to_string()),
+                time_pct: pct1(s.total, total),
+                total_ns: s.total,
+                instances: s.count,
+                avg_ns: s.avg,
+                med_ns: s.med,
+                min_ns: s.min,
+                max_ns: s.max,
+                stddev_ns: s.stddev,
+                p50_ns: stats::percentile_sorted(&d, 50.0),
+                p90_ns: stats::percentile_sorted(&d, 90.0),
+                p99_ns: stats::percentile_sorted(&d, 99.0),
+                per_device: per_dev
+                    .into_iter()
+                    .map(|(device, (n, t))| DeviceShare {
+                        device,
+                        instances: n,
+                        total_ns: t,
+                    })
+                    .collect(),
+                launch: Launch {
+                    grid,
+                    block,
+                    registers_per_thread: regs,
+                    static_shared_bytes: ssm,
+                    dynamic_shared_bytes: dsm,
+                    configurations: configs.len() as u64,
+                },
+                class: classifier.of(representative).clone(),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then(a.instances.cmp(&b.instances))
+            .then(a.name.cmp(&b.name))
+    });
+    let rows_total = rows.len();
+    rows.truncate(limit);
+    // Classes over every kernel (by its own demangled name).
+    let mut classes: BTreeMap<KernelClass, (u64, i64)> = BTreeMap::new();
+    let mut devices: BTreeMap<i64, DeviceKernels> = BTreeMap::new();
+    for k in &ks {
+        let c = classifier.of(k).class;
+        let e = classes.entry(c).or_default();
+        e.0 += 1;
+        e.1 += k.dur();
+        let d = devices.entry(k.device).or_insert_with(|| DeviceKernels {
+            device: k.device,
+            kernels: 0,
+            total_ns: 0,
+            short_kernels: 0,
+            short_total_ns: 0,
+            short_count_pct: 0.0,
+            short_time_pct: 0.0,
+        });
+        d.kernels += 1;
+        d.total_ns += k.dur();
+        if k.dur() < SHORT_KERNEL_NS {
+            d.short_kernels += 1;
+            d.short_total_ns += k.dur();
+        }
+    }
+    let mut classes: Vec<ClassShare> = classes
+        .into_iter()
+        .map(|(class, (n, t))| ClassShare {
+            class,
+            instances: n,
+            total_ns: t,
+            time_pct: pct1(t, total),
+        })
+        .collect();
+    classes.sort_by_key(|c| std::cmp::Reverse(c.total_ns));
+    let devices = devices
+        .into_values()
+        .map(|mut d| {
+            d.short_count_pct = pct2(d.short_kernels as i64, d.kernels as i64);
+            d.short_time_pct = pct2(d.short_total_ns, d.total_ns);
+            d
+        })
+        .collect();
+    Ok(Kernels {
+        names,
+        kernels: ks.len() as u64,
+        total_ns: total,
+        rows_total,
+        rows,
+        classes,
+        devices,
+    })
+}

@@ -1,0 +1,276 @@
+//! `nccl`: communication kernels per device and stream by collective, with
+//! counts and times, algorithm and bus bandwidth (nccl-tests definitions) when
+//! message sizes are known, and rank imbalance.
+//!
+//! A kernel is NCCL when its short name contains `nccl` (case-insensitive);
+//! the collective is the first of AllGather, ReduceScatter, AllReduce,
+//! Broadcast, SendRecv, Send, Recv, AllToAll, Reduce found in the name.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::stats::{self, pct1};
+use super::{Profile, ResolvedScope, Result};
+
+pub fn is_nccl(short_name: &str) -> bool {
+    short_name.len() >= 4 && short_name.to_ascii_lowercase().contains("nccl")
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Collective {
+    AllGather,
+    ReduceScatter,
+    AllReduce,
+    Broadcast,
+    SendRecv,
+    Send,
+    Recv,
+    AllToAll,
+    Reduce,
+    Other,
+}
+
+impl Collective {
+    pub fn of(short_name: &str) -> Collective {
+        const ORDER: &[(&str, Collective)] = &[
+            ("AllGather", Collective::AllGather),
+            ("ReduceScatter", Collective::ReduceScatter),
+            ("AllReduce", Collective::AllReduce),
+            ("Broadcast", Collective::Broadcast),
+            ("SendRecv", Collective::SendRecv),
+            ("AllToAll", Collective::AllToAll),
+            ("Send", Collective::Send),
+            ("Recv", Collective::Recv),
+            ("Reduce", Collective::Reduce),
+        ];
+        ORDER
+            .iter()
+            .find(|(n, _)| short_name.contains(n))
+            .map(|(_, c)| *c)
+            .unwrap_or(Collective::Other)
+    }
+
+    /// busbw / algbw for `n` ranks (nccl-tests `PERFORMANCE.md`).
+    pub fn bus_factor(self, n: u32) -> f64 {
+        let n = n.max(1) as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+                (n - 1.0) / n
+            }
+            _ => 1.0,
+        }
+    }
+}
+
+/// Algorithm bandwidth (bytes / time) and bus bandwidth in GB/s.
+pub fn bandwidth_gb_per_s(collective: Collective, bytes: i64, ns: i64, ranks: u32) -> (f64, f64) {
+    if ns <= 0 {
+        return (0.0, 0.0);
+    }
+    let alg = bytes as f64 / ns as f64;
+    let bus = alg * collective.bus_factor(ranks);
+    (
+        stats::round1(alg * 10.0) / 10.0,
+        stats::round1(bus * 10.0) / 10.0,
+    )
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CollectiveRow {
+    pub device: i64,
+    pub stream: i64,
+    pub collective: Collective,
+    pub count: u64,
+    pub total_ns: i64,
+    pub avg_ns: f64,
+    pub min_ns: i64,
+    pub max_ns: i64,
+    /// Share of the device's NCCL time.
+    pub share_pct: f64,
+    /// Σ message bytes, when the export records sizes.
+    pub bytes: Option<i64>,
+    pub algbw_gb_per_s: Option<f64>,
+    pub busbw_gb_per_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceNccl {
+    pub device: i64,
+    pub kernels: u64,
+    pub total_ns: i64,
+    /// Streams that carry NCCL kernels.
+    pub streams: Vec<i64>,
+    /// Share of the device's kernel time.
+    pub share_of_kernel_time_pct: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Imbalance {
+    pub collective: Collective,
+    pub min_device: i64,
+    pub min_ns: i64,
+    pub max_device: i64,
+    pub max_ns: i64,
+    /// max / min.
+    pub ratio: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Nccl {
+    pub devices: Vec<DeviceNccl>,
+    pub collectives: Vec<CollectiveRow>,
+    /// Per collective, the device with the most and the least time (ranks wait for the slowest).
+    pub imbalance: Vec<Imbalance>,
+    /// Ranks seen (devices with NCCL kernels): the `n` of the bus-bandwidth factors.
+    pub ranks: u32,
+    pub message_sizes_recorded: bool,
+    pub notes: Vec<String>,
+}
+
+pub fn nccl(p: &Profile, scope: &ResolvedScope) -> Result<Nccl> {
+    let mut per: BTreeMap<(i64, i64, Collective), Vec<i64>> = BTreeMap::new();
+    let mut dev_kernel_time: BTreeMap<i64, i64> = BTreeMap::new();
+    for k in p.kernels()? {
+        if !scope.admits(k.device, k.global_pid, k.start, k.end) {
+            continue;
+        }
+        *dev_kernel_time.entry(k.device).or_default() += k.dur();
+        let name = p.string(k.short_name);
+        if is_nccl(name) {
+            per.entry((k.device, k.stream, Collective::of(name)))
+                .or_default()
+                .push(k.dur());
+        }
+    }
+    let mut devices: BTreeMap<i64, DeviceNccl> = BTreeMap::new();
+    for ((d, s, _), v) in &per {
+        let e = devices.entry(*d).or_insert_with(|| DeviceNccl {
+            device: *d,
+            kernels: 0,
+            total_ns: 0,
+            streams: Vec::new(),
+            share_of_kernel_time_pct: 0.0,
+        });
+        e.kernels += v.len() as u64;
+        e.total_ns += v.iter().sum::<i64>();
+        if !e.streams.contains(s) {
+            e.streams.push(*s);
+        }
+    }
+    for d in devices.values_mut() {
+        d.share_of_kernel_time_pct = pct1(
+            d.total_ns,
+            dev_kernel_time.get(&d.device).copied().unwrap_or(0),
+        );
+    }
+    let ranks = devices.len() as u32;
+    let mut collectives: Vec<CollectiveRow> = per
+        .iter()
+        .map(|((d, s, c), v)| {
+            let mut v = v.clone();
+            let st = stats::stats(&mut v);
+            CollectiveRow {
+                device: *d,
+                stream: *s,
+                collective: *c,
+                count: st.count,
+                total_ns: st.total,
+                avg_ns: st.avg,
+                min_ns: st.min,
+                max_ns: st.max,
+                share_pct: pct1(st.total, devices.get(d).map_or(0, |x| x.total_ns)),
+                bytes: None,
+                algbw_gb_per_s: None,
+                busbw_gb_per_s: None,
+            }
+        })
+        .collect();
+    collectives.sort_by(|a, b| {
+        (a.device, a.stream, std::cmp::Reverse(a.total_ns)).cmp(&(
+            b.device,
+            b.stream,
+            std::cmp::Reverse(b.total_ns),
+        ))
+    });
+    let mut by_coll: BTreeMap<Collective, BTreeMap<i64, i64>> = BTreeMap::new();
+    for r in &collectives {
+        *by_coll
+            .entry(r.collective)
+            .or_default()
+            .entry(r.device)
+            .or_default() += r.total_ns;
+    }
+    let imbalance = by_coll
+        .into_iter()
+        .filter(|(_, m)| m.len() > 1)
+        .filter_map(|(c, m)| {
+            let (min_d, min_t) = m.iter().min_by_key(|(_, t)| **t)?;
+            let (max_d, max_t) = m.iter().max_by_key(|(_, t)| **t)?;
+            Some(Imbalance {
+                collective: c,
+                min_device: *min_d,
+                min_ns: *min_t,
+                max_device: *max_d,
+                max_ns: *max_t,
+                ratio: if *min_t > 0 {
+                    stats::round_ratio(*max_t as i128, *min_t as i128, 100)
+                } else {
+                    0.0
+                },
+            })
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if !collectives.is_empty() {
+        notes.push(
+            "message sizes are not recorded in this export (NCCL NVTX payloads need `nsys export --include-blobs=true`), \
+             so algorithm and bus bandwidth cannot be computed; kernel time includes waiting for the slowest rank"
+                .to_string(),
+        );
+    }
+    Ok(Nccl {
+        devices: devices.into_values().collect(),
+        collectives,
+        imbalance,
+        ranks,
+        message_sizes_recorded: false,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collectives_and_bus_factors_follow_nccl_tests() {
+        assert_eq!(
+            Collective::of("ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+            Collective::AllReduce
+        );
+        assert_eq!(
+            Collective::of("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL"),
+            Collective::ReduceScatter
+        );
+        assert_eq!(
+            Collective::of("ncclDevKernel_Reduce_Sum_f32_RING_LL"),
+            Collective::Reduce
+        );
+        assert_eq!(
+            Collective::of("ncclDevKernel_SendRecv"),
+            Collective::SendRecv
+        );
+        assert_eq!(Collective::of("ncclDevKernel_Generic"), Collective::Other);
+        assert!(is_nccl("ncclDevKernel_Broadcast_RING_LL") && !is_nccl("gemm"));
+        // 1 GB all-reduce over 8 ranks in 10 ms: algbw 100 GB/s, busbw 175 GB/s.
+        let (alg, bus) = bandwidth_gb_per_s(Collective::AllReduce, 1_000_000_000, 10_000_000, 8);
+        assert_eq!((alg, bus), (100.0, 175.0));
+        assert_eq!(Collective::AllGather.bus_factor(4), 0.75);
+    }
+}

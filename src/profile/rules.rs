@@ -1,0 +1,1370 @@
+//! `rules`: findings in the style of `nsys analyze`, each with the time at
+//! stake, its share of the analysis window, evidence, why it matters, the fix
+//! and how to verify it.
+//!
+//! Severity comes from the share of time at stake, never from the mere
+//! presence of a pattern: info < 1 % ≤ low < 5 % ≤ medium < 15 % ≤ high < 40 %
+//! ≤ critical. A rule whose evidence threshold is not met reports nothing (the
+//! `checked` list says why); when nothing is significant the result says so.
+//!
+//! The analysis window of a device is its steady window (second step → last
+//! step) when there are steps; the steps window when it holds most of the
+//! device's kernel time; otherwise the span of all its GPU operations
+//! (kernels, copies, memsets — the op set of `nsys analyze gpu_gaps`).
+//! Across devices a rule reports the device with the most time at stake.
+
+use std::collections::{BTreeMap, HashMap};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::calls::{self, CallKind};
+use super::classify::KernelClass;
+use super::gaps;
+use super::intervals::{self, Interval};
+use super::iterations::{self, StepRanges};
+use super::kernels::{Classifier, SHORT_KERNEL_NS};
+use super::model::{self, Kernel};
+use super::nccl::is_nccl;
+use super::stats::{self, pct1, pct2};
+use super::utilization::device_union;
+use super::windows::{self, Window, WindowKind};
+use super::{Profile, ResolvedScope, Result, Scope};
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    /// The severity of a share (0–100) of the analysis window.
+    pub fn from_share(share_pct: f64) -> Severity {
+        match share_pct {
+            s if s >= 40.0 => Severity::Critical,
+            s if s >= 15.0 => Severity::High,
+            s if s >= 5.0 => Severity::Medium,
+            s if s >= 1.0 => Severity::Low,
+            _ => Severity::Info,
+        }
+    }
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Finding {
+    /// Stable rule id, e.g. `cuda_memcpy_async_pageable`.
+    pub id: String,
+    pub title: String,
+    pub severity: Severity,
+    /// Wall time that fixing this could save inside the analysis window (an estimate where stated).
+    pub time_at_stake_ns: i64,
+    /// time_at_stake_ns / the analysis window × 100.
+    pub share_pct: f64,
+    /// The device the numbers are for (the one with the most at stake).
+    pub device: Option<i64>,
+    /// The analysis window the share is of.
+    pub window: Option<Window>,
+    /// Facts with numbers, names and timestamps.
+    pub evidence: Vec<String>,
+    /// Why this costs time.
+    pub why: String,
+    /// What to change.
+    pub fix: String,
+    /// How to check the fix worked.
+    pub verify: String,
+    /// The same facts as structured data.
+    pub data: serde_json::Value,
+}
+
+/// Whether a rule fired, and why not when it did not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RuleCheck {
+    pub id: String,
+    /// `finding`, `below_threshold` or `not_applicable`.
+    pub status: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Rules {
+    /// Findings, most time at stake first.
+    pub findings: Vec<Finding>,
+    /// The highest severity found (`info` when none).
+    pub highest: Severity,
+    /// One sentence: the most important finding, or that nothing significant was found.
+    pub verdict: String,
+    /// The analysis window per device.
+    pub windows: Vec<DeviceWindow>,
+    /// Every rule and its outcome.
+    pub checked: Vec<RuleCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceWindow {
+    pub device: i64,
+    pub window: Window,
+    /// Why this window: steady, steps or all-ops span.
+    pub reason: String,
+}
+
+/// What every rule sees of one device.
+struct Dev {
+    device: i64,
+    window: Window,
+    global_pids: Vec<i64>,
+    steps: Option<StepRanges>,
+    /// Kernel indices inside the window (overlapping it), in start order.
+    kernels: Vec<usize>,
+    kernel_union: Vec<Interval>,
+    /// Kernels ∪ memcpy ∪ memset.
+    all_union: Vec<Interval>,
+    kernel_time_in_window: i64,
+}
+
+impl Dev {
+    fn len(&self) -> i64 {
+        self.window.length_ns.max(1)
+    }
+    fn share(&self, ns: i64) -> f64 {
+        pct2(ns, self.len())
+    }
+    fn contains(&self, s: i64, e: i64) -> bool {
+        s < self.window.end_ns && e > self.window.start_ns
+    }
+    fn in_process(&self, global_id: i64) -> bool {
+        self.global_pids.contains(&(global_id & model::PID_MASK))
+    }
+    /// Step ranges inside the window.
+    fn steps_in_window(&self) -> Vec<&model::NvtxRange> {
+        self.steps
+            .as_ref()
+            .map(|s| {
+                s.ranges
+                    .iter()
+                    .filter(|r| r.start >= self.window.start_ns && r.end <= self.window.end_ns + 1)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn devices(p: &Profile, scope: &ResolvedScope) -> Result<(Vec<Dev>, Vec<DeviceWindow>)> {
+    let kernels = p.kernels()?;
+    let mut out = Vec::new();
+    let mut described = Vec::new();
+    for dw in windows::device_windows(p, scope)? {
+        let d = dw.device;
+        let all_ops = device_union(p, scope, d, true)?;
+        let ku = device_union(p, scope, d, false)?;
+        let total_kernel: i64 = intervals::length(&ku);
+        let (window, reason) = match (dw.steady, dw.steps, dw.trim) {
+            (_, _, Some(t)) => (t, "the caller's window".to_string()),
+            (Some(st), _, _) => (
+                st,
+                "steady state: second step to last step (the first step's warm-up excluded)"
+                    .to_string(),
+            ),
+            (None, Some(st), _)
+                if intervals::clipped_length(&ku, st.bounds()) * 2 >= total_kernel =>
+            {
+                (
+                    st,
+                    "the steps window (it holds most of the kernel time)".to_string(),
+                )
+            }
+            _ => match (all_ops.first(), all_ops.last()) {
+                (Some(f), Some(l)) => (
+                    Window::new(WindowKind::Span, f.0, l.1),
+                    "first to last GPU operation of the device (kernels, copies, memsets)"
+                        .to_string(),
+                ),
+                _ => continue,
+            },
+        };
+        let idx: Vec<usize> = kernels
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.device == d && scope.admits(d, k.global_pid, k.start, k.end))
+            .filter(|(_, k)| k.start < window.end_ns && k.end > window.start_ns)
+            .map(|(i, _)| i)
+            .collect();
+        let kt = intervals::clipped_length(&ku, window.bounds());
+        described.push(DeviceWindow {
+            device: d,
+            window,
+            reason,
+        });
+        out.push(Dev {
+            device: d,
+            window,
+            global_pids: dw.global_pids,
+            steps: dw.step_ranges,
+            kernels: idx,
+            kernel_union: ku,
+            all_union: all_ops,
+            kernel_time_in_window: kt,
+        });
+    }
+    Ok((out, described))
+}
+
+/// Evaluate every rule on a scope and return the findings (most at stake first).
+pub fn evaluate(p: &Profile, scope: &Scope) -> Result<Vec<Finding>> {
+    let s = p.resolve(scope)?;
+    Ok(run(p, &s)?.findings)
+}
+
+struct Ctx<'a> {
+    p: &'a Profile,
+    devs: Vec<Dev>,
+    findings: Vec<Finding>,
+    checked: Vec<RuleCheck>,
+}
+
+struct Draft {
+    dev: usize,
+    at_stake: i64,
+    title: String,
+    evidence: Vec<String>,
+    data: serde_json::Value,
+}
+
+impl Ctx<'_> {
+    fn skip(&mut self, id: &str, status: &str, detail: impl Into<String>) {
+        self.checked.push(RuleCheck {
+            id: id.into(),
+            status: status.into(),
+            detail: detail.into(),
+        });
+    }
+
+    /// Keep the draft with the most time at stake (share of its own window).
+    fn emit(&mut self, id: &str, drafts: Vec<Draft>, why: &str, fix: &str, verify: &str) {
+        let Some(best) = drafts.into_iter().max_by(|a, b| {
+            let sa = self.devs[a.dev].share(a.at_stake);
+            let sb = self.devs[b.dev].share(b.at_stake);
+            sa.partial_cmp(&sb)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(b.dev.cmp(&a.dev))
+        }) else {
+            return;
+        };
+        let dev = &self.devs[best.dev];
+        let share = dev.share(best.at_stake);
+        self.findings.push(Finding {
+            id: id.into(),
+            title: best.title,
+            severity: Severity::from_share(share),
+            time_at_stake_ns: best.at_stake,
+            share_pct: share,
+            device: Some(dev.device),
+            window: Some(dev.window),
+            evidence: best.evidence,
+            why: why.into(),
+            fix: fix.into(),
+            verify: verify.into(),
+            data: best.data,
+        });
+        self.checked.push(RuleCheck {
+            id: id.into(),
+            status: "finding".into(),
+            detail: format!("{share}% of the analysis window at stake"),
+        });
+    }
+}
+
+fn ms(ns: i64) -> String {
+    format!("{:.2} ms", ns as f64 / 1e6)
+}
+
+/// Run every rule: findings plus the outcome of each rule.
+pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
+    let (devs, described) = devices(p, scope)?;
+    let mut cx = Ctx {
+        p,
+        devs,
+        findings: Vec::new(),
+        checked: Vec::new(),
+    };
+    if cx.devs.is_empty() {
+        return Ok(Rules {
+            findings: Vec::new(),
+            highest: Severity::Info,
+            verdict: "no GPU activity in scope: nothing to analyse".into(),
+            windows: described,
+            checked: Vec::new(),
+        });
+    }
+    rule_gpu_starvation(&mut cx)?;
+    rule_host_bound_steps(&mut cx)?;
+    rule_low_utilization(&mut cx)?;
+    rule_pageable_memcpy(&mut cx)?;
+    rule_sync_memcpy(&mut cx)?;
+    rule_sync_apis(&mut cx)?;
+    rule_sync_every_iteration(&mut cx)?;
+    rule_launch_bound(&mut cx)?;
+    rule_fp32_simt_gemm(&mut cx)?;
+    rule_exposed_communication(&mut cx)?;
+    rule_h2d_per_step(&mut cx)?;
+    rule_dominant_kernel(&mut cx)?;
+    rule_step_variance(&mut cx)?;
+    rule_first_step(&mut cx)?;
+    let mut findings = cx.findings;
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(
+                b.share_pct
+                    .partial_cmp(&a.share_pct)
+                    .unwrap_or(std::cmp::Ordering::Equal),
+            )
+            .then(a.id.cmp(&b.id))
+    });
+    let highest = findings.first().map_or(Severity::Info, |f| f.severity);
+    let verdict = match findings.first() {
+        Some(f) if f.severity > Severity::Info => format!(
+            "{} ({:?}: {} at stake, {}% of the analysis window on device {})",
+            f.title,
+            f.severity,
+            ms(f.time_at_stake_ns),
+            f.share_pct,
+            f.device.unwrap_or(0)
+        ),
+        Some(_) => {
+            "nothing significant: every finding is below 1% of the analysis window (info only)"
+                .into()
+        }
+        None => "nothing significant: no rule found evidence of a problem".into(),
+    };
+    Ok(Rules {
+        findings,
+        highest,
+        verdict,
+        windows: described,
+        checked: cx.checked,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const MIN_GAP_NS: i64 = 1_000_000;
+
+fn rule_gpu_starvation(cx: &mut Ctx) -> Result<()> {
+    let id = "gpu_starvation";
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let g = gaps::gaps_for(d.window, &d.kernel_union, MIN_GAP_NS);
+        if g.is_empty() {
+            continue;
+        }
+        let total: i64 = g.iter().map(|(s, e)| e - s).sum();
+        // Time the GPU spent copying inside the gaps is not starvation.
+        let copying: i64 = g
+            .iter()
+            .map(|&gap| intervals::clipped_length(&d.all_union, gap))
+            .sum();
+        let idle = total - copying;
+        if idle * 1000 < d.window.length_ns {
+            continue;
+        }
+        let lens: Vec<i64> = g.iter().map(|(s, e)| e - s).collect();
+        let (min, max) = (
+            lens.iter().min().copied().unwrap_or(0),
+            lens.iter().max().copied().unwrap_or(0),
+        );
+        // Explain the largest gaps from the launching thread's side.
+        let mut sorted = g.clone();
+        sorted.sort_by_key(|(s, e)| std::cmp::Reverse(e - s));
+        sorted.truncate(5);
+        let kernels = cx.p.kernels()?;
+        let api = cx.p.api()?;
+        let launches = &cx.p.launch_index()?.kernel_launch;
+        let mut listed: Vec<gaps::Gap> = Vec::new();
+        let mut threads = Vec::new();
+        for (gs, ge) in &sorted {
+            let next = d.kernels.iter().copied().find(|&k| kernels[k].start >= *ge);
+            threads.push(
+                next.and_then(|k| launches[k])
+                    .map(|a| api[a as usize].global_tid),
+            );
+            listed.push(gaps::Gap {
+                device: d.device,
+                start_ns: *gs,
+                end_ns: *ge,
+                length_ns: ge - gs,
+                windows: vec![d.window.kind],
+                step: None,
+                kernel_before: None,
+                kernel_after: next.map(|k| cx.p.string(kernels[k].short_name).to_string()),
+                launch_tid: None,
+                launch_thread: None,
+                cause: String::new(),
+                explanation: String::new(),
+                cpu: Vec::new(),
+            });
+        }
+        gaps::attribute_cpu(cx.p, &d.global_pids, &threads, &mut listed)?;
+        let mut causes: BTreeMap<String, usize> = BTreeMap::new();
+        for gp in &listed {
+            *causes.entry(gp.cause.clone()).or_default() += 1;
+        }
+        let top = &listed[0];
+        let range = top
+            .cpu
+            .iter()
+            .filter(|c| c.source == "nvtx")
+            .min_by_key(|c| {
+                (
+                    std::cmp::Reverse(c.overlap_ns * 2 >= top.length_ns),
+                    c.overlap_ns,
+                )
+            })
+            .map(|c| c.name.clone());
+        let mut evidence = vec![
+            format!(
+                "{} idle gaps > 1 ms on device {} in the {} window, {} in all ({}% of it), {}–{} each",
+                g.len(),
+                d.device,
+                d.window.kind.as_str(),
+                ms(total),
+                d.share(total),
+                ms(min),
+                ms(max)
+            ),
+            format!(
+                "largest at {} ns: {}; {}",
+                top.start_ns,
+                ms(top.length_ns),
+                top.explanation
+            ),
+        ];
+        if let Some(r) = &range {
+            evidence.push(format!(
+                "during the largest gap the launching thread is inside NVTX range `{r}`"
+            ));
+        }
+        if copying > 0 {
+            evidence.push(format!("the GPU was copying (memcpy/memset) for {} of the gap time: not counted as at stake", ms(copying)));
+        }
+        evidence.push(format!("causes of the 5 largest: {causes:?}"));
+        drafts.push(Draft {
+            dev: i,
+            at_stake: idle,
+            title: format!("GPU starvation: {} kernel gaps over 1 ms, GPU idle {}% of the window", g.len(), d.share(idle)),
+            evidence,
+            data: json!({
+                "gaps": g.len(), "total_ns": total, "copying_ns": copying, "min_ns": min, "max_ns": max,
+                "largest": listed.iter().map(|g| json!({"start_ns": g.start_ns, "length_ns": g.length_ns,
+                    "cause": g.cause, "next_kernel": g.kernel_after})).collect::<Vec<_>>(),
+            }),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "below_threshold",
+            "no idle gap longer than 1 ms in the analysis window",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "While the GPU waits for the CPU to issue work, nothing runs: the step takes as long as the CPU side.",
+        "Remove the CPU stall named in the evidence (move data loading to DataLoader workers with pin_memory=True and \
+         prefetching, avoid host syncs such as .item()/.cpu() in the loop), or overlap it with GPU work \
+         (CUDA graphs, torch.compile mode=\"reduce-overhead\", larger batches).",
+        "Re-profile and check aisp_profile_gaps: the gap count and total in the steady window should drop, and \
+         aisp_profile_utilization busy % rise.",
+    );
+    Ok(())
+}
+
+fn rule_host_bound_steps(cx: &mut Ctx) -> Result<()> {
+    let id = "host_bound_steps";
+    let kernels = cx.p.kernels()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let steps = d.steps_in_window();
+        if steps.len() < 2 {
+            continue;
+        }
+        let attributed = super::attribution::attribute(cx.p, &steps)?;
+        let mut cpu = Vec::new();
+        let mut gpu = Vec::new();
+        let mut excess = 0i64;
+        for (r, a) in steps.iter().zip(&attributed) {
+            let u = intervals::length(&intervals::union(
+                a.any_thread
+                    .iter()
+                    .map(|&k| &kernels[k as usize])
+                    .filter(|k| k.device == d.device)
+                    .map(|k| (k.start, k.end))
+                    .collect(),
+            ));
+            cpu.push(r.dur());
+            gpu.push(u);
+            excess += (r.dur() - u).max(0);
+        }
+        let cpu_med = stats::median(&mut cpu.clone());
+        let gpu_med = stats::median(&mut gpu.clone());
+        if gpu_med <= 0.0 || cpu_med < 1.5 * gpu_med {
+            continue;
+        }
+        let ratio = stats::round_ratio((cpu_med * 100.0) as i128, (gpu_med * 100.0) as i128, 100);
+        drafts.push(Draft {
+            dev: i,
+            at_stake: excess.min(d.window.length_ns),
+            title: format!("Host-bound steps: CPU step time is {ratio}x the GPU time per step"),
+            evidence: vec![
+                format!(
+                    "{} steps in the {} window: median CPU step {} vs median GPU-projected time {} (union of the kernels each step launches, any thread of the process)",
+                    steps.len(),
+                    d.window.kind.as_str(),
+                    ms(cpu_med as i64),
+                    ms(gpu_med as i64)
+                ),
+                format!("the GPU idles {} of the steps' CPU time in total", ms(excess)),
+            ],
+            data: json!({"steps": steps.len(), "cpu_median_ns": cpu_med, "gpu_median_ns": gpu_med, "ratio": ratio, "excess_ns": excess}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "not_applicable",
+            "no steps, or CPU step time is under 1.5x the GPU time per step",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "Each step's GPU work finishes long before the CPU issues the next step: the CPU (Python, data loading, \
+         launch overhead) sets the step time, so faster kernels would not help.",
+        "Find the CPU time in the step (aisp_profile_gaps names what the launching thread does during the idle \
+         stretches): move data preparation off the critical path (DataLoader workers, prefetch, pinned memory), \
+         cut Python overhead (torch.compile, CUDA graphs), or give the GPU more work per step (larger batch).",
+        "Re-profile: aisp_profile_iterations cpu_to_gpu_ratio should approach 1 and the steady-state busy % rise.",
+    );
+    Ok(())
+}
+
+fn rule_low_utilization(cx: &mut Ctx) -> Result<()> {
+    let id = "low_utilization";
+    if cx.findings.iter().any(|f| f.id == "host_bound_steps") {
+        cx.skip(
+            id,
+            "not_applicable",
+            "host_bound_steps already accounts for the idle time inside the steps",
+        );
+        return Ok(());
+    }
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let busy = d.kernel_time_in_window;
+        let pct = pct2(busy, d.len());
+        if pct >= 50.0 {
+            continue;
+        }
+        // Idle not already counted as gaps over 1 ms: many short bubbles.
+        let big: i64 = gaps::gaps_for(d.window, &d.kernel_union, MIN_GAP_NS)
+            .iter()
+            .map(|(s, e)| e - s)
+            .sum();
+        let all_busy = intervals::clipped_length(&d.all_union, d.window.bounds());
+        let small = d.window.length_ns - all_busy - big;
+        if small <= 0 {
+            continue;
+        }
+        drafts.push(Draft {
+            dev: i,
+            at_stake: small,
+            title: format!("Low GPU utilization: kernels busy {pct}% of the window, idle in many short bubbles"),
+            evidence: vec![
+                format!("kernel union {} of a {} {} window ({pct}%)", ms(busy), ms(d.window.length_ns), d.window.kind.as_str()),
+                format!("{} of idle time is in gaps shorter than 1 ms (gaps over 1 ms are reported by gpu_starvation)", ms(small)),
+            ],
+            data: json!({"busy_ns": busy, "busy_pct": pct, "short_idle_ns": small, "long_gap_idle_ns": big}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "below_threshold",
+            "busy at least 50% of the window, or the idle time is all in long gaps",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "Between kernels the GPU waits for launches: short kernels and per-launch CPU overhead leave bubbles.",
+        "Fuse small kernels (torch.compile), capture the step in a CUDA graph, or raise the work per kernel (batch size).",
+        "Re-profile: aisp_profile_utilization busy % in the same window should rise.",
+    );
+    Ok(())
+}
+
+fn pinned_bandwidth(p: &Profile, copy_kind: i64) -> Result<f64> {
+    let kinds = p.mem_kind_labels()?;
+    let pinned = kinds
+        .iter()
+        .find(|(_, l)| l.eq_ignore_ascii_case("Pinned"))
+        .map(|(k, _)| *k);
+    let best = p
+        .memcpys()?
+        .iter()
+        .filter(|m| {
+            m.copy_kind == copy_kind
+                && pinned.is_some()
+                && (m.src_kind == pinned || m.dst_kind == pinned)
+        })
+        .filter(|m| m.bytes >= 1 << 20)
+        .map(|m| m.bytes as f64 / (m.end - m.start).max(1) as f64)
+        .fold(0.0, f64::max);
+    // Without a pinned copy to compare against, assume a conservative 20 GB/s (PCIe Gen4 x16 in practice).
+    Ok(if best > 0.0 { best } else { 20.0 })
+}
+
+fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
+    let id = "cuda_memcpy_async_pageable";
+    let Some(pageable) = super::memory::pageable_kind(cx.p)? else {
+        cx.skip(
+            id,
+            "not_applicable",
+            "the export does not record memory kinds (no ENUM_CUDA_MEM_KIND)",
+        );
+        return Ok(());
+    };
+    let api = cx.p.api()?;
+    let correlation_only =
+        cx.p.tables()
+            .memcpy
+            .as_ref()
+            .is_none_or(|t| !t.has("globalPid"));
+    let index = super::correlation_index(api, correlation_only);
+    let opers = cx.p.memcpy_oper_labels()?;
+    let mut drafts = Vec::new();
+    let mut total_everywhere = 0u64;
+    for (i, d) in cx.devs.iter().enumerate() {
+        let mut n_all = 0u64;
+        let mut n_in = 0u64;
+        let mut bytes_in = 0i64;
+        let mut at_stake = 0i64;
+        let mut dirs: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+        let mut largest: Option<(i64, i64, i64, String)> = None;
+        for m in cx.p.memcpys()?.iter().filter(|m| m.device == d.device) {
+            if m.src_kind != Some(pageable) && m.dst_kind != Some(pageable) {
+                continue;
+            }
+            let Some(call) = index
+                .find(m.global_pid, m.correlation)
+                .map(|a| &api[a as usize])
+            else {
+                continue;
+            };
+            if !calls::is_async_memcpy_api(calls::api_display_name(cx.p.string(call.name))) {
+                continue;
+            }
+            n_all += 1;
+            let dir = opers.get(&m.copy_kind).cloned().unwrap_or_default();
+            if largest.as_ref().is_none_or(|l| m.bytes > l.0) {
+                largest = Some((m.bytes, m.start, m.end - m.start, dir.clone()));
+            }
+            if !d.contains(m.start, m.end) {
+                continue;
+            }
+            n_in += 1;
+            bytes_in += m.bytes;
+            let e = dirs.entry(dir).or_default();
+            e.0 += 1;
+            e.1 += m.bytes;
+            let ideal = (m.bytes as f64 / pinned_bandwidth(cx.p, m.copy_kind)?) as i64;
+            let (s, e) = (m.start.max(d.window.start_ns), m.end.min(d.window.end_ns));
+            at_stake += ((e - s) - ideal).max(0);
+        }
+        total_everywhere += n_all;
+        if n_all == 0 {
+            continue;
+        }
+        let mut evidence = vec![format!(
+            "{n_all} async copies from/to pageable memory on device {} ({n_in} inside the {} window, {} bytes there)",
+            d.device,
+            d.window.kind.as_str(),
+            bytes_in
+        )];
+        if !dirs.is_empty() {
+            evidence.push(format!(
+                "in the window by direction (count, bytes): {dirs:?}"
+            ));
+        }
+        if let Some((b, s, dur, dir)) = &largest {
+            evidence.push(format!(
+                "largest: {dir} {b} bytes at {s} ns taking {}",
+                ms(*dur)
+            ));
+        }
+        drafts.push(Draft {
+            dev: i,
+            at_stake,
+            title: format!(
+                "Async memcpy with pageable host memory ({n_all} {}, {n_in} in the window)",
+                if n_all == 1 { "copy" } else { "copies" }
+            ),
+            evidence,
+            data: json!({"copies": n_all, "in_window": n_in, "bytes_in_window": bytes_in, "by_direction": dirs}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "below_threshold",
+            format!("no async copy touches pageable memory ({total_everywhere} found)"),
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "An async copy from or to pageable memory is staged through a driver bounce buffer: it runs at a fraction of \
+         pinned bandwidth, blocks the calling thread and cannot overlap with compute.",
+        "Use pinned host memory: DataLoader(pin_memory=True) or tensor.pin_memory() with .to(device, non_blocking=True); \
+         for results, copy into a preallocated torch.empty(..., pin_memory=True) buffer with copy_(non_blocking=True).",
+        "Re-profile and check aisp_profile_memory: pageable_async.count should be 0 (or its in_steps 0).",
+    );
+    Ok(())
+}
+
+fn rule_sync_memcpy(cx: &mut Ctx) -> Result<()> {
+    let id = "sync_memcpy_memset";
+    let api = cx.p.api()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let mut names: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+        let mut iv = Vec::new();
+        for a in api
+            .iter()
+            .filter(|a| d.in_process(a.global_tid) && d.contains(a.start, a.end))
+        {
+            let n = calls::api_display_name(cx.p.string(a.name));
+            if calls::is_sync_memcpy_api(n) || calls::is_sync_memset_api(n) {
+                let e = names.entry(n.to_string()).or_default();
+                e.0 += 1;
+                e.1 += a.dur();
+                iv.push((a.start.max(d.window.start_ns), a.end.min(d.window.end_ns)));
+            }
+        }
+        if names.is_empty() {
+            continue;
+        }
+        let at = intervals::length(&intervals::union(iv));
+        drafts.push(Draft {
+            dev: i,
+            at_stake: at,
+            title: "Synchronous memcpy/memset API calls".into(),
+            evidence: vec![format!(
+                "blocking calls in the {} window (count, ns): {names:?}",
+                d.window.kind.as_str()
+            )],
+            data: json!({"calls": names}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "below_threshold",
+            "no blocking cudaMemcpy/cudaMemset API call in the window",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "A synchronous copy or memset blocks the host until the GPU finishes all earlier work, draining the pipeline.",
+        "Use cudaMemcpyAsync/cudaMemsetAsync on a stream (in PyTorch: pinned memory and non_blocking=True) and synchronize only when the result is needed.",
+        "Re-profile: aisp_profile_memory blocking.sync_memcpy_calls and sync_memset_calls should be 0.",
+    );
+    Ok(())
+}
+
+fn rule_sync_apis(cx: &mut Ctx) -> Result<()> {
+    let id = "cuda_api_sync";
+    let api = cx.p.api()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let mut names: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
+        let mut iv = Vec::new();
+        for a in api
+            .iter()
+            .filter(|a| d.in_process(a.global_tid) && d.contains(a.start, a.end))
+        {
+            let n = calls::api_display_name(cx.p.string(a.name));
+            if calls::api_kind(n) == CallKind::HostSync {
+                let e = names.entry(n.to_string()).or_default();
+                e.0 += 1;
+                e.1 += a.dur();
+                e.2 = e.2.max(a.dur());
+                iv.push((a.start.max(d.window.start_ns), a.end.min(d.window.end_ns)));
+            }
+        }
+        if names.is_empty() {
+            continue;
+        }
+        let at = intervals::length(&intervals::union(iv));
+        drafts.push(Draft {
+            dev: i,
+            at_stake: at,
+            title: format!("Host synchronization: {} blocked in sync calls", ms(at)),
+            evidence: vec![format!(
+                "sync calls of the device's process in the {} window (count, total ns, max ns): {names:?}",
+                d.window.kind.as_str()
+            )],
+            data: json!({"calls": names, "union_ns": at}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "below_threshold",
+            "no cudaDeviceSynchronize/cudaStreamSynchronize/cudaEventSynchronize in the window",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "While the host waits in a synchronization call it issues no work; after it returns the GPU starts from an empty queue.",
+        "Remove syncs from the loop: avoid .item(), .cpu(), print(tensor) and torch.cuda.synchronize() per step; \
+         order work with CUDA events/cudaStreamWaitEvent instead of host waits; accumulate metrics on the GPU.",
+        "Re-profile and check aisp_profile_summary cuda_api_sum: the sync rows inside the steps should shrink or vanish.",
+    );
+    Ok(())
+}
+
+fn rule_sync_every_iteration(cx: &mut Ctx) -> Result<()> {
+    let id = "host_sync_every_iteration";
+    let api = cx.p.api()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let steps = d.steps_in_window();
+        if steps.len() < 3 {
+            continue;
+        }
+        let mut with_sync = 0usize;
+        let mut per_step = Vec::new();
+        let mut names: BTreeMap<String, u64> = BTreeMap::new();
+        for r in &steps {
+            let lo = api.partition_point(|a| a.start < r.start);
+            let mut t = 0i64;
+            for a in api[lo..].iter().take_while(|a| a.start < r.end) {
+                if a.end > r.end
+                    || model::process_key(a.global_tid) != model::process_key(r.global_tid)
+                {
+                    continue;
+                }
+                let n = calls::api_display_name(cx.p.string(a.name));
+                if calls::api_kind(n) == CallKind::HostSync || calls::is_sync_memcpy_api(n) {
+                    t += a.dur();
+                    *names.entry(n.to_string()).or_default() += 1;
+                }
+            }
+            if t > 0 {
+                with_sync += 1;
+            }
+            per_step.push(t);
+        }
+        if with_sync * 5 < steps.len() * 4 {
+            continue;
+        }
+        let total: i64 = per_step.iter().sum();
+        let med = stats::median(&mut per_step.clone());
+        drafts.push(Draft {
+            dev: i,
+            at_stake: total,
+            title: format!("A host sync in every iteration ({with_sync} of {} steps)", steps.len()),
+            evidence: vec![
+                format!("{with_sync} of {} steps in the window call a blocking API; median {} per step", steps.len(), ms(med as i64)),
+                format!("calls: {names:?}"),
+            ],
+            data: json!({"steps": steps.len(), "steps_with_sync": with_sync, "median_ns": med, "calls": names}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "not_applicable",
+            "fewer than 3 steps, or fewer than 80% of steps synchronize",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "A sync per step drains the GPU queue each iteration: the CPU cannot run ahead, so every launch latency and CPU stall shows up as GPU idle time.",
+        "Find the per-step sync (commonly loss.item(), metrics .cpu(), a print of a CUDA tensor, or torch.cuda.synchronize() for timing) \
+         and move it out of the loop or do it every N steps; keep running sums on the GPU.",
+        "Re-profile: aisp_profile_rules should no longer report host_sync_every_iteration, and steady-state busy % should rise.",
+    );
+    Ok(())
+}
+
+fn rule_launch_bound(cx: &mut Ctx) -> Result<()> {
+    let id = "launch_bound_tiny_kernels";
+    let kernels = cx.p.kernels()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let ks: Vec<&Kernel> = d.kernels.iter().map(|&k| &kernels[k]).collect();
+        let tiny = ks.iter().filter(|k| k.dur() < SHORT_KERNEL_NS).count();
+        if ks.is_empty() || tiny < 100 || tiny * 10 < ks.len() * 3 {
+            continue;
+        }
+        let tiny_time: i64 = ks
+            .iter()
+            .filter(|k| k.dur() < SHORT_KERNEL_NS)
+            .map(|k| k.dur())
+            .sum();
+        // Time at stake: the short bubbles (< 1 ms) right before tiny kernels, which is launch overhead.
+        let mut bubbles = 0i64;
+        let mut watermark = i64::MIN;
+        for k in &ks {
+            if watermark != i64::MIN && k.start > watermark && k.dur() < SHORT_KERNEL_NS {
+                let g = k.start - watermark;
+                if g < MIN_GAP_NS {
+                    bubbles += g;
+                }
+            }
+            watermark = watermark.max(k.end);
+        }
+        let rate = tiny as f64 / (d.window.length_ns as f64 / 1e9);
+        drafts.push(Draft {
+            dev: i,
+            at_stake: bubbles,
+            title: format!(
+                "Launch-bound: {tiny} kernels under 5 us ({}% of kernels)",
+                pct1(tiny as i64, ks.len() as i64)
+            ),
+            evidence: vec![
+                format!(
+                    "{tiny} of {} kernels in the {} window run under 5 us ({}% of their time), {:.0} tiny launches per second",
+                    ks.len(),
+                    d.window.kind.as_str(),
+                    pct1(tiny_time, ks.iter().map(|k| k.dur()).sum()),
+                    rate
+                ),
+                format!("{} of GPU idle sits in sub-millisecond bubbles before tiny kernels", ms(bubbles)),
+            ],
+            data: json!({"tiny": tiny, "kernels": ks.len(), "tiny_time_ns": tiny_time, "bubbles_ns": bubbles, "tiny_per_s": rate}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "below_threshold",
+            "fewer than 100 kernels under 5 us, or under 30% of kernels",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "A kernel that runs for a few microseconds costs about as much to launch (3–10 us of CPU per launch): the GPU waits for launches.",
+        "Fuse elementwise chains (torch.compile), use fused optimizers (fused=True / foreach), capture the step in a CUDA graph \
+         (torch.compile mode=\"reduce-overhead\"), or batch more work per kernel.",
+        "Re-profile: aisp_profile_kernels devices[].short_kernels should fall and aisp_profile_utilization busy % rise.",
+    );
+    Ok(())
+}
+
+fn rule_fp32_simt_gemm(cx: &mut Ctx) -> Result<()> {
+    let id = "fp32_gemm_on_cuda_cores";
+    let kernels = cx.p.kernels()?;
+    let mut classifier = Classifier::new(cx.p);
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let mut time = 0i64;
+        let mut n = 0u64;
+        let mut names: HashMap<i64, (u64, i64)> = HashMap::new();
+        let mut all = 0i64;
+        for &k in &d.kernels {
+            let kk = &kernels[k];
+            all += kk.dur();
+            if classifier.of(kk).class == KernelClass::GemmSimtFp32 {
+                time += kk.dur();
+                n += 1;
+                let e = names.entry(kk.short_name).or_default();
+                e.0 += 1;
+                e.1 += kk.dur();
+            }
+        }
+        if n == 0 || time * 100 < all {
+            continue;
+        }
+        let mut top: Vec<(i64, (u64, i64))> = names.into_iter().collect();
+        top.sort_by_key(|(_, (_, t))| std::cmp::Reverse(*t));
+        let share_kernel = pct1(time, all);
+        // TF32 tensor cores have 7–8x the dense FP32 peak on A100/H100/H200; assume 4x in practice.
+        let at = time - time / 4;
+        drafts.push(Draft {
+            dev: i,
+            at_stake: at,
+            title: format!("fp32 GEMMs on CUDA cores: {share_kernel}% of kernel time could run on tensor cores"),
+            evidence: vec![
+                format!("{n} fp32 SIMT GEMM kernels (FFMA, not tensor cores) take {} = {share_kernel}% of kernel time in the window", ms(time)),
+                format!(
+                    "top: {} ({} calls, {})",
+                    cx.p.string(top[0].0),
+                    top[0].1.0,
+                    ms(top[0].1.1)
+                ),
+                "estimate: TF32 or BF16 tensor cores run them at least 4x faster (7–8x peak on A100/H100)".to_string(),
+            ],
+            data: json!({"kernels": n, "time_ns": time, "share_of_kernel_time_pct": share_kernel,
+                "top": top.iter().take(3).map(|(id, (c, t))| json!({"name": cx.p.string(*id), "count": c, "time_ns": t})).collect::<Vec<_>>()}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "below_threshold",
+            "no fp32 SIMT GEMM, or under 1% of kernel time",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "These matrix multiplies run on CUDA cores (FFMA) in full fp32; tensor cores do the same GEMM several times faster in TF32 or BF16.",
+        "Allow TF32: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision(\"high\")), \
+         and torch.backends.cudnn.allow_tf32 = True; or run the model under torch.autocast(\"cuda\", dtype=torch.bfloat16).",
+        "Re-profile and check aisp_profile_kernels: the GEMM classes should be gemm_tensor_core and their time should drop.",
+    );
+    Ok(())
+}
+
+fn rule_exposed_communication(cx: &mut Ctx) -> Result<()> {
+    let id = "communication_not_overlapped";
+    let kernels = cx.p.kernels()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let (mut c, mut n) = (Vec::new(), Vec::new());
+        let (mut cs, mut ns) = (Vec::new(), Vec::new());
+        for &k in &d.kernels {
+            let kk = &kernels[k];
+            if is_nccl(cx.p.string(kk.short_name)) {
+                n.push((kk.start, kk.end));
+                ns.push(kk.stream);
+            } else {
+                c.push((kk.start, kk.end));
+                cs.push(kk.stream);
+            }
+        }
+        if n.is_empty() {
+            continue;
+        }
+        let o =
+            super::overlap::window_overlap(d.window, &intervals::union(c), &intervals::union(n));
+        let shared = ns.iter().any(|s| cs.contains(s));
+        if o.communication_only_ns * 100 < d.window.length_ns {
+            continue;
+        }
+        ns.sort_unstable();
+        ns.dedup();
+        drafts.push(Draft {
+            dev: i,
+            at_stake: o.communication_only_ns,
+            title: if shared {
+                "Communication serialized with compute on the same stream".to_string()
+            } else {
+                format!("Exposed communication: only {}% of NCCL time hidden behind compute", o.overlap_pct)
+            },
+            evidence: vec![
+                format!(
+                    "device {}: NCCL {} in the {} window, {} of it overlapped with compute ({}%), {} exposed",
+                    d.device,
+                    ms(o.communication_ns),
+                    d.window.kind.as_str(),
+                    ms(o.overlap_ns),
+                    o.overlap_pct,
+                    ms(o.communication_only_ns)
+                ),
+                format!("NCCL streams {ns:?}; shares a stream with compute: {shared}"),
+            ],
+            data: serde_json::to_value(&o).unwrap_or_default(),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "not_applicable",
+            "no NCCL kernels, or under 1% of the window exposed",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "Communication that does not overlap compute adds directly to step time; ranks also wait for the slowest one inside NCCL kernels.",
+        "Overlap gradient communication with backward: DDP bucket_cap_mb tuning, gradient_as_bucket_view=True, no \
+         find_unused_parameters; with FSDP use backward/forward prefetch; keep NCCL on its own stream; balance work across ranks.",
+        "Re-profile and check aisp_profile_overlap: overlap_pct should rise and communication_only_ns fall in the steady window.",
+    );
+    Ok(())
+}
+
+fn rule_h2d_per_step(cx: &mut Ctx) -> Result<()> {
+    let id = "heavy_h2d_per_step";
+    let opers = cx.p.memcpy_oper_labels()?;
+    let h2d = opers
+        .iter()
+        .find(|(_, l)| l.as_str() == "Host-to-Device")
+        .map(|(k, _)| *k)
+        .unwrap_or(1);
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let copies: Vec<(i64, i64, i64)> = cx
+            .p
+            .memcpys()?
+            .iter()
+            .filter(|m| m.device == d.device && m.copy_kind == h2d && d.contains(m.start, m.end))
+            .map(|m| {
+                (
+                    m.start.max(d.window.start_ns),
+                    m.end.min(d.window.end_ns),
+                    m.bytes,
+                )
+            })
+            .collect();
+        if copies.is_empty() {
+            continue;
+        }
+        let bytes: i64 = copies.iter().map(|c| c.2).sum();
+        let u = intervals::union(copies.iter().map(|c| (c.0, c.1)).collect());
+        let copy_time = intervals::length(&u);
+        // Copies overlapped by kernels are hidden; what is not is at stake.
+        let hidden = intervals::length(&intervals::intersect(
+            &u,
+            &intervals::clip(&d.kernel_union, d.window.bounds()),
+        ));
+        let exposed = copy_time - hidden;
+        if exposed * 100 < d.window.length_ns {
+            continue;
+        }
+        let n_steps = d.steps_in_window().len() as i64;
+        let steps = n_steps.max(1);
+        drafts.push(Draft {
+            dev: i,
+            at_stake: exposed,
+            title: if n_steps > 0 {
+                format!("Heavy host-to-device traffic: {} MB per step, {} not overlapped", bytes / steps / 1_000_000, ms(exposed))
+            } else {
+                format!("Heavy host-to-device traffic: {} MB, {} not overlapped with kernels", bytes / 1_000_000, ms(exposed))
+            },
+            evidence: vec![format!(
+                "{} H2D copies, {bytes} bytes in the {} window ({} steps): {} of copy time, {} not overlapped with kernels",
+                copies.len(),
+                d.window.kind.as_str(),
+                steps,
+                ms(copy_time),
+                ms(exposed)
+            )],
+            data: json!({"copies": copies.len(), "bytes": bytes, "copy_time_ns": copy_time, "exposed_ns": exposed, "steps": steps}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "below_threshold",
+            "host-to-device copies not overlapped with kernels take under 1% of the window",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "Host-to-device copies that the GPU waits for add their duration to the step; PCIe is 10–50x slower than HBM.",
+        "Keep data on the GPU across steps, prefetch the next batch on a side stream with pinned memory and non_blocking=True, \
+         and move preprocessing (decode, augment, normalize) to the GPU or into DataLoader workers.",
+        "Re-profile and check aisp_profile_memory and aisp_profile_rules: H2D time not overlapped with kernels should shrink.",
+    );
+    Ok(())
+}
+
+fn rule_dominant_kernel(cx: &mut Ctx) -> Result<()> {
+    let id = "dominant_kernel";
+    let kernels = cx.p.kernels()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let mut t: HashMap<i64, (u64, i64)> = HashMap::new();
+        let mut all = 0i64;
+        for &k in &d.kernels {
+            let kk = &kernels[k];
+            all += kk.dur();
+            let e = t.entry(kk.short_name).or_default();
+            e.0 += 1;
+            e.1 += kk.dur();
+        }
+        let Some((name, (n, time))) = t
+            .into_iter()
+            .max_by_key(|(id, (_, t))| (*t, std::cmp::Reverse(*id)))
+        else {
+            continue;
+        };
+        if time * 2 <= all {
+            continue;
+        }
+        let share = pct1(time, all);
+        drafts.push(Draft {
+            dev: i,
+            // Informational: how much faster the kernel could be is not in the trace.
+            at_stake: 0,
+            title: format!("One kernel dominates: {} is {share}% of kernel time", cx.p.string(name)),
+            evidence: vec![format!("{} runs {n} times for {} of {} kernel time in the window", cx.p.string(name), ms(time), ms(all))],
+            data: json!({"kernel": cx.p.string(name), "count": n, "time_ns": time, "share_of_kernel_time_pct": share}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(id, "below_threshold", "no kernel over 50% of kernel time");
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "Optimization effort on this kernel pays most; the rest barely matters until it shrinks.",
+        "Check its class and precision with aisp_profile_kernels (tensor cores? fp32?), its shapes and launch configuration; \
+         profile it with Nsight Compute (ncu --set full -k <name>) for its roofline position.",
+        "Re-profile: its share and total time in aisp_profile_kernels.",
+    );
+    Ok(())
+}
+
+fn rule_step_variance(cx: &mut Ctx) -> Result<()> {
+    let id = "step_time_variance";
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let steps = d.steps_in_window();
+        if steps.len() < 5 {
+            continue;
+        }
+        let cpu: Vec<i64> = steps.iter().map(|r| r.dur()).collect();
+        let med = stats::median(&mut cpu.clone());
+        let max = cpu.iter().copied().max().unwrap_or(0);
+        let sp = iterations::spread(&cpu);
+        let cv = sp.as_ref().map_or(0.0, |s| s.cv_pct);
+        if (max as f64) < 1.5 * med && cv < 10.0 {
+            continue;
+        }
+        let excess: i64 = cpu.iter().map(|&c| (c - med as i64).max(0)).sum();
+        let slowest = steps
+            .iter()
+            .max_by_key(|r| r.dur())
+            .map(|r| r.name.clone())
+            .unwrap_or_default();
+        drafts.push(Draft {
+            dev: i,
+            at_stake: excess,
+            title: format!("Step time varies: slowest step {:.2}x the median", max as f64 / med.max(1.0)),
+            evidence: vec![format!(
+                "{} steps in the window: median {}, max {} ({slowest}), CV {cv}%",
+                steps.len(),
+                ms(med as i64),
+                ms(max)
+            )],
+            data: json!({"steps": steps.len(), "median_ns": med, "max_ns": max, "cv_pct": cv, "slowest": slowest}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "below_threshold",
+            "fewer than 5 steps, or max under 1.5x the median and CV under 10%",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "Uneven steps mean something intermittent (garbage collection, data loader stalls, allocator growth, checkpointing, \
+         stragglers in collectives); in distributed training every rank waits for the slowest.",
+        "Look at the slowest steps in aisp_profile_iterations (longest API calls, GPU idle, extra kernels); common fixes: \
+         gc.freeze()/disable gc in the loop, more DataLoader workers with persistent_workers=True, preallocate (expandable segments).",
+        "Re-profile: aisp_profile_iterations cv_pct after the first step should fall under 10%.",
+    );
+    Ok(())
+}
+
+fn rule_first_step(cx: &mut Ctx) -> Result<()> {
+    let id = "first_step_overhead";
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devs.iter().enumerate() {
+        let Some(sr) = &d.steps else { continue };
+        if sr.ranges.len() < 3 {
+            continue;
+        }
+        let first = &sr.ranges[0];
+        let mut rest: Vec<i64> = sr.ranges[1..].iter().map(|r| r.dur()).collect();
+        let med = stats::median(&mut rest);
+        if (first.dur() as f64) < 3.0 * med {
+            continue;
+        }
+        // One-time cost outside the steady window: it matters only for short runs.
+        let inside = d.contains(first.start, first.end);
+        drafts.push(Draft {
+            dev: i,
+            at_stake: if inside { first.dur() - med as i64 } else { 0 },
+            title: format!(
+                "First step is {:.1}x a typical step (warm-up, lazy module loading)",
+                first.dur() as f64 / med.max(1.0)
+            ),
+            evidence: vec![format!(
+                "{} takes {} vs a median {} for the other steps; outside the analysis window: {}",
+                first.name,
+                ms(first.dur()),
+                ms(med as i64),
+                !inside
+            )],
+            data: json!({"first_ns": first.dur(), "median_ns": med}),
+        });
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "not_applicable",
+            "fewer than 3 steps, or the first step under 3x the median",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "The first iteration loads CUDA modules lazily (cuLibraryLoadData inside the first launch of each kernel), \
+         creates cuBLAS handles and warms the allocator: a one-time cost.",
+        "Ignore it for long runs and exclude it from timings; for short jobs warm up before timing, or set \
+         CUDA_MODULE_LOADING=EAGER to pay it at startup instead.",
+        "Compare steps after the first in aisp_profile_iterations (cpu_after_first).",
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn severity_follows_share_thresholds() {
+        assert_eq!(Severity::from_share(0.99), Severity::Info);
+        assert_eq!(Severity::from_share(1.0), Severity::Low);
+        assert_eq!(Severity::from_share(5.0), Severity::Medium);
+        assert_eq!(Severity::from_share(15.0), Severity::High);
+        assert_eq!(Severity::from_share(40.0), Severity::Critical);
+        assert!(Severity::Critical > Severity::High && Severity::Low > Severity::Info);
+    }
+}
