@@ -5,6 +5,7 @@
 //! ([`server::http`]). The work lives in library modules that know nothing of
 //! those front ends. See ARCHITECTURE.md for the map.
 
+pub mod analysis;
 pub mod app;
 pub mod cli;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod jobs;
 pub mod knowledge;
 pub mod llm;
 pub mod ops;
+pub mod planner;
 pub mod profile;
 pub mod prompts;
 pub mod registry;

@@ -6,6 +6,7 @@
 //! output. The work lives in the library modules (`crate::profile`,
 //! `crate::gpu`, `crate::system`, ...), which know nothing of MCP.
 
+pub mod advisor_inputs;
 pub mod ai;
 pub mod analyze;
 pub mod benchmark;
