@@ -392,9 +392,11 @@ pub fn run(
             );
             break;
         }
+        // Progress: [0, 1) is the evidence gathered before the loop, step k
+        // runs from k to k + 1, and max_steps + 1 is done.
         ctx.progress(
-            f64::from(step - 1),
-            Some(f64::from(max_steps)),
+            f64::from(step),
+            Some(f64::from(max_steps + 1)),
             format!(
                 "step {step}/{max_steps}: asking the model ({} evidence item(s) so far)",
                 ledger.len()
@@ -456,8 +458,8 @@ pub fn run(
             ctx.check_cancelled()?;
             out.tool_calls += 1;
             ctx.progress(
-                f64::from(step - 1) + (i as f64 + 0.5) / n_calls as f64,
-                Some(f64::from(max_steps)),
+                f64::from(step) + (i as f64 + 0.5) / n_calls as f64,
+                Some(f64::from(max_steps + 1)),
                 format!("step {step}/{max_steps}: running {}", call.name),
             );
             let (text, ran) = run_call(
@@ -481,8 +483,8 @@ pub fn run(
             .collect();
     }
     ctx.progress(
-        f64::from(max_steps),
-        Some(f64::from(max_steps)),
+        f64::from(max_steps + 1),
+        Some(f64::from(max_steps + 1)),
         format!(
             "model finished after {} step(s) in {:.1} s",
             out.steps,

@@ -234,8 +234,8 @@ pub fn ask(ctx: &OpContext, req: AskRequest, options: &AskOptions) -> Result<Ask
     for (i, call) in planned.iter().enumerate() {
         ctx.check_cancelled()?;
         ctx.progress(
-            0.0,
-            Some(f64::from(max_steps)),
+            (i + 1) as f64 / (planned.len() + 1) as f64,
+            Some(f64::from(max_steps + 1)),
             format!(
                 "gathering evidence {}/{}: {} ({})",
                 i + 1,
@@ -404,7 +404,9 @@ pub fn ask(ctx: &OpContext, req: AskRequest, options: &AskOptions) -> Result<Ask
         for f in e.findings() {
             let named = answer.contains(&format!("`{}`", f.id)) || answer.contains(&f.id);
             if (f.at_least("medium") || (llm_used && named))
-                && !findings.iter().any(|x| x.finding.id == f.id)
+                && !findings
+                    .iter()
+                    .any(|x| x.finding.id == f.id && x.finding.device == f.device)
             {
                 findings.push(FindingRef {
                     finding: f,
@@ -438,6 +440,13 @@ pub fn ask(ctx: &OpContext, req: AskRequest, options: &AskOptions) -> Result<Ask
             "The conversation could not be saved: {}.",
             e.message
         )),
+    }
+    if !llm_used {
+        ctx.progress(
+            f64::from(max_steps + 1),
+            Some(f64::from(max_steps + 1)),
+            "answer composed from aisp's tools",
+        );
     }
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,

@@ -71,6 +71,8 @@ pub struct Finding {
     pub fix: Option<String>,
     /// How to check the fix worked.
     pub verify: Option<String>,
+    /// The CUDA device the finding is about, when the rule says.
+    pub device: Option<i64>,
 }
 
 impl Finding {
@@ -134,6 +136,7 @@ pub fn collect_findings(v: &Value, out: &mut Vec<Finding>) {
                     why: text_of(o.get("why")),
                     fix: text_of(o.get("fix")),
                     verify: text_of(o.get("verify")),
+                    device: o.get("device").and_then(Value::as_i64),
                 });
                 return;
             }
@@ -176,40 +179,82 @@ pub fn quote_value(v: &Value) -> String {
         t
     } else {
         match v {
-            Value::Object(o) => {
-                let mut parts = Vec::new();
-                for (k, val) in o {
-                    match val {
-                        Value::String(s) => parts.push(format!("{k}: {}", short(s, 80))),
-                        Value::Number(n) => parts.push(format!("{k}: {n}")),
-                        Value::Bool(b) => parts.push(format!("{k}: {b}")),
-                        Value::Array(a) => parts.push(format!("{k}: {} item(s)", a.len())),
-                        Value::Object(inner) => {
-                            let scalars: Vec<String> = inner
-                                .iter()
-                                .filter(|(_, x)| x.is_number() || x.is_string() || x.is_boolean())
-                                .take(3)
-                                .map(|(ik, x)| match x {
-                                    Value::String(s) => format!("{ik}: {}", short(s, 40)),
-                                    other => format!("{ik}: {other}"),
-                                })
-                                .collect();
-                            if !scalars.is_empty() {
-                                parts.push(format!("{k} {{{}}}", scalars.join(", ")));
-                            }
-                        }
-                        Value::Null => {}
-                    }
-                    if parts.len() >= 8 {
-                        break;
-                    }
-                }
-                parts.join("; ")
-            }
+            Value::Object(o) => brief(o, 0, true),
             other => short(&other.to_string(), 300),
         }
     };
-    short(&text, 400)
+    short(&text, 600)
+}
+
+/// Keys worth quoting inside nested objects.
+const NESTED_KEYS: &[&str] = &[
+    "device",
+    "gpu",
+    "name",
+    "kind",
+    "id",
+    "collective",
+    "short_name",
+    "count",
+];
+
+/// A compact rendering of an object: scalars, list sizes, and the telling
+/// fields (`*_pct`, device, name, ...) of the first items of nested lists, so
+/// that per-device and per-window figures survive.
+fn brief(o: &Map<String, Value>, depth: usize, full: bool) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(kind) = o
+        .get("window")
+        .and_then(|w| w.get("kind"))
+        .and_then(Value::as_str)
+    {
+        parts.push(format!("{kind} window"));
+    }
+    for (k, val) in o {
+        if matches!(k.as_str(), "path" | "export" | "window" | "scope") {
+            continue;
+        }
+        let telling = full || k.ends_with("_pct") || NESTED_KEYS.contains(&k.as_str());
+        match val {
+            Value::String(s) if telling => parts.push(format!("{k}: {}", short(s, 80))),
+            Value::Number(n) if telling => parts.push(format!("{k}: {n}")),
+            Value::Bool(b) if telling => parts.push(format!("{k}: {b}")),
+            Value::Array(items) if items.iter().any(Value::is_object) && depth < 2 => {
+                let shown: Vec<String> = items
+                    .iter()
+                    .filter_map(Value::as_object)
+                    .take(3)
+                    .map(|i| brief(i, depth + 1, false))
+                    .filter(|b| !b.is_empty())
+                    .collect();
+                let more = items.len().saturating_sub(3);
+                if !shown.is_empty() {
+                    parts.push(format!(
+                        "{k}: [{}{}]",
+                        shown.join("; "),
+                        if more > 0 {
+                            format!("; {more} more")
+                        } else {
+                            String::new()
+                        }
+                    ));
+                } else if depth == 0 {
+                    parts.push(format!("{k}: {} item(s)", items.len()));
+                }
+            }
+            Value::Array(items) if depth == 0 => {
+                parts.push(format!("{k}: {} item(s)", items.len()))
+            }
+            Value::Object(inner) if depth < 2 => {
+                let b = brief(inner, depth + 1, depth == 0);
+                if !b.is_empty() {
+                    parts.push(format!("{k} {{{b}}}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    parts.join(", ")
 }
 
 fn short(s: &str, max: usize) -> String {
@@ -322,31 +367,31 @@ pub fn cited_ids(text: &str) -> Vec<String> {
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'[' {
-            if let Some(end) = text[i + 1..].find(']') {
-                let inner = &text[i + 1..i + 1 + end];
-                let labels: Vec<&str> = inner
-                    .split([',', ';', ' '])
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                let all_labels = !labels.is_empty()
-                    && labels.iter().all(|l| {
-                        l.len() >= 2
-                            && (l.starts_with('E') || l.starts_with('e'))
-                            && l[1..].chars().all(|c| c.is_ascii_digit())
-                    });
-                if all_labels {
-                    for l in labels {
-                        let id = format!("E{}", &l[1..]);
-                        if !out.contains(&id) {
-                            out.push(id);
-                        }
+        if bytes[i] == b'['
+            && let Some(end) = text[i + 1..].find(']')
+        {
+            let inner = &text[i + 1..i + 1 + end];
+            let labels: Vec<&str> = inner
+                .split([',', ';', ' '])
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
+            let all_labels = !labels.is_empty()
+                && labels.iter().all(|l| {
+                    l.len() >= 2
+                        && (l.starts_with('E') || l.starts_with('e'))
+                        && l[1..].chars().all(|c| c.is_ascii_digit())
+                });
+            if all_labels {
+                for l in labels {
+                    let id = format!("E{}", &l[1..]);
+                    if !out.contains(&id) {
+                        out.push(id);
                     }
                 }
-                i += end + 2;
-                continue;
             }
+            i += end + 2;
+            continue;
         }
         i += 1;
     }
@@ -401,7 +446,14 @@ mod tests {
         let v = json!({"version": "0.1.0", "tool_count": 42, "gpu": {"available": false, "reason": "no driver"}, "devices": [1, 2]});
         assert_eq!(
             quote_value(&v),
-            "version: 0.1.0; tool_count: 42; gpu {available: false, reason: no driver}; devices: 2 item(s)"
+            "version: 0.1.0, tool_count: 42, gpu {available: false, reason: no driver}, devices: 2 item(s)"
+        );
+        let util = json!({"path": "t.sqlite", "devices": [{"device": 0, "gpu": "NVIDIA H200", "kernels": 3689,
+            "windows": [{"window": {"kind": "span", "start_ns": 1}, "busy_ns": 5, "busy_pct": 5.37},
+                        {"window": {"kind": "steady"}, "busy_pct": 8.67}]}]});
+        assert_eq!(
+            quote_value(&util),
+            "devices: [device: 0, gpu: NVIDIA H200, windows: [span window, busy_pct: 5.37; steady window, busy_pct: 8.67]]"
         );
     }
 }

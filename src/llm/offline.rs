@@ -13,13 +13,17 @@ use crate::error::ErrorKind;
 use crate::knowledge::concepts;
 
 /// The findings an answer relies on: medium severity or above, from every
-/// successful evidence item, each once, most severe first (ties keep the
-/// order the tools reported them in).
+/// successful evidence item, once per rule and device, most severe first
+/// (ties keep the order the tools reported them in).
 pub fn relied_findings(ledger: &Ledger) -> Vec<(Finding, String)> {
     let mut out: Vec<(Finding, String)> = Vec::new();
     for e in ledger.items() {
         for f in e.findings() {
-            if f.at_least("medium") && !out.iter().any(|(g, _)| g.id == f.id) {
+            if f.at_least("medium")
+                && !out
+                    .iter()
+                    .any(|(g, _)| g.id == f.id && g.device == f.device)
+            {
                 out.push((f, e.id.clone()));
             }
         }
@@ -41,6 +45,12 @@ fn args_brief(e: &Evidence) -> String {
         })
         .collect();
     format!(" ({})", parts.join(", "))
+}
+
+fn on_device(f: &Finding) -> String {
+    f.device
+        .map(|d| format!(", device {d}"))
+        .unwrap_or_default()
 }
 
 fn share(f: &Finding) -> String {
@@ -71,7 +81,16 @@ fn facts_of(e: &Evidence, out: &mut Vec<String>) {
             }
         ));
         for f in serious {
-            let mut line = format!("  - **{}** `{}`: {}{}", f.severity, f.id, f.title, share(f));
+            let mut line = format!(
+                "  - **{}** `{}`{}: {}{}",
+                f.severity,
+                f.id,
+                f.device
+                    .map(|d| format!(" (device {d})"))
+                    .unwrap_or_default(),
+                f.title,
+                share(f)
+            );
             if let Some(ev) = &f.evidence {
                 line.push_str(&format!(". {}", super::client::truncate_chars(ev, 400)));
             }
@@ -157,6 +176,35 @@ fn causes_of(e: &Evidence, max: usize) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Busy % per device from a utilization result, in the most telling window
+/// (steady, else steps, else span): `(device, window kind, busy %)`.
+fn busy_by_device(v: &Value) -> Vec<(i64, String, f64)> {
+    let mut out = Vec::new();
+    for d in v
+        .get("devices")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(device) = d.get("device").and_then(Value::as_i64) else {
+            continue;
+        };
+        let windows = d.get("windows").and_then(Value::as_array);
+        let pick = ["steady", "steps", "span"].iter().find_map(|kind| {
+            windows?.iter().find_map(|w| {
+                (w.get("window")?.get("kind")?.as_str()? == *kind)
+                    .then(|| w.get("busy_pct")?.as_f64())
+                    .flatten()
+                    .map(|b| (kind.to_string(), b))
+            })
+        });
+        if let Some((kind, busy)) = pick {
+            out.push((device, kind, busy));
+        }
+    }
+    out
 }
 
 /// What the data cannot answer for this route, and what would.
@@ -264,17 +312,18 @@ pub fn compose(
     let explain = ledger.from_tool("aisp_explain");
     if let Some((top, ev)) = findings.first() {
         md.push_str(&format!(
-            "aisp's rules report {} finding(s) at medium severity or above. The most serious is **{}** (`{}`, {}{}) [{ev}].",
+            "aisp's rules report {} finding(s) at medium severity or above. The most serious is **{}** (`{}`, {}{}{}) [{ev}].",
             findings.len(),
             top.title,
             top.id,
             top.severity,
+            on_device(top),
             share(top)
         ));
         if findings.len() > 1 {
             let rest: Vec<String> = findings[1..]
                 .iter()
-                .map(|(f, ev)| format!("`{}` ({}) [{ev}]", f.id, f.severity))
+                .map(|(f, ev)| format!("`{}` ({}{}) [{ev}]", f.id, f.severity, on_device(f)))
                 .collect();
             md.push_str(&format!(" Also: {}.", rest.join(", ")));
         }
@@ -362,13 +411,35 @@ pub fn compose(
             hyp.push(c);
         }
     }
+    let mut gpu_bound = false;
+    if let Some(u) = ledger.from_tool("aisp_profile_utilization")
+        && let Ok(v) = &u.result
+    {
+        for (device, kind, busy) in busy_by_device(v) {
+            if busy >= 85.0 {
+                gpu_bound = true;
+                hyp.push(format!(
+                    "Device {device} is busy {busy:.2} % of the {kind} window: the time is in the kernels themselves, \
+                     so speed comes from faster kernels (tensor cores, lower precision, fusion), not from the host. \
+                     `aisp_profile_kernels` shows which kernels and their class; `aisp_profile_ncu` why one is slow. [{}]",
+                    u.id
+                ));
+            } else if busy < 50.0 && findings.is_empty() {
+                hyp.push(format!(
+                    "Device {device} is busy only {busy:.2} % of the {kind} window while no rule crossed its threshold: \
+                     the idle time is spread thin; `aisp_profile_gaps` lists where it goes. [{}]",
+                    u.id
+                ));
+            }
+        }
+    }
     let concept_ids: Vec<&str> = route.intent.concepts().to_vec();
     let general: Vec<String> = concept_ids
         .iter()
         .filter_map(|id| concepts::get(id))
         .map(|c| format!("{} (`aisp_explain {}`)", c.name, c.id))
         .collect();
-    if !general.is_empty() && findings.is_empty() {
+    if !general.is_empty() && findings.is_empty() && !gpu_bound {
         hyp.push(format!(
             "Common causes of {} (general knowledge, not measured here): {}.",
             route.intent.label(),

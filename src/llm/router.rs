@@ -176,6 +176,7 @@ const KEYWORDS: &[(Intent, &[(&str, f64)])] = &[
         Intent::SlowKernel,
         &[
             ("kernel", 2.0),
+            ("kernels", 2.0),
             ("cuda kernel", 3.0),
             ("occupancy", 3.0),
             ("coalesced", 3.0),
@@ -465,10 +466,10 @@ pub fn classify(question: &str, has_profile: bool) -> Route {
             vec![concepts[0].clone()],
         ));
     }
-    if entities.paths.len() >= 2 {
-        if let Some(s) = scores.iter_mut().find(|s| s.0 == Intent::CompareRuns) {
-            s.1 += 2.0;
-        }
+    if entities.paths.len() >= 2
+        && let Some(s) = scores.iter_mut().find(|s| s.0 == Intent::CompareRuns)
+    {
+        s.1 += 2.0;
     }
     scores.sort_by(|a, b| b.1.total_cmp(&a.1));
     let (intent, matched) = match scores.first() {
@@ -511,8 +512,9 @@ fn call(tool: &'static str, arguments: Value, why: &'static str) -> PlannedCall 
     }
 }
 
-/// Model arguments shared by the planners (`model` or `params_b`, `gpu`, `gpus`, `nodes`).
-fn model_args(e: &Entities) -> Option<Map<String, Value>> {
+/// Model arguments shared by the planners (`model` or `params_b`, `gpu`,
+/// `gpus`, and `nodes` for the training planners that take it).
+fn model_args(e: &Entities, with_nodes: bool) -> Option<Map<String, Value>> {
     let mut m = Map::new();
     if let Some(model) = &e.model {
         m.insert("model".into(), json!(model));
@@ -527,7 +529,7 @@ fn model_args(e: &Entities) -> Option<Map<String, Value>> {
     if let Some(n) = e.gpus {
         m.insert("gpus".into(), json!(n));
     }
-    if let Some(n) = e.nodes {
+    if let Some(n) = e.nodes.filter(|_| with_nodes) {
         m.insert("nodes".into(), json!(n));
     }
     Some(m)
@@ -608,7 +610,7 @@ pub fn plan(route: &Route, question: &str, profile: Option<&str>) -> Vec<Planned
                         json!({}),
                         "what this machine is and what to check first",
                     ));
-                    if let Some(mut m) = model_args(e) {
+                    if let Some(mut m) = model_args(e, true) {
                         m.insert("workload".into(), json!("training"));
                         m.insert("goal".into(), json!("throughput"));
                         calls.push(call(
@@ -624,7 +626,7 @@ pub fn plan(route: &Route, question: &str, profile: Option<&str>) -> Vec<Planned
                         json!({}),
                         "memory on this machine's GPUs, and what is using it now",
                     ));
-                    if let Some(m) = model_args(e) {
+                    if let Some(m) = model_args(e, true) {
                         let inference = route.also.contains(&Intent::InferenceLatency)
                             || normalize(question).contains("inference");
                         if inference {
@@ -655,7 +657,7 @@ pub fn plan(route: &Route, question: &str, profile: Option<&str>) -> Vec<Planned
                         json!({}),
                         "how the GPUs are connected (NVLink, PCIe, NUMA)",
                     ));
-                    if let Some(m) = model_args(e) {
+                    if let Some(m) = model_args(e, true) {
                         calls.push(call(
                             "aisp_distributed_plan",
                             Value::Object(m),
@@ -664,7 +666,7 @@ pub fn plan(route: &Route, question: &str, profile: Option<&str>) -> Vec<Planned
                     }
                 }
                 Intent::InferenceLatency => {
-                    if let Some(m) = model_args(e) {
+                    if let Some(m) = model_args(e, false) {
                         calls.push(call(
                             "aisp_inference_estimate",
                             Value::Object(m),
@@ -794,6 +796,50 @@ mod tests {
         assert_eq!(
             entities("mixtral 8x22b").model.as_deref(),
             Some("mixtral-8x22b")
+        );
+    }
+
+    /// Every planned call names a tool aisp has (or is building), and the
+    /// arguments parse as that tool's input wherever the tool exists.
+    #[test]
+    fn planned_arguments_fit_the_tools() {
+        let questions = [
+            "why is my training slow?",
+            "Llama 3.1 70B on 8x H100 across 2 nodes runs out of memory",
+            "training a 13B model on 4 A100 40GB OOM",
+            "serving llama 3.1 8b with vLLM on 2 H100: time to first token is high",
+            "inference latency of a 7B model on an L40S",
+            "DDP on 8 GPUs scales badly, NCCL all-reduce is slow, mixtral 8x7b on 2 nodes",
+            "my custom CUDA kernel is slow, occupancy looks low",
+            "my dataloader is the bottleneck",
+            "which driver and CUDA version do I have?",
+            "compare before.sqlite and after.sqlite",
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+            "what is paged attention?",
+            "GPU utilization is low",
+        ];
+        let mut checked = 0;
+        for q in questions {
+            for profile in [None, Some("run.sqlite")] {
+                let r = classify(q, profile.is_some());
+                for c in plan(&r, q, profile) {
+                    assert!(
+                        crate::knowledge::concepts::is_known_tool(c.tool),
+                        "{q}: plans unknown tool {}",
+                        c.tool
+                    );
+                    if let Some(t) = crate::registry::find(c.tool) {
+                        if let Err(e) = t.op.check_args(c.arguments.clone()) {
+                            panic!("{q}: arguments for {} do not parse: {}", c.tool, e.message);
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(
+            checked >= 20,
+            "only {checked} planned calls could be checked"
         );
     }
 

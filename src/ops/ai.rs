@@ -416,7 +416,13 @@ candidates (unknown names are dropped; without an LLM the ranking stands and a n
             ));
         }
         let route = router::classify(task, false);
-        let plan = router::plan(&route, task, None);
+        // A general route plans generic first steps; BM25 over the tool
+        // descriptions says more about an unclassified task.
+        let plan = if route.intent == Intent::General {
+            Vec::new()
+        } else {
+            router::plan(&route, task, None)
+        };
         let mut suggestions: Vec<Suggestion> = Vec::new();
         // The router's plan first: those are the tools an engineer would reach for.
         let planned: Vec<&router::PlannedCall> = plan

@@ -188,7 +188,7 @@ pub fn search(query: &str, limit: usize) -> Result<Vec<ConceptMatch>, KnowledgeE
     };
     // Exact.
     for c in concepts {
-        if names(c).iter().any(|n| *n == q) {
+        if names(c).contains(&q) {
             return Ok(vec![ConceptMatch {
                 concept: c,
                 score: 1.0,
