@@ -720,6 +720,30 @@ async fn the_token_budget_stops_requests_before_they_exceed_it() {
         "{}",
         out.answer
     );
+
+    // With room for one more request but not two, the next one is the forced answer.
+    let heavy25 = {
+        let mut v = calls(&[("aisp_status", "{}")]);
+        v["usage"] = json!({"prompt_tokens": 25000, "completion_tokens": 0, "total_tokens": 25000});
+        v
+    };
+    let mock = Mock::start(vec![
+        Step::Json(heavy25),
+        Step::Json(answer("## Answer\nAnswered within budget [E1].")),
+    ])
+    .await;
+    let app = app_for(&mock);
+    let mut options = quick_options();
+    options.agent.token_budget = 60_000;
+    let out = ask(&app, "compare the runs", options).await.result.unwrap();
+    assert!(out.llm_used);
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[1].body["tool_choice"], "none",
+        "the budget made step 2 the last"
+    );
+    assert_eq!(out.tokens_used, 26_000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -855,5 +879,157 @@ async fn without_an_llm_the_operation_answers_and_says_so() {
         out["notes"].as_array().unwrap().is_empty(),
         "{}",
         out["notes"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_profile_the_model_starts_from_the_rules_and_its_findings_are_returned() {
+    let mock = Mock::start(vec![
+        Step::Json(calls(&[(
+            "aisp_profile_gaps",
+            &format!(
+                r#"{{"path": "{}", "min_gap_ms": 2}}"#,
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/data/train_good.sqlite")
+                    .display()
+            ),
+        )])),
+        Step::Json(answer(
+            "## Answer\nThe run is host-bound: `host_bound_steps` [E1], gaps of about 5 ms [E3].\n## Facts\n- busy [E2]",
+        )),
+    ])
+    .await;
+    let app = app_for(&mock);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/train_good.sqlite")
+        .display()
+        .to_string();
+    let run = ask_with(
+        &app,
+        AskRequest {
+            question: "why is this training slow?".into(),
+            profile: Some(path.clone()),
+            ..AskRequest::default()
+        },
+        quick_options(),
+        CancellationToken::new(),
+    )
+    .await;
+    let out = run.result.unwrap();
+    assert!(out.llm_used);
+    let first = &mock.seen()[0].body;
+    let user = first["messages"][1]["content"].as_str().unwrap();
+    assert!(user.contains(&format!("Attached profile: {path}")));
+    assert!(
+        user.contains("[E1] aisp_profile_rules"),
+        "the rules are gathered first"
+    );
+    assert!(user.contains("host_bound_steps") && user.contains("[E2] aisp_profile_utilization"));
+    let offered: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        offered[0], "aisp_profile_rules",
+        "the plan's tools are offered first"
+    );
+    assert!(offered.contains(&"aisp_profile_gaps"), "{offered:?}");
+    // The model's own call ran on the real file.
+    let tools = tool_messages(&mock.seen()[1].body);
+    assert!(
+        tools[0].starts_with("[E3] aisp_profile_gaps result:"),
+        "{}",
+        tools[0]
+    );
+    assert!(
+        tools[0].contains("5132000") || tools[0].contains("gaps"),
+        "{}",
+        tools[0]
+    );
+    // Findings relied on: the medium-or-above findings of the cited rules result.
+    let ids: Vec<&str> = out.findings.iter().map(|f| f.finding.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "host_bound_steps",
+            "gpu_starvation",
+            "launch_bound_tiny_kernels"
+        ]
+    );
+    assert!(out.findings.iter().all(|f| f.evidence_id == "E1"));
+    let cited: Vec<&str> = out.citations.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(
+        cited,
+        [
+            "aisp_profile_rules",
+            "aisp_profile_gaps",
+            "aisp_profile_utilization"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suggest_tools_and_explain_use_the_llm_when_asked() {
+    let mock = Mock::start(vec![
+        Step::Json(answer(
+            "Here you go:\n```json\n{\"suggestions\": [{\"tool\": \"aisp_profile_gaps\", \"reason\": \"idle gaps name the stall\"}, \
+             {\"tool\": \"aisp_made_up\", \"reason\": \"x\"}, {\"tool\": \"aisp_profile_rules\", \"reason\": \"triage\"}]}\n```",
+        )),
+        Step::Json(answer("Occupancy, expanded: an example with 255 registers per thread [S1].")),
+    ])
+    .await;
+    let app = app_for(&mock);
+    let tool = aisp::registry::find("aisp_suggest_tools").unwrap();
+    let out = aisp::dispatch::invoke(
+        &app,
+        tool,
+        json!({"task": "why does my GPU sit idle between steps", "llm": true, "limit": 4}),
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out["llm_used"], true, "{out}");
+    assert_eq!(
+        out["routing"],
+        "llm re-ranking of the router and bm25 candidates"
+    );
+    let names: Vec<&str> = out["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &names[..2],
+        ["aisp_profile_gaps", "aisp_profile_rules"],
+        "unknown names dropped"
+    );
+    assert_eq!(names.len(), 4);
+    assert!(
+        out["suggestions"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("idle gaps name the stall")
+    );
+
+    let tool = aisp::registry::find("aisp_explain").unwrap();
+    let out = aisp::dispatch::invoke(
+        &app,
+        tool,
+        json!({"concept": "occupancy", "expand": true}),
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out["llm_used"], true);
+    assert_eq!(out["concept"]["id"], "occupancy");
+    assert!(out["expansion"].as_str().unwrap().contains("[S1]"));
+    let sent = &mock.seen()[1].body;
+    let user = sent["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        user.contains("[S1]") && user.contains("https://"),
+        "the sources go to the model: {user}"
     );
 }

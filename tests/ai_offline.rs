@@ -279,3 +279,60 @@ async fn a_missing_profile_is_an_error_not_an_answer() {
         .unwrap_err();
     assert_eq!(err.kind, aisp::ErrorKind::InvalidInput);
 }
+
+#[path = "profile_common/mod.rs"]
+mod profile_common;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_gpu_question_on_the_ddp_profile_cites_overlap_and_nccl() {
+    let app = app();
+    let path = profile_common::fixture("ddp.sqlite").display().to_string();
+    let rules = call(&app, "aisp_profile_rules", json!({"path": path})).await;
+    let want = serious(&rules);
+    let out = call(
+        &app,
+        "aisp_ask",
+        json!({"question": "my DDP training on 2 GPUs scales badly: is the NCCL all-reduce the problem?", "profile": path}),
+    )
+    .await;
+    assert_eq!(out["intent"], "multi_gpu_scaling");
+    let got: BTreeSet<String> = out["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(got, want);
+    let citations = out["citations"].as_array().unwrap();
+    let tools: Vec<&str> = citations
+        .iter()
+        .map(|c| c["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "aisp_profile_rules",
+            "aisp_profile_overlap",
+            "aisp_profile_nccl",
+            "aisp_profile_utilization",
+            "aisp_explain"
+        ]
+    );
+    assert_eq!(
+        citations[4]["arguments"],
+        json!({"concept": "collectives"}),
+        "the longest concept named"
+    );
+    // The fixture's overlap facts reach the answer: 40.70 % and 45.80 % of NCCL time hidden.
+    let overlap = citations[1]["quote"].as_str().unwrap();
+    assert!(
+        overlap.contains("overlap_pct: 40.7") && overlap.contains("overlap_pct: 45.8"),
+        "{overlap}"
+    );
+    let answer = out["answer"].as_str().unwrap();
+    assert!(answer.contains("overlap_pct: 40.7"), "{answer}");
+    assert!(
+        answer.contains("**high** `communication_not_overlapped` (device 1)"),
+        "{answer}"
+    );
+}

@@ -2,11 +2,12 @@
 //! and feeds the results back labelled `[E1]`, `[E2]`, ..., and the model's
 //! final answer cites them.
 //!
-//! Budgets: a step is one request to the model; after `max_steps` the model
-//! is told to answer with what it has (tools off). The token budget counts
+//! Budgets: a step is one request to the model; at `max_steps` the model is
+//! told to answer with what it has (tools off). The token budget counts
 //! prompt and completion tokens as the endpoint reports them (estimated at 4
-//! characters a token when it does not); a request that would exceed it is
-//! not sent. Tool calls that name an unknown tool, carry arguments that are
+//! characters a token when it does not): when two more requests the size of
+//! the last would not fit, the next one is the forced answer, and a request
+//! that would exceed the budget is not sent at all. Tool calls that name an unknown tool, carry arguments that are
 //! not JSON, or fail their schema are answered with the error, so the model
 //! can correct itself; they never end the loop.
 
@@ -47,9 +48,9 @@ impl Default for AgentOptions {
     fn default() -> Self {
         AgentOptions {
             max_steps: 8,
-            token_budget: 120_000,
+            token_budget: 200_000,
             max_tool_result_chars: 12_000,
-            max_tools_offered: 14,
+            max_tools_offered: 16,
             max_completion_tokens: 4096,
             client: ClientOptions::default(),
         }
@@ -358,9 +359,11 @@ pub fn run(
         options.max_tool_result_chars,
     )));
 
+    // Set when another round of tool calls would not leave room for an answer.
+    let mut force_last = false;
     for step in 1..=max_steps {
         ctx.check_cancelled()?;
-        let last = step == max_steps;
+        let last = step == max_steps || force_last;
         if last {
             messages.push(user_message(format!(
                 "This is your last turn: tools are off. Write the final answer now from the evidence gathered ({}), \
@@ -429,6 +432,11 @@ pub fn run(
         };
         out.tokens_used += reply.usage.total();
         out.tokens_estimated |= !reply.usage.reported;
+        // The next request is at least as large as this one plus the tool
+        // results; if two more would not fit, the next one must answer.
+        if out.tokens_used + 2 * reply.usage.total() > options.token_budget {
+            force_last = true;
+        }
         if out.model.is_none() {
             out.model = reply.model.clone().or(client.model().map(str::to_string));
         }

@@ -27,6 +27,22 @@ const PRIME_WITH_LLM: usize = 3;
 /// Tools run for an answer without the model.
 const PRIME_WITHOUT_LLM: usize = 6;
 
+/// Offered to the model whenever a profile is attached (those that exist).
+const PROFILE_TOOLS: &[&str] = &[
+    "aisp_profile_rules",
+    "aisp_profile_utilization",
+    "aisp_profile_gaps",
+    "aisp_profile_iterations",
+    "aisp_profile_kernels",
+    "aisp_profile_nvtx",
+    "aisp_profile_memory",
+    "aisp_profile_overlap",
+    "aisp_profile_nccl",
+    "aisp_profile_info",
+    "aisp_profile_summary",
+    "aisp_profile_timeline",
+];
+
 /// A question.
 #[derive(Debug, Clone, Default)]
 pub struct AskRequest {
@@ -271,7 +287,14 @@ pub fn ask(ctx: &OpContext, req: AskRequest, options: &AskOptions) -> Result<Ask
                 context: context_text.clone(),
                 profile: profile.clone(),
                 history: history.iter().map(|t| t.as_turn()).collect(),
-                must_offer: plan.iter().map(|c| c.tool.to_string()).collect(),
+                must_offer: {
+                    let mut must: Vec<String> = plan.iter().map(|c| c.tool.to_string()).collect();
+                    if profile.is_some() {
+                        // With a profile, the model investigates the profile first.
+                        must.extend(PROFILE_TOOLS.iter().map(|t| t.to_string()));
+                    }
+                    must
+                },
             };
             let agent_options = AgentOptions {
                 max_steps,

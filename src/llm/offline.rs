@@ -416,7 +416,9 @@ pub fn compose(
         && let Ok(v) = &u.result
     {
         for (device, kind, busy) in busy_by_device(v) {
-            if busy >= 85.0 {
+            if busy >= 85.0 && findings.is_empty() {
+                // With findings, they carry the story (a busy GPU may be busy
+                // with exposed communication); without, a busy GPU says where to look.
                 gpu_bound = true;
                 hyp.push(format!(
                     "Device {device} is busy {busy:.2} % of the {kind} window: the time is in the kernels themselves, \
