@@ -1033,3 +1033,37 @@ async fn suggest_tools_and_explain_use_the_llm_when_asked() {
         "the sources go to the model: {user}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_without_tool_support_answers_from_the_first_evidence() {
+    let mock = Mock::start(vec![
+        Step::Status(
+            400,
+            vec![("content-type", "application/json".into())],
+            r#"{"error": {"message": "registry.ollama.ai/library/tiny:1b does not support tools", "type": "api_error"}}"#.into(),
+        ),
+        Step::Json(answer("## Answer\nOccupancy is resident warps over the maximum [E1].")),
+    ])
+    .await;
+    let app = app_for(&mock);
+    let out = ask(&app, "what is occupancy?", quick_options())
+        .await
+        .result
+        .unwrap();
+    assert!(out.llm_used);
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].body.get("tools").is_some());
+    assert!(
+        seen[1].body.get("tools").is_none(),
+        "asked again without tools"
+    );
+    assert_eq!(out.citations[0].tool, "aisp_explain");
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.contains("refused tool definitions")),
+        "{:?}",
+        out.notes
+    );
+}

@@ -108,6 +108,8 @@ pub struct AgentOutcome {
     pub tool_calls: u32,
     /// Tool calls rejected before running (unknown tool, bad JSON, not allowed).
     pub rejected_calls: u32,
+    /// The endpoint refused tool definitions; the model answered without tools.
+    pub tools_refused: bool,
 }
 
 /// The system prompt: role, evidence rules, answer shape.
@@ -334,6 +336,7 @@ pub fn run(
         unknown_citations: Vec::new(),
         tool_calls: 0,
         rejected_calls: 0,
+        tools_refused: false,
     };
 
     let must: Vec<&str> = input.must_offer.iter().map(String::as_str).collect();
@@ -350,8 +353,11 @@ pub fn run(
         ChatCompletionRequestSystemMessage::from(system_prompt(max_steps)),
     )];
     for t in &input.history {
+        // Earlier answers can be long; their gist is enough context.
         messages.push(user_message(t.question.clone()));
-        messages.push(assistant_text(t.answer.clone()));
+        messages.push(assistant_text(super::client::truncate_chars(
+            &t.answer, 6000,
+        )));
     }
     messages.push(user_message(opening(
         input,
@@ -361,6 +367,7 @@ pub fn run(
 
     // Set when another round of tool calls would not leave room for an answer.
     let mut force_last = false;
+    let mut tools_supported = true;
     for step in 1..=max_steps {
         ctx.check_cancelled()?;
         let last = step == max_steps || force_last;
@@ -405,15 +412,36 @@ pub fn run(
                 ledger.len()
             ),
         );
-        let req = ChatRequest {
+        let mut req = ChatRequest {
             messages: messages.clone(),
-            tools: offered.clone(),
+            tools: if tools_supported {
+                offered.clone()
+            } else {
+                Vec::new()
+            },
             no_tools: last,
             max_completion_tokens: Some(options.max_completion_tokens),
             temperature: None,
         };
         out.steps = step;
-        let reply = match ask_model(client, &req) {
+        let mut attempt = ask_model(client, &req);
+        if let Err(LlmError::Http {
+            status: 400,
+            detail,
+            ..
+        }) = &attempt
+            && tools_supported
+            && detail.to_lowercase().contains("tool")
+        {
+            // Some models (and servers started without a tool parser) refuse
+            // tool definitions: answer from the evidence gathered so far.
+            tracing::info!(%detail, "the model refuses tools; asking without them");
+            tools_supported = false;
+            out.tools_refused = true;
+            req.tools.clear();
+            attempt = ask_model(client, &req);
+        }
+        let reply = match attempt {
             Ok(r) => r,
             Err(LlmError::Cancelled) => {
                 out.retries = client.retries();

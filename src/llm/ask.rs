@@ -314,6 +314,13 @@ pub fn ask(ctx: &OpContext, req: AskRequest, options: &AskOptions) -> Result<Ask
                     if outcome.retries == 1 { "y" } else { "ies" }
                 ));
             }
+            if outcome.tools_refused {
+                notes.push(
+                    "The model refused tool definitions (no tool-calling support); it answered from the evidence \
+                     aisp gathered before asking it."
+                        .into(),
+                );
+            }
             if outcome.rejected_calls > 0 {
                 notes.push(format!(
                     "{} of the model's {} tool call(s) were rejected (unknown tool, arguments that were not JSON, \
