@@ -18,6 +18,7 @@ pub mod gpu;
 pub mod jobs;
 pub mod kineto;
 pub mod knowledge;
+pub mod llm;
 pub mod ncu;
 pub mod ops;
 pub mod planner;

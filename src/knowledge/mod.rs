@@ -6,6 +6,7 @@
 //! "no public source" rather than a guess. Tests check that every number has
 //! a source that resolves to a URL.
 
+pub mod concepts;
 pub mod dtype;
 pub mod gpus;
 pub mod models;

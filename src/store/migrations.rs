@@ -86,6 +86,28 @@ pub const MIGRATIONS: &[Migration] = &[
             ALTER TABLE benchmark_results ADD COLUMN cublas_version TEXT;
             CREATE INDEX benchmark_results_device ON benchmark_results (device_uuid, target, variant);",
     },
+    // Conversations of `aisp_ask`: one row per conversation, one per answered question.
+    Migration {
+        component: "ai",
+        version: 1,
+        sql: "CREATE TABLE ai_conversations (
+                id TEXT PRIMARY KEY,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL
+            );
+            CREATE TABLE ai_turns (
+                conversation_id TEXT NOT NULL REFERENCES ai_conversations (id) ON DELETE CASCADE,
+                turn INTEGER NOT NULL,
+                question TEXT NOT NULL,
+                profile TEXT,
+                answer TEXT NOT NULL,
+                llm_used INTEGER NOT NULL,
+                model TEXT,
+                citations TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (conversation_id, turn)
+            );",
+    },
     // Answers of profile operations keyed by file identity (size, mtime, header hash),
     // operation, arguments and aisp version (`crate::profile::cache`).
     Migration {
