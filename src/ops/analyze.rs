@@ -26,8 +26,16 @@ use crate::profile::rules::Finding;
 use crate::profile::summary::NameKey;
 use crate::registry::{DynOperation, OpSpec, Operation};
 
-pub const OPERATIONS: &[&dyn DynOperation] =
-    &[&Pareto, &Leaderboards, &Scaling, &Whatif, &Stacking, &Power];
+pub const OPERATIONS: &[&dyn DynOperation] = &[
+    &BottlenecksOp,
+    &Retarget,
+    &Pareto,
+    &Leaderboards,
+    &Scaling,
+    &Whatif,
+    &Stacking,
+    &Power,
+];
 
 fn history_rows(ctx: &OpContext, f: &Filter) -> Result<Vec<Row>, OpError> {
     let store = ctx.app().store()?;
