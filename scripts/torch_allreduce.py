@@ -34,7 +34,11 @@ def worker(rank, world, sizes, port, q):
         dist.all_reduce(x)
         end.record()
         end.synchronize()
-        one = max(start.elapsed_time(end), 1e-3)
+        # Every rank must run the same number of all-reduces: size the loop
+        # from the slowest rank's probe (per-rank counts deadlock NCCL).
+        probe = torch.tensor([max(start.elapsed_time(end), 1e-3)], device="cuda")
+        dist.all_reduce(probe, op=dist.ReduceOp.MAX)
+        one = probe.item()
         iters = max(1, min(1000, int(2.0 / one) + 1))
         samples = []
         for _ in range(20):

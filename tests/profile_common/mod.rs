@@ -31,9 +31,10 @@ pub fn fixture(name: &str) -> PathBuf {
     if out.exists() && stamp.exists() {
         return out;
     }
-    std::fs::create_dir_all(&out_dir).unwrap();
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     let mut input = std::io::BufReader::new(std::fs::File::open(&xz).unwrap());
     let tmp = out_dir.join(format!("{name}.tmp-{}", std::process::id()));
+    // `name` may name a subfolder (`workloads/healthy.sqlite`).
     {
         let mut output = std::io::BufWriter::new(std::fs::File::create(&tmp).unwrap());
         lzma_rs::xz_decompress(&mut input, &mut output).expect("decompress fixture");

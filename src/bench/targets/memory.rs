@@ -46,11 +46,18 @@ impl CopyBufs {
         })
     }
 
-    /// Launch copy kernel `name` from `input` to `output`.
+    /// Launch copy kernel `name` from `input` to `output` with a grid that
+    /// covers the buffer: one access per thread, or four for the unrolled
+    /// kernels (their loop issues four independent loads per iteration).
     pub fn launch(&self, gpu: &Gpu, name: &str, per_access: u64) -> Result<(), BenchError> {
         let f = gpu.function("memory", name)?;
         let (i, o, n) = (self.input.ptr(), self.output.ptr(), self.n / per_access);
-        gpu.launch_grid_stride(&f, n, &mut [arg(&i), arg(&o), arg(&n)])
+        let per_thread = if name.ends_with("_unroll4") || name.ends_with("_stream") {
+            4
+        } else {
+            1
+        };
+        gpu.launch_covering(&f, n, per_thread, &mut [arg(&i), arg(&o), arg(&n)])
     }
 
     /// Every output element equals its input (regenerated on the CPU).

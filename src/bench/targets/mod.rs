@@ -57,13 +57,13 @@ pub const VECTORIZED_LOADS: TargetSpec = TargetSpec {
             "scalar_copy",
             B,
             RoofKind::Memory,
-            "Coalesced grid-stride copy, one 4-byte float per thread per iteration.",
+            "Coalesced copy, one 4-byte float per thread (the grid covers the buffer).",
         ),
         v(
             "vec4_copy",
             O,
             RoofKind::Memory,
-            "Grid-stride copy of float4 (16 bytes per access).",
+            "Copy of float4 (16 bytes per access), one per thread.",
         ),
         v(
             "vec4_unroll4_copy",
