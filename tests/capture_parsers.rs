@@ -444,3 +444,35 @@ fn two_traces_are_compared_as_ranks() {
     assert_eq!(c.compute_imbalance_pct, 0.0);
     assert!(a.findings.iter().all(|f| f.id != "rank_imbalance"));
 }
+
+/// The `--set full` capture of two GEMM launches (H100, through
+/// aisp_profile_ncu on the GPU host): warp stalls and the roofline. Python
+/// over the same CSV: long_scoreboard 7.757355 of 13.317104 stall cycles per
+/// issued instruction (19 reasons) = 58.251 %; the DRAM peak is
+/// 1.28 Kbyte/cycle × 2.619321 GHz = 3,352.73 GB/s.
+#[test]
+fn ncu_full_set_gives_warp_stalls_and_a_roofline_in_real_units() {
+    let s = summarize(
+        &[
+            &read("train_good.ncu-full-gemm-raw.csv"),
+            &read("train_good.ncu-full-gemm-details.csv"),
+        ],
+        100,
+    )
+    .unwrap();
+    assert_eq!(s.kernel_count, 2);
+    let k = &s.kernels[0];
+    assert_eq!(k.kernel_name, NVJET);
+    assert_eq!(k.duration_ns, Some(12_256.0));
+    assert_eq!(k.warp_stalls[0].reason, "long_scoreboard");
+    assert_eq!(k.warp_stalls[0].cycles_per_instruction, Some(7.757355));
+    assert!(close(k.warp_stalls[0].share_pct, 58.251_066, 1e-4));
+    assert_eq!(k.warp_stalls[1].reason, "wait");
+    let r = k.roofline.as_ref().unwrap();
+    assert!(close(r.peak_dram_gb_per_s, 3_352.730_88, 1e-6));
+    assert!(close(r.dram_gb_per_s, 857.691_906, 1e-9));
+    assert_eq!(r.bound, "memory");
+    // Achieved is below the roof at its intensity (no percentage above 100).
+    assert!(r.pct_of_roof > 0.0 && r.pct_of_roof <= 100.0, "{}", r.pct_of_roof);
+    assert!(k.rules.iter().any(|r| r.rule == "CPIStall"));
+}

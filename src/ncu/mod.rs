@@ -116,6 +116,23 @@ fn to_bytes_per_s(value: f64, unit: &str) -> Option<f64> {
         "/ns" | "/nsecond" => 1e9,
         _ => return None,
     };
+    Some(value * byte_prefix(prefix)? * per)
+}
+
+/// A per-cycle byte figure in bytes per cycle: ncu prints the DRAM peak as
+/// `Kbyte/cycle` on Hopper (1.28 Kbyte/cycle on an H100) and `byte/cycle`
+/// elsewhere.
+fn to_bytes_per_cycle(value: f64, unit: &str) -> Option<f64> {
+    let u = unit.trim();
+    let i = u.find("byte")?;
+    if &u[i + 4..] != "/cycle" {
+        return None;
+    }
+    Some(value * byte_prefix(&u[..i])?)
+}
+
+/// The multiplier of a byte unit's prefix (decimal K/M/G/T, binary Ki/Mi/Gi).
+fn byte_prefix(prefix: &str) -> Option<f64> {
     let scale = match prefix {
         "" => 1.0,
         "K" | "k" => 1e3,
@@ -127,7 +144,7 @@ fn to_bytes_per_s(value: f64, unit: &str) -> Option<f64> {
         "Gi" => 1024.0 * 1024.0 * 1024.0,
         _ => return None,
     };
-    Some(value * scale * per)
+    Some(scale)
 }
 
 fn to_per_second(value: f64, unit: &str) -> Option<f64> {
@@ -482,7 +499,9 @@ fn roofline(val: &dyn Fn(&str) -> Option<f64>, unit: &dyn Fn(&str) -> String) ->
         * sm_cycles_per_s;
     let dram_cycles_per_s = val("dram__cycles_elapsed.avg.per_second")
         .and_then(|v| to_per_second(v, &unit("dram__cycles_elapsed.avg.per_second")))?;
-    let peak_dram = val("dram__bytes.sum.peak_sustained")? * dram_cycles_per_s;
+    let peak_dram = val("dram__bytes.sum.peak_sustained")
+        .and_then(|v| to_bytes_per_cycle(v, &unit("dram__bytes.sum.peak_sustained")))?
+        * dram_cycles_per_s;
     if dram <= 0.0 || peak_dram <= 0.0 || peak_flops <= 0.0 {
         return None;
     }

@@ -396,12 +396,24 @@ pub fn inspect(
 
     // CPU sets.
     let mut cpuset_cpus = None;
-    if let Some((dir, _)) = &dirs.v2 {
-        cpuset_cpus = host
-            .read(&format!("{dir}/cpuset.cpus.effective"))
-            .and_then(|t| parse_cpu_list(&t))
-            .filter(|c| !c.is_empty())
-            .map(|c| c.len() as u32);
+    if let Some((dir, mount)) = &dirs.v2 {
+        // A leaf without the cpuset controller has no cpuset.cpus.effective;
+        // the nearest ancestor's set applies (the H100 device VM's layout).
+        let mut d = dir.as_str();
+        loop {
+            cpuset_cpus = host
+                .read(&format!("{d}/cpuset.cpus.effective"))
+                .and_then(|t| parse_cpu_list(&t))
+                .filter(|c| !c.is_empty())
+                .map(|c| c.len() as u32);
+            if cpuset_cpus.is_some() || d.len() <= mount.len() {
+                break;
+            }
+            match d.rfind('/') {
+                Some(i) if i >= mount.len() => d = &d[..i],
+                _ => break,
+            }
+        }
     }
     if cpuset_cpus.is_none()
         && let Some((dir, _)) = dirs.v1_dir("cpuset")
@@ -413,10 +425,17 @@ pub fn inspect(
             .filter(|c| !c.is_empty())
             .map(|c| c.len() as u32);
     }
+    // Some sandboxes (the H100 device VM) have no cpu/online: count the
+    // processors /proc/cpuinfo lists instead.
     let host_cpus = host
         .read("/sys/devices/system/cpu/online")
         .and_then(|t| parse_cpu_list(&t))
-        .map(|c| c.len() as u32);
+        .map(|c| c.len() as u32)
+        .or_else(|| {
+            host.read("/proc/cpuinfo")
+                .map(|t| t.lines().filter(|l| l.starts_with("processor")).count() as u32)
+                .filter(|&n| n > 0)
+        });
     let status = host.read("/proc/self/status").unwrap_or_default();
     let affinity_cpus = status
         .lines()
@@ -622,6 +641,26 @@ mod tests {
             "{}/tests/data/host/{name}",
             env!("CARGO_MANIFEST_DIR")
         ))
+    }
+
+    /// The H100 device machine (scripts/gpu-verify.sh, 2026-11-22): a
+    /// cgroup v2 container with all 16 CPUs (cpuset from an ancestor), a 128 GiB
+    /// memory limit set on an ancestor, and two
+    /// /dev/shm mounts where the later one (128 GiB) hides the first.
+    #[test]
+    fn the_h100_host_sample_reads_exactly() {
+        let r = inspect(&sample("h100-80gb-hbm3-x1-container"), &[], None);
+        assert!(r.in_container);
+        assert_eq!(r.cgroup_version.as_deref(), Some("v2"));
+        assert_eq!(r.host_cpus, Some(16));
+        assert_eq!(r.affinity_cpus, Some(16));
+        assert_eq!(r.cpuset_cpus, Some(16));
+        assert_eq!(r.effective_cpus, Some(16));
+        assert_eq!(r.cpu_quota_cpus, None);
+        // process_api/memory.max (the leaf says "max"): 128 GiB.
+        assert_eq!(r.memory_limit_bytes, Some(137_438_953_472));
+        assert_eq!(r.shm_size_bytes, Some(134_217_728 * 1024));
+        assert_eq!(r.open_files_limit, Some(20_000));
     }
 
     #[test]
