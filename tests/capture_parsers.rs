@@ -473,6 +473,10 @@ fn ncu_full_set_gives_warp_stalls_and_a_roofline_in_real_units() {
     assert!(close(r.dram_gb_per_s, 857.691_906, 1e-9));
     assert_eq!(r.bound, "memory");
     // Achieved is below the roof at its intensity (no percentage above 100).
-    assert!(r.pct_of_roof > 0.0 && r.pct_of_roof <= 100.0, "{}", r.pct_of_roof);
+    assert!(
+        r.pct_of_roof > 0.0 && r.pct_of_roof <= 100.0,
+        "{}",
+        r.pct_of_roof
+    );
     assert!(k.rules.iter().any(|r| r.rule == "CPIStall"));
 }

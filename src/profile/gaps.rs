@@ -275,22 +275,49 @@ pub fn attribute_cpu(
         }
     }
     if let Some(t) = &p.tables().osrt {
+        // The OS runtime table can hold tens of millions of rows: aggregate
+        // per (gap, name id) inside the scan (no row list, no strings), and
+        // turn name ids into names once at the end.
+        type OsrtAcc = HashMap<(usize, i64), (u64, Vec<Interval>)>;
         let parts = super::model::fold_osrt(
             p.conn(),
             t,
             p.db_path(),
             Some((lo, hi)),
-            Vec::new,
-            |v: &mut Vec<(i64, i64, i64, i64)>, s, e, gtid, name| {
-                if in_process(gtid) {
-                    v.push((s, e, gtid, name));
+            HashMap::new,
+            |m: &mut OsrtAcc, s, e, gtid, name| {
+                if !in_process(gtid) {
+                    return;
+                }
+                let first = bounds.partition_point(|&(_, ge)| ge <= s);
+                for (j, &(gs, ge)) in bounds.iter().enumerate().skip(first) {
+                    if gs >= e {
+                        break;
+                    }
+                    if gap_thread[j].is_some_and(|t| t != gtid) {
+                        continue;
+                    }
+                    let entry = m.entry((j, name)).or_insert((0, Vec::new()));
+                    entry.0 += 1;
+                    entry.1.push((s.max(gs), e.min(ge)));
                 }
             },
         )?;
-        for (s, e, gtid, name) in parts.into_iter().flatten() {
-            let n = p.string(name).to_string();
-            let kind = calls::osrt_kind(&n);
-            add("osrt", n, kind, s, e, gtid, &mut acc);
+        let mut names: HashMap<i64, (String, CallKind)> = HashMap::new();
+        for part in parts {
+            for ((j, name), (calls_n, iv)) in part {
+                let (n, kind) = names
+                    .entry(name)
+                    .or_insert_with(|| {
+                        let n = p.string(name).to_string();
+                        let kind = calls::osrt_kind(&n);
+                        (n, kind)
+                    })
+                    .clone();
+                let entry = acc[j].entry(("osrt", n)).or_insert((kind, 0, Vec::new()));
+                entry.1 += calls_n;
+                entry.2.extend(iv);
+            }
         }
     }
     for (j, &gi) in order.iter().enumerate() {
