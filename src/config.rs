@@ -10,6 +10,7 @@
 //! | `llm.base_url` | `AISP_LLM_BASE_URL`                 | OpenAI-compatible endpoint                |
 //! | `llm.model`    | `AISP_LLM_MODEL`                    | model name                                |
 //! | `llm.api_key`  | `AISP_LLM_API_KEY`, `OPENAI_API_KEY`| API key (never logged or returned)        |
+//! | `llm.stream`   | `AISP_LLM_STREAM`                   | stream chat completions (server-sent events) |
 //! | `nccl_lib`     | `AISP_NCCL_LIB`                     | path of libnccl.so for NCCL benchmarks    |
 //! | `nsys`         | `AISP_NSYS`                         | the `nsys` binary captures use            |
 //! | `ncu`          | `AISP_NCU`                          | the `ncu` binary captures use             |
@@ -42,6 +43,9 @@ pub struct LlmConfig {
     pub base_url: Option<String>,
     pub model: Option<String>,
     pub api_key: Option<String>,
+    /// Ask for streamed answers (`stream: true`, server-sent events): a slow
+    /// model's long answer then arrives piece by piece instead of as one body.
+    pub stream: bool,
 }
 
 impl std::fmt::Debug for LlmConfig {
@@ -51,6 +55,7 @@ impl std::fmt::Debug for LlmConfig {
             .field("base_url", &self.base_url)
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("stream", &self.stream)
             .finish()
     }
 }
@@ -98,6 +103,7 @@ struct FileLlm {
     base_url: Option<String>,
     model: Option<String>,
     api_key: Option<String>,
+    stream: Option<bool>,
 }
 
 /// Command-line overrides (already parsed by clap).
@@ -172,6 +178,10 @@ impl Config {
             api_key: env("AISP_LLM_API_KEY")
                 .or(file.llm.api_key)
                 .or_else(|| env("OPENAI_API_KEY")),
+            stream: env("AISP_LLM_STREAM")
+                .map(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"))
+                .or(file.llm.stream)
+                .unwrap_or(false),
         };
 
         let nccl_lib = env("AISP_NCCL_LIB").map(PathBuf::from).or(file.nccl_lib);
@@ -258,7 +268,7 @@ mod tests {
         let file = dir.path().join("config.toml");
         std::fs::write(
             &file,
-            "home = \"/from/file\"\ntools = \"core\"\nallow_exec = false\n[llm]\nmodel = \"file-model\"\napi_key = \"sk-file\"\n",
+            "home = \"/from/file\"\ntools = \"core\"\nallow_exec = false\n[llm]\nmodel = \"file-model\"\napi_key = \"sk-file\"\nstream = true\n",
         )
         .unwrap();
         let env = env_of(&[("AISP_HOME", "/from/env"), ("AISP_LLM_MODEL", "env-model")]);
@@ -267,6 +277,10 @@ mod tests {
         assert_eq!(cfg.tools, Toolset::Core);
         assert_eq!(cfg.llm.model.as_deref(), Some("env-model"));
         assert_eq!(cfg.llm.api_key.as_deref(), Some("sk-file"));
+        assert!(cfg.llm.stream, "llm.stream from the file");
+        let no_stream = env_of(&[("AISP_LLM_STREAM", "0")]);
+        let off = Config::load_with(&Overrides::default(), &no_stream, Some(&file)).unwrap();
+        assert!(!off.llm.stream, "AISP_LLM_STREAM=0 overrides the file");
         assert!(!cfg.allow_exec);
         assert_eq!(cfg.file.as_deref(), Some(file.as_path()));
 

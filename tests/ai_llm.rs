@@ -62,6 +62,8 @@ fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
 #[derive(Clone)]
 enum Step {
     Json(Value),
+    /// A streamed answer: each value one `data:` event, then `data: [DONE]`.
+    Sse(Vec<Value>),
     Status(u16, Vec<(&'static str, String)>, String),
     Raw(String),
     Delay(Duration, Box<Step>),
@@ -137,6 +139,19 @@ async fn chat(State(state): State<Arc<MockState>>, headers: HeaderMap, body: Str
                 step = *inner;
             }
             Step::Json(v) => return axum::Json(v).into_response(),
+            Step::Sse(events) => {
+                let mut body = String::new();
+                for e in events {
+                    body.push_str(&format!("data: {e}\n\n"));
+                }
+                body.push_str("data: [DONE]\n\n");
+                return (
+                    StatusCode::OK,
+                    [("content-type", "text/event-stream")],
+                    body,
+                )
+                    .into_response();
+            }
             Step::Raw(text) => {
                 return (StatusCode::OK, [("content-type", "application/json")], text)
                     .into_response();
@@ -199,6 +214,7 @@ fn app_for(mock: &Mock) -> Arc<AppState> {
         base_url: Some(mock.base_url()),
         model: Some("mock-model".into()),
         api_key: Some(KEY.into()),
+        stream: false,
     };
     let app = AppState::new(config);
     app.set_gpu_for_tests(GpuAvailability::unavailable("no GPU in this test", false));
@@ -820,6 +836,7 @@ async fn the_api_key_never_appears_in_logs_results_or_errors() {
         base_url: Some(mock.base_url()),
         model: None,
         api_key: Some(KEY.into()),
+        stream: false,
     };
     let app = AppState::new(config);
     let status = aisp::dispatch::invoke(&app, tool, json!({"probe": true}), Default::default())
@@ -1065,5 +1082,85 @@ async fn a_model_without_tool_support_answers_from_the_first_evidence() {
             .any(|n| n.contains("refused tool definitions")),
         "{:?}",
         out.notes
+    );
+}
+
+fn chunk(delta: Value, finish: Option<&str>) -> Value {
+    json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1, "model": "mock-model",
+           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+}
+
+/// With `stream` configured, requests ask for server-sent events and the loop
+/// works on the assembled answer: a tool call whose name and arguments arrive
+/// in pieces runs once with the joined arguments, the answer's content pieces
+/// join in order, and the usage chunk before `[DONE]` is what gets counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_answers_are_assembled_from_their_deltas() {
+    let mock = Mock::start(vec![
+        Step::Sse(vec![
+            chunk(json!({"role": "assistant", "content": null, "tool_calls": [
+                {"index": 0, "id": "call_s0", "type": "function",
+                 "function": {"name": "aisp_ai_troubleshoot", "arguments": ""}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"symptom\": "}}]}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"NCCL timeout\"}"}}]}), None),
+            chunk(json!({}), Some("tool_calls")),
+            json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1, "model": "mock-model",
+                   "choices": [], "usage": {"prompt_tokens": 700, "completion_tokens": 40, "total_tokens": 740}}),
+        ]),
+        Step::Sse(vec![
+            chunk(json!({"role": "assistant", "content": "## Answer\nNCCL timeouts have "}), None),
+            chunk(json!({"content": "ranked causes [E4]."}), None),
+            chunk(json!({}), Some("stop")),
+            json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1, "model": "mock-model",
+                   "choices": [], "usage": {"prompt_tokens": 900, "completion_tokens": 60, "total_tokens": 960}}),
+        ]),
+    ])
+    .await;
+    logs();
+    let home = std::env::temp_dir().join(format!(
+        "aisp-ai-stream-{}-{}",
+        std::process::id(),
+        mock.addr.port()
+    ));
+    let mut config = Config::with_home(home);
+    config.llm = LlmConfig {
+        base_url: Some(mock.base_url()),
+        model: Some("mock-model".into()),
+        api_key: Some(KEY.into()),
+        stream: true,
+    };
+    let app = AppState::new(config);
+    app.set_gpu_for_tests(GpuAvailability::unavailable("no GPU in this test", false));
+    let run = ask(&app, "my job dies with an NCCL timeout", quick_options()).await;
+    let out = run.result.expect("an answer");
+    assert!(out.llm_used);
+    assert_eq!(out.steps, 2);
+    assert_eq!(
+        out.tokens_used,
+        740 + 960,
+        "usage from the streams' last chunks"
+    );
+    assert!(
+        out.answer.contains("NCCL timeouts have ranked causes"),
+        "{}",
+        out.answer
+    );
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 2);
+    for s in &seen {
+        assert_eq!(s.body["stream"], true, "{}", s.body);
+        assert_eq!(s.body["stream_options"]["include_usage"], true);
+    }
+    // The tool ran once, with the arguments joined from two pieces (E1–E3 are
+    // what the router gathers before the loop for an NCCL question; the
+    // model's own call is E4).
+    let fed_back = tool_messages(&seen[1].body);
+    assert!(fed_back.iter().any(|m| m.contains("NCCL")), "{fed_back:?}");
+    assert!(
+        out.citations
+            .iter()
+            .any(|c| c.tool == "aisp_ai_troubleshoot" && c.arguments["symptom"] == "NCCL timeout"),
+        "{:?}",
+        out.citations
     );
 }

@@ -20,6 +20,11 @@ import subprocess
 import time
 
 
+# Arrival time of the last reply line, before the client parses it: separates the
+# server and transport from the client's own JSON decoding (proportional to size).
+LAST_ARRIVAL = [0.0]
+
+
 def rpc(proc, msg, want_id=None):
     proc.stdin.write((json.dumps(msg) + "\n").encode())
     proc.stdin.flush()
@@ -27,6 +32,7 @@ def rpc(proc, msg, want_id=None):
         return None
     while True:
         line = proc.stdout.readline()
+        LAST_ARRIVAL[0] = time.perf_counter()
         if not line:
             raise RuntimeError("server closed stdout")
         try:
@@ -77,11 +83,13 @@ def measure(name, spec, runs, calls):
     proc, _, tools = start(cmd, env)
     tool = tool or tools[0]["name"]
     next_id = 10
-    list_t, call_t = [], []
+    list_t, list_recv_t, call_t = [], [], []
+    list_bytes = len(json.dumps({"tools": tools}, separators=(",", ":")))
     for _ in range(calls):
         t0 = time.perf_counter()
         rpc(proc, {"jsonrpc": "2.0", "id": next_id, "method": "tools/list"}, next_id)
         list_t.append(time.perf_counter() - t0)
+        list_recv_t.append(LAST_ARRIVAL[0] - t0)
         next_id += 1
         t0 = time.perf_counter()
         reply = rpc(proc, {"jsonrpc": "2.0", "id": next_id, "method": "tools/call",
@@ -97,7 +105,9 @@ def measure(name, spec, runs, calls):
         "tools": len(tools),
         "cold_start_to_tools_list_ms_median": round(1000 * statistics.median(cold), 1),
         "cold_start_to_tools_list_ms_min": round(1000 * min(cold), 1),
+        "tools_list_bytes": list_bytes,
         "tools_list_ms_median": round(1000 * statistics.median(list_t), 3),
+        "tools_list_received_ms_median": round(1000 * statistics.median(list_recv_t), 3),
         "trivial_call": tool,
         "trivial_call_ms_median": round(1000 * statistics.median(call_t), 3),
         "idle_rss_mib": round(mem, 1),

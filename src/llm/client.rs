@@ -27,9 +27,10 @@ use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use async_openai::middleware::HttpRequestFactory;
 use async_openai::types::chat::{
-    ChatCompletionRequestMessage, ChatCompletionToolChoiceOption, ChatCompletionTools,
-    CreateChatCompletionRequest, ToolChoiceOptions,
+    ChatCompletionRequestMessage, ChatCompletionStreamOptions, ChatCompletionToolChoiceOption,
+    ChatCompletionTools, CreateChatCompletionRequest, ToolChoiceOptions,
 };
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -265,6 +266,135 @@ struct RawFunction {
     name: Option<String>,
     #[serde(default)]
     arguments: Option<Value>,
+}
+
+/// One server-sent event of a streamed chat completion.
+#[derive(Debug, Deserialize)]
+struct RawChunk {
+    #[serde(default)]
+    choices: Option<Vec<RawChunkChoice>>,
+    #[serde(default)]
+    usage: Option<RawUsage>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawChunkChoice {
+    #[serde(default)]
+    delta: Option<RawDelta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<RawToolDelta>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawToolDelta {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<RawFunctionDelta>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawFunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// Join the deltas of a streamed answer into the shape of a whole one: content
+/// pieces concatenated, tool calls gathered by `index` (their name and id come
+/// once, their arguments in pieces), the last finish reason and usage kept.
+fn assemble_stream(chunks: Vec<RawChunk>) -> Result<RawResponse, LlmError> {
+    let mut content = String::new();
+    let mut calls: Vec<(Option<String>, String, String)> = Vec::new();
+    let mut finish_reason = None;
+    let mut usage = None;
+    let mut model = None;
+    let mut saw_choice = false;
+    for chunk in chunks {
+        if let Some(err) = chunk.error {
+            return Ok(RawResponse {
+                choices: None,
+                usage: None,
+                model: chunk.model,
+                error: Some(err),
+            });
+        }
+        model = chunk.model.or(model);
+        usage = chunk.usage.or(usage);
+        for choice in chunk.choices.unwrap_or_default() {
+            saw_choice = true;
+            finish_reason = choice.finish_reason.or(finish_reason);
+            let Some(delta) = choice.delta else { continue };
+            if let Some(piece) = delta.content {
+                content.push_str(&piece);
+            }
+            for (k, call) in delta.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                let i = call.index.unwrap_or(k);
+                if i > 1024 {
+                    return Err(LlmError::Malformed {
+                        detail: format!("a streamed tool call has index {i}"),
+                    });
+                }
+                if calls.len() <= i {
+                    calls.resize_with(i + 1, || (None, String::new(), String::new()));
+                }
+                let slot = &mut calls[i];
+                if let Some(id) = call.id.filter(|s| !s.is_empty()) {
+                    slot.0 = Some(id);
+                }
+                if let Some(f) = call.function {
+                    if let Some(name) = f.name {
+                        slot.1.push_str(&name);
+                    }
+                    if let Some(args) = f.arguments {
+                        slot.2.push_str(&args);
+                    }
+                }
+            }
+        }
+    }
+    if !saw_choice {
+        return Err(LlmError::Malformed {
+            detail: "the streamed answer has no choices".into(),
+        });
+    }
+    let tool_calls: Vec<RawToolCall> = calls
+        .into_iter()
+        .map(|(id, name, arguments)| RawToolCall {
+            id,
+            function: Some(RawFunction {
+                name: Some(name),
+                arguments: Some(Value::String(arguments)),
+            }),
+        })
+        .collect();
+    Ok(RawResponse {
+        choices: Some(vec![RawChoice {
+            message: Some(RawMessage {
+                content: (!content.is_empty()).then_some(Value::String(content)),
+                tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),
+            }),
+            finish_reason,
+        }]),
+        usage,
+        model,
+        error: None,
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -507,6 +637,8 @@ pub struct LlmClient {
     cancel: CancellationToken,
     deadline: Option<Instant>,
     options: ClientOptions,
+    /// Ask for server-sent events and assemble the answer from its deltas.
+    stream: bool,
 }
 
 impl std::fmt::Debug for LlmClient {
@@ -593,6 +725,7 @@ impl LlmClient {
             cancel,
             deadline,
             options,
+            stream: cfg.stream,
         })
     }
 
@@ -753,12 +886,32 @@ impl LlmClient {
         *self.state.last.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let client = self.client.clone();
         let started = Instant::now();
-        let raw: RawResponse = self.block_on(async move {
-            client
-                .chat()
-                .create_byot::<CreateChatCompletionRequest, RawResponse>(request)
-                .await
-        })?;
+        let raw: RawResponse = if self.stream {
+            request.stream = Some(true);
+            request.stream_options = Some(ChatCompletionStreamOptions {
+                include_usage: Some(true),
+                include_obfuscation: None,
+            });
+            let chunks = self.block_on(async move {
+                let mut stream = client
+                    .chat()
+                    .create_stream_byot::<CreateChatCompletionRequest, RawChunk>(request)
+                    .await?;
+                let mut chunks = Vec::new();
+                while let Some(chunk) = stream.next().await {
+                    chunks.push(chunk?);
+                }
+                Ok(chunks)
+            })?;
+            assemble_stream(chunks)?
+        } else {
+            self.block_on(async move {
+                client
+                    .chat()
+                    .create_byot::<CreateChatCompletionRequest, RawResponse>(request)
+                    .await
+            })?
+        };
         tracing::debug!(
             ms = started.elapsed().as_millis() as u64,
             base_url = %self.base_url,
@@ -936,6 +1089,7 @@ mod tests {
                 base_url: Some("http://127.0.0.1:9".into()),
                 model: Some("m".into()),
                 api_key: None,
+                stream: false,
             },
             ClientOptions::default(),
             CancellationToken::new(),
