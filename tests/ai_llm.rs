@@ -203,6 +203,11 @@ fn calls(list: &[(&str, &str)]) -> Value {
 // Running aisp_ask.
 
 fn app_for(mock: &Mock) -> Arc<AppState> {
+    app_with(mock, false)
+}
+
+/// An app whose LLM endpoint is `mock`, asking for streamed answers or not.
+fn app_with(mock: &Mock, stream: bool) -> Arc<AppState> {
     logs();
     let home = std::env::temp_dir().join(format!(
         "aisp-ai-test-{}-{}",
@@ -214,7 +219,7 @@ fn app_for(mock: &Mock) -> Arc<AppState> {
         base_url: Some(mock.base_url()),
         model: Some("mock-model".into()),
         api_key: Some(KEY.into()),
-        stream: false,
+        stream,
     };
     let app = AppState::new(config);
     app.set_gpu_for_tests(GpuAvailability::unavailable("no GPU in this test", false));
@@ -1116,21 +1121,7 @@ async fn streamed_answers_are_assembled_from_their_deltas() {
         ]),
     ])
     .await;
-    logs();
-    let home = std::env::temp_dir().join(format!(
-        "aisp-ai-stream-{}-{}",
-        std::process::id(),
-        mock.addr.port()
-    ));
-    let mut config = Config::with_home(home);
-    config.llm = LlmConfig {
-        base_url: Some(mock.base_url()),
-        model: Some("mock-model".into()),
-        api_key: Some(KEY.into()),
-        stream: true,
-    };
-    let app = AppState::new(config);
-    app.set_gpu_for_tests(GpuAvailability::unavailable("no GPU in this test", false));
+    let app = app_with(&mock, true);
     let run = ask(&app, "my job dies with an NCCL timeout", quick_options()).await;
     let out = run.result.expect("an answer");
     assert!(out.llm_used);

@@ -287,31 +287,9 @@ pub struct MemoryPeak {
     pub peak_reserved_bytes: i64,
 }
 
-/// How severe a finding is, from the share of time at stake.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Info,
-    Low,
-    Medium,
-    High,
-    Critical,
-}
-
-impl Severity {
-    /// < 1 % info, ≥ 1 % low, ≥ 5 % medium, ≥ 15 % high, ≥ 40 % critical.
-    pub fn from_share(pct: f64) -> Severity {
-        match pct {
-            p if p >= 40.0 => Severity::Critical,
-            p if p >= 15.0 => Severity::High,
-            p if p >= 5.0 => Severity::Medium,
-            p if p >= 1.0 => Severity::Low,
-            _ => Severity::Info,
-        }
-    }
-}
+/// How severe a finding is, from the share of time at stake: the same scale
+/// as the Nsight rules (< 1 % info, ≥ 1 % low, ≥ 5 % medium, ≥ 15 % high, ≥ 40 % critical).
+pub use crate::profile::rules::Severity;
 
 /// A finding with its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
