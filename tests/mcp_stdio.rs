@@ -434,12 +434,21 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
         writeln!(stdin, "{l}").unwrap();
     }
     writeln!(stdin, "this is not json").unwrap();
+    // Well-formed JSON that is no JSON-RPC message: answered "Invalid Request"
+    // (written by the reader side of the transport, as a frame of its own).
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 9, "method": 42})
+    )
+    .unwrap();
     stdin.flush().unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut reader = BufReader::new(stdout);
     let mut seen_ids = Vec::new();
+    let mut invalid_request = false;
     let mut line = String::new();
-    while seen_ids.len() < 4 {
+    while seen_ids.len() < 4 || !invalid_request {
         line.clear();
         if reader.read_line(&mut line).unwrap() == 0 {
             break;
@@ -448,6 +457,10 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
             panic!("stdout line is not JSON ({e}): {line}");
         });
         assert_eq!(v["jsonrpc"], "2.0");
+        if v["error"]["code"] == -32600 {
+            invalid_request = true;
+            continue;
+        }
         if let Some(id) = v.get("id").and_then(Value::as_i64) {
             seen_ids.push(id);
             if id == 4 {
@@ -458,6 +471,10 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
     // Requests are served concurrently, so answers may come in any order.
     seen_ids.sort();
     assert_eq!(seen_ids, [1, 2, 3, 4]);
+    assert!(
+        invalid_request,
+        "a malformed request gets an Invalid Request answer"
+    );
     drop(stdin);
     let started = Instant::now();
     let status = loop {

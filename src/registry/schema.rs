@@ -22,12 +22,57 @@ pub fn input_schema<T: JsonSchema>() -> JsonObject {
 }
 
 /// The output schema of `T`: how it serializes, with `$defs` where needed.
+///
+/// schemars annotates Rust number types with formats no JSON Schema validator
+/// knows (`uint32`, `double`, ...); they constrain nothing (the `minimum: 0` of
+/// unsigned types stays) and cost a twentieth of `tools/list`, so outputs drop them.
 pub fn output_schema<T: JsonSchema>() -> JsonObject {
     let generator = SchemaSettings::draft2020_12()
         .for_serialize()
         .into_generator();
     let schema = generator.into_root_schema_for::<T>();
-    finish(schema, false)
+    let mut out = finish(schema, false);
+    out.values_mut().for_each(drop_number_formats);
+    out
+}
+
+/// Remove schemars' Rust number formats (`"format": "uint32"`, `"double"`, ...).
+fn drop_number_formats(value: &mut Value) {
+    match value {
+        Value::Object(obj) => {
+            if obj
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(is_rust_number_format)
+                && obj.get("type").and_then(Value::as_str) != Some("string")
+            {
+                obj.remove("format");
+            }
+            obj.values_mut().for_each(drop_number_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_number_formats),
+        _ => {}
+    }
+}
+
+fn is_rust_number_format(format: &str) -> bool {
+    matches!(
+        format,
+        "int"
+            | "uint"
+            | "float"
+            | "double"
+            | "int8"
+            | "int16"
+            | "int32"
+            | "int64"
+            | "int128"
+            | "uint8"
+            | "uint16"
+            | "uint32"
+            | "uint64"
+            | "uint128"
+    )
 }
 
 fn finish(schema: Schema, is_input: bool) -> JsonObject {
@@ -239,10 +284,7 @@ pub fn with_alternatives(output: JsonObject, long_running: bool) -> JsonObject {
     let mut output = output;
     let defs = output.remove("$defs");
     let schema_uri = output.remove("$schema");
-    let mut alternatives = vec![
-        Value::Object(output),
-        inlined::<crate::error::ErrorEnvelope>(),
-    ];
+    let mut alternatives = vec![Value::Object(output), error_envelope_schema()];
     if long_running {
         alternatives.push(inlined::<crate::jobs::JobTicket>());
     }
@@ -256,6 +298,33 @@ pub fn with_alternatives(output: JsonObject, long_running: bool) -> JsonObject {
         root.insert("$defs".into(), defs);
     }
     root
+}
+
+/// The error envelope as every tool's output schema admits it: the same
+/// contract as `ErrorEnvelope`'s own schema (`kind` one of the closed set,
+/// `message` and `hint` strings), without the prose of each kind, which would
+/// otherwise be repeated in every tool of `tools/list` (a sixth of its size).
+/// The kinds are documented once, in the README and `tool-schemas/`.
+fn error_envelope_schema() -> Value {
+    let kinds: Vec<&str> = crate::error::ErrorKind::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "enum": kinds},
+                    "message": {"type": "string"},
+                    "hint": {"type": "string"}
+                },
+                "required": ["kind", "message", "hint"]
+            }
+        },
+        "required": ["error"]
+    })
 }
 
 /// A small output type's schema with no `$defs`, to embed in another schema.
@@ -358,6 +427,8 @@ mod tests {
             json!([{"type": "string"}, {"type": "null"}])
         );
         assert_eq!(s["properties"]["n"]["type"], "integer");
+        assert_eq!(s["properties"]["n"]["minimum"], 0);
+        assert!(!text.contains("uint32"), "{text}");
     }
 
     #[test]
@@ -367,10 +438,12 @@ mod tests {
         let alts = s["anyOf"].as_array().unwrap();
         assert_eq!(alts.len(), 2);
         assert_eq!(alts[1]["required"], json!(["error"]));
-        assert_eq!(
-            alts[1]["properties"]["error"]["properties"]["kind"]["oneOf"][0]["const"],
-            "invalid_input"
-        );
+        let kinds = &alts[1]["properties"]["error"]["properties"]["kind"]["enum"];
+        let expected: Vec<&str> = crate::error::ErrorKind::ALL
+            .iter()
+            .map(|k| k.as_str())
+            .collect();
+        assert_eq!(kinds, &json!(expected));
         let s = with_alternatives(output_schema::<Out>(), true);
         let text = serde_json::to_string(&s["anyOf"][2]).unwrap();
         assert!(text.contains("job_id"));

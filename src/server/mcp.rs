@@ -35,6 +35,7 @@ Every failure is a result with isError: true and {error: {kind, message, hint}}:
 pub struct AispServer {
     app: Arc<AppState>,
     listed: Arc<Vec<Tool>>,
+    encoded: Arc<super::stdio::EncodedListing>,
 }
 
 impl AispServer {
@@ -44,11 +45,18 @@ impl AispServer {
             .iter()
             .filter(|t| toolset.includes(t))
             .map(mcp_tool)
-            .collect();
+            .collect::<Vec<Tool>>();
         AispServer {
             app,
+            encoded: Arc::new(super::stdio::EncodedListing::new(&listed)),
             listed: Arc::new(listed),
         }
+    }
+
+    /// The listing this server answers `tools/list` with, for transports that
+    /// send it pre-encoded.
+    pub fn encoded_listing(&self) -> Arc<super::stdio::EncodedListing> {
+        Arc::clone(&self.encoded)
     }
 
     pub fn app(&self) -> &Arc<AppState> {

@@ -3,6 +3,7 @@
 
 pub mod http;
 pub mod mcp;
+pub mod stdio;
 
 use std::sync::Arc;
 
@@ -31,8 +32,10 @@ pub enum ServeError {
 pub async fn serve_stdio(app: Arc<AppState>) -> Result<(), ServeError> {
     app.spawn_gpu_probe();
     let server = AispServer::new(app);
+    let (read, write) = rmcp::transport::stdio_pipes();
+    let transport = stdio::StdioTransport::new(read, write, server.encoded_listing());
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(transport)
         .await
         .map_err(|e| ServeError::Mcp(e.to_string()))?;
     running
