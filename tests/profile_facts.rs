@@ -1238,3 +1238,55 @@ fn scopes_filter_and_reject_bad_windows() {
     assert_eq!(it.processes[0].step_count, 1);
     assert_eq!(it.processes[0].steps[0].name, "step_3");
 }
+
+/// OS runtime rows out of time order inside a gap (nsys flushes per-thread
+/// buffers, so an export can hold a few) must not change what a gap's CPU
+/// activity adds up to: the streaming union gives way to an exact second pass.
+/// Swapping the times of two `ioctl` rows of the launching thread inside the
+/// largest gap keeps the same set of intervals but puts them out of row order.
+#[test]
+fn gap_attribution_is_exact_when_os_runtime_rows_are_out_of_time_order() {
+    let original = profile_common::fixture("train_good.sqlite");
+    let dir = tempfile::tempdir().unwrap();
+    let swapped = dir.path().join("swapped.sqlite");
+    std::fs::copy(&original, &swapped).unwrap();
+    let (gs, ge) = (7_554_190_551_i64, 7_632_138_168_i64);
+    {
+        let conn = rusqlite::Connection::open(&swapped).unwrap();
+        let rows: Vec<(i64, i64, i64)> = conn
+            .prepare(
+                "SELECT o.rowid, o.start, o.\"end\" FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId
+                 WHERE s.value = 'ioctl' AND o.globalTid % 16777216 = 883
+                   AND o.start >= ?1 AND o.\"end\" <= ?2 ORDER BY o.rowid",
+            )
+            .unwrap()
+            .query_map([gs, ge], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(rows.len() >= 10, "{}", rows.len());
+        let (first, last) = (rows[0], rows[rows.len() - 1]);
+        assert!(first.1 < last.1);
+        let set = "UPDATE OSRT_API SET start = ?1, \"end\" = ?2 WHERE rowid = ?3";
+        conn.execute(set, [last.1, last.2, first.0]).unwrap();
+        conn.execute(set, [first.1, first.2, last.0]).unwrap();
+    }
+    let explained = |path: &std::path::Path| {
+        let p = profile::open(path).unwrap();
+        let g = gaps::gaps(&p, &all(&p), 1_000_000, 20).unwrap();
+        let gap = g.devices[0]
+            .gaps
+            .iter()
+            .find(|g| g.start_ns == gs && g.end_ns == ge)
+            .expect("the largest gap")
+            .clone();
+        (gap.cause, gap.explanation, gap.cpu)
+    };
+    let (cause, explanation, cpu) = explained(&original);
+    let ioctl = cpu
+        .iter()
+        .find(|c| c.name == "ioctl")
+        .expect("ioctl in the gap");
+    assert_eq!((ioctl.calls, ioctl.overlap_ns), (25, 1_515_953));
+    assert_eq!(explained(&swapped), (cause, explanation, cpu));
+}

@@ -158,6 +158,7 @@ pub fn leaf_pages(file: &File, g: &Geometry, root: u32) -> R<Vec<u32>> {
 }
 
 /// The integer value of a column (NULL, floats, text and blobs read as 0).
+#[inline(always)]
 fn int_value(serial: u64, b: &[u8]) -> i64 {
     match serial {
         1 => b[0] as i8 as i64,
@@ -180,6 +181,7 @@ fn int_value(serial: u64, b: &[u8]) -> i64 {
     }
 }
 
+#[inline(always)]
 fn serial_len(serial: u64) -> R<usize> {
     Ok(match serial {
         0 | 8 | 9 => 0,

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::calls::{self, CallKind};
-use super::intervals::{self, Interval};
+use super::intervals::{self, Interval, StreamingUnion};
 use super::model;
 use super::utilization::device_union;
 use super::windows::{self, Window, WindowKind};
@@ -111,6 +111,15 @@ pub fn gaps_for(window: Window, union: &[Interval], min_gap_ns: i64) -> Vec<Inte
 pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -> Result<Gaps> {
     let kernels = p.kernels()?;
     let mut devices = Vec::new();
+    type Pending = (
+        i64,
+        Vec<WindowGaps>,
+        u64,
+        Vec<i64>,
+        Vec<Option<i64>>,
+        Vec<Gap>,
+    );
+    let mut pending: Vec<Pending> = Vec::new();
     for dw in windows::device_windows(p, scope)? {
         let d = dw.device;
         let union = device_union(p, scope, d, false)?;
@@ -143,7 +152,7 @@ pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -
         let api = p.api()?;
         let tnames = super::info::thread_names(p)?;
         let mut gap_threads: Vec<Option<i64>> = Vec::new();
-        let mut out: Vec<Gap> = listed
+        let out: Vec<Gap> = listed
             .iter()
             .map(|((gs, ge), kinds)| {
                 let after = dev_kernels.partition_point(|(_, k)| k.start < *ge);
@@ -179,7 +188,20 @@ pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -
                 }
             })
             .collect();
-        attribute_cpu(p, &dw.global_pids, &gap_threads, &mut out)?;
+        pending.push((d, wg, gaps_total, dw.global_pids.clone(), gap_threads, out));
+    }
+    // One pass over the CPU-side tables explains the gaps of every device.
+    let mut groups: Vec<GapGroup> = pending
+        .iter_mut()
+        .map(|(_, _, _, pids, threads, out)| GapGroup {
+            global_pids: pids,
+            threads: std::mem::take(threads),
+            gaps: std::mem::take(out),
+        })
+        .collect();
+    attribute_cpu_groups(p, &mut groups)?;
+    let explained: Vec<Vec<Gap>> = groups.into_iter().map(|g| g.gaps).collect();
+    for ((d, wg, gaps_total, ..), out) in pending.into_iter().zip(explained) {
         devices.push(DeviceGaps {
             device: d,
             windows: wg,
@@ -194,6 +216,15 @@ pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -
     })
 }
 
+/// The gaps of one device to explain, with who could explain them.
+pub struct GapGroup<'a> {
+    /// The device's processes (`globalPid` keys); empty = any process.
+    pub global_pids: &'a [i64],
+    /// Per gap: the thread (`globalTid`) that launched the kernel after it.
+    pub threads: Vec<Option<i64>>,
+    pub gaps: Vec<Gap>,
+}
+
 /// Fill `cpu`, `cause` and `explanation` of each gap from the CPU-side events
 /// of the thread that launched the kernel after it (`threads[i]`, a globalTid),
 /// or of any thread of the given processes when that thread is unknown.
@@ -201,140 +232,278 @@ pub fn attribute_cpu(
     p: &Profile,
     global_pids: &[i64],
     threads: &[Option<i64>],
-    gaps: &mut [Gap],
+    gaps: &mut Vec<Gap>,
 ) -> Result<()> {
-    if gaps.is_empty() {
-        return Ok(());
-    }
-    let mut order: Vec<usize> = (0..gaps.len()).collect();
-    order.sort_by_key(|&i| gaps[i].start_ns);
-    let bounds: Vec<Interval> = order
-        .iter()
-        .map(|&i| (gaps[i].start_ns, gaps[i].end_ns))
-        .collect();
-    let gap_thread: Vec<Option<i64>> = order
-        .iter()
-        .map(|&i| threads.get(i).copied().flatten())
-        .collect();
-    let in_process =
-        |gtid: i64| global_pids.is_empty() || global_pids.contains(&model::process_key(gtid));
-    // Per gap (in `order` positions): (source, name) → (kind, calls, intervals).
-    type Acc = HashMap<(&'static str, String), (CallKind, u64, Vec<Interval>)>;
-    let mut acc: Vec<Acc> = vec![HashMap::new(); gaps.len()];
-    let add = |src: &'static str,
-               name: String,
-               kind: CallKind,
-               s: i64,
-               e: i64,
-               gtid: i64,
-               acc: &mut Vec<Acc>| {
-        // Gaps are disjoint and sorted: find those overlapping [s, e).
-        let first = bounds.partition_point(|&(_, ge)| ge <= s);
-        for (j, &(gs, ge)) in bounds.iter().enumerate().skip(first) {
+    let mut groups = [GapGroup {
+        global_pids,
+        threads: threads.to_vec(),
+        gaps: std::mem::take(gaps),
+    }];
+    attribute_cpu_groups(p, &mut groups)?;
+    let [group] = groups;
+    *gaps = group.gaps;
+    Ok(())
+}
+
+/// One group's gaps in start order, for the sweep.
+struct Sorted {
+    /// Gap bounds sorted by start (disjoint within a device, so ends are sorted too).
+    bounds: Vec<Interval>,
+    /// The launching thread of each, in the same order.
+    thread: Vec<Option<i64>>,
+    /// Index of each in the flat accumulator list.
+    slot: Vec<usize>,
+}
+
+impl Sorted {
+    /// Flat slots of the gaps that `[s, e)` of thread `gtid` overlaps.
+    #[inline]
+    fn overlapping(&self, s: i64, e: i64, gtid: i64, mut each: impl FnMut(usize, i64, i64)) {
+        let first = self.bounds.partition_point(|&(_, ge)| ge <= s);
+        for j in first..self.bounds.len() {
+            let (gs, ge) = self.bounds[j];
             if gs >= e {
                 break;
             }
-            if gap_thread[j].is_some_and(|t| t != gtid) {
+            if self.thread[j].is_some_and(|t| t != gtid) {
                 continue;
             }
-            let entry = acc[j]
-                .entry((src, name.clone()))
-                .or_insert((kind, 0, Vec::new()));
-            entry.1 += 1;
-            entry.2.push((s.max(gs), e.min(ge)));
+            each(self.slot[j], gs, ge);
+        }
+    }
+}
+
+/// [`attribute_cpu`] for several devices at once: each event table is read
+/// once for all of them (the OS runtime table can hold tens of millions of rows).
+pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> {
+    let mut sorted = Vec::new();
+    let mut flat: Vec<(usize, usize)> = Vec::new();
+    for (gi, g) in groups.iter().enumerate() {
+        let mut order: Vec<usize> = (0..g.gaps.len()).collect();
+        order.sort_by_key(|&i| g.gaps[i].start_ns);
+        let mut slot = Vec::with_capacity(order.len());
+        for &i in &order {
+            slot.push(flat.len());
+            flat.push((gi, i));
+        }
+        sorted.push(Sorted {
+            bounds: order
+                .iter()
+                .map(|&i| (g.gaps[i].start_ns, g.gaps[i].end_ns))
+                .collect(),
+            thread: order
+                .iter()
+                .map(|&i| g.threads.get(i).copied().flatten())
+                .collect(),
+            slot,
+        });
+    }
+    if flat.is_empty() {
+        return Ok(());
+    }
+    let pids: Vec<&[i64]> = groups.iter().map(|g| g.global_pids).collect();
+    let in_process =
+        |gi: usize, gtid: i64| pids[gi].is_empty() || pids[gi].contains(&model::process_key(gtid));
+    // Every (group, gap slot, clipped start, clipped end) that `[s, e)` of `gtid` overlaps.
+    let visit = |s: i64, e: i64, gtid: i64, each: &mut dyn FnMut(usize, i64, i64)| {
+        for (gi, sg) in sorted.iter().enumerate() {
+            if in_process(gi, gtid) {
+                sg.overlapping(s, e, gtid, |slot, gs, ge| each(slot, s.max(gs), e.min(ge)));
+            }
         }
     };
-    let lo = bounds.first().map_or(0, |b| b.0);
-    let hi = bounds.iter().map(|b| b.1).max().unwrap_or(0);
-    for a in p.api()? {
-        if a.end > lo && a.start < hi && in_process(a.global_tid) {
-            let name = calls::api_display_name(p.string(a.name)).to_string();
-            let kind = calls::api_kind(&name);
-            add(
-                "cuda_api",
-                name,
+    let lo = sorted
+        .iter()
+        .filter_map(|s| s.bounds.first().map(|b| b.0))
+        .min()
+        .unwrap_or(0);
+    let hi = sorted
+        .iter()
+        .filter_map(|s| s.bounds.last().map(|b| b.1))
+        .max()
+        .unwrap_or(0);
+    // Per gap (flat slot): (source, name) → what those calls did in it.
+    type Acc = HashMap<(&'static str, String), Activity>;
+    let mut acc: Vec<Acc> = (0..flat.len()).map(|_| HashMap::new()).collect();
+    let mut hits: Vec<(usize, Interval)> = Vec::new();
+    let record = |src: &'static str,
+                  hits: &[(usize, Interval)],
+                  name: &dyn Fn() -> (String, CallKind),
+                  acc: &mut Vec<Acc>| {
+        if hits.is_empty() {
+            return;
+        }
+        // Names are made only for the few calls that overlap a gap.
+        let (name, kind) = name();
+        for &(slot, iv) in hits {
+            let entry = acc[slot].entry((src, name.clone())).or_insert(Activity {
                 kind,
-                a.start,
-                a.end,
-                a.global_tid,
+                calls: 0,
+                intervals: Vec::new(),
+                union_ns: None,
+            });
+            entry.calls += 1;
+            entry.intervals.push(iv);
+        }
+    };
+    for a in p.api()? {
+        if a.end > lo && a.start < hi {
+            hits.clear();
+            visit(a.start, a.end, a.global_tid, &mut |slot, s, e| {
+                hits.push((slot, (s, e)))
+            });
+            record(
+                "cuda_api",
+                &hits,
+                &|| {
+                    let name = calls::api_display_name(p.string(a.name)).to_string();
+                    let kind = calls::api_kind(&name);
+                    (name, kind)
+                },
                 &mut acc,
             );
         }
     }
     for r in &p.nvtx()?.ranges {
-        if r.end > lo && r.start < hi && in_process(r.global_tid) {
-            add(
+        if r.end > lo && r.start < hi {
+            hits.clear();
+            visit(r.start, r.end, r.global_tid, &mut |slot, s, e| {
+                hits.push((slot, (s, e)))
+            });
+            record(
                 "nvtx",
-                r.name.clone(),
-                CallKind::Other,
-                r.start,
-                r.end,
-                r.global_tid,
+                &hits,
+                &|| (r.name.clone(), CallKind::Other),
                 &mut acc,
             );
         }
     }
     if let Some(t) = &p.tables().osrt {
-        // The OS runtime table can hold tens of millions of rows: aggregate
-        // per (gap, name id) inside the scan (no row list, no strings), and
-        // turn name ids into names once at the end.
-        type OsrtAcc = HashMap<(usize, i64), (u64, Vec<Interval>)>;
+        // The OS runtime table can hold tens of millions of rows, and a long
+        // gap can overlap millions of them (a thread polling in a loop):
+        // aggregate per (gap, name id) inside the scan with a streaming union
+        // (no interval lists, no strings) and make names once at the end.
+        type OsrtAcc = rustc_hash::FxHashMap<(usize, i64), (u64, StreamingUnion)>;
         let parts = super::model::fold_osrt(
             p.conn(),
             t,
             p.db_path(),
             Some((lo, hi)),
-            HashMap::new,
+            OsrtAcc::default,
             |m: &mut OsrtAcc, s, e, gtid, name| {
-                if !in_process(gtid) {
-                    return;
-                }
-                let first = bounds.partition_point(|&(_, ge)| ge <= s);
-                for (j, &(gs, ge)) in bounds.iter().enumerate().skip(first) {
-                    if gs >= e {
-                        break;
-                    }
-                    if gap_thread[j].is_some_and(|t| t != gtid) {
-                        continue;
-                    }
-                    let entry = m.entry((j, name)).or_insert((0, Vec::new()));
+                visit(s, e, gtid, &mut |slot, cs, ce| {
+                    let entry = m.entry((slot, name)).or_default();
                     entry.0 += 1;
-                    entry.1.push((s.max(gs), e.min(ge)));
-                }
+                    entry.1.push(cs, ce);
+                });
             },
         )?;
-        let mut names: HashMap<i64, (String, CallKind)> = HashMap::new();
+        // Parts come in leaf (row) order: chain them.
+        let mut merged: rustc_hash::FxHashMap<(usize, i64), (u64, StreamingUnion)> =
+            Default::default();
         for part in parts {
-            for ((j, name), (calls_n, iv)) in part {
-                let (n, kind) = names
-                    .entry(name)
-                    .or_insert_with(|| {
-                        let n = p.string(name).to_string();
-                        let kind = calls::osrt_kind(&n);
-                        (n, kind)
-                    })
-                    .clone();
-                let entry = acc[j].entry(("osrt", n)).or_insert((kind, 0, Vec::new()));
-                entry.1 += calls_n;
-                entry.2.extend(iv);
+            for (key, (n, stream)) in part {
+                let entry = merged.entry(key).or_default();
+                entry.0 += n;
+                entry.1 = entry.1.then(stream);
             }
         }
+        // Rows out of time order inside a gap (rare): those keys get their
+        // exact union from the intervals themselves, in a second pass that
+        // keeps only their rows.
+        let redo: rustc_hash::FxHashSet<(usize, i64)> = merged
+            .iter()
+            .filter(|(_, (_, u))| u.length().is_none())
+            .map(|(k, _)| *k)
+            .collect();
+        let mut exact: HashMap<(usize, i64), i64> = HashMap::new();
+        if !redo.is_empty() {
+            tracing::debug!(
+                keys = redo.len(),
+                "OS runtime rows out of time order inside gaps: exact second pass"
+            );
+            type Redo = rustc_hash::FxHashMap<(usize, i64), Vec<Interval>>;
+            let parts = super::model::fold_osrt(
+                p.conn(),
+                t,
+                p.db_path(),
+                Some((lo, hi)),
+                Redo::default,
+                |m: &mut Redo, s, e, gtid, name| {
+                    visit(s, e, gtid, &mut |slot, cs, ce| {
+                        if redo.contains(&(slot, name)) {
+                            m.entry((slot, name)).or_default().push((cs, ce));
+                        }
+                    });
+                },
+            )?;
+            let mut all: HashMap<(usize, i64), Vec<Interval>> = HashMap::new();
+            for part in parts {
+                for (k, v) in part {
+                    all.entry(k).or_default().extend(v);
+                }
+            }
+            for (k, v) in all {
+                exact.insert(k, intervals::length(&intervals::union(v)));
+            }
+        }
+        let mut names: HashMap<i64, (String, CallKind)> = HashMap::new();
+        for ((slot, name), (calls_n, stream)) in merged {
+            let (n, kind) = names
+                .entry(name)
+                .or_insert_with(|| {
+                    let n = p.string(name).to_string();
+                    let kind = calls::osrt_kind(&n);
+                    (n, kind)
+                })
+                .clone();
+            let union_ns = stream
+                .length()
+                .or_else(|| exact.get(&(slot, name)).copied())
+                .unwrap_or(0);
+            let entry = acc[slot].entry(("osrt", n)).or_insert(Activity {
+                kind,
+                calls: 0,
+                intervals: Vec::new(),
+                union_ns: Some(0),
+            });
+            entry.calls += calls_n;
+            entry.union_ns = Some(entry.union_ns.unwrap_or(0) + union_ns);
+        }
     }
-    for (j, &gi) in order.iter().enumerate() {
-        let gap = &mut gaps[gi];
+    for (slot, &(gi, i)) in flat.iter().enumerate() {
+        explain(&mut groups[gi].gaps[i], acc[slot].drain());
+    }
+    Ok(())
+}
+
+/// The calls of one name during one gap.
+struct Activity {
+    kind: CallKind,
+    calls: u64,
+    /// Their clipped intervals, when kept (CUDA API and NVTX: few per gap).
+    intervals: Vec<Interval>,
+    /// Their union length, when computed during the scan (OS runtime calls).
+    union_ns: Option<i64>,
+}
+
+/// Choose a gap's cause from what the CPU threads did during it.
+fn explain(gap: &mut Gap, activities: impl Iterator<Item = ((&'static str, String), Activity)>) {
+    {
         let len = gap.length_ns.max(1);
-        let mut acts: Vec<CpuActivity> = acc[j]
-            .drain()
-            .map(|((src, name), (kind, n, iv))| CpuActivity {
+        let mut acts: Vec<CpuActivity> = activities
+            .map(|((src, name), a)| CpuActivity {
                 source: src.to_string(),
                 kind: if src == "nvtx" {
                     "range".into()
                 } else {
-                    kind.as_str().into()
+                    a.kind.as_str().into()
                 },
                 name,
-                calls: n,
-                overlap_ns: intervals::length(&intervals::union(iv)),
+                calls: a.calls,
+                overlap_ns: a
+                    .union_ns
+                    .unwrap_or_else(|| intervals::length(&intervals::union(a.intervals))),
             })
             .collect();
         acts.sort_by(|a, b| b.overlap_ns.cmp(&a.overlap_ns).then(a.name.cmp(&b.name)));
@@ -416,5 +585,4 @@ pub fn attribute_cpu(
         gap.cause = cause;
         gap.explanation = explanation;
     }
-    Ok(())
 }

@@ -359,7 +359,20 @@ const MIN_GAP_NS: i64 = 1_000_000;
 
 fn rule_gpu_starvation(cx: &mut Ctx) -> Result<()> {
     let id = "gpu_starvation";
-    let mut drafts = Vec::new();
+    // Per device that starves: its gaps and their figures, then one pass over
+    // the CPU-side tables explains the largest gaps of all of them.
+    struct Starved<'d> {
+        dev: usize,
+        d: &'d Dev,
+        g: Vec<Interval>,
+        total: i64,
+        copying: i64,
+        idle: i64,
+        min: i64,
+        max: i64,
+    }
+    let mut starved = Vec::new();
+    let mut groups = Vec::new();
     for (i, d) in cx.devs.iter().enumerate() {
         let g = gaps::gaps_for(d.window, &d.kernel_union, MIN_GAP_NS);
         if g.is_empty() {
@@ -411,7 +424,36 @@ fn rule_gpu_starvation(cx: &mut Ctx) -> Result<()> {
                 cpu: Vec::new(),
             });
         }
-        gaps::attribute_cpu(cx.p, &d.global_pids, &threads, &mut listed)?;
+        groups.push(gaps::GapGroup {
+            global_pids: &d.global_pids,
+            threads,
+            gaps: listed,
+        });
+        starved.push(Starved {
+            dev: i,
+            d,
+            g,
+            total,
+            copying,
+            idle,
+            min,
+            max,
+        });
+    }
+    gaps::attribute_cpu_groups(cx.p, &mut groups)?;
+    let mut drafts = Vec::new();
+    for (st, group) in starved.into_iter().zip(groups) {
+        let Starved {
+            dev: i,
+            d,
+            g,
+            total,
+            copying,
+            idle,
+            min,
+            max,
+        } = st;
+        let listed = group.gaps;
         let mut causes: BTreeMap<String, usize> = BTreeMap::new();
         for gp in &listed {
             *causes.entry(gp.cause.clone()).or_default() += 1;

@@ -411,8 +411,8 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
                 t,
                 p.db_path(),
                 scope.trim,
-                HashMap::new,
-                |m: &mut HashMap<i64, Vec<i64>>, s, e, gtid, name| {
+                rustc_hash::FxHashMap::default,
+                |m: &mut rustc_hash::FxHashMap<i64, Vec<i64>>, s, e, gtid, name| {
                     if procs
                         .as_ref()
                         .is_none_or(|set| set.contains(&model::pid_of(gtid)))
