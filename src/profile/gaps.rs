@@ -258,8 +258,25 @@ struct Sorted {
 impl Sorted {
     /// Flat slots of the gaps that `[s, e)` of thread `gtid` overlaps.
     #[inline]
-    fn overlapping(&self, s: i64, e: i64, gtid: i64, mut each: impl FnMut(usize, i64, i64)) {
-        let first = self.bounds.partition_point(|&(_, ge)| ge <= s);
+    fn overlapping(
+        &self,
+        finger: &mut usize,
+        s: i64,
+        e: i64,
+        gtid: i64,
+        mut each: impl FnMut(usize, i64, i64),
+    ) {
+        // The first gap ending after `s`. Rows come nearly in time order, so
+        // the previous row's answer (`finger`) is usually still right: check
+        // it in O(1) and search only when it is not.
+        let n = self.bounds.len();
+        let mut first = (*finger).min(n);
+        let valid = (first == 0 || self.bounds[first - 1].1 <= s)
+            && (first == n || self.bounds[first].1 > s);
+        if !valid {
+            first = self.bounds.partition_point(|&(_, ge)| ge <= s);
+        }
+        *finger = first;
         for j in first..self.bounds.len() {
             let (gs, ge) = self.bounds[j];
             if gs >= e {
@@ -269,6 +286,39 @@ impl Sorted {
                 continue;
             }
             each(self.slot[j], gs, ge);
+        }
+    }
+}
+
+/// Finds the gaps an event overlaps, over every device's gaps.
+struct Visitor<'a> {
+    sorted: &'a [Sorted],
+    /// Per group, its processes (`globalPid` keys); empty = any.
+    pids: Vec<&'a [i64]>,
+}
+
+impl Visitor<'_> {
+    /// Every (gap slot, clipped start, clipped end) that `[s, e)` of `gtid` overlaps.
+    #[inline]
+    ///
+    /// `fingers` (one per group, kept by the caller between rows) speed up
+    /// events that come in time order; any values give the same answer.
+    fn visit(
+        &self,
+        fingers: &mut Vec<usize>,
+        s: i64,
+        e: i64,
+        gtid: i64,
+        mut each: impl FnMut(usize, i64, i64),
+    ) {
+        fingers.resize(self.sorted.len(), 0);
+        for (gi, sg) in self.sorted.iter().enumerate() {
+            let pids = self.pids[gi];
+            if pids.is_empty() || pids.contains(&model::process_key(gtid)) {
+                sg.overlapping(&mut fingers[gi], s, e, gtid, |slot, gs, ge| {
+                    each(slot, s.max(gs), e.min(ge))
+                });
+            }
         }
     }
 }
@@ -301,17 +351,11 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
     if flat.is_empty() {
         return Ok(());
     }
-    let pids: Vec<&[i64]> = groups.iter().map(|g| g.global_pids).collect();
-    let in_process =
-        |gi: usize, gtid: i64| pids[gi].is_empty() || pids[gi].contains(&model::process_key(gtid));
-    // Every (group, gap slot, clipped start, clipped end) that `[s, e)` of `gtid` overlaps.
-    let visit = |s: i64, e: i64, gtid: i64, each: &mut dyn FnMut(usize, i64, i64)| {
-        for (gi, sg) in sorted.iter().enumerate() {
-            if in_process(gi, gtid) {
-                sg.overlapping(s, e, gtid, |slot, gs, ge| each(slot, s.max(gs), e.min(ge)));
-            }
-        }
+    let visitor = Visitor {
+        sorted: &sorted,
+        pids: groups.iter().map(|g| g.global_pids).collect(),
     };
+    let mut fingers = Vec::new();
     let lo = sorted
         .iter()
         .filter_map(|s| s.bounds.first().map(|b| b.0))
@@ -349,7 +393,7 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
     for a in p.api()? {
         if a.end > lo && a.start < hi {
             hits.clear();
-            visit(a.start, a.end, a.global_tid, &mut |slot, s, e| {
+            visitor.visit(&mut fingers, a.start, a.end, a.global_tid, |slot, s, e| {
                 hits.push((slot, (s, e)))
             });
             record(
@@ -367,7 +411,7 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
     for r in &p.nvtx()?.ranges {
         if r.end > lo && r.start < hi {
             hits.clear();
-            visit(r.start, r.end, r.global_tid, &mut |slot, s, e| {
+            visitor.visit(&mut fingers, r.start, r.end, r.global_tid, |slot, s, e| {
                 hits.push((slot, (s, e)))
             });
             record(
@@ -383,15 +427,18 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
         // gap can overlap millions of them (a thread polling in a loop):
         // aggregate per (gap, name id) inside the scan with a streaming union
         // (no interval lists, no strings) and make names once at the end.
-        type OsrtAcc = rustc_hash::FxHashMap<(usize, i64), (u64, StreamingUnion)>;
+        type OsrtAcc = (
+            rustc_hash::FxHashMap<(usize, i64), (u64, StreamingUnion)>,
+            Vec<usize>,
+        );
         let parts = super::model::fold_osrt(
             p.conn(),
             t,
             p.db_path(),
             Some((lo, hi)),
             OsrtAcc::default,
-            |m: &mut OsrtAcc, s, e, gtid, name| {
-                visit(s, e, gtid, &mut |slot, cs, ce| {
+            |(m, fingers): &mut OsrtAcc, s, e, gtid, name| {
+                visitor.visit(fingers, s, e, gtid, |slot, cs, ce| {
                     let entry = m.entry((slot, name)).or_default();
                     entry.0 += 1;
                     entry.1.push(cs, ce);
@@ -401,7 +448,7 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
         // Parts come in leaf (row) order: chain them.
         let mut merged: rustc_hash::FxHashMap<(usize, i64), (u64, StreamingUnion)> =
             Default::default();
-        for part in parts {
+        for (part, _) in parts {
             for (key, (n, stream)) in part {
                 let entry = merged.entry(key).or_default();
                 entry.0 += n;
@@ -422,15 +469,18 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
                 keys = redo.len(),
                 "OS runtime rows out of time order inside gaps: exact second pass"
             );
-            type Redo = rustc_hash::FxHashMap<(usize, i64), Vec<Interval>>;
+            type Redo = (
+                rustc_hash::FxHashMap<(usize, i64), Vec<Interval>>,
+                Vec<usize>,
+            );
             let parts = super::model::fold_osrt(
                 p.conn(),
                 t,
                 p.db_path(),
                 Some((lo, hi)),
                 Redo::default,
-                |m: &mut Redo, s, e, gtid, name| {
-                    visit(s, e, gtid, &mut |slot, cs, ce| {
+                |(m, fingers): &mut Redo, s, e, gtid, name| {
+                    visitor.visit(fingers, s, e, gtid, |slot, cs, ce| {
                         if redo.contains(&(slot, name)) {
                             m.entry((slot, name)).or_default().push((cs, ce));
                         }
@@ -438,7 +488,7 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
                 },
             )?;
             let mut all: HashMap<(usize, i64), Vec<Interval>> = HashMap::new();
-            for part in parts {
+            for (part, _) in parts {
                 for (k, v) in part {
                     all.entry(k).or_default().extend(v);
                 }
