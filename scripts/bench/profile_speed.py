@@ -5,7 +5,9 @@ usage: python3 scripts/bench/profile_speed.py AISP_BIN NSYS_AI_BIN PROFILE.sqlit
 
 For each question, runs both tools as whole processes on the same file:
   cold  aisp: a fresh $AISP_HOME (empty result cache);
-        nsys-ai: the file copied to a fresh folder (no Parquet sidecar), so its cache build is included.
+        nsys-ai: a fresh copy of the file in a fresh folder (no Parquet sidecar), so its cache build is
+        included. A copy, not a link: nsys-ai adds indexes (_nsysai_*) to the SQLite file it reads, which
+        would leave later "cold" runs, and the original, with them.
   warm  the same command again with the cache each tool built.
 The profile's pages are in the OS page cache for both (read once before timing). Wall time is the median of
 N runs; peak RSS (max over the runs) comes from wait4(). The sqlite3 CLI line runs the bare aggregates behind
@@ -104,13 +106,13 @@ def main():
             def nsys_cold(_):
                 d = tempfile.mkdtemp(dir=work)
                 dst = os.path.join(d, os.path.basename(profile))
-                os.link(profile, dst) if os.stat(profile).st_dev == os.stat(d).st_dev else shutil.copy(profile, dst)
+                shutil.copyfile(profile, dst)  # a copy: nsys-ai writes indexes into the file it reads
                 return [nsys_ai, *n_args, dst], None, d
 
             n_cold = measure(None, runs, nsys_cold)
             wd = tempfile.mkdtemp(dir=work)
             wdst = os.path.join(wd, os.path.basename(profile))
-            os.link(profile, wdst) if os.stat(profile).st_dev == os.stat(wd).st_dev else shutil.copy(profile, wdst)
+            shutil.copyfile(profile, wdst)
             run([nsys_ai, *n_args, wdst], None, wd)
             n_warm = measure(None, runs, lambda _: ([nsys_ai, *n_args, wdst], None, wd))
         rows.append((question, a_args, n_args, a_cold, a_warm, n_cold, n_warm))

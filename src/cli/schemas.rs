@@ -30,7 +30,7 @@ pub fn document(tool: &ToolDef) -> Value {
         "long_running": spec.long_running,
         "executes_commands": spec.executes_commands,
         "inputSchema": Value::Object((*tool.input_schema).clone()),
-        "outputSchema": Value::Object((*tool.output_schema).clone()),
+        "outputSchema": Value::Object((**tool.output_schema()).clone()),
     })
 }
 

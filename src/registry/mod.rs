@@ -219,7 +219,9 @@ pub struct ToolDef {
     pub name: String,
     pub op: &'static dyn DynOperation,
     pub input_schema: Arc<JsonObject>,
-    pub output_schema: Arc<JsonObject>,
+    /// Made on first use: only `tools/list` and `aisp schemas` need output
+    /// schemas, and generating all of them is most of a CLI call's start-up.
+    output_schema: OnceLock<Arc<JsonObject>>,
 }
 
 impl std::fmt::Debug for ToolDef {
@@ -231,6 +233,18 @@ impl std::fmt::Debug for ToolDef {
 impl ToolDef {
     pub fn spec(&self) -> &'static OpSpec {
         self.op.spec()
+    }
+
+    /// The output schema: the operation's output, the error envelope and, for
+    /// long-running operations, the job ticket.
+    pub fn output_schema(&self) -> &Arc<JsonObject> {
+        self.output_schema.get_or_init(|| {
+            let spec = self.spec();
+            Arc::new(schema::with_alternatives(
+                self.op.output_schema(),
+                spec.long_running,
+            ))
+        })
     }
 }
 
@@ -246,12 +260,11 @@ pub fn tools() -> &'static [ToolDef] {
                 if spec.long_running {
                     schema::add_long_running_inputs(&mut input);
                 }
-                let output = schema::with_alternatives(op.output_schema(), spec.long_running);
                 ToolDef {
                     name: spec.tool_name(),
                     op: *op,
                     input_schema: Arc::new(input),
-                    output_schema: Arc::new(output),
+                    output_schema: OnceLock::new(),
                 }
             })
             .collect();
@@ -483,7 +496,7 @@ mod tests {
             walk(
                 &tool.name,
                 "output",
-                &Value::Object((*tool.output_schema).clone()),
+                &Value::Object((**tool.output_schema()).clone()),
                 &mut problems,
             );
         }

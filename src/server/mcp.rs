@@ -88,7 +88,7 @@ pub fn mcp_tool(tool: &ToolDef) -> Tool {
         Arc::clone(&tool.input_schema),
     )
     .with_title(spec.title)
-    .with_raw_output_schema(Arc::clone(&tool.output_schema))
+    .with_raw_output_schema(Arc::clone(tool.output_schema()))
     .with_annotations(annotations)
     .with_meta(meta)
 }
