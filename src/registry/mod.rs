@@ -221,7 +221,7 @@ pub struct ToolDef {
     pub input_schema: Arc<JsonObject>,
     /// Made on first use: only `tools/list` and `aisp schemas` need output
     /// schemas, and generating all of them is most of a CLI call's start-up.
-    output_schema: OnceLock<Arc<JsonObject>>,
+    pub(crate) output_schema: OnceLock<Arc<JsonObject>>,
 }
 
 impl std::fmt::Debug for ToolDef {
