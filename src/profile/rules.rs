@@ -361,17 +361,9 @@ fn rule_gpu_starvation(cx: &mut Ctx) -> Result<()> {
     let id = "gpu_starvation";
     // Per device that starves: its gaps and their figures, then one pass over
     // the CPU-side tables explains the largest gaps of all of them.
-    struct Starved<'d> {
-        dev: usize,
-        d: &'d Dev,
-        g: Vec<Interval>,
-        total: i64,
-        copying: i64,
-        idle: i64,
-        min: i64,
-        max: i64,
-    }
-    let mut starved = Vec::new();
+    // (device index, device, gaps, [total, copying, idle, min, max] in ns)
+    type Starved<'d> = (usize, &'d Dev, Vec<Interval>, [i64; 5]);
+    let mut starved: Vec<Starved> = Vec::new();
     let mut groups = Vec::new();
     for (i, d) in cx.devs.iter().enumerate() {
         let g = gaps::gaps_for(d.window, &d.kernel_union, MIN_GAP_NS);
@@ -429,30 +421,12 @@ fn rule_gpu_starvation(cx: &mut Ctx) -> Result<()> {
             threads,
             gaps: listed,
         });
-        starved.push(Starved {
-            dev: i,
-            d,
-            g,
-            total,
-            copying,
-            idle,
-            min,
-            max,
-        });
+        starved.push((i, d, g, [total, copying, idle, min, max]));
     }
     gaps::attribute_cpu_groups(cx.p, &mut groups)?;
     let mut drafts = Vec::new();
     for (st, group) in starved.into_iter().zip(groups) {
-        let Starved {
-            dev: i,
-            d,
-            g,
-            total,
-            copying,
-            idle,
-            min,
-            max,
-        } = st;
+        let (i, d, g, [total, copying, idle, min, max]) = st;
         let listed = group.gaps;
         let mut causes: BTreeMap<String, usize> = BTreeMap::new();
         for gp in &listed {
