@@ -304,7 +304,7 @@ pub fn with_alternatives(output: JsonObject, long_running: bool) -> JsonObject {
 /// contract as `ErrorEnvelope`'s own schema (`kind` one of the closed set,
 /// `message` and `hint` strings), without the prose of each kind, which would
 /// otherwise be repeated in every tool of `tools/list` (a sixth of its size).
-/// The kinds are documented once, in the README and `tool-schemas/`.
+/// The kinds are documented once, in the README (and on `ErrorKind`).
 fn error_envelope_schema() -> Value {
     let kinds: Vec<&str> = crate::error::ErrorKind::ALL
         .iter()
