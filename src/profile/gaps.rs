@@ -225,26 +225,6 @@ pub struct GapGroup<'a> {
     pub gaps: Vec<Gap>,
 }
 
-/// Fill `cpu`, `cause` and `explanation` of each gap from the CPU-side events
-/// of the thread that launched the kernel after it (`threads[i]`, a globalTid),
-/// or of any thread of the given processes when that thread is unknown.
-pub fn attribute_cpu(
-    p: &Profile,
-    global_pids: &[i64],
-    threads: &[Option<i64>],
-    gaps: &mut Vec<Gap>,
-) -> Result<()> {
-    let mut groups = [GapGroup {
-        global_pids,
-        threads: threads.to_vec(),
-        gaps: std::mem::take(gaps),
-    }];
-    attribute_cpu_groups(p, &mut groups)?;
-    let [group] = groups;
-    *gaps = group.gaps;
-    Ok(())
-}
-
 /// One group's gaps in start order, for the sweep.
 struct Sorted {
     /// Gap bounds sorted by start (disjoint within a device, so ends are sorted too).
@@ -299,10 +279,10 @@ struct Visitor<'a> {
 
 impl Visitor<'_> {
     /// Every (gap slot, clipped start, clipped end) that `[s, e)` of `gtid` overlaps.
-    #[inline]
     ///
     /// `fingers` (one per group, kept by the caller between rows) speed up
     /// events that come in time order; any values give the same answer.
+    #[inline]
     fn visit(
         &self,
         fingers: &mut Vec<usize>,
@@ -323,8 +303,11 @@ impl Visitor<'_> {
     }
 }
 
-/// [`attribute_cpu`] for several devices at once: each event table is read
-/// once for all of them (the OS runtime table can hold tens of millions of rows).
+/// Fill `cpu`, `cause` and `explanation` of each gap of every group from the
+/// CPU-side events of the thread that launched the kernel after it (or of any
+/// thread of the group's processes when that thread is unknown). Each event
+/// table is read once for all groups (the OS runtime table can hold tens of
+/// millions of rows).
 pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> {
     let mut sorted = Vec::new();
     let mut flat: Vec<(usize, usize)> = Vec::new();

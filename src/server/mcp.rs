@@ -34,8 +34,8 @@ Every failure is a result with isError: true and {error: {kind, message, hint}}:
 #[derive(Clone)]
 pub struct AispServer {
     app: Arc<AppState>,
-    listed: Arc<Vec<Tool>>,
-    encoded: Arc<super::stdio::EncodedListing>,
+    /// The tools `tools/list` shows (the toolset), encoded once for stdio.
+    listing: Arc<super::stdio::EncodedListing>,
 }
 
 impl AispServer {
@@ -48,15 +48,14 @@ impl AispServer {
             .collect::<Vec<Tool>>();
         AispServer {
             app,
-            encoded: Arc::new(super::stdio::EncodedListing::new(&listed)),
-            listed: Arc::new(listed),
+            listing: Arc::new(super::stdio::EncodedListing::new(listed)),
         }
     }
 
     /// The listing this server answers `tools/list` with, for transports that
     /// send it pre-encoded.
     pub fn encoded_listing(&self) -> Arc<super::stdio::EncodedListing> {
-        Arc::clone(&self.encoded)
+        Arc::clone(&self.listing)
     }
 
     pub fn app(&self) -> &Arc<AppState> {
@@ -183,7 +182,7 @@ impl ServerHandler for AispServer {
         let modern = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-        let mut result = ListToolsResult::with_all_items((*self.listed).clone());
+        let mut result = ListToolsResult::with_all_items(self.listing.tools().to_vec());
         result.result_type = Some(ResultType::COMPLETE);
         if modern {
             // The list is fixed for the life of the process and the same for everyone.

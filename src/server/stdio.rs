@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use rmcp::RoleServer;
-use rmcp::model::{JsonObject, JsonRpcMessage, ServerJsonRpcMessage, ServerResult, Tool};
+use rmcp::model::{JsonRpcMessage, ServerJsonRpcMessage, ServerResult, Tool};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -29,31 +29,32 @@ use tokio::sync::{mpsc, oneshot};
 /// One frame to write, with an optional acknowledgement once it is flushed.
 type Frame = (Vec<u8>, Option<oneshot::Sender<std::io::Result<()>>>);
 
-/// The `tools` array of the listing, encoded on first use.
+/// The tools a server lists, with their `tools` array encoded on first use.
 pub struct EncodedListing {
-    /// The listed tools' input schemas: a `tools/list` answer is this listing
-    /// when it holds the same tools (the same `Arc`s) in the same order.
-    schemas: Vec<Arc<JsonObject>>,
     tools: Vec<Tool>,
     json: OnceLock<Vec<u8>>,
 }
 
 impl EncodedListing {
-    pub fn new(tools: &[Tool]) -> EncodedListing {
+    pub fn new(tools: Vec<Tool>) -> EncodedListing {
         EncodedListing {
-            schemas: tools.iter().map(|t| Arc::clone(&t.input_schema)).collect(),
-            tools: tools.to_vec(),
+            tools,
             json: OnceLock::new(),
         }
     }
 
+    /// The listed tools, in `tools/list` order.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// Whether `tools` is this listing: the same tools (the same schema
+    /// `Arc`s, so no deep comparison) in the same order.
     fn is(&self, tools: &[Tool]) -> bool {
-        tools.len() == self.schemas.len()
-            && tools
-                .iter()
-                .zip(&self.schemas)
-                .zip(&self.tools)
-                .all(|((t, s), mine)| Arc::ptr_eq(&t.input_schema, s) && t.name == mine.name)
+        tools.len() == self.tools.len()
+            && tools.iter().zip(&self.tools).all(|(t, mine)| {
+                Arc::ptr_eq(&t.input_schema, &mine.input_schema) && t.name == mine.name
+            })
     }
 
     fn json(&self) -> std::io::Result<&[u8]> {
@@ -239,7 +240,7 @@ mod tests {
     #[test]
     fn the_encoded_listing_is_exactly_the_serialized_answer() {
         let listed = tools();
-        let listing = EncodedListing::new(&listed);
+        let listing = EncodedListing::new(listed.clone());
         for id in [2, 7_000_000_123] {
             let expected = {
                 let mut v = serde_json::to_vec(&answer(listed.clone(), id)).unwrap();
@@ -259,7 +260,7 @@ mod tests {
     #[test]
     fn other_lists_and_messages_are_encoded_as_usual() {
         let listed = tools();
-        let listing = EncodedListing::new(&listed);
+        let listing = EncodedListing::new(listed.clone());
         let other: Vec<Tool> = listed.iter().rev().cloned().collect();
         let out = encode(answer(other.clone(), 3), &listing).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();

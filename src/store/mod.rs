@@ -44,10 +44,13 @@ pub enum StoreError {
 const BUSY_WAIT: Duration = Duration::from_secs(10);
 
 /// Whether SQLite refused because another connection holds the database.
-fn is_busy(e: &rusqlite::Error) -> bool {
+fn is_busy(e: &StoreError) -> bool {
     matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        e,
+        StoreError::Sqlite { source, .. } if matches!(
+            source.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
     )
 }
 
@@ -57,8 +60,8 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 /// database to WAL or recovers its WAL, which concurrent first opens hit.
 fn retry_busy<T>(
     deadline: Instant,
-    mut f: impl FnMut() -> rusqlite::Result<T>,
-) -> rusqlite::Result<T> {
+    mut f: impl FnMut() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
     loop {
         match f() {
             Err(e) if is_busy(&e) && Instant::now() < deadline => {
@@ -114,7 +117,9 @@ impl Store {
         .map_err(sql)?;
         conn.busy_timeout(BUSY_WAIT).map_err(sql)?;
         let deadline = Instant::now() + BUSY_WAIT;
-        retry_busy(deadline, || conn.pragma_update(None, "journal_mode", "WAL")).map_err(sql)?;
+        retry_busy(deadline, || {
+            conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)
+        })?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", "ON")
@@ -123,16 +128,7 @@ impl Store {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
         };
-        loop {
-            match store.migrate(migrations) {
-                Err(StoreError::Sqlite { source, .. })
-                    if is_busy(&source) && Instant::now() < deadline =>
-                {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                other => break other?,
-            }
-        }
+        retry_busy(deadline, || store.migrate(migrations))?;
         Ok(store)
     }
 
