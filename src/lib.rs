@@ -12,6 +12,7 @@ pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod dashboard;
 pub mod dispatch;
 pub mod error;
 pub mod gpu;

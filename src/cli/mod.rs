@@ -83,6 +83,7 @@ pub fn command() -> Command {
         );
 
     cmd = cmd.subcommand(serve_command());
+    cmd = cmd.subcommand(dashboard_command());
     cmd = cmd.subcommand(
         Command::new("tools").about("List every operation: MCP tool, CLI command, flags"),
     );
@@ -132,15 +133,34 @@ pub fn command() -> Command {
 }
 
 fn serve_command() -> Command {
-    Command::new("serve")
-        .about("Serve the tools over MCP: stdio (default) or streamable HTTP with the HTTP API")
-        .arg(
-            Arg::new("transport")
-                .long("transport")
-                .value_parser(["stdio", "http"])
-                .default_value("stdio"),
-        )
-        .arg(
+    http_args(
+        Command::new("serve")
+            .about("Serve the tools over MCP: stdio (default) or streamable HTTP with the HTTP API and the dashboard")
+            .arg(
+                Arg::new("transport")
+                    .long("transport")
+                    .value_parser(["stdio", "http"])
+                    .default_value("stdio"),
+            ),
+    )
+}
+
+fn dashboard_command() -> Command {
+    http_args(
+        Command::new("dashboard")
+            .about("Serve over HTTP (MCP, API and the web dashboard) and open the dashboard in a browser")
+            .arg(
+                Arg::new("no-open")
+                    .long("no-open")
+                    .action(ArgAction::SetTrue)
+                    .help("Print the dashboard's URL without opening a browser"),
+            ),
+    )
+}
+
+/// The options of the HTTP server, shared by `serve` and `dashboard`.
+fn http_args(cmd: Command) -> Command {
+    cmd.arg(
             Arg::new("bind")
                 .long("bind")
                 .value_name("ADDR")
@@ -216,7 +236,7 @@ pub fn main() -> ExitCode {
         Some(pair) => pair,
         None => return ExitCode::from(2),
     };
-    init_logging(&matches, name == "serve");
+    init_logging(&matches, name == "serve" || name == "dashboard");
     let format = match matches.get_one::<String>("format").map(String::as_str) {
         Some("json") => Format::Json,
         Some(_) => Format::Table,
@@ -230,7 +250,8 @@ pub fn main() -> ExitCode {
         token: sub.try_get_one::<String>("token").ok().flatten().cloned(),
     };
     match name {
-        "serve" => serve(sub, &overrides),
+        "serve" => serve(sub, &overrides, false),
+        "dashboard" => serve(sub, &overrides, true),
         "tools" => list_tools(format),
         "schemas" => schemas_cmd(sub),
         _ => {
@@ -290,7 +311,46 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         })
 }
 
-fn serve(m: &ArgMatches, overrides: &Overrides) -> ExitCode {
+/// The dashboard's address for a browser (an unspecified bind address is reached through loopback).
+fn dashboard_url(bind: SocketAddr) -> String {
+    let host = match bind.ip() {
+        ip if ip.is_unspecified() || ip.is_loopback() => "127.0.0.1".to_string(),
+        std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+        ip => ip.to_string(),
+    };
+    format!("http://{host}:{}/", bind.port())
+}
+
+/// Open `url` in the user's browser, best effort: `$BROWSER`, then the platform's opener.
+fn open_browser(url: &str) -> bool {
+    let mut candidates: Vec<(String, Vec<String>)> = Vec::new();
+    if let Ok(b) = std::env::var("BROWSER")
+        && !b.trim().is_empty()
+    {
+        candidates.push((b, vec![url.to_string()]));
+    }
+    if cfg!(target_os = "macos") {
+        candidates.push(("open".into(), vec![url.to_string()]));
+    } else if cfg!(target_os = "windows") {
+        candidates.push((
+            "cmd".into(),
+            vec!["/C".into(), "start".into(), String::new(), url.to_string()],
+        ));
+    } else {
+        candidates.push(("xdg-open".into(), vec![url.to_string()]));
+    }
+    candidates.into_iter().any(|(prog, args)| {
+        std::process::Command::new(prog)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .is_ok()
+    })
+}
+
+fn serve(m: &ArgMatches, overrides: &Overrides, dashboard: bool) -> ExitCode {
     let config = match load_config(overrides) {
         Ok(c) => c,
         Err(code) => return code,
@@ -300,12 +360,42 @@ fn serve(m: &ArgMatches, overrides: &Overrides) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    let transport = m.get_one::<String>("transport").map(String::as_str);
+    let transport = if dashboard {
+        Some("http")
+    } else {
+        m.get_one::<String>("transport").map(String::as_str)
+    };
+    let mut bind = *m.get_one::<SocketAddr>("bind").expect("has default");
+    if dashboard && bind.port() == 0 {
+        // The URL is printed before serving: pick the free port here.
+        if let Ok(l) = std::net::TcpListener::bind(bind)
+            && let Ok(a) = l.local_addr()
+        {
+            bind = a;
+        }
+    }
     let result = rt.block_on(async {
         match transport {
             Some("http") => {
+                if dashboard {
+                    let url = dashboard_url(bind);
+                    let open = !m.get_flag("no-open");
+                    tokio::spawn(async move {
+                        // Open once the port answers (best effort: at most 5 s).
+                        for _ in 0..50 {
+                            if tokio::net::TcpStream::connect(bind).await.is_ok() {
+                                break;
+                            }
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        }
+                        eprintln!("aisp: dashboard at {url}");
+                        if open && !open_browser(&url) {
+                            eprintln!("aisp: could not start a browser; open {url} yourself");
+                        }
+                    });
+                }
                 let opts = server::http::HttpOptions {
-                    bind: *m.get_one::<SocketAddr>("bind").expect("has default"),
+                    bind,
                     allowed_hosts: m
                         .get_many::<String>("allowed-host")
                         .map(|v| v.cloned().collect())

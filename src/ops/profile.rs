@@ -33,6 +33,7 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Overlap,
     &Search,
     &Timeline,
+    &Events,
     &Rules,
     &Compare,
     &Export,
@@ -882,6 +883,69 @@ then. Milliseconds.",
         scoped(ctx, "timeline", &input, |p, s| {
             profile::timeline::timeline(p, s, &options)
         })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// events
+
+pub struct Events;
+
+scoped_input! {
+    /// Arguments of `events`.
+    EventsInput {
+        /// Slices the window is cut into, one per pixel of the drawing (default 1000, at most 8192):
+        /// events shorter than a slice are clustered.
+        #[serde(default)]
+        buckets: Option<usize>,
+    }
+}
+
+impl Operation for Events {
+    type Input = EventsInput;
+    type Output = Answer<profile::events::Events>;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Events of a window for drawing",
+        summary: "Every event of a window per GPU stream and CPU thread (NVTX lanes, CUDA API), clustered to the drawing's resolution.",
+        description: "Returns the kernels, memcpys and memsets per device and stream, and per CPU thread the NVTX ranges (a lane \
+per nesting depth) and CUDA API calls, that overlap a window (start_ns/end_ns or nvtx_range; default the span of GPU work), for \
+drawing a zoomable timeline: events shorter than one of `buckets` slices are merged with their neighbours into clusters with a \
+count and busy time, so the answer stays small however many events the window covers. Kernels carry their launch call \
+(name, thread, start, duration). Names are indexes into `names`; times are ns after the window start. The dashboard's \
+timeline uses it; for reading a step, aisp_profile_timeline is more compact. Milliseconds once the file is indexed.",
+        positional: &["path"],
+        intents: &["events in a window", "draw the timeline", "zoomable trace"],
+        example: r#"{"path": "train.sqlite", "start_ns": 7784516463, "end_ns": 7794516463, "buckets": 1200}"#,
+        ..OpSpec::new("profile", "events")
+    };
+
+    fn run(&self, ctx: &OpContext, input: EventsInput) -> Result<Self::Output, OpError> {
+        let buckets = match input.buckets {
+            None => profile::events::DEFAULT_BUCKETS,
+            Some(n) if (1..=profile::events::MAX_BUCKETS).contains(&n) => n,
+            Some(n) => {
+                return Err(OpError::invalid_input(
+                    format!(
+                        "buckets must be 1 to {}, not {n}",
+                        profile::events::MAX_BUCKETS
+                    ),
+                    "Pass the drawing's width in pixels, e.g. \"buckets\": 1200.",
+                ));
+            }
+        };
+        let p = open_profile(ctx, &input.path)?;
+        let scope = p.resolve(&input.scope())?;
+        if let Some((s, e)) = scope.trim
+            && e <= s
+        {
+            return Err(OpError::invalid_input(
+                format!("the window ends ({e}) before it starts ({s})"),
+                "Pass end_ns greater than start_ns.",
+            ));
+        }
+        ctx.check_cancelled()?;
+        let result = profile::events::events(&p, &scope, buckets)?;
+        Ok(answer(&p, Some(scope), result))
     }
 }
 

@@ -36,6 +36,7 @@ pub mod classify;
 pub mod compare;
 pub mod db;
 pub mod error;
+pub mod events;
 pub mod export;
 pub mod fastscan;
 pub mod gaps;

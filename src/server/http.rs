@@ -71,7 +71,14 @@ impl Policy {
     }
 
     /// Check one request's headers; `Err` is the response to send instead.
-    fn check(&self, headers: &HeaderMap) -> Result<(), Box<Response>> {
+    pub(crate) fn check(&self, headers: &HeaderMap) -> Result<(), Box<Response>> {
+        self.check_host_origin(headers)?;
+        self.check_token(headers)
+    }
+
+    /// The DNS-rebinding and cross-origin guards alone (the dashboard's page
+    /// shells, which hold no data, are served without the token).
+    pub(crate) fn check_host_origin(&self, headers: &HeaderMap) -> Result<(), Box<Response>> {
         let host = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
@@ -94,6 +101,10 @@ impl Policy {
                 "Browsers may call aisp only from an allowed origin; start aisp with --allowed-origin to add one.",
             )));
         }
+        Ok(())
+    }
+
+    fn check_token(&self, headers: &HeaderMap) -> Result<(), Box<Response>> {
         if let Some(expected) = &self.token {
             let given = headers
                 .get(header::AUTHORIZATION)
@@ -180,7 +191,11 @@ fn denied(status: StatusCode, code: &str, message: &str, hint: &str) -> Response
         .into_response()
 }
 
-async fn guard(State(policy): State<Arc<Policy>>, request: Request, next: Next) -> Response {
+pub(crate) async fn guard(
+    State(policy): State<Arc<Policy>>,
+    request: Request,
+    next: Next,
+) -> Response {
     match policy.check(request.headers()) {
         Ok(()) => next.run(request).await,
         Err(resp) => *resp,
@@ -207,8 +222,10 @@ pub fn router(app: Arc<AppState>, policy: Policy, shutdown: CancellationToken) -
         .route("/api/{op}", post(call_short))
         .route("/api/{domain}/{op}", post(call_op))
         .route("/healthz", get(|| async { "ok" }))
-        .with_state(app)
-        .layer(middleware::from_fn_with_state(policy, guard))
+        .with_state(Arc::clone(&app))
+        .layer(middleware::from_fn_with_state(Arc::clone(&policy), guard))
+        // The dashboard guards its own routes: page shells without the token.
+        .merge(crate::dashboard::router(app, policy))
 }
 
 /// Serve until `shutdown` is cancelled (Ctrl-C at the CLI).
@@ -228,7 +245,7 @@ pub async fn serve(
     let local = listener.local_addr().map_err(ServeError::Http)?;
     tracing::info!(addr = %local, token = policy.token.is_some(), "serving MCP at /mcp and the API at /api");
     // Tests and scripts read the bound address from stderr when binding port 0.
-    eprintln!("aisp: listening on http://{local} (MCP at /mcp, API at /api)");
+    eprintln!("aisp: listening on http://{local} (dashboard at /, MCP at /mcp, API at /api)");
     let app_router = router(app, policy, shutdown.clone());
     axum::serve(listener, app_router)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })

@@ -1,0 +1,387 @@
+//! The dashboard: a web UI served by `aisp serve --transport http` at `/`,
+//! beside `/mcp` and `/api`, behind the same policy.
+//!
+//! There is no second list of operations: the pages call the registry's HTTP
+//! API (`POST /api/<domain>/<op>`, `GET /api/tools`) and two thin views over
+//! the registry (`GET /api/tools/<tool>` for a tool's input schema, and the
+//! profile page's sections, rendered here from operations called through
+//! [`dispatch`]). Tool forms are generated in the browser from each input
+//! schema, so a new operation appears without page code.
+//!
+//! Page *shells* (HTML and the embedded scripts, no data) pass the Host/Origin
+//! guards without the bearer token, so that a token-protected server can show
+//! its login page; every request that reads or does anything carries the
+//! token (kept in the browser's `sessionStorage` only) and is checked by the
+//! same [`Policy`] as `/api`.
+
+mod assets;
+pub mod charts;
+mod profile_page;
+
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::app::AppState;
+use crate::dispatch::{self, CallOptions};
+use crate::error::OpError;
+use crate::registry;
+use crate::server::http::Policy;
+
+/// The largest export the upload form accepts (the server keeps it under
+/// `$AISP_HOME/uploads/`). Overridden by `AISP_UPLOAD_MAX_MB`.
+pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 2 << 30;
+
+/// The dashboard's routes, each with its guard.
+pub fn router(app: Arc<AppState>, policy: Arc<Policy>) -> Router {
+    let shells = Router::new()
+        .route("/", get(|| async { assets::page(assets::Page::Home) }))
+        .route(
+            "/profiles",
+            get(|| async { assets::page(assets::Page::Profiles) }),
+        )
+        .route(
+            "/tools",
+            get(|| async { assets::page(assets::Page::Tools) }),
+        )
+        .route(
+            "/tools/{tool}",
+            get(|| async { assets::page(assets::Page::Tool) }),
+        )
+        .route(
+            "/login",
+            get(|| async { assets::page(assets::Page::Login) }),
+        )
+        .route("/assets/{file}", get(asset))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&policy),
+            shell_guard,
+        ));
+    let data = Router::new()
+        .route("/api/tools/{tool}", get(tool_schema))
+        .route("/dashboard/profile/{section}", get(profile_section))
+        .route(
+            "/dashboard/upload",
+            post(upload).layer(DefaultBodyLimit::disable()),
+        )
+        .route("/dashboard/download/{file}", get(download))
+        .with_state(app)
+        .layer(middleware::from_fn_with_state(
+            policy,
+            crate::server::http::guard,
+        ));
+    shells.merge(data)
+}
+
+async fn shell_guard(State(policy): State<Arc<Policy>>, request: Request, next: Next) -> Response {
+    match policy.check_host_origin(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(resp) => *resp,
+    }
+}
+
+async fn asset(Path(file): Path<String>) -> Response {
+    assets::asset(&file)
+}
+
+/// `GET /api/tools/<tool>`: what a form needs to call one operation.
+async fn tool_schema(Path(tool): Path<String>) -> Response {
+    let Some(t) = registry::find(&tool) else {
+        return error_json(OpError::not_found(
+            format!("no tool named {tool}"),
+            "GET /api/tools lists every tool.",
+        ));
+    };
+    let s = t.spec();
+    axum::Json(json!({
+        "tool": t.name,
+        "title": s.title,
+        "domain": s.domain,
+        "path": s.http_path(),
+        "summary": s.summary,
+        "description": s.description,
+        "example": serde_json::from_str::<Value>(s.example).ok(),
+        "needs_gpu": s.needs_gpu,
+        "long_running": s.long_running,
+        "executes_commands": s.executes_commands,
+        "read_only": s.hints.read_only,
+        "input_schema": t.input_schema.as_ref(),
+    }))
+    .into_response()
+}
+
+fn error_json(err: OpError) -> Response {
+    let status =
+        StatusCode::from_u16(err.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, axum::Json(err.to_json())).into_response()
+}
+
+/// Call one operation through the dispatcher, as `/api` does.
+pub(crate) async fn call(app: &Arc<AppState>, tool: &str, args: Value) -> Result<Value, OpError> {
+    let Some(t) = registry::find(tool) else {
+        return Err(OpError::not_found(
+            format!("this aisp has no {tool}"),
+            "The dashboard and the binary come from the same build; rebuild aisp.",
+        ));
+    };
+    let opts = CallOptions::default();
+    let _cancel_on_drop = opts.cancel.clone().drop_guard();
+    dispatch::invoke(app, t, args, opts).await
+}
+
+#[derive(Debug, Deserialize)]
+struct SectionQuery {
+    path: String,
+    #[serde(default)]
+    device: Option<i64>,
+    #[serde(default)]
+    process: Option<i64>,
+}
+
+/// `GET /dashboard/profile/<section>?path=...`: one section of the profile page as HTML.
+async fn profile_section(
+    State(app): State<Arc<AppState>>,
+    Path(section): Path<String>,
+    Query(q): Query<SectionQuery>,
+) -> Response {
+    let mut scope = serde_json::Map::new();
+    scope.insert("path".into(), json!(q.path));
+    if let Some(d) = q.device {
+        scope.insert("device".into(), json!(d));
+    }
+    if let Some(p) = q.process {
+        scope.insert("process".into(), json!(p));
+    }
+    let html = profile_page::section(&app, &section, scope).await;
+    match html {
+        Ok(body) => html_response(StatusCode::OK, body),
+        Err(err) => {
+            let status = StatusCode::from_u16(err.kind.http_status())
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            html_response(status, profile_page::error_box(&err))
+        }
+    }
+}
+
+fn html_response(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn upload_cap() -> u64 {
+    std::env::var("AISP_UPLOAD_MAX_MB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|mb| mb.saturating_mul(1 << 20))
+        .unwrap_or(DEFAULT_UPLOAD_MAX_BYTES)
+}
+
+/// Where uploaded exports are kept.
+pub fn uploads_dir(app: &AppState) -> PathBuf {
+    app.config.home.join("uploads")
+}
+
+#[derive(Debug, Deserialize)]
+struct UploadQuery {
+    name: String,
+}
+
+/// A file name safe to keep: letters, digits, `._-`, with the export's extension.
+fn safe_upload_name(name: &str) -> Result<String, OpError> {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let cleaned: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let cleaned = cleaned.trim_start_matches('.').to_string();
+    let lower = cleaned.to_ascii_lowercase();
+    if cleaned.is_empty() || !(lower.ends_with(".sqlite") || lower.ends_with(".nsys-rep")) {
+        return Err(OpError::invalid_input(
+            format!("`{name}` is not an Nsight Systems export"),
+            "Upload a .sqlite export (nsys export --type sqlite) or a .nsys-rep report.",
+        ));
+    }
+    Ok(cleaned)
+}
+
+/// `POST /dashboard/upload?name=<file>`: the raw body is stored under
+/// `$AISP_HOME/uploads/<unix-ms>-<file>`, at most [`upload_cap`] bytes.
+async fn upload(
+    State(app): State<Arc<AppState>>,
+    Query(q): Query<UploadQuery>,
+    body: Body,
+) -> Response {
+    match store_upload(&app, &q.name, body).await {
+        Ok((path, bytes)) => axum::Json(json!({
+            "path": path.display().to_string(),
+            "size_bytes": bytes,
+            "stored_in": uploads_dir(&app).display().to_string(),
+        }))
+        .into_response(),
+        Err(e) => error_json(e),
+    }
+}
+
+async fn store_upload(app: &AppState, name: &str, body: Body) -> Result<(PathBuf, u64), OpError> {
+    let name = safe_upload_name(name)?;
+    let cap = upload_cap();
+    let dir = uploads_dir(app);
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(|e| OpError::internal(format!("cannot create {}: {e}", dir.display())))?;
+    let stamp = chrono::Utc::now().timestamp_millis();
+    let path = dir.join(format!("{stamp}-{name}"));
+    let tmp = dir.join(format!(".{stamp}-{name}.part"));
+    let mut file = tokio::fs::File::create(&tmp)
+        .await
+        .map_err(|e| OpError::internal(format!("cannot create {}: {e}", tmp.display())))?;
+    let mut stream = body.into_data_stream();
+    let mut total: u64 = 0;
+    let result: Result<(), OpError> = async {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                OpError::invalid_input(
+                    format!("the upload broke off: {e}"),
+                    "Upload the file again.",
+                )
+            })?;
+            total += chunk.len() as u64;
+            if total > cap {
+                return Err(OpError::invalid_input(
+                    format!("the upload is larger than the {} MiB limit", cap >> 20),
+                    "Open the export by its path on the server instead, or raise AISP_UPLOAD_MAX_MB.",
+                ));
+            }
+            file.write_all(&chunk)
+                .await
+                .map_err(|e| OpError::internal(format!("cannot write {}: {e}", tmp.display())))?;
+        }
+        file.flush()
+            .await
+            .map_err(|e| OpError::internal(format!("cannot write {}: {e}", tmp.display())))?;
+        Ok(())
+    }
+    .await;
+    drop(file);
+    if let Err(e) = result {
+        let _ = tokio::fs::remove_file(&tmp).await;
+        return Err(e);
+    }
+    if total == 0 {
+        let _ = tokio::fs::remove_file(&tmp).await;
+        return Err(OpError::invalid_input(
+            "the upload is empty",
+            "Choose a .sqlite or .nsys-rep file.",
+        ));
+    }
+    tokio::fs::rename(&tmp, &path)
+        .await
+        .map_err(|e| OpError::internal(format!("cannot keep {}: {e}", path.display())))?;
+    Ok((path, total))
+}
+
+/// The folder trace downloads are served from: where `aisp_profile_export`
+/// writes by default.
+fn exports_dir(app: &AppState) -> PathBuf {
+    app.config.cache_dir().join("exports")
+}
+
+/// `GET /dashboard/download/<file>`: a file aisp_profile_export wrote into its
+/// default folder (nothing else can be named).
+async fn download(State(app): State<Arc<AppState>>, Path(file): Path<String>) -> Response {
+    let dir = exports_dir(&app);
+    match resolve_download(&dir, &file) {
+        Some(path) => match tokio::fs::File::open(&path).await {
+            Ok(f) => {
+                let len = f.metadata().await.map(|m| m.len()).unwrap_or(0);
+                let stream = tokio_util::io::ReaderStream::new(f);
+                (
+                    [
+                        (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+                        (header::CONTENT_LENGTH, len.to_string()),
+                        (
+                            header::CONTENT_DISPOSITION,
+                            format!("attachment; filename=\"{file}\""),
+                        ),
+                    ],
+                    Body::from_stream(stream),
+                )
+                    .into_response()
+            }
+            Err(e) => error_json(OpError::not_found(
+                format!("cannot open {}: {e}", path.display()),
+                "Export the trace again.",
+            )),
+        },
+        None => error_json(OpError::not_found(
+            format!("no exported file `{file}`"),
+            "Only files aisp_profile_export wrote to its default folder can be downloaded.",
+        )),
+    }
+}
+
+fn resolve_download(dir: &FsPath, file: &str) -> Option<PathBuf> {
+    if file.is_empty()
+        || file.starts_with('.')
+        || !file
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return None;
+    }
+    let path = dir.join(file);
+    let canon = path.canonicalize().ok()?;
+    let canon_dir = dir.canonicalize().ok()?;
+    (canon.starts_with(&canon_dir) && canon.is_file()).then_some(canon)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upload_names_are_cleaned_and_checked() {
+        assert_eq!(
+            safe_upload_name("../../etc/run 1.sqlite").unwrap(),
+            "run_1.sqlite"
+        );
+        assert_eq!(safe_upload_name("C:\\x\\a.nsys-rep").unwrap(), "a.nsys-rep");
+        assert!(safe_upload_name("notes.txt").is_err());
+        assert!(safe_upload_name("").is_err());
+        assert!(safe_upload_name("...sqlite").is_ok_and(|n| !n.starts_with('.')));
+    }
+
+    #[test]
+    fn downloads_stay_inside_the_exports_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("t.json"), b"{}").unwrap();
+        assert!(resolve_download(dir.path(), "t.json").is_some());
+        assert!(resolve_download(dir.path(), "../t.json").is_none());
+        assert!(resolve_download(dir.path(), "missing.json").is_none());
+        assert!(resolve_download(dir.path(), ".hidden").is_none());
+    }
+}

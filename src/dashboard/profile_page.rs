@@ -1,0 +1,618 @@
+//! The profile page's sections, rendered on the server as HTML fragments from
+//! the answers of the profile operations (called through the dispatcher,
+//! like any front end). The page loads them in parallel and the timeline
+//! (the one JavaScript component) beside them.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::{call, charts};
+use crate::app::AppState;
+use crate::error::OpError;
+
+/// Escape text for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A duration in ns as people read it.
+pub fn fmt_ns(ns: f64) -> String {
+    let a = ns.abs();
+    if a >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.1} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// An absolute export timestamp as seconds of the capture's timebase.
+fn fmt_ts(ns: i64) -> String {
+    format!("{:.6} s", ns as f64 / 1e9)
+}
+
+fn int_sep(n: i64) -> String {
+    let s = n.abs().to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+fn i(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+fn arr(v: &Value) -> &[Value] {
+    v.as_array().map(Vec::as_slice).unwrap_or(&[])
+}
+
+/// An error as the page shows it: kind, message, hint.
+pub fn error_box(err: &OpError) -> String {
+    let hint = if err.hint.is_empty() {
+        String::new()
+    } else {
+        format!(r#"<div class="hint">{}</div>"#, esc(&err.hint))
+    };
+    format!(
+        r#"<div class="error" data-kind="{kind}"><span class="kind">{kind}</span> {msg}{hint}</div>"#,
+        kind = esc(err.kind.as_str()),
+        msg = esc(&err.message),
+    )
+}
+
+fn with(scope: &Map<String, Value>, extra: Value) -> Value {
+    let mut m = scope.clone();
+    if let Value::Object(e) = extra {
+        m.extend(e);
+    }
+    Value::Object(m)
+}
+
+/// Render one section of the profile page.
+pub async fn section(
+    app: &Arc<AppState>,
+    name: &str,
+    scope: Map<String, Value>,
+) -> Result<String, OpError> {
+    match name {
+        "overview" => {
+            let (info, util) = futures::join!(
+                call(app, "aisp_profile_info", json!({"path": scope["path"]})),
+                call(
+                    app,
+                    "aisp_profile_utilization",
+                    with(&scope, json!({"chunks": 120}))
+                ),
+            );
+            Ok(overview(&info?, &util?))
+        }
+        "findings" => Ok(findings(
+            &call(app, "aisp_profile_rules", with(&scope, json!({}))).await?,
+        )),
+        "utilization" => Ok(utilization(
+            &call(
+                app,
+                "aisp_profile_utilization",
+                with(&scope, json!({"chunks": 120})),
+            )
+            .await?,
+        )),
+        "nvtx" => Ok(nvtx(
+            &call(
+                app,
+                "aisp_profile_nvtx",
+                with(
+                    &scope,
+                    json!({"limit": 15, "max_depth": 4, "max_children": 8}),
+                ),
+            )
+            .await?,
+        )),
+        "gaps" => Ok(gaps(
+            &call(app, "aisp_profile_gaps", with(&scope, json!({"limit": 15}))).await?,
+        )),
+        "iterations" => Ok(iterations(
+            &call(
+                app,
+                "aisp_profile_iterations",
+                with(&scope, json!({"limit": 10000})),
+            )
+            .await?,
+        )),
+        other => Err(OpError::not_found(
+            format!("the profile page has no section `{other}`"),
+            "Sections: overview, findings, utilization, nvtx, gaps, iterations.",
+        )),
+    }
+}
+
+fn overview(info: &Value, util: &Value) -> String {
+    let mut h = String::new();
+    let gpus = arr(&info["gpus"]);
+    let mut names: Vec<(String, usize)> = Vec::new();
+    for g in gpus {
+        let n = s(&g["name"]).to_string();
+        match names.iter_mut().find(|(x, _)| *x == n) {
+            Some(e) => e.1 += 1,
+            None => names.push((n, 1)),
+        }
+    }
+    let gpu_text = if names.is_empty() {
+        "none recorded".to_string()
+    } else {
+        names
+            .iter()
+            .map(|(n, c)| format!("{c} × {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let d = &info["duration"];
+    let kernels: i64 = arr(&info["processes"])
+        .iter()
+        .map(|p| i(&p["kernels"]))
+        .sum();
+    h.push_str(r#"<div class="cards">"#);
+    let card = |h: &mut String, label: &str, value: &str, attr: &str| {
+        let _ = write!(
+            h,
+            r#"<div class="card"{attr}><div class="label">{}</div><div class="value">{}</div></div>"#,
+            esc(label),
+            esc(value)
+        );
+    };
+    card(&mut h, "GPUs", &gpu_text, "");
+    card(&mut h, "Kernels", &int_sep(kernels), "");
+    card(
+        &mut h,
+        "GPU span",
+        &fmt_ns(f(&d["kernel_span_ns"])),
+        r#" title="first kernel start → last kernel end""#,
+    );
+    card(
+        &mut h,
+        "Activity span",
+        &fmt_ns(f(&d["activity_span_ns"])),
+        "",
+    );
+    for dev in arr(&util["devices"]) {
+        let device = i(&dev["device"]);
+        let windows = arr(&dev["windows"]);
+        let pick = |kind: &str| windows.iter().find(|w| s(&w["window"]["kind"]) == kind);
+        match pick("steady") {
+            Some(w) => card(
+                &mut h,
+                &format!("GPU {device} steady busy"),
+                &format!("{:.2} %", f(&w["busy_pct"])),
+                &format!(
+                    r#" data-metric="steady-busy" data-device="{device}" title="kernel-busy share of the steady window, {} long""#,
+                    esc(&fmt_ns(f(&w["window"]["length_ns"])))
+                ),
+            ),
+            None => {
+                if let Some(w) = pick("span") {
+                    card(
+                        &mut h,
+                        &format!("GPU {device} busy (span; no steady window)"),
+                        &format!("{:.2} %", f(&w["busy_pct"])),
+                        r#" data-metric="span-busy""#,
+                    );
+                }
+            }
+        }
+    }
+    h.push_str("</div>");
+    let cap = &info["capture"];
+    let _ = write!(
+        h,
+        r#"<p class="muted">{product} {version} · schema {schema}{cmd}</p>"#,
+        product = esc(s(&info["version"]["product"])),
+        version = esc(s(&info["version"]["product_version"])),
+        schema = esc(s(&info["version"]["schema_version"])),
+        cmd = if s(&cap["command"]).is_empty() {
+            String::new()
+        } else {
+            format!(" · <code>{}</code>", esc(s(&cap["command"])))
+        },
+    );
+    h
+}
+
+/// The place a finding points at: its first timed item (a gap, a call), else its window.
+fn finding_place(finding: &Value) -> Option<(i64, i64)> {
+    fn search(v: &Value, depth: u32) -> Option<(i64, i64)> {
+        if depth > 4 {
+            return None;
+        }
+        match v {
+            Value::Object(m) => {
+                if let Some(start) = m.get("start_ns").and_then(Value::as_i64) {
+                    let end = m.get("end_ns").and_then(Value::as_i64).or_else(|| {
+                        m.get("length_ns")
+                            .or_else(|| m.get("duration_ns"))
+                            .and_then(Value::as_i64)
+                            .map(|l| start + l)
+                    });
+                    if let Some(end) = end
+                        && end > start
+                    {
+                        return Some((start, end));
+                    }
+                }
+                m.values().find_map(|x| search(x, depth + 1))
+            }
+            Value::Array(a) => a.iter().find_map(|x| search(x, depth + 1)),
+            _ => None,
+        }
+    }
+    search(&finding["data"], 0).or_else(|| {
+        let w = &finding["window"];
+        let (s, e) = (w["start_ns"].as_i64()?, w["end_ns"].as_i64()?);
+        (e > s).then_some((s, e))
+    })
+}
+
+/// A link that moves the timeline to `[start, end)` with some context around it.
+fn timeline_link(start: i64, end: i64, text: &str) -> String {
+    let pad = ((end - start) / 4).max(1_000);
+    format!(
+        r##"<a class="to-timeline" href="#timeline" data-start="{}" data-end="{}">{}</a>"##,
+        start - pad,
+        end + pad,
+        esc(text)
+    )
+}
+
+fn findings(rules: &Value) -> String {
+    let mut h = String::new();
+    let list = arr(&rules["findings"]);
+    let _ = write!(
+        h,
+        r#"<p class="headline" data-highest="{}">{}</p>"#,
+        esc(s(&rules["highest"])),
+        esc(s(&rules["verdict"]))
+    );
+    if list.is_empty() {
+        h.push_str(r#"<p class="muted">No rule found anything significant.</p>"#);
+    }
+    for (n, fnd) in list.iter().enumerate() {
+        let sev = s(&fnd["severity"]);
+        let place = finding_place(fnd)
+            .map(|(a, b)| timeline_link(a, b, "show on timeline"))
+            .unwrap_or_default();
+        let _ = write!(
+            h,
+            r#"<article class="finding" data-rule="{id}" data-rank="{n}"><header><span class="sev sev-{sev}">{sev}</span> <strong>{title}</strong> <span class="muted">{share:.1} % of the window · {stake} at stake{dev}</span> {place}</header><ul>"#,
+            id = esc(s(&fnd["id"])),
+            sev = esc(sev),
+            title = esc(s(&fnd["title"])),
+            share = f(&fnd["share_pct"]),
+            stake = esc(&fmt_ns(f(&fnd["time_at_stake_ns"]))),
+            dev = fnd["device"]
+                .as_i64()
+                .map(|d| format!(" · GPU {d}"))
+                .unwrap_or_default(),
+        );
+        for e in arr(&fnd["evidence"]) {
+            let _ = write!(h, "<li>{}</li>", esc(s(e)));
+        }
+        let _ = write!(
+            h,
+            r#"</ul><details><summary>Why, fix, verify</summary><p><b>Why.</b> {}</p><p><b>Fix.</b> {}</p><p><b>Verify.</b> {}</p></details></article>"#,
+            esc(s(&fnd["why"])),
+            esc(s(&fnd["fix"])),
+            esc(s(&fnd["verify"]))
+        );
+    }
+    let below: Vec<&Value> = arr(&rules["checked"])
+        .iter()
+        .filter(|c| s(&c["status"]) != "finding")
+        .collect();
+    if !below.is_empty() {
+        let _ = write!(
+            h,
+            r#"<details class="checks"><summary>{} other rules checked</summary><ul>"#,
+            below.len()
+        );
+        for c in below {
+            let _ = write!(
+                h,
+                "<li><code>{}</code> {}: {}</li>",
+                esc(s(&c["id"])),
+                esc(s(&c["status"]).replace('_', " ").as_str()),
+                esc(s(&c["detail"]))
+            );
+        }
+        h.push_str("</ul></details>");
+    }
+    h
+}
+
+fn utilization(util: &Value) -> String {
+    let mut h = String::new();
+    let devices = arr(&util["devices"]);
+    if devices.is_empty() {
+        return r#"<p class="muted">No GPU activity in this profile.</p>"#.into();
+    }
+    let series: Vec<charts::Series> = devices
+        .iter()
+        .map(|d| {
+            let chunk = f(&d["chunk_ns"]);
+            charts::Series {
+                name: format!("GPU {}", i(&d["device"])),
+                points: arr(&d["chunk_busy_pct"])
+                    .iter()
+                    .enumerate()
+                    .map(|(k, v)| ((k as f64 + 0.5) * chunk / 1e6, f(v)))
+                    .collect(),
+            }
+        })
+        .collect();
+    h.push_str(&charts::line_chart(&charts::LineChart {
+        title: "GPU busy % over time (kernels and copies, union)",
+        x_label: "ms since the device's first GPU operation",
+        y_label: "busy %",
+        y_max: Some(100.0),
+        series: &series,
+    }));
+    h.push_str(
+        r#"<table class="grid"><thead><tr><th>GPU</th><th>window</th><th>length</th><th>kernel busy</th><th>busy incl. copies</th><th></th></tr></thead><tbody>"#,
+    );
+    for d in devices {
+        for w in arr(&d["windows"]) {
+            let win = &w["window"];
+            let _ = write!(
+                h,
+                r#"<tr><td>{}</td><td>{}</td><td>{}</td><td class="num">{:.2} %</td><td class="num">{:.2} %</td><td>{}</td></tr>"#,
+                i(&d["device"]),
+                esc(s(&win["kind"])),
+                esc(&fmt_ns(f(&win["length_ns"]))),
+                f(&w["busy_pct"]),
+                f(&w["all_ops_busy_pct"]),
+                timeline_link(i(&win["start_ns"]), i(&win["end_ns"]), "show"),
+            );
+        }
+    }
+    h.push_str("</tbody></table>");
+    h
+}
+
+fn nvtx_node(h: &mut String, node: &Value, depth: u32) {
+    let children = arr(&node["children"]);
+    let label = format!(
+        r#"<span class="nv-name">{}</span> <span class="muted">×{} · CPU {} · GPU {} · {} kernels</span>"#,
+        esc(s(&node["name"])),
+        i(&node["instances"]),
+        esc(&fmt_ns(f(&node["cpu_total_ns"]))),
+        esc(&fmt_ns(f(&node["gpu_union_ns"]))),
+        int_sep(i(&node["kernels"])),
+    );
+    if children.is_empty() {
+        let _ = write!(h, r#"<li class="leaf">{label}</li>"#);
+    } else {
+        let open = if depth < 1 { " open" } else { "" };
+        let _ = write!(h, "<li><details{open}><summary>{label}</summary><ul>");
+        for c in children {
+            nvtx_node(h, c, depth + 1);
+        }
+        h.push_str("</ul></details></li>");
+    }
+}
+
+fn nvtx(n: &Value) -> String {
+    let mut h = String::new();
+    if i(&n["ranges"]) == 0 {
+        return r#"<p class="muted">No NVTX ranges in this profile: annotate the code (torch.cuda.nvtx.range, nvtx.annotate) to see its phases here.</p>"#.into();
+    }
+    let _ = write!(
+        h,
+        r#"<p class="muted">{} ranges, {} names. GPU time is the union of the kernels launched inside each range (by correlation id, any thread of the process).</p>"#,
+        int_sep(i(&n["ranges"])),
+        int_sep(i(&n["names_total"]))
+    );
+    for t in arr(&n["threads"]) {
+        let _ = write!(
+            h,
+            r#"<h4>{} (pid {}, tid {})</h4><ul class="tree">"#,
+            esc(t["thread"].as_str().unwrap_or("thread")),
+            i(&t["pid"]),
+            i(&t["tid"])
+        );
+        for r in arr(&t["roots"]) {
+            nvtx_node(&mut h, r, 0);
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str(
+        r#"<table class="grid"><thead><tr><th>range</th><th>instances</th><th>CPU total</th><th>GPU (union)</th><th>kernel sum</th><th>kernels</th></tr></thead><tbody>"#,
+    );
+    for r in arr(&n["names"]) {
+        let _ = write!(
+            h,
+            r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+            esc(s(&r["name"])),
+            int_sep(i(&r["instances"])),
+            esc(&fmt_ns(f(&r["cpu_total_ns"]))),
+            esc(&fmt_ns(f(&r["gpu_union_ns"]))),
+            esc(&fmt_ns(f(&r["gpu_kernel_sum_ns"]))),
+            int_sep(i(&r["kernels"])),
+        );
+    }
+    h.push_str("</tbody></table>");
+    h
+}
+
+fn gaps(g: &Value) -> String {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        r#"<p class="muted">Idle stretches longer than {} between {} on each GPU, largest first, with what the launching thread did meanwhile.</p>"#,
+        esc(&fmt_ns(f(&g["min_gap_ns"]))),
+        if g["kernels_only"].as_bool().unwrap_or(true) {
+            "kernels"
+        } else {
+            "GPU operations"
+        }
+    );
+    for d in arr(&g["devices"]) {
+        let list = arr(&d["gaps"]);
+        let _ = write!(
+            h,
+            r#"<h4>GPU {} — {} gaps</h4>"#,
+            i(&d["device"]),
+            int_sep(i(&d["gaps_total"]))
+        );
+        if list.is_empty() {
+            h.push_str(r#"<p class="muted">None.</p>"#);
+            continue;
+        }
+        h.push_str(r#"<table class="grid"><thead><tr><th>at</th><th>length</th><th>cause</th><th>explanation</th><th>step</th><th>between</th><th></th></tr></thead><tbody>"#);
+        for gap in list {
+            let _ = write!(
+                h,
+                r#"<tr><td class="num">{}</td><td class="num">{}</td><td><span class="cause">{}</span></td><td>{}</td><td>{}</td><td class="small">{} → {}</td><td>{}</td></tr>"#,
+                esc(&fmt_ts(i(&gap["start_ns"]))),
+                esc(&fmt_ns(f(&gap["length_ns"]))),
+                esc(s(&gap["cause"])),
+                esc(s(&gap["explanation"])),
+                esc(gap["step"].as_str().unwrap_or("")),
+                esc(gap["kernel_before"].as_str().unwrap_or("start")),
+                esc(gap["kernel_after"].as_str().unwrap_or("end")),
+                timeline_link(i(&gap["start_ns"]), i(&gap["end_ns"]), "show"),
+            );
+        }
+        h.push_str("</tbody></table>");
+    }
+    h
+}
+
+fn iterations(it: &Value) -> String {
+    let mut h = String::new();
+    let procs = arr(&it["processes"]);
+    if procs.is_empty() {
+        let note = it["note"].as_str().unwrap_or("No iterations found.");
+        return format!(r#"<p class="muted">{}</p>"#, esc(note));
+    }
+    let _ = write!(
+        h,
+        r#"<p class="muted">Iterations found by <code>{}</code> ({}).</p>"#,
+        esc(s(&it["rule"])),
+        esc(s(&it["family"]))
+    );
+    for p in procs {
+        let steps = arr(&p["steps"]);
+        let cats: Vec<String> = steps.iter().map(|st| i(&st["index"]).to_string()).collect();
+        let cpu: Vec<f64> = steps.iter().map(|st| f(&st["cpu_ns"]) / 1e6).collect();
+        let gpu: Vec<f64> = steps
+            .iter()
+            .map(|st| f(&st["gpu_union_ns"]) / 1e6)
+            .collect();
+        let a = &p["cpu_after_first"];
+        let g = &p["gpu_union_after_first"];
+        let _ = write!(
+            h,
+            r#"<h4>pid {} — {} steps · median CPU step {} (cv {:.1} %) · median GPU time {} · CPU/GPU {:.2}×</h4>"#,
+            i(&p["pid"]),
+            i(&p["step_count"]),
+            esc(&fmt_ns(f(&a["median"]))),
+            f(&a["cv_pct"]),
+            esc(&fmt_ns(f(&g["median"]))),
+            f(&p["cpu_to_gpu_ratio"]),
+        );
+        // A first step with module loading can be 30x the others: cut it rather than flatten them.
+        let mut sorted = cpu.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+        let normal = cpu
+            .iter()
+            .chain(&gpu)
+            .copied()
+            .filter(|&v| v <= 4.0 * median)
+            .fold(0f64, f64::max);
+        let y_cap = (median > 0.0 && sorted.last().is_some_and(|&m| m > 4.0 * median))
+            .then_some(normal * 1.3);
+        h.push_str(&charts::bar_chart(&charts::BarChart {
+            title: "Step time per iteration",
+            x_label: "step",
+            y_label: "ms",
+            categories: &cats,
+            series: &[
+                charts::BarSeries {
+                    name: "CPU step time",
+                    values: &cpu,
+                },
+                charts::BarSeries {
+                    name: "GPU time (union of the step's kernels)",
+                    values: &gpu,
+                },
+            ],
+            y_cap,
+        }));
+        if let Some(first) = steps.first() {
+            let last = steps.last().unwrap_or(first);
+            let _ = write!(
+                h,
+                r#"<p>{}</p>"#,
+                timeline_link(
+                    i(&first["start_ns"]),
+                    i(&last["end_ns"]),
+                    "all steps on the timeline"
+                )
+            );
+        }
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped_and_durations_read_well() {
+        assert_eq!(
+            esc(r#"<a href="x">&'"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+        assert_eq!(fmt_ns(1_500.0), "1.5 µs");
+        assert_eq!(fmt_ns(2_345_678.0), "2.35 ms");
+        assert_eq!(fmt_ns(3.0e9), "3.000 s");
+        assert_eq!(int_sep(1234567), "1,234,567");
+        assert_eq!(int_sep(-1000), "-1,000");
+    }
+
+    #[test]
+    fn a_finding_points_at_its_first_timed_item_else_its_window() {
+        let f = json!({"data": {"largest": [{"start_ns": 100, "length_ns": 50}]},
+                       "window": {"start_ns": 0, "end_ns": 1000}});
+        assert_eq!(finding_place(&f), Some((100, 150)));
+        let f = json!({"data": {"steps": 3}, "window": {"start_ns": 10, "end_ns": 20}});
+        assert_eq!(finding_place(&f), Some((10, 20)));
+        assert_eq!(finding_place(&json!({"data": {}})), None);
+    }
+}

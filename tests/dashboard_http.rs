@@ -1,0 +1,293 @@
+//! The dashboard over real HTTP: page shells and assets, the guards (Host,
+//! token), the thin views (a tool's schema, profile sections, upload), and
+//! `aisp_profile_events` — the timeline's data — checked against independent
+//! SQL over the same export. The browser tests are `.ci/dashboard.sh`.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::HttpServer;
+use serde_json::{Value, json};
+
+fn train_good() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/train_good.sqlite")
+        .display()
+        .to_string()
+}
+
+async fn get(url: String, token: Option<&str>) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut req = reqwest::Client::new().get(url);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    (status, headers, r.text().await.unwrap())
+}
+
+async fn events(server: &HttpServer, args: Value) -> Value {
+    let r = reqwest::Client::new()
+        .post(server.url("/api/profile/events"))
+        .json(&args)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    r.json().await.unwrap()
+}
+
+/// (device, stream) → GPU operations overlapping `[s, e)`, by SQL.
+fn sql_gpu_counts(s: i64, e: i64) -> Vec<(i64, i64, u64)> {
+    let conn = rusqlite::Connection::open_with_flags(
+        train_good(),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let sql = "SELECT deviceId, streamId, count(*) FROM (
+        SELECT deviceId, streamId, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL
+        UNION ALL SELECT deviceId, streamId, start, end FROM CUPTI_ACTIVITY_KIND_MEMCPY
+        UNION ALL SELECT deviceId, streamId, start, end FROM CUPTI_ACTIVITY_KIND_MEMSET)
+      WHERE start < ?2 AND max(end, start + 1) > ?1 GROUP BY deviceId, streamId ORDER BY 1, 2";
+    let mut stmt = conn.prepare(sql).unwrap();
+    stmt.query_map([s, e], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn gpu_counts(v: &Value) -> Vec<(i64, i64, u64)> {
+    v["tracks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"] == "gpu" && t["in_window"].as_u64().unwrap() > 0)
+        .map(|t| {
+            (
+                t["device"].as_i64().unwrap(),
+                t["stream"].as_i64().unwrap(),
+                t["in_window"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeline_events_match_sql_and_stay_small() {
+    let server = HttpServer::start(&[], &[]);
+    let path = train_good();
+    // Default window: the kernels' span.
+    let v = events(&server, json!({"path": path, "buckets": 1000})).await;
+    assert_eq!(v["start_ns"], 7_554_058_424_i64, "first kernel start");
+    assert_eq!(v["end_ns"], 8_151_033_731_i64, "last kernel end");
+    // The whole extent: every GPU operation once.
+    let (xs, xe) = (
+        v["extent_start_ns"].as_i64().unwrap(),
+        v["extent_end_ns"].as_i64().unwrap(),
+    );
+    let all = events(
+        &server,
+        json!({"path": path, "start_ns": xs, "end_ns": xe, "buckets": 2000}),
+    )
+    .await;
+    assert_eq!(gpu_counts(&all), sql_gpu_counts(xs, xe));
+    // Every event is drawn once: singly or inside one cluster.
+    for t in all["tracks"].as_array().unwrap() {
+        let drawn: u64 = t["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(drawn, t["in_window"].as_u64().unwrap(), "{}", t["label"]);
+    }
+    // A narrow window (a typical step) agrees with SQL too, and kernels carry their launch.
+    let (s, e) = (7_784_516_463_i64, 7_794_516_463_i64);
+    let step = events(
+        &server,
+        json!({"path": path, "start_ns": s, "end_ns": e, "buckets": 4000}),
+    )
+    .await;
+    assert_eq!(gpu_counts(&step), sql_gpu_counts(s, e));
+    let gpu = &step["tracks"][0];
+    let single = gpu["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["count"] == 1 && e.get("launch").is_some())
+        .expect("a kernel drawn singly with its launch");
+    let launch = &single["launch"];
+    assert!(launch["t_ns"].as_i64().unwrap() < single["t_ns"].as_i64().unwrap());
+    let name = step["names"][launch["name"].as_u64().unwrap() as usize]
+        .as_str()
+        .unwrap();
+    assert!(name.contains("Launch"), "launch call name: {name}");
+    // Few slices: events are clustered, the answer stays small.
+    let coarse = events(
+        &server,
+        json!({"path": path, "start_ns": xs, "end_ns": xe, "buckets": 20}),
+    )
+    .await;
+    for t in coarse["tracks"].as_array().unwrap() {
+        let lanes = t["lanes"].as_u64().unwrap();
+        assert!(
+            t["events"].as_array().unwrap().len() as u64 <= lanes * 2 * 20 + lanes,
+            "{} returned {} entries for 20 slices",
+            t["label"],
+            t["events"].as_array().unwrap().len()
+        );
+    }
+    assert!(coarse["returned"].as_u64().unwrap() < 200);
+    assert!(coarse["in_window"].as_u64().unwrap() > 13_000);
+
+    // Bad input is an error with a hint.
+    let r = reqwest::Client::new()
+        .post(server.url("/api/profile/events"))
+        .json(&json!({"path": path, "buckets": 0}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_sections_and_tool_schemas_are_served() {
+    let server = HttpServer::start(&[], &[]);
+    for page in ["/", "/profiles", "/tools", "/tools/aisp_profile_info", "/login"] {
+        let (code, headers, body) = get(server.url(page), None).await;
+        assert_eq!(code, 200, "{page}");
+        assert!(body.starts_with("<!doctype html>"), "{page}");
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("script-src 'self'"), "{page}: {csp}");
+    }
+    for asset in ["common.js", "timeline.js", "profile.js", "tools.js", "style.css"] {
+        let (code, _, body) = get(server.url(&format!("/assets/{asset}")), None).await;
+        assert_eq!(code, 200, "{asset}");
+        assert!(body.len() > 500, "{asset}");
+    }
+    let (code, _, _) = get(server.url("/assets/nope.js"), None).await;
+    assert_eq!(code, 404);
+
+    let (code, _, body) = get(server.url("/api/tools/aisp_profile_events"), None).await;
+    assert_eq!(code, 200);
+    let tool: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(tool["path"], "/api/profile/events");
+    assert_eq!(tool["input_schema"]["required"], json!(["path"]));
+    assert!(tool["input_schema"]["properties"]["buckets"].is_object());
+    let (code, _, body) = get(server.url("/api/tools/aisp_nope"), None).await;
+    assert_eq!(code, 404);
+    assert!(body.contains("not_found"));
+
+    let q = format!("?path={}", train_good());
+    let (code, _, overview) = get(server.url(&format!("/dashboard/profile/overview{q}")), None).await;
+    assert_eq!(code, 200);
+    // Steady-state busy % of train_good (tests/data/README.md ground truth).
+    assert!(overview.contains(">8.67 %<"), "{overview}");
+    let (code, _, findings) =
+        get(server.url(&format!("/dashboard/profile/findings{q}")), None).await;
+    assert_eq!(code, 200);
+    assert!(findings.contains(r#"data-rule="host_bound_steps" data-rank="0""#));
+    // The top finding points at the steady window (7784516463..8142623443) with a quarter of its
+    // length around it; the second (GPU starvation) at its largest gap.
+    assert!(findings.contains(r#"data-start="7694989718" data-end="8232150188""#));
+    let gap_len = 5_486_527_i64;
+    let pad = gap_len / 4;
+    assert!(findings.contains(&format!(
+        r#"data-start="{}" data-end="{}""#,
+        7_784_516_463 - pad,
+        7_784_516_463 + gap_len + pad
+    )));
+    let (code, _, missing) = get(
+        server.url("/dashboard/profile/overview?path=/nonexistent.sqlite"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 404);
+    assert!(missing.contains(r#"class="error" data-kind="not_found""#));
+    let (code, _, _) = get(server.url(&format!("/dashboard/profile/nope{q}")), None).await;
+    assert_eq!(code, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_guards_data_but_not_page_shells() {
+    let server = HttpServer::start(&["--token", "t0k"], &[]);
+    let (code, _, body) = get(server.url("/profiles"), None).await;
+    assert_eq!(code, 200, "the shell holds no data and shows the login");
+    assert!(!body.contains("8.67"));
+    let q = format!("?path={}", train_good());
+    for url in [
+        "/api/tools".to_string(),
+        "/api/tools/aisp_profile_info".to_string(),
+        format!("/dashboard/profile/overview{q}"),
+        "/dashboard/download/x.json".to_string(),
+    ] {
+        let (code, _, _) = get(server.url(&url), None).await;
+        assert_eq!(code, 401, "{url}");
+        let (code, _, _) = get(server.url(&url), Some("wrong")).await;
+        assert_eq!(code, 401, "{url}");
+    }
+    let (code, _, body) = get(server.url(&format!("/dashboard/profile/overview{q}")), Some("t0k")).await;
+    assert_eq!(code, 200);
+    assert!(body.contains("8.67 %"));
+    // Host checks apply to the shells too (DNS rebinding).
+    let r = reqwest::Client::new()
+        .get(server.url("/"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_are_capped_and_kept_under_aisp_home() {
+    let server = HttpServer::start(&[], &[("AISP_UPLOAD_MAX_MB", "3")]);
+    let bytes = std::fs::read(train_good()).unwrap(); // 2.3 MB, under the 3 MiB cap
+    let r = reqwest::Client::new()
+        .post(server.url("/dashboard/upload?name=../my run.sqlite"))
+        .body(bytes.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = r.json().await.unwrap();
+    let stored = PathBuf::from(v["path"].as_str().unwrap());
+    assert!(stored.starts_with(server.home.path().join("uploads")), "{stored:?}");
+    assert!(stored.to_str().unwrap().ends_with("-my_run.sqlite"));
+    assert_eq!(std::fs::read(&stored).unwrap(), bytes);
+    // The stored copy opens like any export.
+    let r = reqwest::Client::new()
+        .post(server.url("/api/profile/info"))
+        .json(&json!({"path": stored}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+
+    let mut big = bytes.clone();
+    big.extend_from_slice(&bytes);
+    let r = reqwest::Client::new()
+        .post(server.url("/dashboard/upload?name=big.sqlite"))
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("3 MiB"));
+    let r = reqwest::Client::new()
+        .post(server.url("/dashboard/upload?name=notes.txt"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    // Nothing half-written is left behind.
+    let left: Vec<_> = std::fs::read_dir(server.home.path().join("uploads"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
