@@ -52,10 +52,12 @@ fn sql_gpu_counts(s: i64, e: i64) -> Vec<(i64, i64, u64)> {
         UNION ALL SELECT deviceId, streamId, start, end FROM CUPTI_ACTIVITY_KIND_MEMSET)
       WHERE start < ?2 AND max(end, start + 1) > ?1 GROUP BY deviceId, streamId ORDER BY 1, 2";
     let mut stmt = conn.prepare(sql).unwrap();
-    stmt.query_map([s, e], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+    stmt.query_map([s, e], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
 }
 
 fn gpu_counts(v: &Value) -> Vec<(i64, i64, u64)> {
@@ -155,14 +157,26 @@ async fn timeline_events_match_sql_and_stay_small() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_sections_and_tool_schemas_are_served() {
     let server = HttpServer::start(&[], &[]);
-    for page in ["/", "/profiles", "/tools", "/tools/aisp_profile_info", "/login"] {
+    for page in [
+        "/",
+        "/profiles",
+        "/tools",
+        "/tools/aisp_profile_info",
+        "/login",
+    ] {
         let (code, headers, body) = get(server.url(page), None).await;
         assert_eq!(code, 200, "{page}");
         assert!(body.starts_with("<!doctype html>"), "{page}");
         let csp = headers["content-security-policy"].to_str().unwrap();
         assert!(csp.contains("script-src 'self'"), "{page}: {csp}");
     }
-    for asset in ["common.js", "timeline.js", "profile.js", "tools.js", "style.css"] {
+    for asset in [
+        "common.js",
+        "timeline.js",
+        "profile.js",
+        "tools.js",
+        "style.css",
+    ] {
         let (code, _, body) = get(server.url(&format!("/assets/{asset}")), None).await;
         assert_eq!(code, 200, "{asset}");
         assert!(body.len() > 500, "{asset}");
@@ -181,7 +195,8 @@ async fn pages_sections_and_tool_schemas_are_served() {
     assert!(body.contains("not_found"));
 
     let q = format!("?path={}", train_good());
-    let (code, _, overview) = get(server.url(&format!("/dashboard/profile/overview{q}")), None).await;
+    let (code, _, overview) =
+        get(server.url(&format!("/dashboard/profile/overview{q}")), None).await;
     assert_eq!(code, 200);
     // Steady-state busy % of train_good (tests/data/README.md ground truth).
     assert!(overview.contains(">8.67 %<"), "{overview}");
@@ -228,7 +243,11 @@ async fn the_token_guards_data_but_not_page_shells() {
         let (code, _, _) = get(server.url(&url), Some("wrong")).await;
         assert_eq!(code, 401, "{url}");
     }
-    let (code, _, body) = get(server.url(&format!("/dashboard/profile/overview{q}")), Some("t0k")).await;
+    let (code, _, body) = get(
+        server.url(&format!("/dashboard/profile/overview{q}")),
+        Some("t0k"),
+    )
+    .await;
     assert_eq!(code, 200);
     assert!(body.contains("8.67 %"));
     // Host checks apply to the shells too (DNS rebinding).
@@ -254,7 +273,10 @@ async fn uploads_are_capped_and_kept_under_aisp_home() {
     assert_eq!(r.status().as_u16(), 200);
     let v: Value = r.json().await.unwrap();
     let stored = PathBuf::from(v["path"].as_str().unwrap());
-    assert!(stored.starts_with(server.home.path().join("uploads")), "{stored:?}");
+    assert!(
+        stored.starts_with(server.home.path().join("uploads")),
+        "{stored:?}"
+    );
     assert!(stored.to_str().unwrap().ends_with("-my_run.sqlite"));
     assert_eq!(std::fs::read(&stored).unwrap(), bytes);
     // The stored copy opens like any export.

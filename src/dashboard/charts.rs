@@ -297,7 +297,21 @@ mod tests {
                     values: &[0.5, 0.5, 0.5, 0.5],
                 },
             ],
+            y_cap: None,
         });
         assert_eq!(svg.matches("<rect").count(), 8 + 2);
+        // A capped axis cuts the tall bar and labels its value.
+        let svg = bar_chart(&BarChart {
+            title: "steps",
+            x_label: "step",
+            y_label: "ms",
+            categories: &cats,
+            series: &[BarSeries {
+                name: "cpu",
+                values: &[40.0, 2.0, 2.1, 1.9],
+            }],
+            y_cap: Some(3.0),
+        });
+        assert!(svg.contains(">40.0</text>"));
     }
 }

@@ -372,7 +372,8 @@ mod tests {
         assert_eq!(safe_upload_name("C:\\x\\a.nsys-rep").unwrap(), "a.nsys-rep");
         assert!(safe_upload_name("notes.txt").is_err());
         assert!(safe_upload_name("").is_err());
-        assert!(safe_upload_name("...sqlite").is_ok_and(|n| !n.starts_with('.')));
+        assert!(safe_upload_name("...sqlite").is_err());
+        assert_eq!(safe_upload_name(".x.sqlite").unwrap(), "x.sqlite");
     }
 
     #[test]

@@ -577,3 +577,96 @@ pub fn index(p: &Profile) -> Result<Arc<EventIndex>> {
 pub fn events(p: &Profile, scope: &ResolvedScope, buckets: usize) -> Result<Events> {
     Ok(index(p)?.window(scope, buckets))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(start: i64, end: i64, name: u32) -> Ev {
+        Ev {
+            start,
+            end,
+            name,
+            launch: NO_LAUNCH,
+            kernel: true,
+        }
+    }
+
+    fn index(events: Vec<Ev>) -> EventIndex {
+        let extent = (
+            events.iter().map(|e| e.start).min().unwrap(),
+            events.iter().map(|e| e.end).max().unwrap(),
+        );
+        EventIndex {
+            names: vec!["short".into(), "long".into()],
+            launches: Vec::new(),
+            tracks: vec![IndexedTrack {
+                kind: "gpu",
+                label: "GPU 0 · stream 7".into(),
+                device: Some(0),
+                stream: Some(7),
+                pid: 1,
+                tid: None,
+                pids: vec![1],
+                lanes: vec![Lane::new(events)],
+            }],
+            extent,
+            gpu_extent: Some(extent),
+        }
+    }
+
+    fn scope(trim: Option<(i64, i64)>) -> ResolvedScope {
+        ResolvedScope {
+            device: None,
+            process: None,
+            trim,
+            trim_source: None,
+        }
+    }
+
+    #[test]
+    fn short_neighbours_cluster_and_long_events_stay_whole() {
+        // 100 events of 10 ns every 20 ns, then one of 5000 ns, then 3 short ones far apart.
+        let mut events: Vec<Ev> = (0..100).map(|k| ev(k * 20, k * 20 + 10, 0)).collect();
+        events.push(ev(3000, 8000, 1));
+        events.extend([ev(9000, 9010, 0), ev(9500, 9510, 0), ev(9990, 10000, 0)]);
+        let idx = index(events);
+        // 10 slices of 1000 ns: the first 100 are one cluster, the long one is itself, the last three
+        // are within a slice of each other: one cluster.
+        let w = idx.window(&scope(Some((0, 10_000))), 10);
+        assert_eq!(w.bucket_ns, 1000);
+        let t = &w.tracks[0];
+        assert_eq!(t.in_window, 104);
+        let shape: Vec<(i64, i64, u32)> = t
+            .events
+            .iter()
+            .map(|e| (e.t_ns, e.dur_ns, e.count))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![(0, 1990, 100), (3000, 5000, 1), (9000, 1000, 3)]
+        );
+        assert_eq!(t.events[0].busy_ns, Some(1000));
+        assert_eq!(w.names[t.events[1].name as usize], "long");
+        // Fine slices: every event is itself.
+        let w = idx.window(&scope(Some((0, 10_000))), 8192);
+        assert_eq!(w.tracks[0].events.len(), 104);
+        assert!(w.tracks[0].events.iter().all(|e| e.count == 1));
+    }
+
+    #[test]
+    fn a_window_finds_long_events_that_began_before_it() {
+        let idx = index(vec![
+            ev(0, 1_000_000, 1),
+            ev(10, 20, 0),
+            ev(500_000, 500_010, 0),
+        ]);
+        let w = idx.window(&scope(Some((400_000, 600_000))), 100);
+        let t = &w.tracks[0];
+        assert_eq!(t.in_window, 2);
+        assert_eq!(t.events[0].t_ns, -400_000);
+        // Without a window: the GPU span.
+        let w = idx.window(&scope(None), 100);
+        assert_eq!((w.start_ns, w.end_ns), (0, 1_000_000));
+    }
+}
