@@ -362,20 +362,20 @@ fn utilization(util: &Value) -> String {
     let series: Vec<charts::Series> = devices
         .iter()
         .map(|d| {
-            let chunk = f(&d["chunk_ns"]);
+            let (chunk, origin) = (f(&d["chunk_ns"]), f(&d["chunk_start_ns"]));
             charts::Series {
                 name: format!("GPU {}", i(&d["device"])),
                 points: arr(&d["chunk_busy_pct"])
                     .iter()
                     .enumerate()
-                    .map(|(k, v)| ((k as f64 + 0.5) * chunk / 1e6, f(v)))
+                    .map(|(k, v)| ((origin + (k as f64 + 0.5) * chunk) / 1e9, f(v)))
                     .collect(),
             }
         })
         .collect();
     h.push_str(&charts::line_chart(&charts::LineChart {
         title: "GPU busy % over time (kernels and copies, union)",
-        x_label: "ms since the device's first GPU operation",
+        x_label: "s (the capture's timebase, as on the timeline)",
         y_label: "busy %",
         y_max: Some(100.0),
         series: &series,

@@ -86,6 +86,8 @@ pub struct DeviceUtilization {
     /// (the op set of `nsys analyze gpu_time_util`).
     pub chunk_busy_pct: Vec<f64>,
     pub chunk_ns: i64,
+    /// Start of the first chunk (the device's first kernel or copy), absolute ns.
+    pub chunk_start_ns: i64,
     /// Consecutive chunks under `threshold_pct`, coalesced.
     pub low_utilization: Vec<LowChunk>,
 }
@@ -136,6 +138,7 @@ pub fn utilization(
         let windows: Vec<WindowBusy> = dw.all().into_iter().map(|w| busy_in(w, &ku, &au)).collect();
         // Chunks over the span of all ops (nsys: first op start → last op end).
         let (mut chunk_busy, mut low, mut chunk_ns) = (Vec::new(), Vec::new(), 0);
+        let chunk_start_ns = au.first().map_or(0, |f| f.0);
         if let (Some(first), Some(last)) = (au.first(), au.last()) {
             let (s, e) = (first.0, last.1);
             chunk_ns = ((e - s) + chunks as i64 - 1) / chunks as i64;
@@ -191,6 +194,7 @@ pub fn utilization(
             windows,
             chunk_busy_pct: chunk_busy,
             chunk_ns,
+            chunk_start_ns,
             low_utilization: low,
         });
     }
