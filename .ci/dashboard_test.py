@@ -211,6 +211,12 @@ def test_profile(d, base, shots):
     shot(d, shots, "timeline.png")
     check(not console_errors(d), "profile page: no console errors")
 
+    # The trace downloads for Perfetto (aisp_profile_export's Perfetto JSON, served from its folder).
+    d.find_element(By.ID, "perfetto-btn").click()
+    status = d.find_element(By.ID, "perfetto-status")
+    wait(d, lambda: "ui.perfetto.dev" in status.text or status.find_elements(By.CSS_SELECTOR, ".error"), "trace export")
+    check("ui.perfetto.dev" in status.text and ".json" in status.text, f"the trace downloads for Perfetto: {status.text}")
+
     # The deep link keeps the window.
     d.get(base + f"/profiles?path={urllib.request.quote(TRAIN_GOOD)}&start_ns={ls}&end_ns={le}")
     wait(d, lambda: ready(d), "deep-linked profile page ready")
@@ -238,7 +244,7 @@ def test_tools(d, base, shots):
     )
     check(out["rows"] == expected["rows"] and out["kernels"] == 3689, "the form's answer equals the CLI's for the same arguments")
     check(out["rows"][0]["name"] == "multi_tensor_apply_kernel", "top kernel of train_good is multi_tensor_apply_kernel")
-    shot(d, shots, "tool.png")
+    full_page_shot(d, shots, "tool.png")
 
     d.find_element(By.ID, "f-path").clear()
     d.find_element(By.ID, "f-path").send_keys("/nonexistent/profile.sqlite")

@@ -313,3 +313,35 @@ async fn uploads_are_capped_and_kept_under_aisp_home() {
         .collect();
     assert_eq!(left.len(), 1, "{left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aisp_dashboard_serves_and_prints_its_url() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = common::aisp(home.path())
+        .args(["dashboard", "--no-open", "--bind", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(url) = line.split("dashboard at ").nth(1) {
+                let _ = tx.send(url.trim().to_string());
+            }
+        }
+    });
+    let url = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("aisp dashboard printed its URL");
+    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with('/'), "{url}");
+    let (code, _, body) = get(url, None).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(code, 200);
+    assert!(body.contains("aisp dashboard"));
+}

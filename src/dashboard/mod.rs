@@ -40,8 +40,10 @@ use crate::registry;
 use crate::server::http::Policy;
 
 /// The largest export the upload form accepts (the server keeps it under
-/// `$AISP_HOME/uploads/`). Overridden by `AISP_UPLOAD_MAX_MB`.
-pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 2 << 30;
+/// `$AISP_HOME/uploads/`): the HTTP server's request-body limit. Lowered (or,
+/// where the body limit allows, raised) by `AISP_UPLOAD_MAX_MB`. Exports on the
+/// server's own disk are opened by path, whatever their size.
+pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 64 << 20;
 
 /// The dashboard's routes, each with its guard.
 pub fn router(app: Arc<AppState>, policy: Arc<Policy>) -> Router {
