@@ -197,7 +197,8 @@ const toolPage = {
       const job = await aisp.post('/api/job/status', { job_id: id });
       const p = job.progress;
       if (p && p.total) { bar.max = p.total; bar.value = p.progress; } else bar.removeAttribute('value');
-      text.textContent = `${job.state}${p && p.message ? ': ' + p.message : ''}`;
+      const count = p && p.total ? ` ${Math.round(p.progress)} of ${Math.round(p.total)}` : '';
+      text.textContent = `${job.state}${count}${p && p.message ? ' — ' + p.message : ''}`;
       if (['succeeded', 'failed', 'cancelled', 'timed_out'].includes(job.state)) {
         if (job.state === 'succeeded') this.show({ result: job.result });
         else this.show({ error: job.error || { kind: job.state, message: 'the job ' + job.state } });
