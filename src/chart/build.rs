@@ -154,6 +154,38 @@ fn legend(sc: &mut Scene, y: f32, entries: &[(String, Paint)]) -> f32 {
     y + 6.0
 }
 
+/// Places point labels so that they do not overlap: each label tries
+/// positions above and below its point, further out each time.
+struct Labels {
+    placed: Vec<(f32, f32, f32, f32)>,
+}
+
+impl Labels {
+    fn new() -> Labels {
+        Labels { placed: Vec::new() }
+    }
+    fn place(&mut self, sc: &mut Scene, x: f32, y: f32, text: String, size: f32) {
+        let w = text.chars().count() as f32 * size * 0.52;
+        let h = size + 1.0;
+        let free = |ly: f32, placed: &[(f32, f32, f32, f32)]| {
+            placed.iter().all(|(px, py, pw, ph)| {
+                x + 5.0 + w < *px || *px + *pw < x + 5.0 || ly < *py - *ph || ly - h > *py
+            })
+        };
+        let mut ly = y - 5.0;
+        for k in 0..12 {
+            let off = 4.0 + (k / 2) as f32 * h;
+            let cand = if k % 2 == 0 { y - off + 3.0 } else { y + off + h - 3.0 };
+            if free(cand, &self.placed) {
+                ly = cand;
+                break;
+            }
+        }
+        self.placed.push((x + 5.0, ly, w, h));
+        sc.text(x + 5.0, ly, text, size, Anchor::Start);
+    }
+}
+
 /// One horizontal bar.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bar {
@@ -324,6 +356,7 @@ pub fn roofline(chart_title: &str, memory_gb_per_s: f64, roofs: &[Roof], points:
             Anchor::Start,
         );
     }
+    let mut roof_label_ys: Vec<f32> = Vec::new();
     for (i, r) in roofs.iter().enumerate() {
         let ridge = if memory_gb_per_s > 0.0 {
             r.tflop_per_s * 1000.0 / memory_gb_per_s
@@ -333,15 +366,21 @@ pub fn roofline(chart_title: &str, memory_gb_per_s: f64, roofs: &[Roof], points:
         let y = ay.at(r.tflop_per_s);
         let paint = super::SERIES[i % super::SERIES.len()];
         sc.line((ax.at(ridge), y), (x1, y), paint, 1.5);
+        let mut ly = y + 3.0;
+        while roof_label_ys.iter().any(|o| (o - ly).abs() < 9.0) {
+            ly += 9.0;
+        }
+        roof_label_ys.push(ly);
         sc.text(
             x1 + 4.0,
-            y + 3.0,
+            ly,
             format!("{} {}", r.label, fmt_num(r.tflop_per_s)),
             8.0,
             Anchor::Start,
         );
     }
-    for (i, p) in points.iter().enumerate() {
+    let mut labels = Labels::new();
+    for p in points {
         let (x, y) = (ax.at(p.intensity), ay.at(p.tflop_per_s));
         sc.items.push(Item::Circle {
             cx: x,
@@ -355,8 +394,7 @@ pub fn roofline(chart_title: &str, memory_gb_per_s: f64, roofs: &[Roof], points:
                 fmt_num(p.intensity)
             )),
         });
-        let dy = if i % 2 == 0 { -5.0 } else { 11.0 };
-        sc.text(x + 5.0, y + dy, clip(&p.label, 22), 7.5, Anchor::Start);
+        labels.place(&mut sc, x, y, clip(&p.label, 22), 7.5);
     }
     sc
 }
@@ -411,7 +449,8 @@ pub fn pareto(chart_title: &str, x_label: &str, y_label: &str, points: &[Scatter
             width: 1.5,
         });
     }
-    for (i, p) in points.iter().enumerate() {
+    let mut labels = Labels::new();
+    for p in points {
         let (x, y) = (ax.at(p.x), ay.at(p.y));
         sc.items.push(Item::Circle {
             cx: x,
@@ -425,8 +464,7 @@ pub fn pareto(chart_title: &str, x_label: &str, y_label: &str, points: &[Scatter
                 fmt_num(p.y)
             )),
         });
-        let dy = if i % 2 == 0 { -5.0 } else { 11.0 };
-        sc.text(x + 5.0, y + dy, clip(&p.label, 24), 7.5, Anchor::Start);
+        labels.place(&mut sc, x, y, clip(&p.label, 24), 7.5);
     }
     legend(
         &mut sc,
@@ -484,7 +522,7 @@ pub fn timeline(
     sc.muted_text((x0 + x1) / 2.0, bottom + 23.0, "ms from the window start", 8.5, Anchor::Middle);
     for (i, lane) in lanes.iter().enumerate() {
         let y = top + i as f32 * lane_h;
-        sc.text(x0 - 6.0, y + 12.0, clip(&lane.label, 20), FONT, Anchor::End);
+        sc.text(x0 - 8.0, y + 12.0, clip(&lane.label, 20), FONT, Anchor::End);
         // Neighbouring segments of one colour closer than half a point are one
         // mark at this scale: merging them keeps the file small, not the numbers.
         let mut pending: Option<(f32, f32, Paint, String, usize)> = None;
@@ -637,7 +675,16 @@ mod tests {
         let whiskers = sc
             .items
             .iter()
-            .filter(|i| matches!(i, Item::Line { stroke: Paint::Ink, .. }))
+            .filter(|i| {
+                matches!(
+                    i,
+                    Item::Line {
+                        stroke: Paint::Ink,
+                        dashed: false,
+                        ..
+                    }
+                )
+            })
             .count();
         assert_eq!(whiskers, 3);
     }

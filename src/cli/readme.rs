@@ -128,7 +128,7 @@ pub const REFERENCE_NAMES: &[(&str, Option<&str>)] = &[
     ("status", Some("aisp_status")),
     ("triage", Some("aisp_triage")),
     ("info_features", Some("aisp_system_capabilities")),
-    ("render_benchmark_run", None),
+    ("render_benchmark_run", Some("aisp_export_html")),
 ];
 
 pub const BEGIN: &str = "<!-- tools:begin -->";

@@ -295,7 +295,7 @@ fn roofline_section(store: &Store, h: &History) -> Result<Option<Section>> {
                     } else {
                         chart::SERIES[0]
                     },
-                    note: format!("{p:.1}% of {}", metric_unit(r.metric.as_deref())),
+                    note: format!("{p:.1}% ({} roof)", metric_unit(r.metric.as_deref())),
                 })
             })
             .collect();

@@ -237,6 +237,7 @@ impl<'a> Layout<'a> {
                     .map(|v| self.m.width(v, size, false))
                     .fold(head, f32::max)
                     + 2.0 * pad
+                    + 1.0
             })
             .collect();
         let total: f32 = natural.iter().sum();
@@ -362,7 +363,18 @@ fn layout<'a>(r: &'a Report, m: &'a Metrics) -> Layout<'a> {
         } else {
             l.y += 10.0;
         }
-        l.ensure(80.0);
+        // Keep a heading with what follows it: its first paragraph and chart.
+        let lead: f32 = s
+            .blocks
+            .iter()
+            .take(2)
+            .take_while(|b| matches!(b, Block::Para(_) | Block::Chart(_)))
+            .map(|b| match b {
+                Block::Chart(c) => c.height * (CONTENT_W / c.width).min(1.0) + 10.0,
+                _ => 30.0,
+            })
+            .sum();
+        l.ensure((40.0 + lead).min(BOTTOM - MARGIN));
         l.wrapped(MARGIN, &s.heading, 15.0, true, Paint::Ink, CONTENT_W);
         let y = l.y + 1.0;
         l.page().push(Op::Line {

@@ -236,9 +236,10 @@ fn timeline_section(p: &Profile, scope: &ResolvedScope) -> Result<Option<Section
                     "memset" => MEMSET,
                     _ => class_paint(classify::classify(&e.name, &e.name, [0; 3], [0; 3]).class),
                 };
+                // Drawn inside the window (a kernel may start before it).
                 Segment {
-                    start_ns: t0 + e.offset_ns,
-                    end_ns: t0 + e.offset_ns + e.duration_ns,
+                    start_ns: (t0 + e.offset_ns).clamp(t0, t1),
+                    end_ns: (t0 + e.offset_ns + e.duration_ns).clamp(t0, t1),
                     paint,
                     label: format!("{} ({} µs)", e.name, e.busy_ns / 1000),
                 }
@@ -670,9 +671,11 @@ pub fn compare_report(before: &Profile, after: &Profile) -> Result<Report> {
         if let Some(pr) = it.processes.iter().find(|pr| !pr.steps.is_empty()) {
             steps.push(Series {
                 label: format!("{label} (pid {})", pr.pid),
+                // The verdict's basis leaves the first (warm-up) step out; so does the chart.
                 points: pr
                     .steps
                     .iter()
+                    .skip(1)
                     .map(|st| (st.index as f64, st.cpu_ns as f64 / 1e6))
                     .collect(),
                 paint,
@@ -681,7 +684,7 @@ pub fn compare_report(before: &Profile, after: &Profile) -> Result<Report> {
     }
     if !steps.is_empty() {
         deltas.chart(build::lines(
-            "Step time before and after (CPU duration of each step)",
+            "Step time before and after (CPU duration of each step after the first)",
             "step index",
             "ms",
             &steps,
