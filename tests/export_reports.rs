@@ -51,7 +51,11 @@ fn poppler() -> bool {
 
 fn tool(name: &str, args: &[&str]) -> String {
     let out = Command::new(name).args(args).output().unwrap();
-    assert!(out.status.success(), "{name} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{name} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
@@ -91,9 +95,24 @@ fn check_pdf(pdf: &Path, pages: u64, dir: &Path) -> String {
     let bytes = std::fs::read(pdf).unwrap();
     assert!(bytes.starts_with(b"%PDF-"));
     let info = tool("pdfinfo", &[pdf.to_str().unwrap()]);
-    assert!(info.contains(&format!("Pages:{:>10}", pages)) || info.contains(&format!("Pages: {pages}")) || info.lines().any(|l| l.starts_with("Pages:") && l.split_whitespace().nth(1) == Some(&pages.to_string())), "{info}");
+    assert!(
+        info.contains(&format!("Pages:{:>10}", pages))
+            || info.contains(&format!("Pages: {pages}"))
+            || info.lines().any(|l| l.starts_with("Pages:")
+                && l.split_whitespace().nth(1) == Some(&pages.to_string())),
+        "{info}"
+    );
     let prefix = dir.join("page");
-    tool("pdftoppm", &["-r", "20", "-png", pdf.to_str().unwrap(), prefix.to_str().unwrap()]);
+    tool(
+        "pdftoppm",
+        &[
+            "-r",
+            "20",
+            "-png",
+            pdf.to_str().unwrap(),
+            prefix.to_str().unwrap(),
+        ],
+    );
     let rendered = std::fs::read_dir(dir)
         .unwrap()
         .filter(|e| {
@@ -118,7 +137,10 @@ fn check_pdf(pdf: &Path, pages: u64, dir: &Path) -> String {
             .count()
     };
     let (moves, lines) = (count("m"), count("l"));
-    let paints = regex::Regex::new(r"(?m)^(f|S)$").unwrap().find_iter(&content).count();
+    let paints = regex::Regex::new(r"(?m)^(f|S)$")
+        .unwrap()
+        .find_iter(&content)
+        .count();
     assert!(
         moves > 50 && lines > 100 && paints > 50,
         "vector paths: {moves} moveto, {lines} lineto, {paints} fill/stroke"
@@ -150,7 +172,10 @@ fn profile_pdf_of_train_good_names_its_numbers() {
     assert_eq!(v["report"], "profile");
     let pages = v["pages"].as_u64().unwrap();
     assert!(pages >= 3, "{v}");
-    assert_eq!(v["bytes"].as_u64().unwrap(), std::fs::metadata(&out).unwrap().len());
+    assert_eq!(
+        v["bytes"].as_u64().unwrap(),
+        std::fs::metadata(&out).unwrap().len()
+    );
     assert!(v["charts"].as_u64().unwrap() >= 5);
     // The numbers the report must carry, from the analyses themselves.
     let p = aisp::profile::open(&profile).unwrap();
@@ -170,14 +195,24 @@ fn profile_pdf_of_train_good_names_its_numbers() {
     }
     let dir = tempfile::tempdir().unwrap();
     let text = check_pdf(&out, pages, dir.path());
-    assert!(text.contains(&format!("steady busy {steady}%")), "steady busy {steady}% in:\n{text}");
+    assert!(
+        text.contains(&format!("steady busy {steady}%")),
+        "steady busy {steady}% in:\n{text}"
+    );
     assert!(text.contains(&top.title), "top finding `{}`", top.title);
     assert!(text.contains("Page 1 of") && text.contains(&format!("Page {pages} of {pages}")));
     assert!(text.contains("NVIDIA H200") && text.contains("aisp version"));
     // Never overwrite without overwrite.
     let (code, e, _) = run(
         home.path(),
-        &["export", "pdf", "--profile", profile.to_str().unwrap(), "--output", out.to_str().unwrap()],
+        &[
+            "export",
+            "pdf",
+            "--profile",
+            profile.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ],
     );
     assert_eq!(code, 1);
     assert_eq!(e["error"]["kind"], "invalid_input");
@@ -219,13 +254,23 @@ fn svg_balanced(svg: &str) -> bool {
 fn html_report_of_the_two_gpu_export_is_self_contained_with_svgs() {
     let home = tempfile::tempdir().unwrap();
     let ddp = profile_common::fixture("ddp.sqlite");
-    let v = ok(home.path(), &["export", "html", "--profile", ddp.to_str().unwrap()]);
+    let v = ok(
+        home.path(),
+        &["export", "html", "--profile", ddp.to_str().unwrap()],
+    );
     let path = PathBuf::from(v["path"].as_str().unwrap());
-    assert!(path.starts_with(home.path().join("reports")), "default under $AISP_HOME/reports: {path:?}");
+    assert!(
+        path.starts_with(home.path().join("reports")),
+        "default under $AISP_HOME/reports: {path:?}"
+    );
     let h = std::fs::read_to_string(&path).unwrap();
     assert!(h.starts_with("<!doctype html>") && h.trim_end().ends_with("</html>"));
     assert!(h.contains("prefers-color-scheme: dark") && h.contains("@media print"));
-    let svgs: Vec<&str> = h.split("<svg ").skip(1).map(|s| &s[..s.find("</svg>").unwrap() + 6]).collect();
+    let svgs: Vec<&str> = h
+        .split("<svg ")
+        .skip(1)
+        .map(|s| &s[..s.find("</svg>").unwrap() + 6])
+        .collect();
     assert_eq!(svgs.len() as u64, v["charts"].as_u64().unwrap());
     assert!(svgs.len() >= 5);
     for s in &svgs {
@@ -268,7 +313,11 @@ fn before_after_pdf_of_two_captures() {
     }
     let dir = tempfile::tempdir().unwrap();
     let text = check_pdf(&out, v["pages"].as_u64().unwrap(), dir.path());
-    assert!(text.contains(&format!("{:+.2}%", c.delta_pct)), "delta {:+.2}%", c.delta_pct);
+    assert!(
+        text.contains(&format!("{:+.2}%", c.delta_pct)),
+        "delta {:+.2}%",
+        c.delta_pct
+    );
     assert!(text.contains("Before/after deltas"));
 }
 
@@ -280,28 +329,50 @@ fn benchmark_reports_and_csv_from_the_imported_h100_run() {
     let (code, e, _) = run(home.path(), &["export", "html"]);
     assert_eq!(code, 1);
     assert_eq!(e["error"]["kind"], "not_found");
-    assert!(e["error"]["hint"].as_str().unwrap().contains("aisp_benchmark_import"));
-    let imp = ok(home.path(), &["benchmark", "import", examples.to_str().unwrap()]);
+    assert!(
+        e["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("aisp_benchmark_import")
+    );
+    let imp = ok(
+        home.path(),
+        &["benchmark", "import", examples.to_str().unwrap()],
+    );
     assert_eq!(imp["rows_added"], 47);
-    let again = ok(home.path(), &["benchmark", "import", examples.to_str().unwrap()]);
+    let again = ok(
+        home.path(),
+        &["benchmark", "import", examples.to_str().unwrap()],
+    );
     assert_eq!(again["rows_added"], 0);
 
     // The seed's spelling, declared in the registry.
     let pdf = home.path().join("bench.pdf");
-    let v = ok(home.path(), &["bench", "report", "--output", pdf.to_str().unwrap()]);
+    let v = ok(
+        home.path(),
+        &["bench", "report", "--output", pdf.to_str().unwrap()],
+    );
     assert_eq!(v["report"], "benchmarks");
-    let run_json: Value = serde_json::from_str(
-        &std::fs::read_to_string(examples.join("h100/run.json")).unwrap(),
-    )
-    .unwrap();
+    let run_json: Value =
+        serde_json::from_str(&std::fs::read_to_string(examples.join("h100/run.json")).unwrap())
+            .unwrap();
     let best = run_json["speedups"]
         .as_array()
         .unwrap()
         .iter()
-        .max_by(|a, b| a["speedup"].as_f64().unwrap().total_cmp(&b["speedup"].as_f64().unwrap()))
+        .max_by(|a, b| {
+            a["speedup"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["speedup"].as_f64().unwrap())
+        })
         .unwrap();
     let best_text = format!("{:.2}×", best["speedup"].as_f64().unwrap());
-    assert!(v["headline"].as_str().unwrap().contains(&best_text), "{}", v["headline"]);
+    assert!(
+        v["headline"].as_str().unwrap().contains(&best_text),
+        "{}",
+        v["headline"]
+    );
     let html = ok(home.path(), &["export", "html", "--target", "gemm"]);
     let h = std::fs::read_to_string(html["path"].as_str().unwrap()).unwrap();
     assert!(h.contains("Roofline of NVIDIA H100 80GB HBM3") && h.contains("cublaslt_fp8"));
@@ -317,8 +388,20 @@ fn benchmark_reports_and_csv_from_the_imported_h100_run() {
 
     // CSV through the seed's other spelling; round-trips against run.json.
     let csv_path = home.path().join("b.csv");
-    let c = ok(home.path(), &["bench", "export", "--output", csv_path.to_str().unwrap(), "--detailed"]);
-    assert_eq!(c["rows"], 47, "no samples in a saved answer: detailed adds none");
+    let c = ok(
+        home.path(),
+        &[
+            "bench",
+            "export",
+            "--output",
+            csv_path.to_str().unwrap(),
+            "--detailed",
+        ],
+    );
+    assert_eq!(
+        c["rows"], 47,
+        "no samples in a saved answer: detailed adds none"
+    );
     let raw = std::fs::read_to_string(&csv_path).unwrap();
     assert!(raw.contains("\r\n"), "RFC 4180 line ends");
     let mut rd = csv::Reader::from_path(&csv_path).unwrap();
@@ -330,30 +413,60 @@ fn benchmark_reports_and_csv_from_the_imported_h100_run() {
     for r in run_json["results"].as_array().unwrap() {
         let row = rows
             .iter()
-            .find(|x| x[col("target")] == *r["target"].as_str().unwrap() && x[col("variant")] == *r["variant"].as_str().unwrap())
+            .find(|x| {
+                x[col("target")] == *r["target"].as_str().unwrap()
+                    && x[col("variant")] == *r["variant"].as_str().unwrap()
+            })
             .unwrap();
         if let Some(val) = r["value"].as_f64() {
-            assert_eq!(row[col("value")].parse::<f64>().unwrap(), val, "exact round trip");
+            assert_eq!(
+                row[col("value")].parse::<f64>().unwrap(),
+                val,
+                "exact round trip"
+            );
         }
-        assert_eq!(row[col("median_ms")].parse::<f64>().ok(), r["median_ms"].as_f64());
+        assert_eq!(
+            row[col("median_ms")].parse::<f64>().ok(),
+            r["median_ms"].as_f64()
+        );
         assert_eq!(row[col("repetitions")], r["repetitions"].to_string());
     }
     for s in run_json["speedups"].as_array().unwrap() {
         let row = rows
             .iter()
-            .find(|x| x[col("target")] == *s["target"].as_str().unwrap() && x[col("variant")] == *s["variant"].as_str().unwrap())
+            .find(|x| {
+                x[col("target")] == *s["target"].as_str().unwrap()
+                    && x[col("variant")] == *s["variant"].as_str().unwrap()
+            })
             .unwrap();
-        assert_eq!(row[col("speedup_x")].parse::<f64>().unwrap(), s["speedup"].as_f64().unwrap());
-        assert_eq!(row[col("speedup_ci_low_x")].parse::<f64>().unwrap(), s["ci_low"].as_f64().unwrap());
-        assert_eq!(row[col("baseline_variant")], *s["baseline"].as_str().unwrap());
+        assert_eq!(
+            row[col("speedup_x")].parse::<f64>().unwrap(),
+            s["speedup"].as_f64().unwrap()
+        );
+        assert_eq!(
+            row[col("speedup_ci_low_x")].parse::<f64>().unwrap(),
+            s["ci_low"].as_f64().unwrap()
+        );
+        assert_eq!(
+            row[col("baseline_variant")],
+            *s["baseline"].as_str().unwrap()
+        );
     }
 }
 
 #[test]
 fn export_commands_have_no_argument_called_format() {
     for tool in aisp::registry::tools() {
-        if let Some(props) = tool.input_schema.get("properties").and_then(Value::as_object) {
-            assert!(!props.contains_key("format"), "{} takes `format`", tool.name);
+        if let Some(props) = tool
+            .input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+        {
+            assert!(
+                !props.contains_key("format"),
+                "{} takes `format`",
+                tool.name
+            );
         }
     }
     let home = tempfile::tempdir().unwrap();

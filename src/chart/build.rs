@@ -175,7 +175,11 @@ impl Labels {
         let mut ly = y - 5.0;
         for k in 0..12 {
             let off = 4.0 + (k / 2) as f32 * h;
-            let cand = if k % 2 == 0 { y - off + 3.0 } else { y + off + h - 3.0 };
+            let cand = if k % 2 == 0 {
+                y - off + 3.0
+            } else {
+                y + off + h - 3.0
+            };
             if free(cand, &self.placed) {
                 ly = cand;
                 break;
@@ -242,7 +246,13 @@ pub fn bars(
         sc.line((x, top), (x, bottom), Paint::Grid, 0.5);
         sc.muted_text(x, bottom + 11.0, fmt_num(t), 8.0, Anchor::Middle);
     }
-    sc.muted_text((x0 + x1) / 2.0, bottom + 24.0, axis_label, 8.5, Anchor::Middle);
+    sc.muted_text(
+        (x0 + x1) / 2.0,
+        bottom + 24.0,
+        axis_label,
+        8.5,
+        Anchor::Middle,
+    );
     let base = match scale {
         Scale::Linear => 0.0,
         Scale::Log => reference.map(|r| r.0).unwrap_or(ax.lo),
@@ -297,7 +307,12 @@ pub struct RoofPoint {
 
 /// Roofline (log–log): the measured memory roof as a slope, each measured
 /// compute roof as a ceiling, and each variant's point.
-pub fn roofline(chart_title: &str, memory_gb_per_s: f64, roofs: &[Roof], points: &[RoofPoint]) -> Scene {
+pub fn roofline(
+    chart_title: &str,
+    memory_gb_per_s: f64,
+    roofs: &[Roof],
+    points: &[RoofPoint],
+) -> Scene {
     let height = 300.0;
     let mut sc = Scene::new(chart_title, WIDTH, height);
     title(&mut sc, chart_title);
@@ -421,7 +436,11 @@ pub fn pareto(chart_title: &str, x_label: &str, y_label: &str, points: &[Scatter
         if lo > 0.0 && hi / lo > 30.0 {
             (lo, hi, Scale::Log)
         } else {
-            (0.0, if hi.is_finite() { hi * 1.1 } else { 1.0 }, Scale::Linear)
+            (
+                0.0,
+                if hi.is_finite() { hi * 1.1 } else { 1.0 },
+                Scale::Linear,
+            )
         }
     };
     let (xl, xh, xs) = span(points.iter().map(|p| p.x).collect());
@@ -456,13 +475,12 @@ pub fn pareto(chart_title: &str, x_label: &str, y_label: &str, points: &[Scatter
             cx: x,
             cy: y,
             r: if p.on_front { 4.0 } else { 3.0 },
-            fill: if p.on_front { super::GOOD } else { super::NEUTRAL },
-            title: Some(format!(
-                "{}: {} / {}",
-                p.label,
-                fmt_num(p.x),
-                fmt_num(p.y)
-            )),
+            fill: if p.on_front {
+                super::GOOD
+            } else {
+                super::NEUTRAL
+            },
+            title: Some(format!("{}: {} / {}", p.label, fmt_num(p.x), fmt_num(p.y))),
         });
         labels.place(&mut sc, x, y, clip(&p.label, 24), 7.5);
     }
@@ -519,7 +537,13 @@ pub fn timeline(
         sc.line((x, top), (x, bottom), Paint::Grid, 0.5);
         sc.muted_text(x, bottom + 11.0, fmt_num(t), 8.0, Anchor::Middle);
     }
-    sc.muted_text((x0 + x1) / 2.0, bottom + 23.0, "ms from the window start", 8.5, Anchor::Middle);
+    sc.muted_text(
+        (x0 + x1) / 2.0,
+        bottom + 23.0,
+        "ms from the window start",
+        8.5,
+        Anchor::Middle,
+    );
     for (i, lane) in lanes.iter().enumerate() {
         let y = top + i as f32 * lane_h;
         sc.text(x0 - 8.0, y + 12.0, clip(&lane.label, 20), FONT, Anchor::End);
@@ -595,7 +619,14 @@ pub fn lines(
     let xh = all().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
     let (yl, yh) = y_range.unwrap_or_else(|| {
         let hi = all().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
-        (0.0, if hi.is_finite() && hi > 0.0 { hi * 1.1 } else { 1.0 })
+        (
+            0.0,
+            if hi.is_finite() && hi > 0.0 {
+                hi * 1.1
+            } else {
+                1.0
+            },
+        )
     });
     let ax = Axis::new(
         if xl.is_finite() { xl } else { 0.0 },
@@ -618,7 +649,11 @@ pub fn lines(
     sc.muted_text((x0 + x1) / 2.0, y0 + 24.0, x_label, 8.5, Anchor::Middle);
     sc.muted_text(x0, y1 - 8.0, y_label, 8.5, Anchor::End);
     for s in series {
-        let pts: Vec<(f32, f32)> = s.points.iter().map(|(x, y)| (ax.at(*x), ay.at(*y))).collect();
+        let pts: Vec<(f32, f32)> = s
+            .points
+            .iter()
+            .map(|(x, y)| (ax.at(*x), ay.at(*y)))
+            .collect();
         if pts.len() > 1 {
             sc.items.push(Item::Polyline {
                 points: pts.clone(),
@@ -649,7 +684,10 @@ mod tests {
 
     #[test]
     fn ticks_are_round_and_cover_the_range() {
-        assert_eq!(nice_ticks(0.0, 100.0, 5), vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        assert_eq!(
+            nice_ticks(0.0, 100.0, 5),
+            vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]
+        );
         assert_eq!(log_ticks(0.5, 300.0), vec![0.1, 1.0, 10.0, 100.0, 1000.0]);
         assert_eq!(fmt_num(7.894), "7.89");
         assert_eq!(fmt_num(3065.45), "3065");

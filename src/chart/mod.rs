@@ -165,7 +165,13 @@ impl Scene {
         });
     }
 
-    pub fn dashed(&mut self, (x1, y1): (f32, f32), (x2, y2): (f32, f32), stroke: Paint, width: f32) {
+    pub fn dashed(
+        &mut self,
+        (x1, y1): (f32, f32),
+        (x2, y2): (f32, f32),
+        stroke: Paint,
+        width: f32,
+    ) {
         self.items.push(Item::Line {
             x1,
             y1,
@@ -189,7 +195,14 @@ impl Scene {
         });
     }
 
-    pub fn muted_text(&mut self, x: f32, y: f32, text: impl Into<String>, size: f32, anchor: Anchor) {
+    pub fn muted_text(
+        &mut self,
+        x: f32,
+        y: f32,
+        text: impl Into<String>,
+        size: f32,
+        anchor: Anchor,
+    ) {
         self.items.push(Item::Text {
             x,
             y,

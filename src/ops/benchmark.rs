@@ -891,7 +891,11 @@ impl Operation for Import {
         summary: "Loads saved aisp_benchmark_run answers (run.json) into the store, so history, analyses and reports use those measurements.",
         description: "Reads run.json files (the answers of aisp_benchmark_run kept from GPU hosts, e.g. examples/benchmark/h100) and stores their results, measured roofs and speedup intervals as the run itself would have; a run already stored is skipped. Needs no GPU; instant.",
         positional: &["path"],
-        intents: &["import benchmark results", "load run.json", "import saved runs"],
+        intents: &[
+            "import benchmark results",
+            "load run.json",
+            "import saved runs",
+        ],
         example: r#"{"path": "examples/benchmark"}"#,
         hints: Hints {
             read_only: false,

@@ -153,7 +153,11 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
             let a = open_profile(ctx, after)?;
             ctx.check_cancelled()?;
             let r = report::profile::compare_report(&b, &a)?;
-            Ok((r, "comparison", format!("{}-vs-{}", stem(before), stem(after))))
+            Ok((
+                r,
+                "comparison",
+                format!("{}-vs-{}", stem(before), stem(after)),
+            ))
         }
         (Some(path), None) => {
             let p = open_profile(ctx, path)?;
@@ -180,7 +184,11 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
             Ok((r, "profile", stem(path)))
         }
         (None, None) => {
-            if i.process.is_some() || i.start_ns.is_some() || i.end_ns.is_some() || i.nvtx_range.is_some() {
+            if i.process.is_some()
+                || i.start_ns.is_some()
+                || i.end_ns.is_some()
+                || i.nvtx_range.is_some()
+            {
                 return Err(OpError::invalid_input(
                     "process, start_ns, end_ns and nvtx_range scope a profile",
                     "Pass profile too, or drop them for a benchmark report.",
@@ -237,7 +245,12 @@ impl Operation for Html {
 NCCL, idle gaps), step times, top kernels and classes, GPU time per NVTX range. With profile and compare_to: the \
 before/after verdict and deltas. Without profile: benchmark history (speedups with 95% intervals, roofline with measured \
 roofs, Pareto fronts, energy). One file, no network, light and dark, prints well. Returns path, size and charts. Seconds.",
-        intents: &["html report", "report with charts", "share a profile report", "benchmark report html"],
+        intents: &[
+            "html report",
+            "report with charts",
+            "share a profile report",
+            "benchmark report html",
+        ],
         example: r#"{"profile": "train.sqlite"}"#,
         hints: WRITES_FILE,
         ..OpSpec::new("export", "html")
@@ -262,7 +275,12 @@ impl Operation for Pdf {
 vector charts, selectable text in an embedded open-licence font, page numbers. profile: a profile report; plus \
 compare_to: before/after; neither: benchmark history (filters of aisp_benchmark_history). Returns path, size and \
 pages. Seconds.",
-        intents: &["pdf report", "export pdf", "benchmark report", "printable report"],
+        intents: &[
+            "pdf report",
+            "export pdf",
+            "benchmark report",
+            "printable report",
+        ],
         example: r#"{"profile": "before.sqlite", "compare_to": "after.sqlite"}"#,
         hints: WRITES_FILE,
         cli_aliases: &["bench report"],
@@ -357,16 +375,12 @@ Columns are documented in README.md. Profiles: aisp_profile_export. Instant.",
             pages: 1,
             charts: 0,
             rows: Some(rows),
-            headline: format!(
-                "{rows} rows of {} results from {} runs",
-                h.rows.len(),
-                {
-                    let mut r: Vec<&str> = h.rows.iter().map(|r| r.run_id.as_str()).collect();
-                    r.sort_unstable();
-                    r.dedup();
-                    r.len()
-                }
-            ),
+            headline: format!("{rows} rows of {} results from {} runs", h.rows.len(), {
+                let mut r: Vec<&str> = h.rows.iter().map(|r| r.run_id.as_str()).collect();
+                r.sort_unstable();
+                r.dedup();
+                r.len()
+            }),
         })
     }
 }

@@ -74,10 +74,9 @@ pub fn collect(store: &Store, f: &Filter) -> Result<History> {
         record::details_by_id(store, &ids).map_err(|e| ReportError::Store(e.to_string()))?;
     let mut speedups = HashMap::new();
     let mut speedup_source = HashMap::new();
-    for cand in rows
-        .iter()
-        .filter(|r| r.role == "optimized" && r.target != "roof" && r.status.as_deref() == Some("ok"))
-    {
+    for cand in rows.iter().filter(|r| {
+        r.role == "optimized" && r.target != "roof" && r.status.as_deref() == Some("ok")
+    }) {
         // The baseline of the same run and target (it may be outside the filter).
         let base = rows
             .iter()
@@ -232,7 +231,8 @@ fn roofline_section(store: &Store, h: &History) -> Result<Option<Section>> {
     let mut s = Section::new("Roofline and share of the measured roofs");
     let mut any = false;
     for (uuid, rows) in by_device {
-        let roofs = record::latest_roofs(store, &uuid).map_err(|e| ReportError::Store(e.to_string()))?;
+        let roofs =
+            record::latest_roofs(store, &uuid).map_err(|e| ReportError::Store(e.to_string()))?;
         let memory = roofs.iter().find(|r| r.0 == "memory").map(|r| r.1);
         let compute: Vec<Roof> = ["fp32", "tf32", "bf16", "fp16", "fp8"]
             .iter()
@@ -247,11 +247,15 @@ fn roofline_section(store: &Store, h: &History) -> Result<Option<Section>> {
         // The newest measurement of each variant.
         let mut latest: BTreeMap<(String, String), &StoredRow> = BTreeMap::new();
         for r in &rows {
-            latest.entry((r.target.clone(), r.variant.clone())).or_insert(r);
+            latest
+                .entry((r.target.clone(), r.variant.clone()))
+                .or_insert(r);
         }
         let points: Vec<RoofPoint> = latest
             .values()
-            .filter(|r| r.metric.as_deref() == Some("tflop_per_s") && r.status.as_deref() == Some("ok"))
+            .filter(|r| {
+                r.metric.as_deref() == Some("tflop_per_s") && r.status.as_deref() == Some("ok")
+            })
             .filter_map(|r| {
                 let lesson = h.details.get(&r.id)?.get("details")?;
                 Some(RoofPoint {
@@ -367,7 +371,10 @@ fn pareto_and_energy(store: &Store, f: &Filter) -> Result<Vec<Section>> {
         if pts.len() >= 3 && shown < 4 {
             shown += 1;
             pareto.chart(build::pareto(
-                &format!("{} on {}: median time vs energy per run", g.target, g.device),
+                &format!(
+                    "{} on {}: median time vs energy per run",
+                    g.target, g.device
+                ),
                 "median ms per run",
                 "J per run",
                 &pts,
@@ -528,7 +535,10 @@ pub fn bench_report(store: &Store, f: &Filter) -> Result<Report> {
             b.ci_low,
             b.ci_high
         ),
-        None => format!("{} measured variants; no speedups to show (no baselines with samples in the selection).", measured.len()),
+        None => format!(
+            "{} measured variants; no speedups to show (no baselines with samples in the selection).",
+            measured.len()
+        ),
     };
     let mut sections = Vec::new();
     for (run, _) in runs.iter().take(4) {

@@ -184,7 +184,11 @@ mod tests {
             .map(|r| r[col("sample_ms")].parse().unwrap())
             .collect();
         assert_eq!(reps, vec![2.0, 2.1, 1.9, 2.05]);
-        assert_eq!(&recs[0][col("host")], "h, \"quoted\"", "quoting round-trips");
+        assert_eq!(
+            &recs[0][col("host")],
+            "h, \"quoted\"",
+            "quoting round-trips"
+        );
         let opt = recs
             .iter()
             .find(|r| &r[col("record")] == "result" && &r[col("variant")] == "coalesced_copy")

@@ -143,7 +143,9 @@ pub fn common_facts() -> Vec<(String, String)> {
     let mut f = vec![
         (
             "Generated".to_string(),
-            chrono::Utc::now().format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            chrono::Utc::now()
+                .format("%Y-%m-%d %H:%M:%S UTC")
+                .to_string(),
         ),
         (
             "aisp version".to_string(),

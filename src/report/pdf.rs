@@ -440,7 +440,14 @@ fn layout<'a>(r: &'a Report, m: &'a Metrics) -> Layout<'a> {
                     for line in &f.lines {
                         l.ensure(11.0);
                         l.text(MARGIN + 6.0, "•", 8.5, false, Paint::Muted);
-                        l.wrapped(MARGIN + 16.0, line, 8.5, false, Paint::Ink, CONTENT_W - 16.0);
+                        l.wrapped(
+                            MARGIN + 16.0,
+                            line,
+                            8.5,
+                            false,
+                            Paint::Ink,
+                            CONTENT_W - 16.0,
+                        );
                     }
                     l.y += 6.0;
                 }

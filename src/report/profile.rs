@@ -11,8 +11,8 @@ use crate::profile::summary::NameKey;
 use crate::profile::timeline::TimelineOptions;
 use crate::profile::windows::{Window, WindowKind};
 use crate::profile::{
-    self, Profile, ResolvedScope, compare, gaps, info, iterations, kernels, nvtx, rules,
-    timeline, utilization,
+    self, Profile, ResolvedScope, compare, gaps, info, iterations, kernels, nvtx, rules, timeline,
+    utilization,
 };
 
 use super::{Block, FindingBlock, Report, Result, Section, Table, common_facts, ms};
@@ -70,7 +70,13 @@ fn profile_facts(p: &Profile, i: &info::Info) -> Vec<(String, String)> {
     let gpus: Vec<String> = i
         .gpus
         .iter()
-        .map(|g| format!("{}: {}", g.device, g.name.as_deref().unwrap_or("unknown GPU")))
+        .map(|g| {
+            format!(
+                "{}: {}",
+                g.device,
+                g.name.as_deref().unwrap_or("unknown GPU")
+            )
+        })
         .collect();
     f.push((
         "GPUs".into(),
@@ -86,7 +92,9 @@ fn profile_facts(p: &Profile, i: &info::Info) -> Vec<(String, String)> {
         format!(
             "{}{}{}",
             e.hostname.as_deref().unwrap_or("host not recorded"),
-            e.os.as_deref().map(|o| format!(", {o}")).unwrap_or_default(),
+            e.os.as_deref()
+                .map(|o| format!(", {o}"))
+                .unwrap_or_default(),
             e.cpu_cores
                 .map(|c| format!(", {c} CPU cores"))
                 .unwrap_or_default()
@@ -130,7 +138,9 @@ fn finding_block(f: &rules::Finding) -> FindingBlock {
         "{} ms at stake, {}% of the analysis window{} (rule {})",
         ms(f.time_at_stake_ns),
         f.share_pct,
-        f.device.map(|d| format!(" on device {d}")).unwrap_or_default(),
+        f.device
+            .map(|d| format!(" on device {d}"))
+            .unwrap_or_default(),
         f.id
     )];
     lines.extend(f.evidence.iter().cloned());
@@ -297,10 +307,7 @@ fn timeline_section(p: &Profile, scope: &ResolvedScope) -> Result<Option<Section
         ));
     }
     if tl.gpu.len() > 12 {
-        s.note(format!(
-            "{} more streams are not drawn.",
-            tl.gpu.len() - 12
-        ));
+        s.note(format!("{} more streams are not drawn.", tl.gpu.len() - 12));
     }
     Ok(Some(s))
 }
@@ -355,7 +362,9 @@ fn steps_section(p: &Profile, scope: &ResolvedScope) -> Result<Option<Section>> 
                 .as_ref()
                 .map(|a| format!("{:.3}", a.median / 1e6))
                 .unwrap_or_default(),
-            after.map(|a| format!("{:.1}", a.cv_pct)).unwrap_or_default(),
+            after
+                .map(|a| format!("{:.1}", a.cv_pct))
+                .unwrap_or_default(),
             format!("{:.1}", pr.kernels_per_step),
         ]);
     }
@@ -456,7 +465,7 @@ fn nvtx_section(p: &Profile, scope: &ResolvedScope) -> Result<Option<Section>> {
         return Ok(None);
     }
     let mut names = n.names.clone();
-    names.sort_by(|a, b| b.gpu_union_ns.cmp(&a.gpu_union_ns));
+    names.sort_by_key(|r| std::cmp::Reverse(r.gpu_union_ns));
     let rows: Vec<Bar> = names
         .iter()
         .map(|r| Bar {
@@ -465,7 +474,11 @@ fn nvtx_section(p: &Profile, scope: &ResolvedScope) -> Result<Option<Section>> {
             low: None,
             high: None,
             paint: chart::SERIES[0],
-            note: format!("{} ms GPU, {} ms CPU", ms(r.gpu_union_ns), ms(r.cpu_total_ns)),
+            note: format!(
+                "{} ms GPU, {} ms CPU",
+                ms(r.gpu_union_ns),
+                ms(r.cpu_total_ns)
+            ),
         })
         .collect();
     let mut s = Section::new("NVTX ranges");
@@ -596,7 +609,10 @@ pub fn compare_report(before: &Profile, after: &Profile) -> Result<Report> {
     }
     overview.table(sides);
     if !c.findings_resolved.is_empty() {
-        overview.para(format!("Findings resolved: {}.", c.findings_resolved.join(", ")));
+        overview.para(format!(
+            "Findings resolved: {}.",
+            c.findings_resolved.join(", ")
+        ));
     }
     if !c.findings_new.is_empty() {
         overview.para(format!("New findings: {}.", c.findings_new.join(", ")));
