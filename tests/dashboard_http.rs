@@ -338,7 +338,10 @@ async fn aisp_dashboard_serves_and_prints_its_url() {
     let url = rx
         .recv_timeout(std::time::Duration::from_secs(30))
         .expect("aisp dashboard printed its URL");
-    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with('/'), "{url}");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
+        "{url}"
+    );
     let (code, _, body) = get(url, None).await;
     let _ = child.kill();
     let _ = child.wait();

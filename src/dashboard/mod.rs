@@ -15,7 +15,6 @@
 //! same [`Policy`] as `/api`.
 
 mod assets;
-pub mod charts;
 mod profile_page;
 
 use std::path::{Path as FsPath, PathBuf};

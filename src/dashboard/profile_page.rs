@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::{call, charts};
+use super::call;
 use crate::app::AppState;
+use crate::chart::{self, build, svg};
 use crate::error::OpError;
 
 /// Escape text for HTML content and attribute values.
@@ -359,27 +360,30 @@ fn utilization(util: &Value) -> String {
     if devices.is_empty() {
         return r#"<p class="muted">No GPU activity in this profile.</p>"#.into();
     }
-    let series: Vec<charts::Series> = devices
+    let series: Vec<build::Series> = devices
         .iter()
-        .map(|d| {
+        .enumerate()
+        .map(|(k, d)| {
             let (chunk, origin) = (f(&d["chunk_ns"]), f(&d["chunk_start_ns"]));
-            charts::Series {
-                name: format!("GPU {}", i(&d["device"])),
+            build::Series {
+                label: format!("GPU {}", i(&d["device"])),
                 points: arr(&d["chunk_busy_pct"])
                     .iter()
                     .enumerate()
-                    .map(|(k, v)| ((origin + (k as f64 + 0.5) * chunk) / 1e9, f(v)))
+                    .map(|(c, v)| ((origin + (c as f64 + 0.5) * chunk) / 1e9, f(v)))
                     .collect(),
+                paint: chart::SERIES[k % chart::SERIES.len()],
             }
         })
         .collect();
-    h.push_str(&charts::line_chart(&charts::LineChart {
-        title: "GPU busy % over time (kernels and copies, union)",
-        x_label: "s (the capture's timebase, as on the timeline)",
-        y_label: "busy %",
-        y_max: Some(100.0),
-        series: &series,
-    }));
+    h.push_str(&svg::render(&build::lines(
+        "GPU busy % over time (kernels and copies, union)",
+        "s (the capture's timebase, as on the timeline)",
+        "busy %",
+        &series,
+        Some((0.0, 100.0)),
+        false,
+    )));
     h.push_str(
         r#"<table class="grid"><thead><tr><th>GPU</th><th>window</th><th>length</th><th>kernel busy</th><th>busy incl. copies</th><th></th></tr></thead><tbody>"#,
     );
@@ -524,14 +528,8 @@ fn iterations(it: &Value) -> String {
         esc(s(&it["rule"])),
         esc(s(&it["family"]))
     );
-    for p in procs {
+    for (k, p) in procs.iter().enumerate() {
         let steps = arr(&p["steps"]);
-        let cats: Vec<String> = steps.iter().map(|st| i(&st["index"]).to_string()).collect();
-        let cpu: Vec<f64> = steps.iter().map(|st| f(&st["cpu_ns"]) / 1e6).collect();
-        let gpu: Vec<f64> = steps
-            .iter()
-            .map(|st| f(&st["gpu_union_ns"]) / 1e6)
-            .collect();
         let a = &p["cpu_after_first"];
         let g = &p["gpu_union_after_first"];
         let _ = write!(
@@ -544,35 +542,49 @@ fn iterations(it: &Value) -> String {
             esc(&fmt_ns(f(&g["median"]))),
             f(&p["cpu_to_gpu_ratio"]),
         );
-        // A first step with module loading can be 30x the others: cut it rather than flatten them.
-        let mut sorted = cpu.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
-        let normal = cpu
-            .iter()
-            .chain(&gpu)
-            .copied()
-            .filter(|&v| v <= 4.0 * median)
-            .fold(0f64, f64::max);
-        let y_cap = (median > 0.0 && sorted.last().is_some_and(|&m| m > 4.0 * median))
-            .then_some(normal * 1.3);
-        h.push_str(&charts::bar_chart(&charts::BarChart {
-            title: "Step time per iteration",
-            x_label: "step",
-            y_label: "ms",
-            categories: &cats,
-            series: &[
-                charts::BarSeries {
-                    name: "CPU step time",
-                    values: &cpu,
-                },
-                charts::BarSeries {
-                    name: "GPU time (union of the step's kernels)",
-                    values: &gpu,
-                },
-            ],
-            y_cap,
-        }));
+        // A first step with module loading can take 30x the others: left out of the chart (and
+        // said so) rather than flattening every other step.
+        let median = f(&a["median"]);
+        let first_outlier = steps
+            .first()
+            .filter(|st| median > 0.0 && steps.len() > 2 && f(&st["cpu_ns"]) > 4.0 * median);
+        let shown = &steps[usize::from(first_outlier.is_some())..];
+        let series = [
+            build::Series {
+                label: "CPU step time".into(),
+                points: shown
+                    .iter()
+                    .map(|st| (f(&st["index"]), f(&st["cpu_ns"]) / 1e6))
+                    .collect(),
+                paint: chart::SERIES[(2 * k) % chart::SERIES.len()],
+            },
+            build::Series {
+                label: "GPU time (union of the step's kernels)".into(),
+                points: shown
+                    .iter()
+                    .map(|st| (f(&st["index"]), f(&st["gpu_union_ns"]) / 1e6))
+                    .collect(),
+                paint: chart::SERIES[(2 * k + 1) % chart::SERIES.len()],
+            },
+        ];
+        h.push_str(&svg::render(&build::lines(
+            "Step time per iteration",
+            "step",
+            "ms",
+            &series,
+            None,
+            true,
+        )));
+        if let Some(st) = first_outlier {
+            let _ = write!(
+                h,
+                r#"<p class="muted small">Not in the chart: {} (step {}), {} of CPU time — {:.0}× the median, warm-up.</p>"#,
+                esc(s(&st["name"])),
+                i(&st["index"]),
+                esc(&fmt_ns(f(&st["cpu_ns"]))),
+                f(&st["cpu_ns"]) / median
+            );
+        }
         if let Some(first) = steps.first() {
             let last = steps.last().unwrap_or(first);
             let _ = write!(

@@ -1009,8 +1009,8 @@ pub struct Export;
 scoped_input! {
     /// Arguments of `export`.
     ExportInput {
-        /// `perfetto` (Chrome/Perfetto trace JSON), `csv` (one report) or `html` (self-contained report).
-        format: profile::export::Format,
+        /// `perfetto` (Chrome/Perfetto trace JSON) or `csv` (one report). Reports with charts: aisp_export_html/pdf.
+        kind: profile::export::Format,
         /// File to write; default `$AISP_HOME/cache/exports/<name>.<ext>`.
         #[serde(default)]
         output: Option<String>,
@@ -1032,23 +1032,22 @@ impl Operation for Export {
     type Output = Answer<profile::export::Exported>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Export a profile",
-        summary: "Writes a Perfetto/Chrome trace JSON, a CSV of any report, or a self-contained HTML report of a profile.",
+        summary: "Writes a Perfetto/Chrome trace JSON or a CSV of any report of a profile.",
         description: "Exports a profile (or its scope: device, process, window) to a file: `perfetto` writes Chrome/Perfetto \
 trace JSON with GPUs as processes and streams as tracks (kernels, memcpys, memsets), CPU threads with NVTX ranges and CUDA API \
 calls, and flow arrows from each launch to its kernel, streamed to disk, loadable in ui.perfetto.dev; `csv` writes one report \
-with all its rows (the kernel trace or any nsys stats report); `html` writes a self-contained report (summary, findings, \
-utilization per device with a chunk chart, top kernels) that opens offline. Refuses to overwrite an existing file unless \
+with all its rows (the kernel trace or any nsys stats report). Reports with charts (HTML, PDF) are aisp_export_html and \
+aisp_export_pdf. Refuses to overwrite an existing file unless \
 overwrite is true. Returns the path, size and record count. Seconds on large profiles.",
         positional: &["path"],
         intents: &[
             "export to perfetto",
             "chrome trace",
             "export csv",
-            "html report",
             "open in perfetto",
             "save report",
         ],
-        example: r#"{"path": "train.sqlite", "format": "html", "output": "train_report.html"}"#,
+        example: r#"{"path": "train.sqlite", "kind": "perfetto", "output": "train.perfetto.json"}"#,
         hints: crate::registry::Hints {
             read_only: false,
             destructive: false,
@@ -1066,14 +1065,14 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
             _ => profile::export::default_output(
                 &ctx.app().config.cache_dir(),
                 p.source(),
-                input.format,
+                input.kind,
                 input.report.as_deref(),
             ),
         };
         let done = profile::export::export(
             &p,
             &scope,
-            input.format,
+            input.kind,
             &output,
             input.report.as_deref(),
             input.names.unwrap_or_default(),
