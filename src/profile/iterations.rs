@@ -5,8 +5,9 @@
 //! ranges named `step` or `step_*`; other numbered range families
 //! (`iter_3`, `batch 7`, `request_1`, preferring step-like words, then ranges
 //! that are not nested inside another family); and with no NVTX at all, a
-//! repeating kernel pattern (a kernel that occurs once per iteration with the
-//! same number of kernels between occurrences).
+//! repeating kernel pattern on each device (a kernel that occurs once per
+//! iteration with the same number of kernels between occurrences), one entry
+//! per device, so no device or rank is left out.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -439,11 +440,26 @@ pub fn iterations(
             steps: listed,
         });
     }
+    // Processes that ran kernels in scope but have no step ranges are named, not dropped.
+    let mut without: Vec<i64> = kernels
+        .iter()
+        .filter(|k| k.global_pid != 0 && scope.admits(k.device, k.global_pid, k.start, k.end))
+        .map(|k| model::pid_of(k.global_pid))
+        .filter(|pid| processes.iter().all(|ps| ps.pid != *pid))
+        .collect();
+    without.sort_unstable();
+    without.dedup();
+    let note = (!without.is_empty()).then(|| {
+        format!(
+            "process(es) {without:?} ran kernels but have no `{}` ranges, so they are not listed",
+            sr.family
+        )
+    });
     Ok(Iterations {
         family: Some(sr.family),
         rule: sr.rule.to_string(),
         processes,
-        note: None,
+        note,
     })
 }
 
