@@ -263,9 +263,12 @@ fn exports_write_valid_perfetto_csv_and_html() {
     );
 }
 
+/// Calls and Σ ns of one identical launch.
+type CallsTime = (f64, f64);
+
 /// Kernels of an export grouped by identical launch (demangled name text, grid, block):
 /// (calls, Σ ns), read with plain SQL.
-fn launches(path: &std::path::Path) -> std::collections::HashMap<String, (f64, f64)> {
+fn launches(path: &std::path::Path) -> std::collections::HashMap<String, CallsTime> {
     let c = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .unwrap();
     let mut st = c
@@ -322,7 +325,7 @@ fn windows_cut_from_one_run_are_not_an_improvement() {
 
     // Per call, over identical launches, at the before side's mix (SQL over both files).
     let (lb, la) = (launches(&steady), launches(&warmup));
-    let shared: Vec<(&(f64, f64), &(f64, f64))> = lb
+    let shared: Vec<(&CallsTime, &CallsTime)> = lb
         .iter()
         .filter_map(|(k, x)| la.get(k).map(|y| (x, y)))
         .collect();
