@@ -716,7 +716,7 @@ pub fn compare(before: &Profile, after: &Profile, limit: usize) -> Result<Compar
                 Verdict::Inconclusive,
                 "per_call",
                 format!(
-                    "no steps on both sides and identical launches cover only {coverage:.0}% of the before side's \
+                    "no per-step basis (a side lacks 3+ steps) and identical launches cover only {coverage:.0}% of the before side's \
                      kernel time (under {PER_CALL_MIN_COVERAGE_PCT:.0}%): no per-unit basis; wrap each iteration \
                      in an NVTX range `step_N`"
                 ),
@@ -736,7 +736,7 @@ pub fn compare(before: &Profile, after: &Profile, limit: usize) -> Result<Compar
                         pc.says,
                         "per_call+per_second_of_window",
                         format!(
-                            "no steps on both sides: time per call changed {}{rate_txt}",
+                            "no per-step basis (a side lacks 3+ steps): time per call changed {}{rate_txt}",
                             pct(pc)
                         ),
                     )
@@ -752,7 +752,7 @@ pub fn compare(before: &Profile, after: &Profile, limit: usize) -> Result<Compar
                         Verdict::Inconclusive,
                         "per_call+per_second_of_window",
                         format!(
-                            "no steps on both sides: time per call changed {}{rate_txt}: the windows are cuts of \
+                            "no per-step basis (a side lacks 3+ steps): time per call changed {}{rate_txt}: the windows are cuts of \
                              different work (or the host fed the GPU differently){mix}; compare NVTX steps or whole runs",
                             pct(pc)
                         ),
