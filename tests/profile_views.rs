@@ -396,9 +396,14 @@ fn a_real_fix_is_an_improvement_and_its_reverse_a_regression() {
 
 #[test]
 fn gpus_are_never_claimed_the_same_when_unknown_and_different_gpus_are_not_comparable() {
-    // h100_2gpu_1s records no TARGET_INFO_GPU: the old reasons said "same GPUs".
+    // h100_2gpu_1s records no TARGET_INFO_GPU. Against a copy of itself (another capture as
+    // far as compare knows) the old reasons said "same GPUs, schema, device count and kernels".
     let p = open("h100_2gpu_1s.sqlite");
-    let c = compare::compare(&p, &p, 3).unwrap();
+    let copy = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("h100_copy.sqlite");
+    std::fs::copy(profile_common::fixture("h100_2gpu_1s.sqlite"), &copy).unwrap();
+    let q = aisp::profile::open(&copy).unwrap();
+    let c = compare::compare(&p, &q, 3).unwrap();
+    assert_eq!(c.verdict, Verdict::Neutral, "{}", c.verdict_reason);
     assert_eq!(c.comparability.same_gpus, None);
     assert!(
         c.comparability
