@@ -116,6 +116,16 @@ fn compare_is_neutral_on_the_same_capture_and_sees_real_differences() {
     assert_eq!(c.comparability.level, "high");
     assert!(c.kernel_regressions.is_empty() && c.kernel_improvements.is_empty());
     assert!(c.noise_pct > 0.0 && c.threshold_pct >= 2.0);
+    // The GPU side of the steps (fixtures README: median GPU-projected union, steps ≥ 1).
+    let g = c
+        .evidence
+        .iter()
+        .find(|e| e.basis == "per_step_gpu")
+        .unwrap();
+    assert_eq!(
+        (g.before, g.after, g.says),
+        (798_909.0, 798_909.0, Verdict::Neutral)
+    );
 
     // Different workloads on the same GPU model (the old verdict: "improved" at comparability
     // 0.25, from total kernel time 53.9 → 32.1 ms): not comparable, no basis.

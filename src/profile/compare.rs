@@ -54,7 +54,7 @@ pub enum Verdict {
 /// Per-unit evidence behind a verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Evidence {
-    /// `per_step`, `per_call` or `per_second_of_window`.
+    /// `per_step`, `per_step_gpu`, `per_call` or `per_second_of_window`.
     pub basis: String,
     /// What is measured, with its unit.
     pub metric: String,
@@ -225,6 +225,8 @@ struct Facts {
     kernels: HashMap<String, (u64, i64)>,
     launches: HashMap<LaunchKey, LaunchStats>,
     steps_after_first: Vec<i64>,
+    /// GPU-projected time (union of the step's kernels) of the same steps.
+    gpu_steps_after_first: Vec<i64>,
     ranges: HashMap<String, (i64, i64)>,
     devices: BTreeMap<i64, DeviceFacts>,
     traffic: BTreeMap<String, (i64, i64)>,
@@ -246,6 +248,7 @@ fn facts(p: &Profile) -> Result<Facts> {
     let it = iterations::iterations(p, &scope, None, usize::MAX)?;
     let mut after_first = Vec::new();
     let mut gpu_after = Vec::new();
+    let mut gpu_steps: Vec<i64> = Vec::new();
     let mut steps = 0;
     if it.rule != "kernel_pattern" && it.rule != "none" {
         // Ranks step together: the process with the slowest median step stands for the run.
@@ -260,6 +263,7 @@ fn facts(p: &Profile) -> Result<Facts> {
         }
         if let Some(ps) = best {
             after_first = ps.steps.iter().skip(1).map(|s| s.cpu_ns).collect();
+            gpu_steps = ps.steps.iter().skip(1).map(|s| s.gpu_union_ns).collect();
             if let Some(g) = &ps.gpu_union_after_first {
                 gpu_after.push(g.median);
             }
@@ -353,6 +357,7 @@ fn facts(p: &Profile) -> Result<Facts> {
         kernels,
         launches,
         steps_after_first: after_first,
+        gpu_steps_after_first: gpu_steps,
         ranges,
         devices,
         traffic,
@@ -445,6 +450,9 @@ fn launch_evidence(b: &Facts, a: &Facts) -> (Option<Evidence>, Option<Evidence>,
     }
     // Σ n_b·μ_a: the before side's calls at the after side's time per call.
     let num: f64 = shared.iter().map(|(x, y)| x.n as f64 * y.mean()).sum();
+    if num <= 0.0 {
+        return (None, None, coverage);
+    }
     let var_num: f64 = shared
         .iter()
         .map(|(x, y)| (x.n as f64).powi(2) * y.var() / y.n as f64)
@@ -652,6 +660,35 @@ pub fn compare(before: &Profile, after: &Profile, limit: usize) -> Result<Compar
             threshold_pct: round2(threshold),
             says: says(delta, threshold, true),
         });
+    }
+    if both_steps {
+        // The GPU side of the same steps: a kernel-speed change shows here even when the step
+        // is host-bound and its CPU time does not move (supporting evidence, not the verdict).
+        let (mut gb, mut ga) = (
+            b.gpu_steps_after_first.clone(),
+            a.gpu_steps_after_first.clone(),
+        );
+        let (bv, av) = (stats::median(&mut gb), stats::median(&mut ga));
+        if bv > 0.0 {
+            let nb = median_rse_pct(&b.gpu_steps_after_first).unwrap_or(2.5);
+            let na = median_rse_pct(&a.gpu_steps_after_first).unwrap_or(2.5);
+            let noise = (nb * nb + na * na).sqrt();
+            let threshold = (2.0 * noise).max(2.0);
+            let delta = round2((av - bv) / bv * 100.0);
+            evidence.push(Evidence {
+                basis: "per_step_gpu".into(),
+                metric:
+                    "median GPU-projected time per step after the first (union of its kernels), ns"
+                        .into(),
+                before: bv,
+                after: av,
+                delta_pct: delta,
+                better: "lower".into(),
+                noise_pct: Some(round2(noise)),
+                threshold_pct: round2(threshold),
+                says: says(delta, threshold, true),
+            });
+        }
     }
     let (per_call, per_second, coverage) = launch_evidence(&b, &a);
     evidence.extend(per_call.iter().cloned());
