@@ -330,7 +330,7 @@ async fn aisp_dashboard_serves_and_prints_its_url() {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(url) = line.split("dashboard at ").nth(1) {
+            if let Some(url) = line.strip_prefix("aisp: dashboard at ") {
                 let _ = tx.send(url.trim().to_string());
             }
         }

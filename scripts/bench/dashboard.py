@@ -7,7 +7,8 @@ performance timing.
    cold (fresh AISP_HOME and server: nothing cached) and warm (same server,
    page loaded again: the operations' result cache and the event index are hot).
 2. Frame times while panning the timeline with many events in view: the page
-   pans by PX pixels on every animation frame for FRAMES frames; reports the
+   pans by PX pixels on every animation frame for FRAMES frames (75 frames one
+   way, 75 back, ...), starting from the default window; reports the
    draw time of each frame (timeline.draw, performance.now) and the interval
    between animation frames, plus the fetches the pan caused.
 
@@ -113,7 +114,7 @@ function step(ts) {
           fetched_in_window: tl.data.in_window});
     return;
   }
-  tl.pan(-px);
+  tl.pan(Math.floor(n / 75) % 2 === 0 ? -px : px);  // back and forth: 75 frames each way
   requestAnimationFrame(step);
 }
 requestAnimationFrame(step);
@@ -136,7 +137,10 @@ def pan(binary, path, frames, px):
             ["curl", "-s", "-X", "POST", base + "/api/profile/events", "-d", body],
             capture_output=True, check=True,
         ).stdout
-        in_view = json.loads(out)["in_window"]
+        ans = json.loads(out)
+        if "in_window" not in ans:
+            raise SystemExit(f"events call failed: {ans}")
+        in_view = ans["in_window"]
     finally:
         d.quit()
         stop(proc, home)

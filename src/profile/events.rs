@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::calls;
 use super::model;
-use super::{Profile, ResolvedScope, Result};
+use super::{Profile, ProfileError, ResolvedScope, Result, Scope};
 
 /// Slices per window when the caller names none, and the bounds.
 pub const DEFAULT_BUCKETS: usize = 1000;
@@ -365,6 +365,67 @@ impl EventIndex {
     /// First start → last end of every event.
     pub fn extent(&self) -> (i64, i64) {
         self.extent
+    }
+
+    /// The scope of a window request, checked against this index: the device and process must
+    /// have events; `nvtx_range` goes through [`Profile::resolve`]; `start_ns`/`end_ns` need only
+    /// be in order (a window with no events answers empty tracks).
+    pub fn resolve(&self, p: &Profile, scope: &Scope) -> Result<ResolvedScope> {
+        if let Some(d) = scope.device {
+            let mut devices: Vec<i64> = self.tracks.iter().filter_map(|t| t.device).collect();
+            devices.dedup();
+            if !devices.contains(&d) {
+                return Err(ProfileError::BadArgument(format!(
+                    "device {d} ran no kernels, copies or memsets in this profile; devices present: {devices:?}"
+                )));
+            }
+        }
+        if let Some(pid) = scope.process {
+            let mut pids: Vec<i64> = self
+                .tracks
+                .iter()
+                .flat_map(|t| t.pids.iter().copied())
+                .collect();
+            pids.sort_unstable();
+            pids.dedup();
+            if !pids.contains(&pid) {
+                return Err(ProfileError::BadArgument(format!(
+                    "process {pid} has no events in this profile; processes with events: {pids:?}"
+                )));
+            }
+        }
+        let mut out = if scope.nvtx_range.is_some() {
+            p.resolve(&Scope {
+                start_ns: None,
+                end_ns: None,
+                ..scope.clone()
+            })?
+        } else {
+            ResolvedScope {
+                device: scope.device,
+                process: scope.process,
+                trim: None,
+                trim_source: None,
+            }
+        };
+        if scope.start_ns.is_some() || scope.end_ns.is_some() {
+            let (s0, e0) = out.trim.unwrap_or((i64::MIN, i64::MAX));
+            let s = scope.start_ns.unwrap_or(i64::MIN).max(s0);
+            let e = scope.end_ns.unwrap_or(i64::MAX).min(e0);
+            if e <= s {
+                return Err(ProfileError::BadArgument(format!(
+                    "the window is empty: start_ns {} is not before end_ns {}",
+                    scope.start_ns.map_or("-".into(), |v| v.to_string()),
+                    scope.end_ns.map_or("-".into(), |v| v.to_string())
+                )));
+            }
+            out.trim = Some((s, e));
+            out.trim_source = Some(match out.trim_source {
+                Some(src) => format!("{src} ∩ start_ns/end_ns"),
+                None => "start_ns/end_ns".to_string(),
+            });
+        }
+        Ok(out)
     }
 
     /// The events of the scope's window (without one: the span of GPU work, or of all events when

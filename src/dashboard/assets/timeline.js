@@ -127,6 +127,12 @@ class Timeline {
       const len = Math.max(1, this.extent.end - this.extent.start);
       const maxW = len * 1.2;
       if (end - start > maxW) { const c = (start + end) / 2; start = c - maxW / 2; end = c + maxW / 2; }
+      // Keep some of the events in view: panning stops a tenth of the view past either end.
+      const w = end - start;
+      const lo = this.extent.start - w * 0.9;
+      const hi = this.extent.end + w * 0.9;
+      if (start < lo) { start = lo; end = lo + w; }
+      if (end > hi) { end = hi; start = hi - w; }
     }
     this.view = { start, end };
     if (this.opts.onWindow) this.opts.onWindow(this.view);
