@@ -62,16 +62,7 @@ impl Operation for Ask {
         short: true,
         title: "Ask a performance question",
         summary: "Answers a GPU/AI performance question by investigating with aisp's own tools, citing the evidence; works with or without an LLM.",
-        description: "Investigates a performance question (slow training, out of memory, multi-GPU scaling, inference \
-latency, slow kernels, an error message, a concept) with aisp's own read-only tools and answers in markdown that \
-separates facts (each citing its evidence as [E1], [E2], ...) from hypotheses, says what the data cannot answer and \
-which tool or capture would, and lists next steps. With an LLM endpoint configured (AISP_LLM_BASE_URL/AISP_LLM_MODEL \
-or an API key; any OpenAI-compatible server), the model chooses the tools in a loop bounded by max_steps and a token \
-budget. Without one, or when it fails, aisp routes the question by intent, runs the relevant tools itself and composes \
-the answer from their results and its knowledge base, saying so. Attach a profile for answers about a run. Returns \
-{answer, findings (rule findings relied on, with ids), citations [{id, tool, arguments, quote}], llm_used, model, steps, \
-conversation_id, intent, tokens_used, notes}. Seconds without an LLM; with one, as long as the model takes \
-(progress per step; cancellable; timeout_s and async apply).",
+        description: "Answers a performance question in plain words (slow training, out of memory, scaling, inference latency, an error, a concept) by running aisp's read-only tools, citing each fact's evidence ([E1], ...) apart from hypotheses, with next steps. Uses an LLM when one is configured, else aisp's own routing. Give a profile path for questions about a run. Seconds; with an LLM, as long as it takes.",
         hints: TALKS_TO_LLM,
         long_running: true,
         positional: &["question"],
@@ -85,6 +76,7 @@ conversation_id, intent, tokens_used, notes}. Seconds without an LLM; with one, 
             "investigate",
         ],
         example: r#"{"question": "why is this training step slow?", "profile": "train.sqlite"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("ai", "ask")
     };
 
@@ -152,12 +144,7 @@ impl Operation for Explain {
         short: true,
         title: "Explain a performance concept",
         summary: "Explains a GPU/AI performance concept from aisp's knowledge base: definition, why it matters, how to detect it with aisp, how to fix it, sources.",
-        description: "Looks a concept up in aisp's built-in knowledge base (over 100 entries: occupancy, memory coalescing, \
-bank conflicts, tensor cores, TMA, FlashAttention, CUDA graphs, NCCL ring/tree, ZeRO, paged attention, KV cache, \
-pipeline bubbles, roofline, ...) by name, alias or the words of a question, and returns the entry: definition, why it \
-matters, how to detect it (which aisp tool, what to look for), how to fix it, related concepts and sources with URLs. \
-When nothing matches well it says so and lists the closest entries. With expand=true and an LLM configured, adds the \
-model's expansion of the entry (the entry and its sources are unchanged). Instant without expand.",
+        description: "Explains a GPU performance concept (occupancy, coalescing, bank conflicts, tensor cores, FlashAttention, CUDA graphs, NCCL, ZeRO, KV cache, roofline, ...) from aisp's knowledge base: what it is, why it matters, how to detect it with aisp, how to fix it, sources. Instant.",
         hints: TALKS_TO_LLM,
         positional: &["concept"],
         intents: &[
@@ -168,6 +155,7 @@ model's expansion of the entry (the entry and its sources are unchanged). Instan
             "how does it work",
         ],
         example: r#"{"concept": "bank conflicts"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("ai", "explain")
     };
 
@@ -376,13 +364,7 @@ impl Operation for SuggestTools {
         short: true,
         title: "Suggest tools for a task",
         summary: "Ranks aisp's tools for a task described in plain words, with reasons and suggested arguments.",
-        description: "Given a task in plain words, ranks aisp's tools (all of them, including any hidden from tools/list by \
-the server's toolset). The tools that aisp's intent router plans for the task (slow training, out of memory, multi-GPU \
-scaling, inference latency, slow kernel, data loading, setup, comparing runs, an error message, a concept) come first, \
-then BM25 over each tool's name, description and curated intents. Suggested arguments are filled from the task where it \
-names profile paths, a model, a GPU type or counts. With llm=true and an LLM configured, the model re-ranks the \
-candidates (unknown names are dropped; without an LLM the ranking stands and a note says so). Returns suggestions \
-[{tool, score, reason, suggested_arguments, needs_gpu, long_running}]. Instant without the LLM.",
+        description: "Ranks aisp's tools (all of them, listed or not) for a task in plain words, each with the reason, arguments filled from the task (paths, model, GPU, counts), and the domain to enable when it is not listed. Use when unsure which tool answers a question. Instant.",
         hints: TALKS_TO_LLM,
         positional: &["task"],
         intents: &[
@@ -393,6 +375,7 @@ candidates (unknown names are dropped; without an LLM the ranking stands and a n
             "navigator",
         ],
         example: r#"{"task": "why is my training step slow", "limit": 5}"#,
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("ai", "suggest_tools")
     };
 
@@ -687,13 +670,7 @@ impl Operation for AiTroubleshoot {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Troubleshoot an error or symptom",
         summary: "Matches an error message or symptom (CUDA OOM, NCCL timeout, illegal memory access, cuDNN errors, slow data loading, ...) to likely causes, ranked, with aisp checks to run.",
-        description: "Matches an error message, traceback or symptom against aisp's troubleshooting table (CUDA out of \
-memory, NCCL timeouts and connection errors, illegal memory access, device-side asserts, cuDNN and cuBLAS errors, \
-missing kernel images, driver/runtime mismatches, Xid/ECC errors, slow data loading, low GPU utilization, poor \
-multi-GPU scaling, high inference latency, throttling, ...). Returns the matching symptoms, each with its likely \
-causes ranked (curated order, moved up when the text carries a cause's own telltale phrase), the checks that confirm \
-or rule out each cause (an aisp tool, arguments and what to look for), fixes, related concepts and sources. Paste the \
-whole error for the best ranking. Instant; uses no LLM.",
+        description: "Matches an error message, traceback or symptom (CUDA out of memory, NCCL timeout, illegal memory access, Xid errors, slow data loading, low GPU utilization, ...) to its likely causes, ranked, each with the aisp check that confirms it and the fix. Paste the whole error. Instant; no LLM.",
         positional: &["symptom"],
         intents: &[
             "cuda out of memory",
@@ -706,6 +683,7 @@ whole error for the best ranking. Instant; uses no LLM.",
             "why does it crash",
         ],
         example: r#"{"symptom": "CUDA out of memory. Tried to allocate 2.00 GiB"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("ai", "troubleshoot")
     };
 

@@ -111,13 +111,7 @@ impl Operation for BottlenecksOp {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Classify the bottleneck",
         summary: "Host-, launch-, compute-, memory- or communication-bound, per GPU, from a profile's time accounting with evidence (busy %, kernel classes, short kernels, rule findings) plus measured roofs from benchmark history.",
-        description: "Combines what aisp has: with a profile (path), it takes each device's analysis window (steady \
-state when there are steps), splits the window into GPU idle time and busy time, splits busy time by kernel class — \
-compute (GEMM, attention), memory (elementwise, reduction, copy), communication (collectives) — and names the \
-largest share: idle means host-bound (launch-bound when most kernels are shorter than 5 µs). Evidence: busy %, class \
-shares, the top kernel, short-kernel share and the profile rules' top findings; plus this GPU's measured roofs from \
-benchmark history when recorded. Without a profile it says what is missing and which tool captures one. Use it to \
-answer 'why is my training slow?' with numbers. Seconds on large profiles.",
+        description: "Classifies what limits a profiled run on each device: host-bound (GPU idle; launch-bound when most kernels run under 5 us), compute, memory or communication, with busy %, kernel-class shares, the top kernel and the top findings as evidence. Use for 'why is my training slow?' with a profile path. Seconds on large profiles.",
         intents: &[
             "why is my training slow",
             "bottleneck",
@@ -128,6 +122,7 @@ answer 'why is my training slow?' with numbers. Seconds on large profiles.",
         ],
         example: r#"{"path": "train.sqlite"}"#,
         positional: &["path"],
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("analyze", "bottlenecks")
     };
 

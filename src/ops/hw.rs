@@ -136,13 +136,7 @@ impl Operation for Roofline {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Measured roofline",
         summary: "Measures device-memory bandwidth and compute peaks per precision on this GPU, and the ridge points between them.",
-        description: "Measures the two ceilings of the roofline model on this GPU: device-memory bandwidth (copy \
-kernels and cuMemcpyDtoD over 1 GiB buffers, each checked, bytes read + written, against the theoretical figure from \
-NVML's memory clock and bus width) and compute throughput per precision: FP64 and FP32 FMA loops on the CUDA cores, \
-cuBLAS SGEMM, and cuBLAS/cuBLASLt TF32, BF16, FP16 and FP8 GEMMs at 8192^3 (tensor cores). Returns each peak in \
-TFLOP/s with how it was measured, the ridge point (FLOP per byte where the compute peak meets the memory roof: kernels \
-below it are memory-bound), and the datasheet figure when known. The roofs are stored and later benchmark runs use them \
-for pct_of_roof. Takes the GPU to itself; about 20-40 s (5 s with tensor: false).",
+        description: "Measures this GPU's roofline: memory bandwidth and compute peaks per precision (FP64, FP32, TF32, BF16, FP16, FP8 GEMMs) and the ridge point, beside the datasheet; stored for later benchmarks. Needs a GPU; 20-40 s.",
         hints: Hints::MEASURES,
         needs_gpu: true,
         long_running: true,

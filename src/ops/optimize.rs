@@ -116,14 +116,7 @@ impl Operation for Recommend {
         short: true,
         title: "Recommend optimizations",
         summary: "Ranks optimization techniques for your model, GPUs and goal (throughput, latency, memory, cost) by measured effect, with why, preconditions met/unmet and conflicts resolved.",
-        description: "Builds the situation from your inputs — model (or size), GPU (or the local one), GPU and node \
-counts, goal, workload, sequence length, profile findings (e.g. launch_bound, oom) — deriving conditions with their \
-evidence: multi-GPU, MoE, long context, memory pressure (16 bytes/parameter of training states or bf16 weights vs \
-usable memory), GPU compute capability. Then ranks the technique catalog for the goal by the effect each technique's \
-source measured (geometric mean of the stated range; an 'up to X' figure counts as 1–X), ranking techniques whose \
-preconditions are all known to hold first, drops techniques whose hardware or conditions fail (saying why), keeps only one of any conflicting \
-pair, and returns each recommendation with its effect range, scope, source, effort, risk, reason and how to turn it \
-on. Use it first when asking 'how do I make this faster / fit / cheaper'. Instant.",
+        description: "Ranks optimization techniques for a goal given the model, GPU, counts, workload and profile findings: each with its measured effect range and source, effort, risk, why it applies and how to turn it on; techniques whose hardware or conditions fail are dropped with the reason. Use for 'how do I make this faster, fit or cheaper'. Instant.",
         intents: &[
             "how do i make training faster",
             "recommend optimizations",
@@ -134,6 +127,7 @@ on. Use it first when asking 'how do I make this faster / fit / cheaper'. Instan
             "optimization advice",
         ],
         example: r#"{"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": 8, "goal": "throughput", "workload": "training"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("optimize", "recommend")
     };
 

@@ -460,16 +460,7 @@ impl Operation for ProfileNsys {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Capture an Nsight Systems profile",
         summary: "Runs a command under nsys profile, exports the report to SQLite and returns the paths with the profile's info and top findings.",
-        description: "Runs `command` under Nsight Systems (`nsys profile`) with a preset (`light`: CUDA and NVTX with CPU \
-sampling and context switches off; `full`: adds OS runtime, cuBLAS, cuDNN and CUDA memory usage) or an explicit trace \
-list, optionally only inside an NVTX range or between cudaProfilerStart/Stop, for a limited duration. The report and its \
-SQLite export are kept in $AISP_HOME/runs/<run_id>/ with the logs; the capture is recorded (aisp_profile_list) and its \
-run_id works wherever a profile path does in aisp_profile_compare. Returns the artifact paths, stdout/stderr tails, \
-aisp_profile_info and the top findings of aisp_profile_rules. Finds nsys on PATH, AISP_NSYS, /usr/local/cuda*/bin, \
-/opt/nvidia/nsight-systems*/ and /opt/nvidia/nsight-compute/*/host/target-linux-x64/; when the report step fails \
-because the importer cannot load libdw/libelf, the error says how to fix it. Needs --allow-exec and a GPU; one capture \
-runs at a time. Takes the program's run time plus seconds to minutes for the report and export; honours timeout_s \
-(the whole process group is terminated) and async: true.",
+        description: "Captures a new Nsight Systems profile of `command` (preset light or full, optionally only an NVTX range or a duration), exports it to SQLite under $AISP_HOME/runs/<run_id>/, and returns the paths, output tails, profile info and top findings. Needs --allow-exec and a GPU; takes the program's run time plus the export (timeout_s, async: true).",
         hints: Hints::RUNS_COMMAND,
         needs_gpu: true,
         long_running: true,

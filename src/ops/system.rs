@@ -625,13 +625,7 @@ impl Operation for Context {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "System context",
         summary: "Everything about this machine in one call: host, GPUs (state, power, topology), software stack, and what is wrong (dependency problems, kernel parameters, container limits, environment, network).",
-        description: "Gathers every GPU and system probe in one call and condenses it for a model's context: host (OS, \
-kernel, CPU, memory, NUMA, container and its usable CPUs and memory), GPUs (name, memory, compute capability, SMs, theoretical \
-bandwidth, utilization, power/thermal/throttle sentence, processes, topology summary, or why no GPU is usable), software (Python, \
-torch and its CUDA, ML packages, nvcc, nsys, ncu, NVRTC) and health (dependency status and problems, kernel parameters that differ \
-from the recommendations, container mismatches, environment warnings, network findings). `detail: full` attaches every \
-underlying report (gpu info/power/topology/capabilities, software, dependencies, CPU and memory, parameters, container, network, \
-env). Works without a GPU. Takes about a second (the software probe runs alongside the rest).",
+        description: "Every GPU and system probe condensed for a model's context: host (OS, CPU, memory, NUMA, container limits), GPUs (memory, bandwidth, utilization, power and throttling, topology), software (Python, torch, CUDA, nsys, ncu) and health problems; detail: full attaches every report. Works without a GPU; about a second.",
         intents: &[
             "system context",
             "describe this machine",
@@ -640,6 +634,7 @@ env). Works without a GPU. Takes about a second (the software probe runs alongsi
             "everything about the system",
         ],
         example: r#"{"detail": "summary"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("system", "context")
     };
 
@@ -681,12 +676,7 @@ impl Operation for Triage {
         short: true,
         title: "Triage this machine",
         summary: "Status, a compact system context, and the three most useful next steps for this machine, each naming the tool to call and why.",
-        description: "The first call on an unfamiliar machine: aisp's status (version, whether a GPU is usable and why not, \
-whether command execution is allowed), the compact system context (host, GPUs with power and throttling, topology, software, \
-health), and the three most useful next steps chosen from the evidence — e.g. fix a torch/driver CUDA mismatch \
-(aisp_system_dependencies), look at throttled GPUs (aisp_gpu_power), fix container limits (aisp_system_container), check links \
-between GPUs (aisp_gpu_topology), measure memory bandwidth, capture or analyse a profile — each with the tool, its arguments and \
-why. Only tools this server offers are named. Works without a GPU. Takes about a second.",
+        description: "The first call on an unfamiliar machine: status, the compact system context (host, GPUs, power and throttling, topology, software, health) and the three most useful next steps, each naming the tool, its arguments and why. Works without a GPU; about a second.",
         intents: &[
             "triage",
             "where do I start",
@@ -696,6 +686,7 @@ why. Only tools this server offers are named. Works without a GPU. Takes about a
             "first steps",
             "diagnose this machine",
         ],
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("system", "triage")
     };
 

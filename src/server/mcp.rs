@@ -1,8 +1,9 @@
 //! The MCP face of the registry: `tools/list`, `tools/call` (with progress and
 //! cancellation), and prompts, over any rmcp transport.
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
@@ -15,11 +16,12 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use super::stdio::EncodedListing;
 use crate::app::AppState;
 use crate::context::{Progress, ProgressSink};
 use crate::dispatch::{self, CallOptions};
 use crate::error::OpError;
-use crate::registry::{self, ToolDef};
+use crate::registry::{self, ToolDef, Toolset};
 
 /// What the server tells a model about where to start.
 pub const INSTRUCTIONS: &str = "aisp is a GPU performance engineer's toolkit. \
@@ -30,32 +32,91 @@ aisp_profile_rules with its path, then aisp_profile_summary, aisp_profile_gaps o
 Long-running tools accept async: true and return a job_id to poll with aisp_job_status. \
 Every failure is a result with isError: true and {error: {kind, message, hint}}: follow the hint.";
 
-/// The MCP server: cheap to clone (the HTTP transport makes one per request).
+/// The MCP server. Clones share the session; [`AispServer::new_session`]
+/// starts another (the HTTP transport makes one per MCP session).
 #[derive(Clone)]
 pub struct AispServer {
     app: Arc<AppState>,
-    /// The tools `tools/list` shows (the toolset), encoded once for stdio.
-    listing: Arc<super::stdio::EncodedListing>,
+    session: Arc<SessionTools>,
+}
+
+/// What one MCP session lists: the configured toolset plus the domains the
+/// session enabled with `aisp_list_domains` and `enable`.
+pub struct SessionTools {
+    toolset: Toolset,
+    enabled: Mutex<BTreeSet<String>>,
+    listing: Mutex<Arc<EncodedListing>>,
+}
+
+impl SessionTools {
+    pub fn new(toolset: Toolset) -> SessionTools {
+        let listing = listing_for(&toolset, &BTreeSet::new());
+        SessionTools {
+            toolset,
+            enabled: Mutex::new(BTreeSet::new()),
+            listing: Mutex::new(listing),
+        }
+    }
+
+    /// The listing `tools/list` answers with now.
+    pub fn current(&self) -> Arc<EncodedListing> {
+        Arc::clone(&self.listing.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// List these domains' tools too; true when the listing changed.
+    pub fn enable(&self, domains: &[String]) -> bool {
+        let mut enabled = self.enabled.lock().unwrap_or_else(|e| e.into_inner());
+        enabled.extend(domains.iter().cloned());
+        let next = listing_for(&self.toolset, &enabled);
+        let mut listing = self.listing.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = next.names() != listing.names();
+        *listing = next;
+        changed
+    }
+
+    /// Whether this session's listing can change (it cannot once everything is listed).
+    fn can_change(&self) -> bool {
+        self.toolset != Toolset::All
+    }
+}
+
+/// The listing for a toolset plus enabled domains, made once per combination
+/// and shared by every session that has it (its JSON is encoded once too).
+fn listing_for(toolset: &Toolset, enabled: &BTreeSet<String>) -> Arc<EncodedListing> {
+    type Cache = Mutex<HashMap<(String, Vec<String>), Arc<EncodedListing>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (
+        format!("{toolset:?}"),
+        enabled.iter().cloned().collect::<Vec<_>>(),
+    );
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    Arc::clone(cache.entry(key).or_insert_with(|| {
+        let listed = registry::tools()
+            .iter()
+            .filter(|t| toolset.includes(t) || enabled.contains(t.spec().domain))
+            .map(mcp_tool)
+            .collect::<Vec<Tool>>();
+        Arc::new(EncodedListing::new(listed))
+    }))
 }
 
 impl AispServer {
     pub fn new(app: Arc<AppState>) -> AispServer {
-        let toolset = app.config.tools.clone();
-        let listed = registry::tools()
-            .iter()
-            .filter(|t| toolset.includes(t))
-            .map(mcp_tool)
-            .collect::<Vec<Tool>>();
-        AispServer {
-            app,
-            listing: Arc::new(super::stdio::EncodedListing::new(listed)),
-        }
+        let session = Arc::new(SessionTools::new(app.config.tools.clone()));
+        AispServer { app, session }
     }
 
-    /// The listing this server answers `tools/list` with, for transports that
-    /// send it pre-encoded.
-    pub fn encoded_listing(&self) -> Arc<super::stdio::EncodedListing> {
-        Arc::clone(&self.listing)
+    /// A server for another MCP session: same process state, its own listing.
+    pub fn new_session(&self) -> AispServer {
+        AispServer::new(Arc::clone(&self.app))
+    }
+
+    /// What this session lists, for transports that send the listing pre-encoded.
+    pub fn session_tools(&self) -> Arc<SessionTools> {
+        Arc::clone(&self.session)
     }
 
     pub fn app(&self) -> &Arc<AppState> {
@@ -162,7 +223,10 @@ impl ProgressForwarder {
 
 impl ServerHandler for AispServer {
     fn get_info(&self) -> ServerConfig {
-        let mut caps = ServerCapabilities::builder().enable_tools().build();
+        let mut caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
         if !crate::prompts::all().is_empty() {
             caps.prompts = Some(Default::default());
         }
@@ -182,13 +246,18 @@ impl ServerHandler for AispServer {
         let modern = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-        let mut result = ListToolsResult::with_all_items(self.listing.tools().to_vec());
+        let mut result = ListToolsResult::with_all_items(self.session.current().tools().to_vec());
         result.result_type = Some(ResultType::COMPLETE);
         if modern {
-            // The list is fixed for the life of the process and the same for everyone.
-            result = result
-                .with_ttl_ms(3_600_000)
-                .with_cache_scope(CacheScope::Public);
+            result = if self.session.can_change() {
+                // This session's list grows when it enables a domain.
+                result.with_cache_scope(CacheScope::Private)
+            } else {
+                // Everything is listed: the same for everyone while the process lives.
+                result
+                    .with_ttl_ms(3_600_000)
+                    .with_cache_scope(CacheScope::Public)
+            };
         }
         Ok(result)
     }
@@ -224,6 +293,15 @@ impl ServerHandler for AispServer {
         }
         if let Err(e) = &outcome {
             tracing::info!(tool = %tool.name, kind = %e.kind, "call failed: {}", e.message);
+        }
+        if let Ok(value) = &outcome
+            && let Some(domains) = crate::ops::core::domains_to_enable(&tool.name, value)
+            && self.session.enable(&domains)
+        {
+            // Clients that follow list_changed fetch tools/list again.
+            if let Err(e) = context.peer.notify_tool_list_changed().await {
+                tracing::debug!("could not send tools/list_changed: {e}");
+            }
         }
         Ok(call_tool_result(outcome).into())
     }
