@@ -74,6 +74,7 @@ impl Operation for Ask {
             "what is wrong with my run",
             "help me debug performance",
             "investigate",
+            "answer with evidence",
         ],
         example: r#"{"question": "why is this training step slow?", "profile": "train.sqlite"}"#,
         tier: crate::registry::Tier::Default,
@@ -153,6 +154,8 @@ impl Operation for Explain {
             "define",
             "what does it mean",
             "how does it work",
+            "meaning of",
+            "explain the term",
         ],
         example: r#"{"concept": "bank conflicts"}"#,
         tier: crate::registry::Tier::Default,
@@ -306,6 +309,8 @@ pub struct Suggestion {
     pub reason: String,
     /// Arguments to start from: filled from the task where it names paths, models or GPUs, otherwise the tool's example.
     pub suggested_arguments: Map<String, Value>,
+    /// The tool's domain: `aisp_list_domains` with `enable: [domain]` lists it in this session.
+    pub domain: String,
     pub needs_gpu: bool,
     pub long_running: bool,
 }
@@ -399,70 +404,74 @@ impl Operation for SuggestTools {
             ));
         }
         let route = router::classify(task, false);
-        // A general route plans generic first steps; BM25 over the tool
-        // descriptions says more about an unclassified task.
+        // The intent router's plan (the tools `aisp_ask` would run) is a hint,
+        // not the answer: it starts broad investigations with probes of the
+        // machine, while the question usually names what it wants answered.
         let plan = if route.intent == Intent::General {
             Vec::new()
         } else {
             router::plan(&route, task, None)
         };
-        let mut suggestions: Vec<Suggestion> = Vec::new();
-        // The router's plan first: those are the tools an engineer would reach for.
-        let planned: Vec<&router::PlannedCall> = plan
+        let planned: Vec<&str> = plan
             .iter()
-            .filter(|c| registry::find(c.tool).is_some())
+            .map(|c| c.tool)
+            .filter(|t| registry::find(t).is_some())
             .collect();
-        for (i, c) in planned.iter().enumerate() {
-            let Some(tool) = registry::find(c.tool) else {
-                continue;
-            };
-            let mut args = suggested_arguments(tool, &route.entities);
-            if let Value::Object(planned_args) = &c.arguments {
+        let gpu_available = ctx.app().gpu().available;
+        let ranked = crate::suggest::rank_with(
+            task,
+            registry::tools(),
+            &crate::suggest::Context {
+                planned: &planned,
+                gpu_available,
+                paths: &route.entities.paths,
+            },
+        );
+        let mut suggestions: Vec<Suggestion> = Vec::new();
+        for r in ranked {
+            let spec = r.tool.spec();
+            let mut args = suggested_arguments(r.tool, &route.entities);
+            if let Some(c) = plan.iter().find(|c| c.tool == r.tool.name)
+                && let Value::Object(planned_args) = &c.arguments
+            {
                 for (k, v) in planned_args {
                     args.insert(k.clone(), v.clone());
                 }
             }
-            suggestions.push(Suggestion {
-                tool: tool.name.clone(),
-                score: 100.0 - i as f64,
-                reason: format!(
-                    "The task reads as {}: {}. {}",
-                    route.intent.label(),
-                    c.why,
-                    tool.spec().summary
-                ),
-                suggested_arguments: args,
-                needs_gpu: tool.spec().needs_gpu,
-                long_running: tool.spec().long_running,
-            });
-        }
-        for r in crate::suggest::rank(task, registry::tools()) {
-            if suggestions.iter().any(|s| s.tool == r.tool.name) {
-                continue;
+            let mut reason = spec.summary.to_string();
+            if let Some(intent) = r.intent {
+                reason.push_str(&format!(" Matches \"{intent}\"."));
             }
-            let spec = r.tool.spec();
-            let reason = match r.intent {
-                Some(intent) => format!(
-                    "{} (matches \"{intent}\"; terms: {})",
-                    spec.summary,
-                    r.matched.join(", ")
-                ),
-                None => format!("{} (terms: {})", spec.summary, r.matched.join(", ")),
-            };
+            if !r.matched.is_empty() {
+                reason.push_str(&format!(" Terms: {}.", r.matched.join(", ")));
+            }
+            if let Some(c) = plan.iter().find(|c| c.tool == r.tool.name) {
+                reason.push_str(&format!(
+                    " For {} questions: {}.",
+                    route.intent.label(),
+                    c.why
+                ));
+            }
+            if spec.needs_gpu && !gpu_available {
+                reason.push_str(" Needs a GPU, and this host has none usable.");
+            }
+            if spec.tier == registry::Tier::Domain {
+                reason.push_str(&format!(
+                    " Not in the default tool list: call aisp_list_domains with enable [\"{}\"] to list it, or call it directly.",
+                    spec.domain
+                ));
+            }
             suggestions.push(Suggestion {
                 tool: r.tool.name.clone(),
                 score: (r.score * 1000.0).round() / 1000.0,
                 reason,
-                suggested_arguments: suggested_arguments(r.tool, &route.entities),
+                suggested_arguments: args,
+                domain: spec.domain.to_string(),
                 needs_gpu: spec.needs_gpu,
                 long_running: spec.long_running,
             });
         }
-        let mut routing = if planned.is_empty() {
-            "bm25 over tool descriptions and curated intents".to_string()
-        } else {
-            "intent router, then bm25 over tool descriptions and curated intents".to_string()
-        };
+        let mut routing = "bm25 over tool names, descriptions and intents, with the intent router's plan as a boost and GPU tools demoted on a host without a GPU".to_string();
         let mut note = None;
         let mut llm_used = false;
         if input.llm.unwrap_or(false) {
@@ -674,13 +683,22 @@ impl Operation for AiTroubleshoot {
         positional: &["symptom"],
         intents: &[
             "cuda out of memory",
+            "out of memory error",
             "nccl timeout",
+            "watchdog timeout",
             "illegal memory access",
             "cudnn error",
+            "cublas error",
             "error message",
             "troubleshoot",
             "diagnose error",
             "why does it crash",
+            "runtimeerror",
+            "traceback",
+            "xid error",
+            "segfault",
+            "hangs",
+            "no kernel image",
         ],
         example: r#"{"symptom": "CUDA out of memory. Tried to allocate 2.00 GiB"}"#,
         tier: crate::registry::Tier::Default,
@@ -809,9 +827,11 @@ answers from aisp's own tools. Answers in milliseconds without probe; with probe
         intents: &[
             "llm status",
             "is the llm configured",
+            "llm endpoint",
             "ai backend",
             "which model",
             "openai key",
+            "api key configured",
         ],
         example: r#"{"probe": true}"#,
         ..OpSpec::new("ai", "status")

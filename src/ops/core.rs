@@ -70,6 +70,7 @@ impl Operation for Status {
             "server health",
             "check setup",
             "configuration",
+            "is execution allowed",
         ],
         tier: crate::registry::Tier::Core,
         ..OpSpec::new("core", "status")
@@ -163,11 +164,14 @@ impl Operation for ListDomains {
         description: "Lists every domain and its tools with one-line summaries and which are listed by default. With enable (e.g. [\"profile\"], or [\"all\"]) this MCP session lists those domains' tools too and the server sends notifications/tools/list_changed. Use when the tool you need is not listed. Instant.",
         intents: &[
             "list tools",
+            "what tools",
+            "what tools are there",
             "what can you do",
             "domains",
             "capabilities of aisp",
             "help",
             "all tools",
+            "enable more tools",
         ],
         tier: crate::registry::Tier::Core,
         ..OpSpec::new("core", "list_domains")

@@ -72,10 +72,12 @@ duration_s (default 5 s), reports progress per sample, stops early when cancelle
         intents: &[
             "monitor gpu utilization",
             "watch utilization",
-            "is the gpu busy",
+            "watch the gpu",
+            "cpu load",
             "cpu usage",
             "dmon",
             "sample utilization over time",
+            "while my job runs",
         ],
         example: r#"{"duration_s": 10, "interval_ms": 500}"#,
         ..OpSpec::new("system", "monitor")
@@ -179,6 +181,7 @@ one Python subprocess, never importing them. Findings say what each result means
 installed; aisp_system_dependencies judges whether it fits together. Takes under a second.",
         intents: &[
             "software versions",
+            "versions installed",
             "what cuda version",
             "driver version",
             "torch version",
@@ -313,13 +316,12 @@ Each capability says what it enables, and the arch to build for (e.g. 9.0a, with
 `compute_capability` to look one up, or get the whole table. Fast.",
         intents: &[
             "gpu capabilities",
-            "does my gpu support fp8",
-            "tensor cores",
             "compute capability",
             "shared memory size",
             "tma",
             "bf16 support",
             "which arch flag",
+            "supported precisions",
         ],
         example: r#"{"compute_capability": "9.0"}"#,
         ..OpSpec::new("system", "capabilities")
@@ -416,6 +418,7 @@ whether it differs, why it matters, the command that fixes it and where the beha
 judged on hosts with several NUMA nodes. Read-only; instant.",
         intents: &[
             "kernel parameters",
+            "kernel settings",
             "sysctl",
             "numa balancing",
             "transparent huge pages",
@@ -457,9 +460,12 @@ mismatches with their impact and fix: fewer CPUs than one rank plus DataLoader w
 usable CPUs, a small /dev/shm (DataLoader 'bus error'), a memory limit below host memory, a low pids limit, a memlock limit that \
 breaks RDMA, few open files. Works on bare hosts too. Instant.",
         intents: &[
-            "am I in a container",
+            "am i in a container",
+            "docker container",
+            "running in docker",
             "cgroup limits",
             "docker shm size",
+            "/dev/shm",
             "cpu quota",
             "memory limit",
             "dataloader bus error",
@@ -562,9 +568,11 @@ links without jumbo frames. Instant.",
             "infiniband",
             "roce",
             "gpudirect rdma",
+            "gpudirect",
             "nvidia_peermem",
             "nccl network",
             "multi-node networking",
+            "nic speed",
         ],
         ..OpSpec::new("system", "network")
     };
@@ -590,11 +598,11 @@ things down or hide problems (CUDA_LAUNCH_BLOCKING=1, NCCL_P2P_DISABLE=1, NVIDIA
 environment of the aisp process, which your job may not share. Instant.",
         intents: &[
             "environment variables",
+            "env vars",
             "cuda_visible_devices",
             "nccl env",
             "pytorch_cuda_alloc_conf",
             "omp_num_threads",
-            "env vars",
         ],
         ..OpSpec::new("system", "env")
     };
@@ -629,9 +637,11 @@ impl Operation for Context {
         intents: &[
             "system context",
             "describe this machine",
+            "overview of this machine",
             "full system analysis",
             "environment summary",
             "everything about the system",
+            "hardware and software",
         ],
         example: r#"{"detail": "summary"}"#,
         tier: crate::registry::Tier::Default,
@@ -679,12 +689,14 @@ impl Operation for Triage {
         description: "The first call on an unfamiliar machine: status, the compact system context (host, GPUs, power and throttling, topology, software, health) and the three most useful next steps, each naming the tool, its arguments and why. Works without a GPU; about a second.",
         intents: &[
             "triage",
-            "where do I start",
-            "what should I check",
-            "why is my training slow",
+            "where do i start",
+            "what should i check",
+            "check first",
             "health check",
             "first steps",
             "diagnose this machine",
+            "new machine",
+            "just got access",
         ],
         tier: crate::registry::Tier::Core,
         ..OpSpec::new("system", "triage")
