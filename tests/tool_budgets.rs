@@ -254,3 +254,43 @@ async fn over_http_each_session_enables_domains_for_itself() {
     second.cancel().await.unwrap();
     let _ = ClientConfig::default();
 }
+
+/// The guide and the prompts the instructions point at are served, in both
+/// protocol generations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_getting_started_guide_and_the_prompts_are_served() {
+    use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams, ResourceContents};
+    for modern in [false, true] {
+        let (client, _) = stdio(&[], modern).await;
+        let info = serde_json::to_value(client.peer_info().unwrap()).unwrap();
+        let instructions = info["instructions"].as_str().unwrap().to_string();
+        let resources = client.list_all_resources().await.unwrap();
+        assert_eq!(resources.len(), 1);
+        let uri = resources[0].uri.clone();
+        assert!(instructions.contains(&uri), "the instructions name {uri}");
+        let read = client
+            .read_resource(ReadResourceRequestParams::new(uri.clone()))
+            .await
+            .unwrap();
+        let ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+            panic!("text contents");
+        };
+        assert!(text.contains("aisp_triage") && text.contains("enable"));
+        let prompts = client.list_all_prompts().await.unwrap();
+        assert!(prompts.len() >= 5);
+        for p in &prompts {
+            assert!(
+                instructions.contains(p.name.as_str()),
+                "the instructions name {}",
+                p.name
+            );
+        }
+        let got = client
+            .get_prompt(GetPromptRequestParams::new("slow_training_step"))
+            .await
+            .unwrap();
+        let text = serde_json::to_string(&got.messages).unwrap();
+        assert!(text.contains("aisp_profile_rules"));
+        client.cancel().await.unwrap();
+    }
+}

@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListToolsResult,
-    MetaObject, PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptArgument,
-    PromptMessage, ProtocolVersion, ResultType, Role, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, Prompt,
+    PromptArgument, PromptMessage, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResultType, Role,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -26,11 +27,15 @@ use crate::registry::{self, ToolDef, Toolset};
 /// What the server tells a model about where to start.
 pub const INSTRUCTIONS: &str = "aisp is a GPU performance engineer's toolkit. \
 Start with aisp_triage for an overview of this machine and the next steps, or aisp_suggest_tools with your task \
-in plain words to find the right tool (all tools answer tools/call even when the server shows a smaller toolset). \
+in plain words to find the right tool. The tool list starts with the everyday tools: aisp_list_domains with \
+enable: [\"<domain>\"] lists a domain's other tools (the server sends notifications/tools/list_changed), and \
+every tool answers tools/call, listed or not. \
 To explain a slow training or inference run from an Nsight Systems export (.sqlite or .nsys-rep), call \
-aisp_profile_rules with its path, then aisp_profile_summary, aisp_profile_gaps or aisp_profile_nvtx for detail. \
+aisp_profile_rules with its path, then aisp_profile_kernels, aisp_profile_gaps or aisp_profile_nvtx for detail. \
 Long-running tools accept async: true and return a job_id to poll with aisp_job_status. \
-Every failure is a result with isError: true and {error: {kind, message, hint}}: follow the hint.";
+Every failure is a result with isError: true and {error: {kind, message, hint}}: follow the hint. \
+Prompts: slow_training_step, out_of_memory, multi_gpu_scaling, inference_latency, compare_before_after. \
+Resource aisp://guide/getting-started: this guidance in one page.";
 
 /// The MCP server. Clones share the session; [`AispServer::new_session`]
 /// starts another (the HTTP transport makes one per MCP session).
@@ -230,6 +235,9 @@ impl ServerHandler for AispServer {
         if !crate::prompts::all().is_empty() {
             caps.prompts = Some(Default::default());
         }
+        if !crate::resources::all().is_empty() {
+            caps.resources = Some(Default::default());
+        }
         ServerConfig::new(caps)
             .with_server_info(
                 Implementation::new("aisp", env!("CARGO_PKG_VERSION"))
@@ -349,5 +357,69 @@ impl ServerHandler for AispServer {
                 .with_description(prompt.description)
                 .into(),
         )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let resources = crate::resources::all()
+            .iter()
+            .map(|r| {
+                Resource::new(r.uri, r.name)
+                    .with_title(r.title)
+                    .with_description(r.description)
+                    .with_mime_type(r.mime_type)
+                    .with_size(r.text.len() as u64)
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let Some(r) = crate::resources::find(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "resource not found: {} (resources/list names them; the guide is {})",
+                    request.uri,
+                    crate::resources::GUIDE_URI
+                ),
+                None,
+            ));
+        };
+        let contents = ResourceContents::TextResourceContents {
+            uri: r.uri.to_string(),
+            mime_type: Some(r.mime_type.to_string()),
+            text: r.text.to_string(),
+            meta: None,
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The instructions name only real tools, every prompt and the guide.
+    #[test]
+    fn the_instructions_stay_true() {
+        for word in INSTRUCTIONS.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("aisp_") {
+                assert!(registry::find(word).is_some(), "unknown tool {word}");
+            }
+        }
+        for p in crate::prompts::all() {
+            assert!(INSTRUCTIONS.contains(p.name), "prompt {} is named", p.name);
+        }
+        for r in crate::resources::all() {
+            assert!(INSTRUCTIONS.contains(r.uri), "resource {} is named", r.uri);
+        }
+        assert!(INSTRUCTIONS.contains(crate::ops::core::LIST_DOMAINS_TOOL));
     }
 }
