@@ -450,6 +450,12 @@ fn list_tools(format: Format) -> ExitCode {
                 "gpu": s.needs_gpu,
                 "long": s.long_running,
                 "exec": s.executes_commands,
+                "tier": match s.tier {
+                    registry::Tier::Core => "core",
+                    registry::Tier::Default => "default",
+                    registry::Tier::Domain => "domain",
+                },
+                "example": s.example,
                 "summary": s.summary,
             })
         })
