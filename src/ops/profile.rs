@@ -878,8 +878,8 @@ impl Operation for Compare {
     type Output = profile::compare::Compare;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Compare two profiles",
-        summary: "Before/after deltas of kernels, ranges, utilization, overlap, memory traffic and step time, with a noise-aware verdict and comparability.",
-        description: "Compares two captures of the same workload (paths or aisp run ids): step time, per-kernel and per-NVTX-range deltas, busy %, overlap, memory traffic and findings, with a verdict (improved, regressed, neutral) beyond run-to-run noise and how comparable they are. Use after an optimization to prove it helped. Under a second on small exports.",
+        summary: "Before/after deltas of kernels, ranges, utilization, overlap, memory traffic and step time, with a verdict per unit of work (step, call, second of window) and comparability.",
+        description: "Compares two captures of the same workload (paths or aisp run ids) per unit of work (step, call of identical launches, second of capture window): a verdict (improved, regressed, neutral, inconclusive, not_comparable) with its basis and reason, per-kernel and per-NVTX-range deltas, busy %, overlap, memory traffic, findings resolved or new, and comparability. Use after an optimization to prove it helped.",
         positional: &["before", "after"],
         intents: &[
             "compare profiles",
