@@ -84,7 +84,7 @@ fn suggestions_route_everyday_questions_to_the_right_tool() {
                 .misses
                 .push(format!("{:?} -> {names:?} (want {:?})", q.text, q.expect));
         }
-        if names.iter().take(3).any(|n| right(&n)) {
+        if names.iter().take(3).any(right) {
             tally.top3 += 1;
         }
         if let Some(first) = names.first()
