@@ -97,7 +97,11 @@ impl Renderer {
             .filter(|(_, v)| is_inline(v))
             .map(|(k, v)| (display_key(k, v), inline_text(k, v)))
             .collect();
-        let kw = lines.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+        let kw = lines
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .max()
+            .unwrap_or(0);
         for ((k, text), (key, v)) in lines.iter().zip(map.iter().filter(|(_, v)| is_inline(v))) {
             if is_bullet_list(v) {
                 self.long_field(out, &pad, key, v);
@@ -164,7 +168,13 @@ impl Renderer {
                         format!("{} {}", display_key(k, v), inline_text(k, v))
                     })
                     .collect();
-                wrap_items(out, &format!("{pad}  all: "), &format!("{pad}       "), &items, self.width);
+                wrap_items(
+                    out,
+                    &format!("{pad}  all: "),
+                    &format!("{pad}       "),
+                    &items,
+                    self.width,
+                );
             }
             let total = objects.len();
             for (i, obj) in objects.iter().take(MAX_ROWS).enumerate() {
@@ -216,14 +226,15 @@ impl Renderer {
         if columns.is_empty() {
             return false;
         }
-        let cell = |obj: &Map<String, Value>, (k, sub): &(String, Option<String>)| -> Option<String> {
-            let v = match sub {
-                Some(s) => obj.get(k)?.get(s)?,
-                None => obj.get(k)?,
+        let cell =
+            |obj: &Map<String, Value>, (k, sub): &(String, Option<String>)| -> Option<String> {
+                let v = match sub {
+                    Some(s) => obj.get(k)?.get(s)?,
+                    None => obj.get(k)?,
+                };
+                let key = sub.as_deref().unwrap_or(k);
+                Some(inline_text(key, v))
             };
-            let key = sub.as_deref().unwrap_or(k);
-            Some(inline_text(key, v))
-        };
         let rows: Vec<Vec<String>> = objects
             .iter()
             .take(MAX_ROWS)
@@ -250,8 +261,13 @@ impl Renderer {
                     None => o.get(k),
                 });
                 let name = match sub {
-                    Some(s) if columns.iter().filter(|(_, x)| x.as_deref() == Some(s)).count() == 1
-                        && !columns.iter().any(|(x, none)| none.is_none() && x == s) =>
+                    Some(s)
+                        if columns
+                            .iter()
+                            .filter(|(_, x)| x.as_deref() == Some(s))
+                            .count()
+                            == 1
+                            && !columns.iter().any(|(x, none)| none.is_none() && x == s) =>
                     {
                         s.clone()
                     }
@@ -281,7 +297,11 @@ impl Renderer {
         // A text column last (a name, as nsys stats prints it) may run past the edge.
         let last_text = !numeric[columns.len() - 1] && columns.len() > 1;
         let fixed: usize = indent + 2 + 2 * widths.len() + widths.iter().sum::<usize>()
-            - if last_text { widths[columns.len() - 1] } else { 0 };
+            - if last_text {
+                widths[columns.len() - 1]
+            } else {
+                0
+            };
         let fits = if last_text {
             fixed + 16 <= self.width
         } else {
@@ -368,7 +388,13 @@ impl Renderer {
                         .flatten()
                         .map(|(ik, iv)| format!("{} {}", display_key(ik, iv), inline_text(ik, iv)))
                         .collect();
-                    wrap_items(out, &format!("{body}{k}: "), &format!("{body}  "), &items, self.width);
+                    wrap_items(
+                        out,
+                        &format!("{body}{k}: "),
+                        &format!("{body}  "),
+                        &items,
+                        self.width,
+                    );
                 }
                 Value::Object(inner) => {
                     let _ = writeln!(out, "{body}{k}:");
@@ -398,7 +424,13 @@ impl Renderer {
             return;
         }
         let first = format!("{pad}{}: ", display_key(key, v));
-        wrap_into(out, &first, &format!("{pad}  "), &inline_text(key, v), self.width);
+        wrap_into(
+            out,
+            &first,
+            &format!("{pad}  "),
+            &inline_text(key, v),
+            self.width,
+        );
     }
 }
 
@@ -439,7 +471,8 @@ fn is_inline(v: &Value) -> bool {
     match v {
         Value::Object(m) => {
             m.is_empty()
-                || (m.len() <= SMALL_OBJECT && m.values().all(|x| is_scalar(x) || is_scalar_list(x)))
+                || (m.len() <= SMALL_OBJECT
+                    && m.values().all(|x| is_scalar(x) || is_scalar_list(x)))
         }
         v => is_scalar(v) || is_scalar_list(v),
     }
@@ -544,8 +577,21 @@ enum Unit {
 fn unit_of(key: &str) -> Unit {
     let k = key.to_ascii_lowercase();
     const IDS: &[&str] = &[
-        "pid", "tid", "device", "stream", "index", "rank", "pids", "tids", "streams", "devices",
-        "year", "port", "gpu", "gpus_ids", "launch_tid",
+        "pid",
+        "tid",
+        "device",
+        "stream",
+        "index",
+        "rank",
+        "pids",
+        "tids",
+        "streams",
+        "devices",
+        "year",
+        "port",
+        "gpu",
+        "gpus_ids",
+        "launch_tid",
     ];
     if IDS.contains(&k.as_str()) || k.ends_with("_id") || k.ends_with("_pid") || k.ends_with("_ids")
     {
@@ -561,7 +607,14 @@ fn unit_of(key: &str) -> Unit {
         return Unit::Percent;
     }
     if k.ends_with("_ns") || k == "ns" {
-        let stamp = ["start_ns", "end_ns", "ts_ns", "timestamp_ns", "first_ns", "last_ns"];
+        let stamp = [
+            "start_ns",
+            "end_ns",
+            "ts_ns",
+            "timestamp_ns",
+            "first_ns",
+            "last_ns",
+        ];
         if stamp.contains(&k.as_str())
             || k.ends_with("_start_ns")
             || k.ends_with("_end_ns")
@@ -627,8 +680,22 @@ fn display_key(key: &str, v: &Value) -> String {
         return key.to_string();
     }
     for suffix in [
-        "_gb_per_s", "_per_s", "_ns", "_us", "_ms", "_s", "_bytes", "_kib", "_mib", "_gib",
-        "_gb", "_mhz", "_w", "_c", "_tflops", "_usd",
+        "_gb_per_s",
+        "_per_s",
+        "_ns",
+        "_us",
+        "_ms",
+        "_s",
+        "_bytes",
+        "_kib",
+        "_mib",
+        "_gib",
+        "_gb",
+        "_mhz",
+        "_w",
+        "_c",
+        "_tflops",
+        "_usd",
     ] {
         if let Some(stem) = key.strip_suffix(suffix)
             && !stem.is_empty()
@@ -777,7 +844,10 @@ mod tests {
         assert!(text.contains("count    1,234,567"), "{text}");
         assert!(text.contains("ratio    0.12"), "{text}");
         assert!(text.contains("tags     x, y"), "{text}");
-        assert!(text.contains("gpu      available false · reason no driver"), "{text}");
+        assert!(
+            text.contains("gpu      available false · reason no driver"),
+            "{text}"
+        );
         assert!(text.contains("rows (2):"));
         assert!(text.contains("name     total  extra"), "{text}");
         assert!(text.contains("b     2.00 µs  true"), "{text}");
@@ -790,8 +860,14 @@ mod tests {
         assert_eq!(fmt_value("offset_ns", &json!(-138745)), "-138.75 µs");
         assert_eq!(fmt_value("busy_pct", &json!(5.37)), "5.37%");
         assert_eq!(fmt_value("size_bytes", &json!(2375680)), "2.27 MiB");
-        assert_eq!(fmt_value("bandwidth_gb_per_s", &json!(2114.06)), "2,114.1 GB/s");
-        assert_eq!(fmt_value("recorded_duration_ns", &json!(9097000000_i64)), "9.10 s");
+        assert_eq!(
+            fmt_value("bandwidth_gb_per_s", &json!(2114.06)),
+            "2,114.1 GB/s"
+        );
+        assert_eq!(
+            fmt_value("recorded_duration_ns", &json!(9097000000_i64)),
+            "9.10 s"
+        );
         assert_eq!(fmt_value("kernels", &json!(3689)), "3,689");
         assert_eq!(fmt_value("pid", &json!(12345)), "12345");
         assert_eq!(fmt_value("avg_ns", &json!(87808.8)), "87.81 µs");

@@ -946,7 +946,9 @@ scoped_input! {
     /// Arguments of `export`.
     ExportInput {
         /// `perfetto` (Chrome/Perfetto trace JSON), `csv` (one report) or `html` (self-contained report).
-        format: profile::export::Format,
+        /// (Not `format`: the CLI's `--format json|table` chooses how results print.)
+        #[serde(alias = "format")]
+        kind: profile::export::Format,
         /// File to write; default `$AISP_HOME/cache/exports/<name>.<ext>`.
         #[serde(default)]
         output: Option<String>,
@@ -969,7 +971,7 @@ impl Operation for Export {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Export a profile",
         summary: "Writes a Perfetto/Chrome trace JSON, a CSV of any report, or a self-contained HTML report of a profile.",
-        description: "Exports a profile (or its scope: device, process, window) to a file: `perfetto` writes Chrome/Perfetto \
+        description: "Exports a profile (or its scope: device, process, window) to a file of the given `kind`: `perfetto` writes Chrome/Perfetto \
 trace JSON with GPUs as processes and streams as tracks (kernels, memcpys, memsets), CPU threads with NVTX ranges and CUDA API \
 calls, and flow arrows from each launch to its kernel, streamed to disk, loadable in ui.perfetto.dev; `csv` writes one report \
 with all its rows (the kernel trace or any nsys stats report); `html` writes a self-contained report (summary, findings, \
@@ -984,7 +986,7 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
             "open in perfetto",
             "save report",
         ],
-        example: r#"{"path": "train.sqlite", "format": "html", "output": "train_report.html"}"#,
+        example: r#"{"path": "train.sqlite", "kind": "html", "output": "train_report.html"}"#,
         hints: crate::registry::Hints {
             read_only: false,
             destructive: false,
@@ -1002,14 +1004,14 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
             _ => profile::export::default_output(
                 &ctx.app().config.cache_dir(),
                 p.source(),
-                input.format,
+                input.kind,
                 input.report.as_deref(),
             ),
         };
         let done = profile::export::export(
             &p,
             &scope,
-            input.format,
+            input.kind,
             &output,
             input.report.as_deref(),
             input.names.unwrap_or_default(),
