@@ -71,6 +71,7 @@ fn flag(name: &str, v: &Value) -> String {
         Value::String(s) if s.contains(' ') => format!("'{s}'"),
         Value::String(s) => s.clone(),
         Value::Bool(true) => return format!("--{}", flag_name(name)),
+        Value::Bool(false) => return format!("--{}=false", flag_name(name)),
         other => other.to_string(),
     };
     format!("--{} {value}", flag_name(name))

@@ -468,8 +468,18 @@ fn print_outcome(
                     "{}",
                     serde_json::to_string_pretty(&value).unwrap_or_default()
                 ),
-                // Findings name tools as MCP does; a person types commands.
-                Format::Table => print!("{}", hints::commands(&table::render(&value))),
+                // Findings name tools as MCP does; a person types commands and flags.
+                Format::Table => {
+                    let mut value = value;
+                    if let Some(Value::Array(notes)) = value.get_mut("left_out") {
+                        for note in notes.iter_mut() {
+                            if let Value::String(text) = note {
+                                *text = hints::for_cli(text, tool);
+                            }
+                        }
+                    }
+                    print!("{}", hints::commands(&table::render(&value)))
+                }
             }
             ExitCode::SUCCESS
         }

@@ -120,6 +120,9 @@ pub struct Answer<T> {
     pub scope: Option<ResolvedScope>,
     #[serde(flatten)]
     pub result: T,
+    /// What this default answer leaves out, and the argument that brings it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 fn answer<T>(p: &Profile, scope: Option<ResolvedScope>, result: T) -> Answer<T> {
@@ -129,6 +132,7 @@ fn answer<T>(p: &Profile, scope: Option<ResolvedScope>, result: T) -> Answer<T> 
         export: p.version().clone(),
         scope,
         result,
+        left_out: Vec::new(),
     }
 }
 
@@ -230,6 +234,9 @@ pub struct Info;
 pub struct InfoInput {
     /// Path to an Nsight Systems export (.sqlite from `nsys export --type sqlite`) or report (.nsys-rep).
     pub path: String,
+    /// Also list every table of the export and the capture's raw settings (default false).
+    #[serde(default)]
+    pub raw: Option<bool>,
 }
 
 impl ScopedInput for InfoInput {
@@ -268,7 +275,20 @@ Milliseconds on small exports; about a second on a 1 GB export.",
     };
 
     fn run(&self, ctx: &OpContext, input: InfoInput) -> Result<Self::Output, OpError> {
-        scoped(ctx, "info", &input, |p, _| profile::info::info(p))
+        let raw = input.raw.unwrap_or(false);
+        let mut out = scoped(ctx, "info", &input, |p, _| profile::info::info(p))?;
+        if !raw {
+            let info = &mut out.result;
+            let (tables, settings) = (info.tables.len(), info.capture.settings.len());
+            info.tables.clear();
+            info.capture.settings.clear();
+            if tables + settings > 0 {
+                out.left_out.push(format!(
+                    "the export's {tables} table names and {settings} raw capture settings: pass \"raw\": true"
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -287,7 +307,7 @@ scoped_input! {
         /// Kernel names: `short` (default; e.g. vectorized_elementwise_kernel) or `demangled` (as nsys stats groups them).
         #[serde(default)]
         names: Option<profile::summary::NameKey>,
-        /// Rows per report (default 20); Time % is always over all rows.
+        /// Rows per report (default 10); Time % is always over all rows.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -323,11 +343,42 @@ goes at a glance. Reports the export lacks are listed with the reason. Under 0.3
         let options = profile::summary::SummaryOptions {
             reports: input.reports.clone(),
             names: input.names.unwrap_or_default(),
-            limit: Some(limit(input.limit, 20)?),
+            limit: Some(limit(input.limit, 10)?),
         };
-        scoped(ctx, "summary", &input, |p, s| {
+        let mut out = scoped(ctx, "summary", &input, |p, s| {
             profile::summary::summary(p, s, &options)
-        })
+        })?;
+        if input.limit.is_none() {
+            let r = &out.result;
+            let cut: Vec<(String, usize, usize)> = [
+                &r.cuda_gpu_kern_sum,
+                &r.cuda_api_sum,
+                &r.cuda_gpu_mem_time_sum,
+                &r.nvtx_sum,
+                &r.osrt_sum,
+            ]
+            .into_iter()
+            .flatten()
+            .map(|t| (t.report.clone(), t.rows.len(), t.rows_total))
+            .chain(
+                r.cuda_gpu_mem_size_sum
+                    .iter()
+                    .map(|t| (t.report.clone(), t.rows.len(), t.rows_total)),
+            )
+            .filter(|(_, shown, total)| shown < total)
+            .collect();
+            if let Some(most) = cut.iter().map(|c| c.2).max() {
+                let parts: Vec<String> = cut
+                    .iter()
+                    .map(|(name, shown, total)| format!("{name} {shown} of {total}"))
+                    .collect();
+                out.left_out.push(format!(
+                    "rows past the top 10 of each report ({}; Time % counts all rows): pass \"limit\": {most}",
+                    parts.join(", ")
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -451,7 +502,8 @@ scoped_input! {
         /// Report idle gaps longer than this many milliseconds (default 1.0).
         #[serde(default)]
         min_gap_ms: Option<f64>,
-        /// Gaps to list per device, largest first (default 20); totals always count all.
+        /// Gaps to list per device: the steady-state window's first, then the rest (first step, warm-up), each
+        /// largest first (default 10 over all devices, at least 1 per device); totals always count all.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -462,7 +514,7 @@ impl Operation for Gaps {
     type Output = Answer<profile::gaps::Gaps>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "GPU idle gaps with CPU attribution",
-        summary: "Idle gaps per device, largest first, each with what the launching CPU thread was doing (sync, module loading, sleep, NVTX range).",
+        summary: "Idle gaps per device, steady state first, each with what the launching CPU thread was doing (sync, module loading, sleep, NVTX range).",
         description: "Finds the stretches where a GPU ran no kernel for longer than min_gap_ms (default 1 ms) and totals them \
 per window (span: between kernel islands; steps, steady, trim: the window minus the kernel union, so leading and trailing idle \
 time inside the window counts). Each listed gap, largest first, names the kernels before and after, the step it falls in, the \
@@ -491,10 +543,36 @@ export takes seconds.",
                 "Pass e.g. \"min_gap_ms\": 1.0.",
             ));
         }
-        let l = limit(input.limit, 20)?;
-        scoped(ctx, "gaps", &input, |p, s| {
+        const DEFAULT_LISTED: usize = 10;
+        let l = limit(input.limit, DEFAULT_LISTED)?;
+        let mut out = scoped(ctx, "gaps", &input, |p, s| {
             profile::gaps::gaps(p, s, (ms * 1e6).round() as i64, l)
-        })
+        })?;
+        if input.limit.is_none() {
+            // The default shares one budget over the devices, so 8 GPUs do not list 8x as much.
+            let per_device = (DEFAULT_LISTED / out.result.devices.len().max(1)).max(1);
+            let mut parts = Vec::new();
+            let mut most = 0;
+            for d in &mut out.result.devices {
+                d.gaps.truncate(per_device);
+                if (d.gaps.len() as u64) < d.gaps_total {
+                    parts.push(format!(
+                        "device {}: {} of {}",
+                        d.device,
+                        d.gaps.len(),
+                        d.gaps_total
+                    ));
+                    most = most.max(d.gaps_total);
+                }
+            }
+            if !parts.is_empty() {
+                out.left_out.push(format!(
+                    "smaller gaps ({} listed; steady state first, the window totals count all): pass \"limit\": {most}",
+                    parts.join(", ")
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -557,12 +635,15 @@ scoped_input! {
         /// Range names to list, largest CPU time first (default 20).
         #[serde(default)]
         limit: Option<usize>,
-        /// Depth of the per-thread range tree (default 4).
+        /// Depth of the per-thread range tree (default 3).
         #[serde(default)]
         max_depth: Option<u32>,
-        /// Children kept per tree node, largest first (default 8).
+        /// Children kept per tree node, largest first (default 6).
         #[serde(default)]
         max_children: Option<usize>,
+        /// List numbered families (step_0, step_1, ...; any prefix) as one pattern `step_*` (default true).
+        #[serde(default)]
+        group_numbered: Option<bool>,
     }
 }
 
@@ -595,12 +676,29 @@ time. Milliseconds.",
     fn run(&self, ctx: &OpContext, input: NvtxInput) -> Result<Self::Output, OpError> {
         let options = profile::nvtx::NvtxOptions {
             limit: limit(input.limit, 20)?,
-            max_depth: input.max_depth.unwrap_or(4).clamp(1, 64),
-            max_children: input.max_children.unwrap_or(8).clamp(1, 1000),
+            max_depth: input.max_depth.unwrap_or(3).clamp(1, 64),
+            max_children: input.max_children.unwrap_or(6).clamp(1, 1000),
+            group_numbered: input.group_numbered.unwrap_or(true),
         };
-        scoped(ctx, "nvtx", &input, |p, s| {
+        let mut out = scoped(ctx, "nvtx", &input, |p, s| {
             profile::nvtx::nvtx(p, s, &options)
-        })
+        })?;
+        let r = &out.result;
+        if r.names.len() < r.names_total {
+            out.left_out.push(format!(
+                "range names past the top {} by CPU time ({} in all): pass \"limit\": {}",
+                r.names.len(),
+                r.names_total,
+                r.names_total
+            ));
+        }
+        if input.max_depth.is_none() && input.max_children.is_none() {
+            out.left_out.push(
+                "range-tree nodes deeper than 3 or past the 6 largest children (counted in `more`): pass `max_depth` and `max_children`"
+                    .into(),
+            );
+        }
+        Ok(out)
     }
 }
 
@@ -616,7 +714,7 @@ scoped_input! {
         /// default: `step`/`step_N`, then other numbered families, then a repeating kernel pattern.
         #[serde(default)]
         marker: Option<String>,
-        /// Steps to list in full (default 20); statistics always use all steps.
+        /// Steps to list in full (default 5); statistics and the slowest steps always use all steps.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -648,11 +746,25 @@ slowest steps with what differs (longest API calls, GPU idle, kernels with extra
     };
 
     fn run(&self, ctx: &OpContext, input: IterationsInput) -> Result<Self::Output, OpError> {
-        let l = limit(input.limit, 20)?;
+        let l = limit(input.limit, 5)?;
         let marker = input.marker.clone();
-        scoped(ctx, "iterations", &input, |p, s| {
+        let mut out = scoped(ctx, "iterations", &input, |p, s| {
             profile::iterations::iterations(p, s, marker.as_deref(), l)
-        })
+        })?;
+        let most = out
+            .result
+            .processes
+            .iter()
+            .filter(|p| (p.steps.len() as u64) < p.step_count as u64)
+            .map(|p| p.step_count as u64)
+            .max();
+        if let Some(most) = most {
+            out.left_out.push(format!(
+                "steps past the first {} of each process in full (statistics and the slowest steps use all): pass \"limit\": {most}",
+                l
+            ));
+        }
+        Ok(out)
     }
 }
 
@@ -841,7 +953,7 @@ pub struct Timeline;
 scoped_input! {
     /// Arguments of `timeline`.
     TimelineInput {
-        /// Entries per track after merging (default 40).
+        /// Entries per track after merging (default: 60 shared over the tracks, 6 to 40 each).
         #[serde(default)]
         limit: Option<usize>,
         /// Merge consecutive identical events on a track when the gap between them is at most this many ns (default 10000).
@@ -879,9 +991,37 @@ then. Milliseconds.",
             limit: limit(input.limit, 40)?,
             merge_gap_ns: input.merge_gap_ns.unwrap_or(10_000).max(0),
         };
-        scoped(ctx, "timeline", &input, |p, s| {
+        let mut out = scoped(ctx, "timeline", &input, |p, s| {
             profile::timeline::timeline(p, s, &options)
-        })
+        })?;
+        if input.limit.is_none() {
+            // One budget over all tracks: a 2-GPU export must not print 4x a 1-GPU one.
+            let t = &mut out.result;
+            let lists = t.gpu.len() + 2 * t.cpu.len();
+            let per_list = (60 / lists.max(1)).clamp(6, 40);
+            let mut cut = false;
+            for g in &mut t.gpu {
+                if g.entries.len() > per_list {
+                    g.entries.truncate(per_list);
+                    g.truncated = true;
+                    cut = true;
+                }
+            }
+            for c in &mut t.cpu {
+                if c.ranges.len() > per_list || c.api.len() > per_list {
+                    c.ranges.truncate(per_list);
+                    c.api.truncate(per_list);
+                    c.truncated = true;
+                    cut = true;
+                }
+            }
+            if cut {
+                out.left_out.push(format!(
+                    "entries past the first {per_list} of a track (marked truncated): pass \"limit\" (up to 10000), or narrow the window with start_ns/end_ns"
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
