@@ -308,7 +308,7 @@ impl Renderer {
             fixed <= self.width
         };
         if !fits && columns.len() > 1 {
-            return false;
+            return self.transposed(out, &headers, &rows, indent);
         }
         let pad = " ".repeat(indent + 2);
         let line = |cells: &[String]| {
@@ -332,6 +332,62 @@ impl Renderer {
             let _ = writeln!(out, "{}", line(row));
         }
         more(out, &" ".repeat(indent), objects.len());
+        true
+    }
+
+    /// A few wide rows as columns (fields down, rows across): the windows of
+    /// a device (span, steps, steady) read side by side. False when it does not fit either.
+    fn transposed(
+        &self,
+        out: &mut String,
+        headers: &[String],
+        rows: &[Vec<String>],
+        indent: usize,
+    ) -> bool {
+        if rows.len() > 6 || rows.len() < 2 {
+            return false;
+        }
+        // The first text column whose values tell the rows apart names them.
+        let distinct = |i: usize| {
+            let mut v: Vec<&String> = rows.iter().map(|r| &r[i]).collect();
+            v.sort();
+            v.dedup();
+            v.len() == rows.len()
+        };
+        let name_col = (0..headers.len())
+            .find(|&i| rows.iter().all(|r| !r[i].is_empty() && !looks_numeric(&r[i])) && distinct(i));
+        let titles: Vec<String> = match name_col {
+            Some(i) => rows.iter().map(|r| r[i].clone()).collect(),
+            None => (1..=rows.len()).map(|n| format!("[{n}]")).collect(),
+        };
+        let fields: Vec<usize> = (0..headers.len()).filter(|&i| Some(i) != name_col).collect();
+        let kw = fields.iter().map(|&i| headers[i].chars().count()).max().unwrap_or(0);
+        let cw: Vec<usize> = (0..rows.len())
+            .map(|r| {
+                fields
+                    .iter()
+                    .map(|&i| rows[r][i].chars().count())
+                    .chain(std::iter::once(titles[r].chars().count()))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        if indent + 2 + kw + cw.iter().map(|w| w + 2).sum::<usize>() > self.width {
+            return false;
+        }
+        let pad = " ".repeat(indent + 2);
+        let mut line = format!("{pad}{:kw$}", "");
+        for (t, w) in titles.iter().zip(&cw) {
+            let _ = write!(line, "  {t:>w$}");
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+        for &i in &fields {
+            let mut line = format!("{pad}{:<kw$}", headers[i]);
+            for (r, w) in rows.iter().zip(&cw) {
+                let _ = write!(line, "  {:>w$}", r[i]);
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
         true
     }
 
@@ -773,10 +829,11 @@ pub fn number(f: f64) -> String {
     let a = f.abs();
     let decimals = if a >= 100.0 {
         1
-    } else if a >= 0.1 {
+    } else if a >= 1.0 {
         2
     } else if a >= 0.001 {
-        4
+        // Three significant digits.
+        (2.0 - a.log10().floor()) as usize
     } else {
         return format!("{f:.2e}");
     };
@@ -842,14 +899,14 @@ mod tests {
         });
         let text = render_width(&v, 100);
         assert!(text.contains("count    1,234,567"), "{text}");
-        assert!(text.contains("ratio    0.12"), "{text}");
+        assert!(text.contains("ratio    0.125"), "{text}");
         assert!(text.contains("tags     x, y"), "{text}");
         assert!(
             text.contains("gpu      available false · reason no driver"),
             "{text}"
         );
         assert!(text.contains("rows (2):"));
-        assert!(text.contains("name     total  extra"), "{text}");
+        assert!(text.contains("name    total  extra"), "{text}");
         assert!(text.contains("b     2.00 µs  true"), "{text}");
     }
 
