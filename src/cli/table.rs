@@ -94,7 +94,7 @@ impl Renderer {
         let pad = " ".repeat(indent);
         let lines: Vec<(String, String)> = map
             .iter()
-            .filter(|(_, v)| is_inline(v))
+            .filter(|(k, v)| one_line(k, v))
             .map(|(k, v)| (display_key(k, v), inline_text(k, v)))
             .collect();
         let kw = lines
@@ -102,7 +102,7 @@ impl Renderer {
             .map(|(k, _)| k.chars().count())
             .max()
             .unwrap_or(0);
-        for ((k, text), (key, v)) in lines.iter().zip(map.iter().filter(|(_, v)| is_inline(v))) {
+        for ((k, text), (key, v)) in lines.iter().zip(map.iter().filter(|(k, v)| one_line(k, v))) {
             if is_bullet_list(v) {
                 self.long_field(out, &pad, key, v);
                 continue;
@@ -113,7 +113,7 @@ impl Renderer {
         }
         for (k, v) in map {
             match v {
-                Value::Object(inner) if !is_inline(v) => {
+                Value::Object(inner) if !one_line(k, v) => {
                     let _ = writeln!(out, "\n{pad}{k}:");
                     self.object(out, inner, indent + 2);
                 }
@@ -437,7 +437,7 @@ impl Renderer {
         for (k, v) in obj {
             match v {
                 Value::Object(inner) if inner.is_empty() => {}
-                Value::Object(_) if is_inline(v) => {
+                Value::Object(_) if one_line(k, v) => {
                     let items: Vec<String> = v
                         .as_object()
                         .into_iter()
@@ -523,6 +523,12 @@ fn is_scalar_list(v: &Value) -> bool {
 }
 
 /// Shown on one line: scalars, scalar lists, and small flat objects.
+/// Shown as one `key  value` line of an object: inline values whose text is not too long
+/// (a small object with long text reads better as a section).
+fn one_line(key: &str, v: &Value) -> bool {
+    is_inline(v) && (!v.is_object() || inline_text(key, v).chars().count() <= 2 * SHORT)
+}
+
 fn is_inline(v: &Value) -> bool {
     match v {
         Value::Object(m) => {

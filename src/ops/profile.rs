@@ -517,7 +517,7 @@ impl Operation for Gaps {
         summary: "Idle gaps per device, steady state first, each with what the launching CPU thread was doing (sync, module loading, sleep, NVTX range).",
         description: "Finds the stretches where a GPU ran no kernel for longer than min_gap_ms (default 1 ms) and totals them \
 per window (span: between kernel islands; steps, steady, trim: the window minus the kernel union, so leading and trailing idle \
-time inside the window counts). Each listed gap, largest first, names the kernels before and after, the step it falls in, the \
+time inside the window counts). Each listed gap (steady-state ones first, then the rest, each largest first) names the kernels before and after, the step it falls in, the \
 thread that launched the next kernel and what that thread did meanwhile: CUDA API calls (synchronizations, copies, lazy module \
 loading, allocation), OS runtime calls (sleeps, polls, I/O) and NVTX ranges, with a cause and one sentence of evidence. Use it to \
 see why the GPU starves (host-bound steps, host syncs, first-step warm-up). Milliseconds; streams OS runtime rows, so a 1 GB \
@@ -545,9 +545,18 @@ export takes seconds.",
         }
         const DEFAULT_LISTED: usize = 10;
         let l = limit(input.limit, DEFAULT_LISTED)?;
+        // The library lists the largest first; explain enough of them that the
+        // steady-state ones (what recurs every step) can come first here.
+        let explained = l.max(200).min(10_000);
         let mut out = scoped(ctx, "gaps", &input, |p, s| {
-            profile::gaps::gaps(p, s, (ms * 1e6).round() as i64, l)
+            profile::gaps::gaps(p, s, (ms * 1e6).round() as i64, explained)
         })?;
+        for d in &mut out.result.devices {
+            // Stable: each group stays largest first.
+            d.gaps
+                .sort_by_key(|g| !g.windows.contains(&profile::windows::WindowKind::Steady));
+            d.gaps.truncate(l);
+        }
         if input.limit.is_none() {
             // The default shares one budget over the devices, so 8 GPUs do not list 8x as much.
             let per_device = (DEFAULT_LISTED / out.result.devices.len().max(1)).max(1);

@@ -72,7 +72,7 @@ pub struct Gap {
 pub struct DeviceGaps {
     pub device: i64,
     pub windows: Vec<WindowGaps>,
-    /// Gaps in the steady window first, then the others, each largest first (at most `limit`).
+    /// Gaps largest first (at most `limit`).
     pub gaps: Vec<Gap>,
     /// Gaps found in any window before `limit`.
     pub gaps_total: u64,
@@ -135,14 +135,7 @@ pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -
                 }
             }
         }
-        // Steady-state gaps first (what recurs every step), then the rest
-        // (first-step module loading, warm-up, tail), each largest first.
-        listed.sort_by_key(|(g, kinds)| {
-            (
-                !kinds.contains(&WindowKind::Steady),
-                std::cmp::Reverse(g.1 - g.0),
-            )
-        });
+        listed.sort_by_key(|(g, _)| std::cmp::Reverse(g.1 - g.0));
         let gaps_total = listed.len() as u64;
         listed.truncate(limit);
         let dev_kernels: Vec<(usize, &model::Kernel)> = kernels
