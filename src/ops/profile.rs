@@ -555,7 +555,9 @@ export takes seconds.",
             // Stable: each group stays largest first.
             d.gaps
                 .sort_by_key(|g| !g.windows.contains(&profile::windows::WindowKind::Steady));
-            d.gaps.truncate(l);
+            if input.limit.is_some() {
+                d.gaps.truncate(l);
+            }
         }
         if input.limit.is_none() {
             // The default shares one budget over the devices, so 8 GPUs do not list 8x as much.
@@ -563,7 +565,24 @@ export takes seconds.",
             let mut parts = Vec::new();
             let mut most = 0;
             for d in &mut out.result.devices {
-                d.gaps.truncate(per_device);
+                // Mostly steady state, plus the largest of the rest (first-step module loading,
+                // warm-up) so a one-off stall is seen for what it is.
+                let steady = d
+                    .gaps
+                    .iter()
+                    .take_while(|g| g.windows.contains(&profile::windows::WindowKind::Steady))
+                    .count();
+                let others = d.gaps.len() - steady;
+                let reserve = if others > 0 && steady > 0 {
+                    (per_device / 5).max(1).min(per_device - 1)
+                } else {
+                    0
+                };
+                let take_steady = steady.min(per_device - reserve.min(per_device));
+                let take_others = others.min(per_device - take_steady);
+                let rest = d.gaps.split_off(steady);
+                d.gaps.truncate(take_steady);
+                d.gaps.extend(rest.into_iter().take(take_others));
                 if (d.gaps.len() as u64) < d.gaps_total {
                     parts.push(format!(
                         "device {}: {} of {}",
@@ -576,7 +595,7 @@ export takes seconds.",
             }
             if !parts.is_empty() {
                 out.left_out.push(format!(
-                    "smaller gaps ({} listed; steady state first, the window totals count all): pass \"limit\": {most}",
+                    "more gaps ({} listed: the steady-state window's largest first, then the largest of the rest; the window totals count all): pass \"limit\": {most}",
                     parts.join(", ")
                 ));
             }
