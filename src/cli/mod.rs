@@ -610,6 +610,22 @@ mod tests {
     }
 
     #[test]
+    fn serve_says_how_to_connect() {
+        let stdio = serve_banner(Some("stdio"), None, false);
+        assert!(
+            stdio.contains("claude mcp add aisp -- ") && stdio.contains(" serve"),
+            "{stdio}"
+        );
+        let addr: SocketAddr = "127.0.0.1:8765".parse().unwrap();
+        let http = serve_banner(Some("http"), Some(addr), true);
+        assert!(
+            http.contains("claude mcp add --transport http aisp http://127.0.0.1:8765/mcp"),
+            "{http}"
+        );
+        assert!(http.contains("Authorization: Bearer"), "{http}");
+    }
+
+    #[test]
     fn every_operation_has_a_cli_path() {
         let cmd = command();
         for tool in registry::tools() {

@@ -354,14 +354,23 @@ impl Renderer {
             v.dedup();
             v.len() == rows.len()
         };
-        let name_col = (0..headers.len())
-            .find(|&i| rows.iter().all(|r| !r[i].is_empty() && !looks_numeric(&r[i])) && distinct(i));
+        let name_col = (0..headers.len()).find(|&i| {
+            rows.iter()
+                .all(|r| !r[i].is_empty() && !looks_numeric(&r[i]))
+                && distinct(i)
+        });
         let titles: Vec<String> = match name_col {
             Some(i) => rows.iter().map(|r| r[i].clone()).collect(),
             None => (1..=rows.len()).map(|n| format!("[{n}]")).collect(),
         };
-        let fields: Vec<usize> = (0..headers.len()).filter(|&i| Some(i) != name_col).collect();
-        let kw = fields.iter().map(|&i| headers[i].chars().count()).max().unwrap_or(0);
+        let fields: Vec<usize> = (0..headers.len())
+            .filter(|&i| Some(i) != name_col)
+            .collect();
+        let kw = fields
+            .iter()
+            .map(|&i| headers[i].chars().count())
+            .max()
+            .unwrap_or(0);
         let cw: Vec<usize> = (0..rows.len())
             .map(|r| {
                 fields
