@@ -547,7 +547,7 @@ export takes seconds.",
         let l = limit(input.limit, DEFAULT_LISTED)?;
         // The library lists the largest first; explain enough of them that the
         // steady-state ones (what recurs every step) can come first here.
-        let explained = l.max(200).min(10_000);
+        let explained = l.clamp(200, 10_000);
         let mut out = scoped(ctx, "gaps", &input, |p, s| {
             profile::gaps::gaps(p, s, (ms * 1e6).round() as i64, explained)
         })?;
