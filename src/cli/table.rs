@@ -245,11 +245,12 @@ impl Renderer {
                     .collect()
             })
             .collect();
+        // A long cell makes cards, except a name in the last column (no spaces: nothing to wrap).
         let last = columns.len() - 1;
-        if rows
-            .iter()
-            .any(|r| r[..last].iter().any(|c| c.chars().count() > MAX_CELL))
-        {
+        if rows.iter().any(|r| {
+            r[..last].iter().any(|c| c.chars().count() > MAX_CELL)
+                || (r[last].chars().count() > MAX_CELL && r[last].contains(' '))
+        }) {
             return false;
         }
         // Headers: the field (sub-field when unambiguous), unit suffix dropped when values carry it.
