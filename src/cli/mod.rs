@@ -390,7 +390,11 @@ fn run_op(
     format: Format,
 ) -> ExitCode {
     let usage = |msg: String| {
-        eprintln!("aisp: {msg}\n\nSee `{} --help`.", schemas::cli_usage(tool));
+        eprintln!(
+            "aisp: {}\n\nSee `{} --help`.",
+            hints::for_cli(&msg, Some(tool)),
+            schemas::cli_usage(tool)
+        );
         ExitCode::from(2)
     };
     let args = match args::matches_to_json(tool, m, m.get_one::<String>("json").map(String::as_str))
