@@ -37,6 +37,7 @@ pub mod compare;
 pub mod db;
 pub mod error;
 pub mod export;
+pub mod families;
 pub mod fastscan;
 pub mod gaps;
 pub mod info;
