@@ -1165,7 +1165,7 @@ impl Blocking {
         ];
         let mut pats: Vec<(&String, &u64)> = self.patterns.iter().collect();
         pats.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        if let Some((p, c)) = pats.first() {
+        for (p, c) in pats.iter().take(2) {
             ev.push(format!("API pattern: {p} in {c} of {n} calls"));
         }
         ev
@@ -1317,6 +1317,9 @@ fn rule_sync_every_iteration(cx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
+/// Allocation/release calls in the window below which allocation is setup, not churn.
+const MIN_CHURN_CALLS: u64 = 10;
+
 fn rule_allocator_churn(cx: &mut Ctx) -> Result<()> {
     let id = "allocator_churn";
     let api = cx.p.api()?;
@@ -1330,6 +1333,10 @@ fn rule_allocator_churn(cx: &mut Ctx) -> Result<()> {
         };
         let d = &cx.devs[i];
         let n: u64 = b.names.values().map(|v| v.0).sum();
+        // A few allocations are setup (a new shape, a first batch); churn repeats.
+        if n < MIN_CHURN_CALLS {
+            continue;
+        }
         let ev = b.evidence(d, "allocation/release calls (cudaMalloc, cudaFree and kin) in the steady state");
         let data = b.data(d);
         let title = format!(
@@ -1343,7 +1350,7 @@ fn rule_allocator_churn(cx: &mut Ctx) -> Result<()> {
         cx.skip(
             id,
             "below_threshold",
-            "no cudaMalloc/cudaFree (or driver allocation) call in the analysis window",
+            "fewer than 10 cudaMalloc/cudaFree (or driver allocation) calls in the analysis window",
         );
         return Ok(());
     }
