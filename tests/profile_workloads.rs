@@ -194,3 +194,78 @@ fn train_adam_storm_names_the_per_parameter_optimizer_and_the_copy() {
     let sy = finding(&v, "cuda_api_sync");
     assert_eq!(sy["severity"], "info");
 }
+
+fn recommend(args: Value) -> Value {
+    let t = registry::find("aisp_optimize_recommend").unwrap();
+    t.op.call_json(&OpContext::detached(AppState::for_tests()), args)
+        .unwrap_or_else(|e| panic!("recommend: {e}"))
+}
+
+#[test]
+fn recommend_ranks_techniques_by_the_findings() {
+    // host_bound_steps: the catalog's [[findings]] data puts data loading, pinned memory and
+    // CUDA graphs first; kernel-speed techniques (FlashAttention, bf16 GEMMs) cannot help.
+    // Before, FlashAttention-3 and bf16 ranked first and pinned memory 10th.
+    let v = recommend(json!({"findings": ["host_bound_steps"], "workload": "training", "gpu": "h100-sxm", "limit": 40}));
+    let recs = v["recommendations"].as_array().unwrap();
+    let ids: Vec<&str> = recs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids[..3], ["dataloader-workers", "pinned-memory", "cuda-graphs"], "{ids:?}");
+    assert!(recs[0]["reason"].as_str().unwrap().contains("addresses profile finding `host_bound_steps`"));
+    let fa = ids.iter().position(|&i| i == "flash-attention-3").expect("listed last");
+    let bf16 = ids.iter().position(|&i| i == "bf16-mixed-precision").unwrap();
+    let pinned = ids.iter().position(|&i| i == "pinned-memory").unwrap();
+    assert!(fa > pinned && bf16 > pinned);
+    for i in [fa, bf16] {
+        let r = recs[i]["reason"].as_str().unwrap();
+        assert!(r.starts_with("cannot help profile finding `host_bound_steps`"), "{r}");
+    }
+    // Every technique that cannot help comes after every one that is not ruled out.
+    let last_ok = recs
+        .iter()
+        .rposition(|r| !r["reason"].as_str().unwrap().starts_with("cannot help"))
+        .unwrap();
+    let first_bad = recs
+        .iter()
+        .position(|r| r["reason"].as_str().unwrap().starts_with("cannot help"))
+        .unwrap();
+    assert!(last_ok < first_bad, "{ids:?}");
+
+    // From a profile: train_adam_storm's findings (launch-bound in `optimizer`, host-bound steps,
+    // the per-step copy) lead to CUDA graphs / fused optimizer / data loading first.
+    let path = profile_common::fixture("workloads/train_adam_storm.sqlite");
+    let v = recommend(json!({"profile": path.display().to_string(), "workload": "training", "limit": 5}));
+    let ids: Vec<&str> = v["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"fused-optimizer") && ids.contains(&"cuda-graphs"), "{ids:?}");
+    assert!(!ids.contains(&"flash-attention-3"), "{ids:?}");
+}
+
+#[test]
+fn retarget_keeps_nccl_time_as_measured() {
+    // ddp (2×H200): NCCL kernel time includes each rank waiting for the other; a faster link
+    // does not shorten that wait, so retargeting to H100 must not scale it by the link ratio.
+    let path = profile_common::fixture("ddp.sqlite");
+    let t = registry::find("aisp_analyze_retarget").unwrap();
+    let v = t
+        .op
+        .call_json(
+            &OpContext::detached(AppState::for_tests()),
+            json!({"path": path.display().to_string(), "target_gpu": "h100-sxm", "source_gpu": "h200", "device": 0}),
+        )
+        .unwrap();
+    let nccl: Vec<&Value> = v["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["bound"] == "interconnect")
+        .collect();
+    assert!(!nccl.is_empty());
+    for k in nccl {
+        assert_eq!(k["estimated_ns"], k["measured_ns"], "{k}");
+        assert!(k["note"].as_str().unwrap().contains("waiting for the other ranks"));
+    }
+}
