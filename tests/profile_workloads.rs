@@ -196,7 +196,7 @@ fn train_adam_storm_names_the_per_parameter_optimizer_and_the_copy() {
 }
 
 fn recommend(args: Value) -> Value {
-    let t = registry::find("aisp_optimize_recommend").unwrap();
+    let t = registry::find("aisp_recommend").unwrap();
     t.op.call_json(&OpContext::detached(AppState::for_tests()), args)
         .unwrap_or_else(|e| panic!("recommend: {e}"))
 }
