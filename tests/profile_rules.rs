@@ -208,7 +208,9 @@ fn every_device_gets_its_own_finding() {
     for c in [c0, c1] {
         assert_eq!(c.stake, rules::Stake::Estimate);
         assert!(
-            c.evidence.iter().any(|e| e.contains("waiting for the other ranks")),
+            c.evidence
+                .iter()
+                .any(|e| e.contains("waiting for the other ranks")),
             "{:?}",
             c.evidence
         );
@@ -246,7 +248,11 @@ fn short_idle_is_only_idle_shorter_than_a_millisecond() {
     // said "4.20 ms of idle time is in gaps shorter than 1 ms". Recompute from the union of
     // kernels, copies and memsets: no stretch under 1 ms holds that.
     let r = run_all("mock.sqlite");
-    assert!(find(&r.findings, "low_utilization").is_none(), "{:?}", r.findings);
+    assert!(
+        find(&r.findings, "low_utilization").is_none(),
+        "{:?}",
+        r.findings
+    );
     // Where the rule fires, its stretches are counted one by one and all are under 1 ms.
     let r = run_all("infer_decode.sqlite");
     let lu = find(&r.findings, "low_utilization").expect("low utilization");
@@ -271,7 +277,11 @@ fn heavy_h2d_without_steps_does_not_invent_a_step() {
     let r = run_all("h100_2gpu_1s.sqlite");
     for dev in [0, 1] {
         let h = on_device(&r, "heavy_h2d_per_step", dev).unwrap();
-        assert!(!h.title.contains("1 steps") && !h.title.contains("per step"), "{}", h.title);
+        assert!(
+            !h.title.contains("1 steps") && !h.title.contains("per step"),
+            "{}",
+            h.title
+        );
         assert!(h.title.contains("no steps"), "{}", h.title);
         assert_eq!(h.data["steps"], 0);
         assert_eq!(h.stake, rules::Stake::Estimate);
@@ -358,7 +368,9 @@ fn number_problems(f: &Finding) -> Vec<String> {
             let scale = 10f64.powi(d as i32);
             let matches = |v: f64| (((v * scale).round() / scale) - x).abs() < 1e-9;
             let ok = CONSTANTS.contains(&x)
-                || nums.iter().any(|&v| matches(v) || matches(v / 1e6) || matches(v / 1e3))
+                || nums
+                    .iter()
+                    .any(|&v| matches(v) || matches(v / 1e6) || matches(v / 1e3))
                 || strings.iter().any(|s| s.contains(&tok));
             if !ok {
                 out.push(format!("{}: `{tok}` in \"{t}\" is not in its data", f.id));
@@ -390,8 +402,15 @@ fn every_number_a_finding_prints_comes_from_its_data() {
         let r = run_all(name);
         for f in &r.findings {
             checked += printed_numbers(&f.title).len()
-                + f.evidence.iter().map(|e| printed_numbers(e).len()).sum::<usize>();
-            problems.extend(number_problems(f).into_iter().map(|p| format!("{name} {p}")));
+                + f.evidence
+                    .iter()
+                    .map(|e| printed_numbers(e).len())
+                    .sum::<usize>();
+            problems.extend(
+                number_problems(f)
+                    .into_iter()
+                    .map(|p| format!("{name} {p}")),
+            );
             assert_eq!(f.severity, Severity::from_share(f.share_pct));
             assert!(!f.basis.is_empty(), "{name} {}", f.id);
             if f.stake == rules::Stake::None {
@@ -403,6 +422,7 @@ fn every_number_a_finding_prints_comes_from_its_data() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     // The checker itself: a number absent from the data is caught.
     let mut f = run_all("mock.sqlite").findings.remove(0);
-    f.evidence.push("4.21 ms of idle time is in gaps shorter than 1 ms".into());
+    f.evidence
+        .push("4.21 ms of idle time is in gaps shorter than 1 ms".into());
     assert_eq!(number_problems(&f).len(), 1, "{:?}", number_problems(&f));
 }

@@ -89,7 +89,11 @@ fn every_planted_problem_is_found_and_the_control_stays_quiet() {
         if let Some(regions) = e["regions"].as_object() {
             for (id, region) in regions {
                 let f = finding(&v, id);
-                assert_eq!(&f["regions"][0]["region"], region, "{w}: {id} {}", f["regions"]);
+                assert_eq!(
+                    &f["regions"][0]["region"], region,
+                    "{w}: {id} {}",
+                    f["regions"]
+                );
             }
         }
         if let Some(limit) = e["forbid_at_or_above"].as_str() {
@@ -155,13 +159,19 @@ fn decode_loop_problems_are_named_with_their_region_and_fix() {
     assert_eq!(lb["regions"][0]["region"], "token_*");
     assert_eq!(lb["data"]["top_region"]["occurrences"], 192);
     let fix = lb["fix"].as_str().unwrap();
-    assert!(fix.starts_with("In `token_*`") && fix.contains("CUDA graph"), "{fix}");
+    assert!(
+        fix.starts_with("In `token_*`") && fix.contains("CUDA graph"),
+        "{fix}"
+    );
     let al = finding(&v, "allocator_churn");
     assert_eq!(al["data"]["calls"]["cudaMalloc"][0], 194);
     assert_eq!(al["data"]["calls"]["cudaFree"][0], 194);
     assert_eq!(al["stake"], "gpu_idle");
     let pg = finding(&v, "cuda_memcpy_async_pageable");
-    assert_eq!(pg["data"]["by_direction"]["Device-to-Host"], json!([192, 24_576_000]));
+    assert_eq!(
+        pg["data"]["by_direction"]["Device-to-Host"],
+        json!([192, 24_576_000])
+    );
     // The 250 ms time.sleep in token_48 of request_1: the largest gap, an OS wait.
     let st = finding(&v, "gpu_starvation");
     let largest = &st["data"]["largest"][0];
@@ -170,7 +180,11 @@ fn decode_loop_problems_are_named_with_their_region_and_fix() {
     assert!(st["evidence"].to_string().contains("token_48"));
     // The per-token sync: named with the copy that precedes it.
     let sy = finding(&v, "cuda_api_sync");
-    assert!(sy["evidence"].to_string().contains("→ cudaStreamSynchronize"));
+    assert!(
+        sy["evidence"]
+            .to_string()
+            .contains("→ cudaStreamSynchronize")
+    );
     // The costliest finding leads: launch-bound or host-bound, never the sync.
     assert_ne!(v["findings"][0]["id"], "cuda_api_sync");
 }
@@ -184,9 +198,15 @@ fn train_adam_storm_names_the_per_parameter_optimizer_and_the_copy() {
     let lb = finding(&v, "launch_bound_tiny_kernels");
     assert_eq!(lb["data"]["top_region"]["region"], "optimizer");
     assert_eq!(lb["data"]["top_region"]["kernels_launched"], 20_300);
-    assert_eq!(lb["data"]["top_region"]["per_tensor_optimizer_kernels"], 5_800);
+    assert_eq!(
+        lb["data"]["top_region"]["per_tensor_optimizer_kernels"],
+        5_800
+    );
     let fix = lb["fix"].as_str().unwrap();
-    assert!(fix.contains("foreach=True") && fix.contains("fused=True"), "{fix}");
+    assert!(
+        fix.contains("foreach=True") && fix.contains("fused=True"),
+        "{fix}"
+    );
     let h = finding(&v, "heavy_h2d_per_step");
     assert_eq!(h["data"]["mb_per_step"], 100);
     assert_eq!(h["data"]["steps"], 29);
@@ -206,18 +226,38 @@ fn recommend_ranks_techniques_by_the_findings() {
     // host_bound_steps: the catalog's [[findings]] data puts data loading, pinned memory and
     // CUDA graphs first; kernel-speed techniques (FlashAttention, bf16 GEMMs) cannot help.
     // Before, FlashAttention-3 and bf16 ranked first and pinned memory 10th.
-    let v = recommend(json!({"findings": ["host_bound_steps"], "workload": "training", "gpu": "h100-sxm", "limit": 40}));
+    let v = recommend(
+        json!({"findings": ["host_bound_steps"], "workload": "training", "gpu": "h100-sxm", "limit": 40}),
+    );
     let recs = v["recommendations"].as_array().unwrap();
     let ids: Vec<&str> = recs.iter().map(|r| r["id"].as_str().unwrap()).collect();
-    assert_eq!(ids[..3], ["dataloader-workers", "pinned-memory", "cuda-graphs"], "{ids:?}");
-    assert!(recs[0]["reason"].as_str().unwrap().contains("addresses profile finding `host_bound_steps`"));
-    let fa = ids.iter().position(|&i| i == "flash-attention-3").expect("listed last");
-    let bf16 = ids.iter().position(|&i| i == "bf16-mixed-precision").unwrap();
+    assert_eq!(
+        ids[..3],
+        ["dataloader-workers", "pinned-memory", "cuda-graphs"],
+        "{ids:?}"
+    );
+    assert!(
+        recs[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("addresses profile finding `host_bound_steps`")
+    );
+    let fa = ids
+        .iter()
+        .position(|&i| i == "flash-attention-3")
+        .expect("listed last");
+    let bf16 = ids
+        .iter()
+        .position(|&i| i == "bf16-mixed-precision")
+        .unwrap();
     let pinned = ids.iter().position(|&i| i == "pinned-memory").unwrap();
     assert!(fa > pinned && bf16 > pinned);
     for i in [fa, bf16] {
         let r = recs[i]["reason"].as_str().unwrap();
-        assert!(r.starts_with("cannot help profile finding `host_bound_steps`"), "{r}");
+        assert!(
+            r.starts_with("cannot help profile finding `host_bound_steps`"),
+            "{r}"
+        );
     }
     // Every technique that cannot help comes after every one that is not ruled out.
     let last_ok = recs
@@ -233,14 +273,19 @@ fn recommend_ranks_techniques_by_the_findings() {
     // From a profile: train_adam_storm's findings (launch-bound in `optimizer`, host-bound steps,
     // the per-step copy) lead to CUDA graphs / fused optimizer / data loading first.
     let path = profile_common::fixture("workloads/train_adam_storm.sqlite");
-    let v = recommend(json!({"profile": path.display().to_string(), "workload": "training", "limit": 5}));
+    let v = recommend(
+        json!({"profile": path.display().to_string(), "workload": "training", "limit": 5}),
+    );
     let ids: Vec<&str> = v["recommendations"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| r["id"].as_str().unwrap())
         .collect();
-    assert!(ids.contains(&"fused-optimizer") && ids.contains(&"cuda-graphs"), "{ids:?}");
+    assert!(
+        ids.contains(&"fused-optimizer") && ids.contains(&"cuda-graphs"),
+        "{ids:?}"
+    );
     assert!(!ids.contains(&"flash-attention-3"), "{ids:?}");
 }
 
@@ -266,6 +311,11 @@ fn retarget_keeps_nccl_time_as_measured() {
     assert!(!nccl.is_empty());
     for k in nccl {
         assert_eq!(k["estimated_ns"], k["measured_ns"], "{k}");
-        assert!(k["note"].as_str().unwrap().contains("waiting for the other ranks"));
+        assert!(
+            k["note"]
+                .as_str()
+                .unwrap()
+                .contains("waiting for the other ranks")
+        );
     }
 }

@@ -193,7 +193,9 @@ pub fn analyze(p: &Profile, scope: &Scope) -> Result<Bottlenecks> {
         for f in rules
             .findings
             .iter()
-            .filter(|f| f.device.is_none_or(|d| d == dw.device) && f.severity > rules::Severity::Info)
+            .filter(|f| {
+                f.device.is_none_or(|d| d == dw.device) && f.severity > rules::Severity::Info
+            })
             .take(3)
         {
             evidence.push(format!(

@@ -269,7 +269,10 @@ fn parse(text: &str) -> Result<Parsed, String> {
         }
         for c in &f.cannot_help {
             if !raw.techniques.iter().any(|x| &x.component == c) {
-                return Err(format!("finding {}: no technique has component `{c}`", f.id));
+                return Err(format!(
+                    "finding {}: no technique has component `{c}`",
+                    f.id
+                ));
             }
         }
     }

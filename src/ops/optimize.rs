@@ -60,10 +60,10 @@ pub struct RecommendInput {
     /// The precision the workload computes in now (fp32 makes TF32 and mixed precision relevant).
     #[serde(default)]
     pub dtype: Option<crate::knowledge::Dtype>,
-    /// Profile findings or symptoms: aisp_profile_rules ids (e.g. "host_bound_steps") or words such as "launch_bound", "oom".
+    /// aisp_profile_rules ids (e.g. "host_bound_steps") or symptoms ("oom").
     #[serde(default)]
     pub findings: Option<Vec<String>>,
-    /// A profile (.sqlite/.nsys-rep): its aisp_profile_rules findings at medium or above are added to `findings`.
+    /// A profile whose rules findings (medium+) join `findings`.
     #[serde(default)]
     pub profile: Option<String>,
     /// A draft model of the same family is available (speculative decoding).
@@ -171,7 +171,10 @@ on. Use it first when asking 'how do I make this faster / fit / cheaper'. Instan
             }
         }
         let mut s = Situation {
-            findings: findings.iter().map(|f| f.trim().to_ascii_lowercase()).collect(),
+            findings: findings
+                .iter()
+                .map(|f| f.trim().to_ascii_lowercase())
+                .collect(),
             workload: i.workload,
             compute_capability: gpu.and_then(serving::compute_capability),
             gpu_label: gpu.map(|g| g.id.clone()),

@@ -747,17 +747,14 @@ impl Operation for Rules {
     type Output = Answer<profile::rules::Rules>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
-        summary: "Findings in the style of nsys analyze with severity from the share of time at stake: starvation, host-bound steps, syncs, pageable copies, fp32 SIMT GEMMs, exposed NCCL, tiny kernels, variance.",
-        description: "Runs expert rules over each device's analysis window (the steady window when there are steps, else the \
-span of its GPU operations) and returns findings {id, title, severity info|low|medium|high|critical, time_at_stake_ns, \
-share_pct, evidence, why, fix, verify}. Severity comes from the share of the window at stake (under 1 % info, 1 % low, 5 % \
-medium, 15 % high, 40 % critical), never from the mere presence of a pattern. Rules: GPU starvation (idle gaps over 1 ms, \
-with what the launching thread did), host-bound steps (CPU step time well above GPU time), low utilization, async memcpy \
-with pageable memory, synchronous memcpy/memset, host synchronization APIs, a host sync every iteration, launch-bound runs \
-of kernels under 5 us, fp32 GEMMs on CUDA cores where TF32/BF16 tensor cores could run them, communication not overlapped \
-with compute, heavy host-to-device traffic, one dominating kernel, step-time variance, first-step overhead. Rules without \
-evidence report nothing (`checked` says why) and the verdict says so when nothing is significant. Use it to triage a profile. \
-Well under a second on small exports; seconds on 1 GB.",
+        summary: "Findings in the style of nsys analyze, each rated by the GPU time a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance.",
+        description: "Runs expert rules over each device's analysis window (steady window when there are steps, else \
+the span of its GPU operations). Each device gets its own findings {id, severity, time_at_stake_ns, share_pct, stake, \
+basis, regions, evidence, why, fix, verify}: time at stake is that GPU's idle time the cause explains (stake gpu_idle) or \
+busy time the fix shortens (estimate); severity is its share of the window (<1 % info, 1 low, 5 medium, 15 high, 40 \
+critical). regions name the NVTX range holding it, and the fix names what to change there. `overlaps` says where findings \
+explain the same time; `checked` says why a rule stayed silent. Use it to triage a profile. Under a second on small \
+exports; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "why is my training slow",

@@ -46,7 +46,10 @@ fn finding_tier(t: &Technique, findings: &[String]) -> (u8, usize, Option<String
                 best = Some((pos, format!("addresses profile finding `{}`", a.id)));
             }
         } else if a.cannot_help.contains(&t.component) && against.is_none() {
-            against = Some(format!("cannot help profile finding `{}`: {}", a.id, a.why_not));
+            against = Some(format!(
+                "cannot help profile finding `{}`: {}",
+                a.id, a.why_not
+            ));
         }
     }
     match (best, against) {
@@ -182,7 +185,11 @@ pub fn recommend(goal: Goal, s: &Situation, limit: usize) -> (Vec<Recommendation
         let (ta, pa, _) = finding_tier(a.1, &s.findings);
         let (tb, pb, _) = finding_tier(b.1, &s.findings);
         ta.cmp(&tb)
-            .then(if ta == 0 { pa.cmp(&pb) } else { std::cmp::Ordering::Equal })
+            .then(if ta == 0 {
+                pa.cmp(&pb)
+            } else {
+                std::cmp::Ordering::Equal
+            })
             .then(a.3.is_empty().cmp(&b.3.is_empty()).reverse())
             .then(kb.cmp(&ka))
             .then(b.0.total_cmp(&a.0))

@@ -59,8 +59,8 @@ pub struct Gap {
     pub launch_tid: Option<i64>,
     /// Name of that thread.
     pub launch_thread: Option<String>,
-    /// Best explanation: gpu_copy (copies fill the gap: the GPU is moving data), or from the CPU side:
-    /// module_loading, host_sync, allocation, sync_copy, async_copy, launch, os_wait, os_io, cpu_in_range, untraced_cpu.
+    /// gpu_copy (copies fill it), or the CPU side: module_loading, host_sync, allocation,
+    /// sync_copy, async_copy, launch, os_wait, os_io, cpu_in_range, untraced_cpu.
     pub cause: String,
     /// One sentence of evidence for `cause`.
     pub explanation: String,

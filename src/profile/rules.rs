@@ -67,28 +67,24 @@ impl Severity {
     }
 }
 
-/// What `time_at_stake_ns` counts.
+// What `time_at_stake_ns` counts: measured GPU idle the cause explains, an
+// estimate of busy time the fix shortens (`basis` says how), or nothing known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stake {
-    /// Measured: idle time of the device's GPU (no kernel, copy or memset) that the cause explains.
     GpuIdle,
-    /// Estimated: GPU busy time (or exposed copy/communication time) the fix would shorten; `basis` says how.
     Estimate,
-    /// Informational: the trace does not say how much a fix would save.
     None,
 }
 
-/// Where a finding's time at stake sits in the code: an NVTX region.
+// Where a finding's time at stake sits: the innermost NVTX range open on the
+// process's threads, numbering folded (`token_17` → `token_*`); `events` are
+// the bubbles, calls or gaps counted there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RegionStake {
-    /// Innermost NVTX push/pop range open on the process's threads, numbering folded (`token_17` → `token_*`).
     pub region: String,
-    /// Time at stake inside the region.
     pub at_stake_ns: i64,
-    /// Share of the finding's time at stake, 0–100.
     pub pct_of_finding: f64,
-    /// Events counted there (bubbles, calls or gaps, as the finding's data says).
     pub events: u64,
 }
 
@@ -99,18 +95,17 @@ pub struct Finding {
     pub id: String,
     pub title: String,
     pub severity: Severity,
-    /// GPU time on `device` a fix would remove from the critical path inside the analysis window (see `stake`, `basis`).
+    /// GPU time on `device` a fix would remove from the critical path in the window.
     pub time_at_stake_ns: i64,
     /// time_at_stake_ns / the analysis window × 100.
     pub share_pct: f64,
-    /// gpu_idle (measured idle time the cause explains), estimate (busy time the fix shortens) or none.
+    /// gpu_idle (measured), estimate or none.
     pub stake: Stake,
-    /// How time_at_stake_ns was obtained, in one sentence.
+    /// How time_at_stake_ns was obtained.
     pub basis: String,
-    /// The code regions holding the time at stake, most first (empty without NVTX ranges).
+    /// NVTX regions holding the time at stake, most first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub regions: Vec<RegionStake>,
-    /// The device the numbers are for (each device with the problem gets its own finding).
     pub device: Option<i64>,
     /// The analysis window the share is of.
     pub window: Option<Window>,
@@ -135,17 +130,14 @@ pub struct RuleCheck {
     pub detail: String,
 }
 
-/// How the findings of one device overlap.
+// How one device's findings overlap: Σ of their shares (can pass 100), the
+// union of their measured idle time, the estimated time (not in the union).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StakeOverlap {
     pub device: i64,
-    /// Σ share_pct of the device's findings (can pass 100: findings explain the same time).
     pub sum_share_pct: f64,
-    /// Union of the measured (gpu_idle) time at stake of its findings, ns.
     pub idle_union_ns: i64,
-    /// idle_union_ns as a share of the window.
     pub idle_union_pct: f64,
-    /// Σ of the estimated (not measured) time at stake, ns; estimates are not in the union.
     pub estimated_ns: i64,
     pub note: String,
 }
@@ -154,7 +146,7 @@ pub struct StakeOverlap {
 pub struct Rules {
     /// Findings, most time at stake first.
     pub findings: Vec<Finding>,
-    /// Per device: how much the findings' shares overlap (they are not additive).
+    /// Per device: the findings' shares overlap (not additive).
     pub overlaps: Vec<StakeOverlap>,
     /// The highest severity found (`info` when none).
     pub highest: Severity,
@@ -374,7 +366,10 @@ impl Draft {
 }
 
 /// Sum `(region, ns)` pairs into the regions of a finding, most first (at most 5).
-fn region_stakes(items: impl Iterator<Item = (Option<String>, i64)>, total: i64) -> Vec<RegionStake> {
+fn region_stakes(
+    items: impl Iterator<Item = (Option<String>, i64)>,
+    total: i64,
+) -> Vec<RegionStake> {
     let mut m: BTreeMap<String, (i64, u64)> = BTreeMap::new();
     for (r, ns) in items {
         let Some(r) = r else { continue };
@@ -392,7 +387,11 @@ fn region_stakes(items: impl Iterator<Item = (Option<String>, i64)>, total: i64)
             events: n,
         })
         .collect();
-    v.sort_by(|a, b| b.at_stake_ns.cmp(&a.at_stake_ns).then(a.region.cmp(&b.region)));
+    v.sort_by(|a, b| {
+        b.at_stake_ns
+            .cmp(&a.at_stake_ns)
+            .then(a.region.cmp(&b.region))
+    });
     v.truncate(5);
     v
 }
@@ -559,7 +558,9 @@ fn overlaps(cx: &Ctx) -> Vec<StakeOverlap> {
         }
         let sum: f64 = mine.iter().map(|&i| cx.findings[i].share_pct).sum();
         let union = intervals::length(&intervals::union(
-            mine.iter().flat_map(|&i| cx.idle_of[i].iter().copied()).collect(),
+            mine.iter()
+                .flat_map(|&i| cx.idle_of[i].iter().copied())
+                .collect(),
         ));
         let idle_sum: i64 = mine
             .iter()
@@ -723,7 +724,10 @@ fn rule_gpu_starvation(cx: &mut Ctx) -> Result<()> {
                 ms(copying)
             ));
         }
-        evidence.push(format!("causes of the {} largest: {causes:?}", listed.len()));
+        evidence.push(format!(
+            "causes of the {} largest: {causes:?}",
+            listed.len()
+        ));
         let mut dr = Draft::idle(
             i,
             idle_iv,
@@ -870,7 +874,11 @@ fn rule_low_utilization(cx: &mut Ctx) -> Result<()> {
         }
         let longest = short.iter().map(|(s, e)| e - s).max().unwrap_or(0);
         let n = short.len();
-        let mut dr = Draft::idle(i, short, "GPU idle (no kernel, copy or memset) in stretches shorter than 1 ms");
+        let mut dr = Draft::idle(
+            i,
+            short,
+            "GPU idle (no kernel, copy or memset) in stretches shorter than 1 ms",
+        );
         let small = dr.at_stake;
         dr.regions = cx.idle_regions(i, &dr.idle);
         drafts.push(dr.text(
@@ -1011,9 +1019,9 @@ fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
              (20 GB/s when it has no pinned copy of 1 MB or more)",
         );
         dr.regions = region_stakes(per_region.into_iter(), at_stake);
-        let largest_json = largest
-            .as_ref()
-            .map(|(b, s, dur, dir)| json!({"bytes": b, "start_ns": s, "dur_ns": dur, "direction": dir}));
+        let largest_json = largest.as_ref().map(
+            |(b, s, dur, dir)| json!({"bytes": b, "start_ns": s, "dur_ns": dur, "direction": dir}),
+        );
         drafts.push(dr.text(
             format!(
                 "Async memcpy with pageable host memory ({n_all} {}, {n_in} in the window)",
@@ -1098,7 +1106,12 @@ fn copy_labels(cx: &Ctx, d: &Dev) -> Result<HashMap<(i64, i64), String>> {
 }
 
 /// Cost of the calls of `api` (by index) that `pick` selects, on device `i`'s GPU.
-fn blocking(cx: &Ctx, i: usize, pick: impl Fn(usize) -> bool, basis: &str) -> Result<Option<Blocking>> {
+fn blocking(
+    cx: &Ctx,
+    i: usize,
+    pick: impl Fn(usize) -> bool,
+    basis: &str,
+) -> Result<Option<Blocking>> {
     let d = &cx.devs[i];
     let api = cx.p.api()?;
     let copies = copy_labels(cx, d)?;
@@ -1119,7 +1132,10 @@ fn blocking(cx: &Ctx, i: usize, pick: impl Fn(usize) -> bool, basis: &str) -> Re
         let (s, en) = (a.start.max(d.window.start_ns), a.end.min(d.window.end_ns));
         blocked.push((s, en));
         let drain = d.drain(std::iter::once((s, en)));
-        per_region.push((cx.regions.region(a.global_tid, a.start), intervals::length(&drain)));
+        per_region.push((
+            cx.regions.region(a.global_tid, a.start),
+            intervals::length(&drain),
+        ));
         drains.extend(drain);
         if let Some(prev) = preceding_call(cx, ai, &copies) {
             *patterns.entry(format!("{prev} → {n}")).or_default() += 1;
@@ -1192,7 +1208,10 @@ fn rule_sync_memcpy(cx: &mut Ctx) -> Result<()> {
         let d = &cx.devs[i];
         let ev = b.evidence(d, "blocking memcpy/memset calls");
         let data = b.data(d);
-        drafts.push(b.draft.text("Synchronous memcpy/memset API calls".into(), ev, data));
+        drafts.push(
+            b.draft
+                .text("Synchronous memcpy/memset API calls".into(), ev, data),
+        );
     }
     if drafts.is_empty() {
         cx.skip(
@@ -1217,8 +1236,10 @@ fn rule_sync_apis(cx: &mut Ctx) -> Result<()> {
     let api = cx.p.api()?;
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
-        let pick =
-            |ai: usize| calls::api_kind(calls::api_display_name(cx.p.string(api[ai].name))) == CallKind::HostSync;
+        let pick = |ai: usize| {
+            calls::api_kind(calls::api_display_name(cx.p.string(api[ai].name)))
+                == CallKind::HostSync
+        };
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
         };
@@ -1266,7 +1287,11 @@ fn rule_sync_every_iteration(cx: &mut Ctx) -> Result<()> {
         for r in &steps {
             let lo = api.partition_point(|a| a.start < r.start);
             let mut any = false;
-            for (k, a) in api[lo..].iter().enumerate().take_while(|(_, a)| a.start < r.end) {
+            for (k, a) in api[lo..]
+                .iter()
+                .enumerate()
+                .take_while(|(_, a)| a.start < r.end)
+            {
                 if a.end > r.end
                     || model::process_key(a.global_tid) != model::process_key(r.global_tid)
                 {
@@ -1290,7 +1315,9 @@ fn rule_sync_every_iteration(cx: &mut Ctx) -> Result<()> {
             continue;
         };
         let d = &cx.devs[i];
-        let mut ev = vec![format!("{with_sync} of {n_steps} steps in the window call a blocking API")];
+        let mut ev = vec![format!(
+            "{with_sync} of {n_steps} steps in the window call a blocking API"
+        )];
         ev.extend(b.evidence(d, "blocking calls inside the steps"));
         let mut data = b.data(d);
         data["steps"] = json!(n_steps);
@@ -1326,7 +1353,8 @@ fn rule_allocator_churn(cx: &mut Ctx) -> Result<()> {
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
         let pick = |ai: usize| {
-            calls::api_kind(calls::api_display_name(cx.p.string(api[ai].name))) == CallKind::Allocation
+            calls::api_kind(calls::api_display_name(cx.p.string(api[ai].name)))
+                == CallKind::Allocation
         };
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
@@ -1337,7 +1365,10 @@ fn rule_allocator_churn(cx: &mut Ctx) -> Result<()> {
         if n < MIN_CHURN_CALLS {
             continue;
         }
-        let ev = b.evidence(d, "allocation/release calls (cudaMalloc, cudaFree and kin) in the steady state");
+        let ev = b.evidence(
+            d,
+            "allocation/release calls (cudaMalloc, cudaFree and kin) in the steady state",
+        );
         let data = b.data(d);
         let title = format!(
             "Allocator churn: {n} allocation/release calls in the {} window, GPU idle {} around them",
@@ -1371,7 +1402,9 @@ fn rule_allocator_churn(cx: &mut Ctx) -> Result<()> {
 /// Matched on kernel names, never on NVTX range names.
 fn is_per_tensor_optimizer_math(demangled: &str) -> bool {
     !demangled.contains("multi_tensor")
-        && (demangled.contains("addcdiv") || demangled.contains("lerp_kernel") || demangled.contains("lerp_scalar"))
+        && (demangled.contains("addcdiv")
+            || demangled.contains("lerp_kernel")
+            || demangled.contains("lerp_scalar"))
 }
 
 fn rule_launch_bound(cx: &mut Ctx) -> Result<()> {
@@ -1397,7 +1430,8 @@ fn rule_launch_bound(cx: &mut Ctx) -> Result<()> {
         // long before they run, so a graph's inter-kernel gaps never count.
         let mut bubbles = Vec::new();
         // region → (kernels launched, per-tensor optimizer kernels, occurrences by range start)
-        let mut per_region: BTreeMap<String, (u64, u64, std::collections::BTreeSet<i64>)> = BTreeMap::new();
+        let mut per_region: BTreeMap<String, (u64, u64, std::collections::BTreeSet<i64>)> =
+            BTreeMap::new();
         let mut bubble_regions = Vec::new();
         for &k in &d.kernels {
             let kk = &kernels[k];
@@ -1406,7 +1440,9 @@ fn rule_launch_bound(cx: &mut Ctx) -> Result<()> {
             };
             let range = cx.regions.innermost(a.global_tid, a.start);
             if let Some(r) = range {
-                let e = per_region.entry(super::regions::fold_name(&r.name)).or_default();
+                let e = per_region
+                    .entry(super::regions::fold_name(&r.name))
+                    .or_default();
                 e.0 += 1;
                 if is_per_tensor_optimizer_math(cx.p.string(kk.demangled_name)) {
                     e.1 += 1;
@@ -1716,7 +1752,11 @@ fn rule_h2d_per_step(cx: &mut Ctx) -> Result<()> {
              (up to the compute time available) or gone when the data stays on the GPU",
         );
         let mb = bytes / 1_000_000;
-        let mb_per_step = if n_steps > 0 { bytes / n_steps / 1_000_000 } else { 0 };
+        let mb_per_step = if n_steps > 0 {
+            bytes / n_steps / 1_000_000
+        } else {
+            0
+        };
         let mut evidence = vec![format!(
             "{} H2D copies, {bytes} bytes in the {} window: {} of copy time, {} not overlapped with kernels ({}% of the window)",
             copies.len(),
@@ -1726,7 +1766,9 @@ fn rule_h2d_per_step(cx: &mut Ctx) -> Result<()> {
             d.share(exposed)
         )];
         if n_steps > 0 {
-            evidence.push(format!("{n_steps} steps in the window: {mb_per_step} MB per step"));
+            evidence.push(format!(
+                "{n_steps} steps in the window: {mb_per_step} MB per step"
+            ));
         }
         drafts.push(dr.text(
             if n_steps > 0 {
@@ -1783,7 +1825,11 @@ fn rule_dominant_kernel(cx: &mut Ctx) -> Result<()> {
         }
         let share = pct1(time, all);
         // Informational: how much faster the kernel could be is not in the trace.
-        let dr = Draft::estimate(i, 0, "none: how much faster the kernel could run is not in the trace");
+        let dr = Draft::estimate(
+            i,
+            0,
+            "none: how much faster the kernel could run is not in the trace",
+        );
         drafts.push(dr.text(
             format!("One kernel dominates: `{}` is {share}% of kernel time", cx.p.string(name)),
             vec![format!("`{}` runs {n} times for {} of {} kernel time in the window", cx.p.string(name), ms(time), ms(all))],
