@@ -150,8 +150,8 @@ async fn train_good_answer_cites_exactly_the_serious_rule_findings() {
 async fn h100_2gpu_answer_cites_exactly_the_serious_rule_findings() {
     // 428 ms of cudaStreamSynchronize while the GPU copies costs the GPU under 1 ms: the sync
     // is info, so the answer leads with the copies and never calls the run sync-bound.
-    let out = check_cites_exactly_the_serious_rules("h100_2gpu_1s.sqlite", &["heavy_h2d_per_step"])
-        .await;
+    let out =
+        check_cites_exactly_the_serious_rules("h100_2gpu_1s.sqlite", &["heavy_h2d_per_step"]).await;
     let answer = out["answer"].as_str().unwrap();
     assert!(
         answer.contains("**critical** `heavy_h2d_per_step` (device 1)"),
