@@ -863,8 +863,8 @@ impl Operation for Rules {
     type Output = Answer<profile::rules::Rules>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
-        summary: "Findings in the style of nsys analyze with severity from the share of time at stake: starvation, host-bound steps, syncs, pageable copies, fp32 SIMT GEMMs, exposed NCCL, tiny kernels, variance.",
-        description: "Triages an Nsight Systems export with expert rules (GPU starvation, host-bound steps, host syncs, pageable copies, launch-bound kernels, FP32 GEMMs off tensor cores, unoverlapped communication, step variance, ...): findings with severity from the share of time at stake, evidence, why, fix and how to verify. Start here with a profile. Under a second; seconds on 1 GB.",
+        summary: "Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance.",
+        description: "Triages an Nsight Systems export with expert rules, per device: findings {id, severity, time_at_stake_ns, stake, basis, regions, evidence, why, fix, verify}. Time at stake is that GPU's idle time the cause explains or busy time the fix shortens (estimate); severity is its share of the window (<1 % info, 1 low, 5 medium, 15 high, 40 critical); regions name the NVTX range. Start here with a profile. Under a second; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "why is my training slow",
