@@ -439,6 +439,9 @@ fn nvtx(n: &Value) -> String {
         int_sep(i(&n["ranges"])),
         int_sep(i(&n["names_total"]))
     );
+    for note in arr(&n["notes"]) {
+        let _ = write!(h, r#"<p class="muted small">{}</p>"#, esc(s(note)));
+    }
     for t in arr(&n["threads"]) {
         let _ = write!(
             h,
