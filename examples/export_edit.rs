@@ -152,7 +152,11 @@ pub fn cut(src: &Path, dst: &Path, from_ns: i64, to_ns: i64) -> Result<CutReport
 }
 
 fn count(conn: &Connection, table: &str) -> Result<i64> {
-    Ok(conn.query_row(&format!("SELECT COUNT(*) FROM \"{table}\""), [], |r| r.get(0))?)
+    Ok(
+        conn.query_row(&format!("SELECT COUNT(*) FROM \"{table}\""), [], |r| {
+            r.get(0)
+        })?,
+    )
 }
 
 /// `cut` on an open copy.
@@ -175,7 +179,9 @@ pub fn cut_in_place(conn: &Connection, from_ns: i64, to_ns: i64) -> Result<CutRe
         } else if has(cols, "start") {
             format!("DELETE FROM \"{t}\" WHERE NOT (start >= ?1 AND start < ?2)")
         } else if has(cols, "timestamp") {
-            format!("DELETE FROM \"{t}\" WHERE timestamp IS NOT NULL AND NOT (timestamp >= ?1 AND timestamp < ?2)")
+            format!(
+                "DELETE FROM \"{t}\" WHERE timestamp IS NOT NULL AND NOT (timestamp >= ?1 AND timestamp < ?2)"
+            )
         } else {
             continue;
         };
@@ -216,7 +222,11 @@ pub fn cut_in_place(conn: &Connection, from_ns: i64, to_ns: i64) -> Result<CutRe
             [],
         )?;
     }
-    set_meta(conn, "START_DELAY_MS", &(from_ns.max(0) / 1_000_000).to_string())?;
+    set_meta(
+        conn,
+        "START_DELAY_MS",
+        &(from_ns.max(0) / 1_000_000).to_string(),
+    )?;
     set_meta(
         conn,
         "RUN_DURATION_MS",
@@ -320,14 +330,16 @@ pub fn keep_process(conn: &Connection, p: &RankProcess, slim: bool) -> Result<()
     for (t, cols) in &layout {
         let sql = match t.as_str() {
             "TARGET_INFO_CUDA_DEVICE" => format!("DELETE FROM \"{t}\" WHERE pid != {}", p.pid),
-            "TARGET_INFO_CUDA_CONTEXT_INFO" | "TARGET_INFO_CUDA_STREAM" if has(cols, "processId") => {
+            "TARGET_INFO_CUDA_CONTEXT_INFO" | "TARGET_INFO_CUDA_STREAM"
+                if has(cols, "processId") =>
+            {
                 format!("DELETE FROM \"{t}\" WHERE processId != {}", p.pid)
             }
             "TARGET_INFO_GPU" => format!("DELETE FROM \"{t}\" WHERE id NOT IN ({devices})"),
             "OSRT_API" | "OSRT_CALLCHAINS" if slim => format!("DELETE FROM \"{t}\""),
-            _ if has(cols, "globalPid") => format!(
-                "DELETE FROM \"{t}\" WHERE globalPid IS NOT NULL AND globalPid != {gp}"
-            ),
+            _ if has(cols, "globalPid") => {
+                format!("DELETE FROM \"{t}\" WHERE globalPid IS NOT NULL AND globalPid != {gp}")
+            }
             _ if has(cols, "globalTid") => format!(
                 "DELETE FROM \"{t}\" WHERE globalTid IS NOT NULL AND (globalTid & {PID_MASK}) != {gp}"
             ),
@@ -340,7 +352,9 @@ pub fn keep_process(conn: &Connection, p: &RankProcess, slim: bool) -> Result<()
         let mut users = Vec::new();
         for (t, cols) in &layout {
             if has(cols, "callchainId") {
-                users.push(format!("SELECT callchainId FROM \"{t}\" WHERE callchainId IS NOT NULL"));
+                users.push(format!(
+                    "SELECT callchainId FROM \"{t}\" WHERE callchainId IS NOT NULL"
+                ));
             }
         }
         if !users.is_empty() {
@@ -483,7 +497,10 @@ pub fn apply_breakpoints(conn: &Connection, breakpoints: &[i64], delay_ns: i64) 
 }
 
 /// The kernels of a file as (start, end, device, is the collective, is any NCCL kernel), by start.
-fn kernels_for_stretch(conn: &Connection, collective: &str) -> Result<Vec<(i64, i64, i64, bool, bool)>> {
+fn kernels_for_stretch(
+    conn: &Connection,
+    collective: &str,
+) -> Result<Vec<(i64, i64, i64, bool, bool)>> {
     let kt = tables(conn)?
         .into_iter()
         .find(|t| t.starts_with("CUPTI_ACTIVITY_KIND_KERNEL"))
@@ -517,11 +534,19 @@ pub struct StretchReport {
 }
 
 /// Plant a straggler: `files[straggler]` arrives `delay_ns` late at each `collective` (e.g. "AllReduce").
-pub fn stretch(files: &[PathBuf], straggler: usize, delay_ns: i64, collective: &str) -> Result<StretchReport> {
+pub fn stretch(
+    files: &[PathBuf],
+    straggler: usize,
+    delay_ns: i64,
+    collective: &str,
+) -> Result<StretchReport> {
     if straggler >= files.len() {
         return Err(format!("--rank {straggler}: the set has {} files", files.len()).into());
     }
-    let conns: Vec<Connection> = files.iter().map(|f| open_for_edit(f)).collect::<Result<_>>()?;
+    let conns: Vec<Connection> = files
+        .iter()
+        .map(|f| open_for_edit(f))
+        .collect::<Result<_>>()?;
     let kernels: Vec<_> = conns
         .iter()
         .map(|c| kernels_for_stretch(c, collective))
@@ -532,11 +557,14 @@ pub fn stretch(files: &[PathBuf], straggler: usize, delay_ns: i64, collective: &
         .min()
         .unwrap_or(0);
     if count == 0 {
-        return Err(format!("no {collective} NCCL kernels in every file: nothing to stretch").into());
+        return Err(
+            format!("no {collective} NCCL kernels in every file: nothing to stretch").into(),
+        );
     }
     let mut stretched = 0;
     for (i, (conn, ks)) in conns.iter().zip(&kernels).enumerate() {
-        let colls: Vec<&(i64, i64, i64, bool, bool)> = ks.iter().filter(|x| x.3).take(count).collect();
+        let colls: Vec<&(i64, i64, i64, bool, bool)> =
+            ks.iter().filter(|x| x.3).take(count).collect();
         let mut bps = Vec::with_capacity(count);
         if i == straggler {
             let mut prev_end = i64::MIN;
@@ -607,7 +635,9 @@ fn positional(args: &[String]) -> Vec<String> {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(cmd) = args.first().cloned() else { usage() };
+    let Some(cmd) = args.first().cloned() else {
+        usage()
+    };
     let rest = &args[1..];
     let pos = positional(rest);
     let t0 = std::time::Instant::now();
@@ -637,7 +667,12 @@ fn main() -> Result<()> {
         "shift" => {
             let [src, dst] = &pos[..] else { usage() };
             let ns = int_flag(rest, "--ns").unwrap_or_else(|| usage());
-            shift(Path::new(src), Path::new(dst), ns, int_flag(rest, "--utc-ns").unwrap_or(0))?;
+            shift(
+                Path::new(src),
+                Path::new(dst),
+                ns,
+                int_flag(rest, "--utc-ns").unwrap_or(0),
+            )?;
         }
         "identity" => {
             let [src, dst] = &pos[..] else { usage() };
@@ -646,8 +681,12 @@ fn main() -> Result<()> {
             set_identity(
                 &conn,
                 rank,
-                int_flag(rest, "--local-rank").map(|v| v as usize).unwrap_or(rank),
-                int_flag(rest, "--world").map(|v| v as usize).unwrap_or(rank + 1),
+                int_flag(rest, "--local-rank")
+                    .map(|v| v as usize)
+                    .unwrap_or(rank),
+                int_flag(rest, "--world")
+                    .map(|v| v as usize)
+                    .unwrap_or(rank + 1),
                 flag(rest, "--hostname").as_deref(),
                 int_flag(rest, "--device"),
             )?;

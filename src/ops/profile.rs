@@ -36,6 +36,7 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Rules,
     &Compare,
     &Export,
+    &super::profile_ranks::ProfileRanks,
     &capture::ProfileNsys,
     &capture::ProfileNcu,
     &capture::NcuSummaryOp,
@@ -772,6 +773,21 @@ Well under a second on small exports; seconds on 1 GB.",
     };
 
     fn run(&self, ctx: &OpContext, input: RulesInput) -> Result<Self::Output, OpError> {
+        // A folder or glob of exports: the cross-rank findings of the set (profile::ranks).
+        if profile::ranks::is_set(&input.path) {
+            let rules = super::profile_ranks::rules_for_set(ctx, &input.path)?;
+            // `expand` names at least one export or fails.
+            let first = profile::ranks::expand(&input.path)?.remove(0);
+            let export = open_profile(ctx, &first.display().to_string())?
+                .version()
+                .clone();
+            return Ok(Answer {
+                path: input.path.clone(),
+                export,
+                scope: None,
+                result: rules,
+            });
+        }
         scoped(ctx, "rules", &input, profile::rules::run)
     }
 }

@@ -49,6 +49,7 @@ pub mod nccl;
 pub mod nsysrep;
 pub mod nvtx;
 pub mod overlap;
+pub mod ranks;
 pub mod rules;
 pub mod schema;
 pub mod search;
