@@ -496,11 +496,11 @@ pub fn apply_breakpoints(conn: &Connection, breakpoints: &[i64], delay_ns: i64) 
     Ok(())
 }
 
-/// The kernels of a file as (start, end, device, is the collective, is any NCCL kernel), by start.
-fn kernels_for_stretch(
-    conn: &Connection,
-    collective: &str,
-) -> Result<Vec<(i64, i64, i64, bool, bool)>> {
+/// A kernel as `stretch` sees it: (start, end, device, is the collective, is any NCCL kernel).
+type StretchKernel = (i64, i64, i64, bool, bool);
+
+/// The kernels of a file, by start.
+fn kernels_for_stretch(conn: &Connection, collective: &str) -> Result<Vec<StretchKernel>> {
     let kt = tables(conn)?
         .into_iter()
         .find(|t| t.starts_with("CUPTI_ACTIVITY_KIND_KERNEL"))
@@ -563,8 +563,7 @@ pub fn stretch(
     }
     let mut stretched = 0;
     for (i, (conn, ks)) in conns.iter().zip(&kernels).enumerate() {
-        let colls: Vec<&(i64, i64, i64, bool, bool)> =
-            ks.iter().filter(|x| x.3).take(count).collect();
+        let colls: Vec<&StretchKernel> = ks.iter().filter(|x| x.3).take(count).collect();
         let mut bps = Vec::with_capacity(count);
         if i == straggler {
             let mut prev_end = i64::MIN;

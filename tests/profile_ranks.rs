@@ -6,7 +6,6 @@
 
 mod profile_common;
 
-#[allow(dead_code)]
 #[path = "../examples/export_edit.rs"]
 mod export_edit;
 
@@ -341,4 +340,39 @@ async fn per_rank_capture_runs_nsys_inside_the_launcher_and_analyses_the_set() {
     // The fixture's own straggler: rank 0 arrives last at most all-reduces.
     assert_eq!(out["top_findings"][0]["id"], "cross_rank_straggler");
     assert_eq!(analysis["findings"][0]["data"]["rank"], 0);
+}
+
+#[test]
+fn kineto_traces_per_rank_get_the_same_cross_rank_answers() {
+    let dir = profile_common::data_dir().join("capture");
+    let traces: Vec<aisp::kineto::Trace> = [0, 1]
+        .iter()
+        .map(|r| aisp::kineto::load(&dir.join(format!("ddp.rank{r}.kineto.json.xz"))).unwrap())
+        .collect();
+    assert_eq!(traces[0].base_time_ns, Some(1_790_857_026_000_000_000));
+    let mut d: Vec<RankDigest> = traces
+        .iter()
+        .flat_map(ranks::kineto::digest_trace)
+        .collect();
+    assert_eq!(d.len(), 2);
+    let set = ranks::merge(&mut d, Vec::new(), Vec::new()).unwrap();
+    eprintln!("{}", serde_json::to_string_pretty(&set.alignment).unwrap());
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(&set.cross_rank.stragglers).unwrap()
+    );
+    eprintln!(
+        "{}",
+        serde_json::to_string_pretty(&set.cross_rank.collectives).unwrap()
+    );
+    for (r, id) in set.identities.iter().enumerate() {
+        assert_eq!(id.rank, r as u32);
+        assert_eq!(id.rank_source, "env RANK");
+    }
+    // Same host, same base time: the collective ends confirm it within 50 µs.
+    let d1 = &set.alignment.domains[1];
+    assert_eq!(d1.method, "collective_ends");
+    assert!(d1.offset_ns.abs() <= 50_000, "{d1:?}");
+    assert_eq!(d[0].steps.len(), 6);
+    assert!(d.iter().all(|x| x.collectives.len() >= 76));
 }

@@ -777,10 +777,20 @@ Well under a second on small exports; seconds on 1 GB.",
         if profile::ranks::is_set(&input.path) {
             let rules = super::profile_ranks::rules_for_set(ctx, &input.path)?;
             // `expand` names at least one export or fails.
-            let first = profile::ranks::expand(&input.path)?.remove(0);
-            let export = open_profile(ctx, &first.display().to_string())?
-                .version()
-                .clone();
+            // The first export's version; a folder of digests has none.
+            let export = match profile::ranks::expand(&input.path)
+                .ok()
+                .and_then(|f| f.into_iter().next())
+            {
+                Some(first) => open_profile(ctx, &first.display().to_string())?
+                    .version()
+                    .clone(),
+                None => ExportVersion {
+                    product: None,
+                    product_version: None,
+                    schema_version: None,
+                },
+            };
             return Ok(Answer {
                 path: input.path.clone(),
                 export,

@@ -1457,6 +1457,16 @@ pub struct TraceOutput {
     pub files: Vec<String>,
     #[serde(flatten)]
     pub analysis: kineto::TraceAnalysis,
+    /// With several ranks: the cross-rank answers of aisp_profile_ranks (clock alignment, arrival skew, stragglers) and their findings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<TraceRanks>,
+}
+
+/// The cross-rank view of Kineto traces.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TraceRanks {
+    pub set: crate::profile::ranks::RankSet,
+    pub findings: Vec<crate::profile::rules::Finding>,
 }
 
 impl Operation for ProfileTrace {
@@ -1519,9 +1529,22 @@ the JSON text. Under a second for traces of tens of MB.",
             top: input.top.unwrap_or(15).clamp(1, 500),
             steps: input.steps.unwrap_or(50).min(10_000),
         };
+        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        let mut digests: Vec<_> = traces
+            .iter()
+            .flat_map(crate::profile::ranks::kineto::digest_trace)
+            .collect();
+        let ranks = if digests.len() > 1 {
+            let set = crate::profile::ranks::merge(&mut digests, names.clone(), Vec::new())?;
+            let findings = crate::profile::ranks::findings::findings(&set.cross_rank);
+            Some(TraceRanks { set, findings })
+        } else {
+            None
+        };
         Ok(TraceOutput {
-            files: files.iter().map(|f| f.display().to_string()).collect(),
+            files: names,
             analysis: kineto::analyze(&traces, limits),
+            ranks,
         })
     }
 }

@@ -152,6 +152,9 @@ pub struct CrossRank {
     pub notes: Vec<String>,
 }
 
+/// A per-rank figure the imbalance summary spreads.
+type Figure = fn(&RankRow) -> Option<i64>;
+
 fn median_i64(v: &mut [i64]) -> i64 {
     v.sort_unstable();
     match v.len() {
@@ -404,7 +407,7 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
             }
         })
         .collect();
-    stragglers.sort_by(|a, b| b.lateness_total_ns.cmp(&a.lateness_total_ns));
+    stragglers.sort_by_key(|s| std::cmp::Reverse(s.lateness_total_ns));
     // Slow nodes: a host with several ranks that holds most last arrivals.
     let mut slow_nodes = Vec::new();
     let all_last: usize = last.iter().sum();
@@ -432,7 +435,7 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
     }
     // Imbalance of the per-rank figures.
     let mut imbalance = Vec::new();
-    let figures: [(&str, fn(&RankRow) -> Option<i64>); 5] = [
+    let figures: [(&str, Figure); 5] = [
         ("step_median_ns", |r| r.step_median_ns),
         ("busy_ns", |r| Some(r.busy_ns)),
         ("compute_ns", |r| Some(r.compute_ns)),

@@ -418,6 +418,9 @@ pub struct SkippedFile {
     pub error: String,
 }
 
+/// One file's digests, or why it could not be read.
+type FileResult = std::result::Result<Vec<RankDigest>, ProfileError>;
+
 /// Digest files in parallel on `threads` workers. Each worker holds one export
 /// at a time, so memory is bounded by `threads` × the largest export's events;
 /// results come back in input order.
@@ -429,7 +432,7 @@ pub fn digest_files(
 ) -> Result<(Vec<RankDigest>, Vec<SkippedFile>)> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<std::result::Result<Vec<RankDigest>, ProfileError>>>> =
+    let results: Mutex<Vec<Option<FileResult>>> =
         Mutex::new((0..files.len()).map(|_| None).collect());
     let threads = threads.clamp(1, files.len().max(1));
     std::thread::scope(|s| {

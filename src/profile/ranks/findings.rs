@@ -183,6 +183,6 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
             }),
         });
     }
-    out.sort_by(|a, b| b.time_at_stake_ns.cmp(&a.time_at_stake_ns));
+    out.sort_by_key(|f| std::cmp::Reverse(f.time_at_stake_ns));
     out
 }

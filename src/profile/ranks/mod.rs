@@ -12,6 +12,7 @@ pub mod align;
 pub mod analysis;
 pub mod digest;
 pub mod findings;
+pub mod kineto;
 pub mod store;
 
 use std::path::{Path, PathBuf};
@@ -54,7 +55,7 @@ pub fn is_set(path: &str) -> bool {
 pub fn expand(path: &str) -> Result<Vec<PathBuf>> {
     let p = Path::new(path);
     let mut files: Vec<PathBuf> = if p.is_dir() {
-        read_dir(p, |f| is_export(f))?
+        read_dir(p, is_export)?
     } else if path.contains('*') || path.contains('?') {
         let dir = p
             .parent()
