@@ -356,23 +356,39 @@ fn kineto_traces_per_rank_get_the_same_cross_rank_answers() {
         .collect();
     assert_eq!(d.len(), 2);
     let set = ranks::merge(&mut d, Vec::new(), Vec::new()).unwrap();
-    eprintln!("{}", serde_json::to_string_pretty(&set.alignment).unwrap());
-    eprintln!(
-        "{}",
-        serde_json::to_string_pretty(&set.cross_rank.stragglers).unwrap()
-    );
-    eprintln!(
-        "{}",
-        serde_json::to_string_pretty(&set.cross_rank.collectives).unwrap()
-    );
     for (r, id) in set.identities.iter().enumerate() {
         assert_eq!(id.rank, r as u32);
         assert_eq!(id.rank_source, "env RANK");
+        assert_eq!(id.utc_epoch_ns, Some(1_790_857_026_000_000_000));
     }
-    // Same host, same base time: the collective ends confirm it within 50 µs.
+    assert_eq!(d[0].steps.len(), 5); // ProfilerStep#7..#11
+    let all_reduce = |x: &RankDigest| {
+        x.collectives
+            .iter()
+            .filter(|c| c.kind == Collective::AllReduce)
+            .count()
+    };
+    assert_eq!((all_reduce(&d[0]), all_reduce(&d[1])), (76, 77));
+    // These all-reduces are evenly spaced (every 4.52 ms) with equal durations, and the two traces hold
+    // 76 and 77 of them: their ends match about equally well (median absolute deviation 27.8-29.3 µs) at
+    // instance shifts 0, 1 and 2, for offsets of 6.80, 2.29 or -2.24 ms. The pairing is unknown, so
+    // the set is placed by baseTimeNanoseconds only and no skew or straggler is concluded.
     let d1 = &set.alignment.domains[1];
-    assert_eq!(d1.method, "collective_ends");
-    assert!(d1.offset_ns.abs() <= 50_000, "{d1:?}");
-    assert_eq!(d[0].steps.len(), 6);
-    assert!(d.iter().all(|x| x.collectives.len() >= 76));
+    assert_eq!(d1.method, "ambiguous", "{d1:?}");
+    assert_eq!((d1.offset_ns, d1.residual_ns), (0, None));
+    assert_eq!(set.alignment.residual_ns, None);
+    let cr = &set.cross_rank;
+    assert!(cr.stragglers.is_empty() && cr.collectives.is_empty());
+    assert!(
+        cr.notes[0].contains("no arrival skew, straggler or wait is concluded"),
+        "{:?}",
+        cr.notes
+    );
+    // Per-rank figures still stand.
+    assert!(
+        cr.ranks
+            .iter()
+            .all(|r| r.busy_ns > 0 && r.communication_ns > 0)
+    );
+    assert!(ranks::findings::findings(cr).is_empty());
 }

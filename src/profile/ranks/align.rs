@@ -44,7 +44,8 @@ pub struct DomainClock {
     pub matched: usize,
     /// Instance-number shift found against the reference (0 when both captured the same collectives).
     pub seq_shift: i64,
-    /// `reference`, `collective_ends`, `utc_epoch_ns` (no collectives to match) or `none`.
+    /// `reference`, `collective_ends`, `ambiguous` (periodic collectives match equally well at several
+    /// instance shifts: placed by utcEpochNs only), `utc_epoch_ns` (no collectives to match) or `none`.
     pub method: String,
 }
 
@@ -183,17 +184,24 @@ pub fn align(digests: &[RankDigest]) -> Alignment {
         // Try instance shifts; keep the one whose differences agree best.
         let n_ref: usize = ref_ends.values().map(Vec::len).sum();
         let max_shift = (n_ref / 4).min(8) as i64;
-        let mut best: Option<(i64, i64, Vec<i64>)> = None;
+        let mut candidates: Vec<(i64, i64, Vec<i64>)> = Vec::new();
         for shift in std::iter::once(0).chain((1..=max_shift).flat_map(|s| [s, -s])) {
             let d = diffs(&ref_ends, &other, estimate, shift);
             if d.len() < 3 || d.len() * 2 < n_ref.min(other.values().map(Vec::len).sum()) {
                 continue;
             }
-            let m = mad(&d);
-            if best.as_ref().is_none_or(|(bm, _, _)| m < *bm) {
-                best = Some((m, shift, d));
-            }
+            candidates.push((mad(&d), shift, d));
         }
+        // Stable: on equal spread the smaller shift (0 first) wins.
+        candidates.sort_by_key(|c| c.0);
+        // Periodic, identical collectives match equally well at several shifts: then the
+        // instance pairing, and so the offset, is unknown beyond the period.
+        let ambiguous = candidates.len() > 1 && candidates[1].0 <= 2 * candidates[0].0 + 1_000;
+        let best = if ambiguous {
+            None
+        } else {
+            candidates.into_iter().next()
+        };
         let clock = match best {
             Some((_, shift, mut d)) => {
                 let correction = median(&mut d);
@@ -222,7 +230,9 @@ pub fn align(digests: &[RankDigest]) -> Alignment {
                     residual_ns: None,
                     matched: 0,
                     seq_shift: 0,
-                    method: if utc_estimate.is_some() {
+                    method: if ambiguous {
+                        "ambiguous".into()
+                    } else if utc_estimate.is_some() {
                         "utc_epoch_ns".into()
                     } else {
                         "none".into()
