@@ -441,7 +441,7 @@ pub struct NsysInput {
     /// Run aisp_profile_info and aisp_profile_rules on the export (default true).
     #[serde(default)]
     pub analyze: Option<bool>,
-    /// Per-rank capture: the launcher and its arguments (["torchrun", "--nproc_per_node=8"], ["srun", "-n", "64"]). nsys runs inside it per rank, writing rank_<RANK>.nsys-rep; the set is analysed with aisp_profile_ranks.
+    /// Per-rank capture: a launcher (["torchrun", "--nproc_per_node=8"], ["srun", "-n", "64"]) to run nsys inside, one report per rank.
     #[serde(default)]
     pub launcher: Option<Vec<String>>,
 }
@@ -455,7 +455,7 @@ pub struct NsysOutput {
     pub info: Option<Map<String, Value>>,
     /// The top findings of `aisp_profile_rules` (at most 5).
     pub top_findings: Vec<Map<String, Value>>,
-    /// Per-rank capture: the exports and `aisp_profile_ranks` of the set.
+    /// Per-rank capture: exports and aisp_profile_ranks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ranks: Option<Map<String, Value>>,
 }
@@ -1457,7 +1457,7 @@ pub struct TraceOutput {
     pub files: Vec<String>,
     #[serde(flatten)]
     pub analysis: kineto::TraceAnalysis,
-    /// With several ranks: the cross-rank answers of aisp_profile_ranks (clock alignment, arrival skew, stragglers) and their findings.
+    /// Several ranks: aisp_profile_ranks' answer and findings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ranks: Option<TraceRanks>,
 }
@@ -1465,6 +1465,8 @@ pub struct TraceOutput {
 /// The cross-rank view of Kineto traces.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TraceRanks {
+    /// As aisp_profile_ranks' `set`.
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub set: crate::profile::ranks::RankSet,
     pub findings: Vec<crate::profile::rules::Finding>,
 }

@@ -46,7 +46,10 @@ pub struct RanksOutput {
     /// Wall time of the digest and merge steps.
     pub digest_ms: u64,
     pub merge_ms: u64,
-    /// Null with digest_only.
+    /// identities, rank_note, alignment {reference_file, domains [{file, ranks, offset_ns, residual_ns, method, ...}],
+    /// residual_ns}, cross_rank {ranks, collectives, stragglers, slow_nodes, imbalance, heat_map, resolution_ns,
+    /// notes}, skipped (see README "Many ranks"). Null with digest_only.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub set: Option<RankSet>,
     /// Cross-rank findings (straggler, skew-dominated collectives, slow node).
     pub findings: Vec<Finding>,
