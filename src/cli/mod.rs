@@ -158,7 +158,7 @@ fn serve_command() -> Command {
             Arg::new("tools")
                 .long("tools")
                 .value_name("SET")
-                .help("Toolset shown by tools/list: all, core, or domains like gpu,profile [env: AISP_TOOLS] (hidden tools still answer tools/call)"),
+                .help("Toolset tools/list starts with: default, all, core, or domains like gpu,profile [env: AISP_TOOLS] (aisp_list_domains with enable lists more; hidden tools still answer tools/call)"),
         )
         .arg(
             Arg::new("allowed-host")
@@ -450,6 +450,12 @@ fn list_tools(format: Format) -> ExitCode {
                 "gpu": s.needs_gpu,
                 "long": s.long_running,
                 "exec": s.executes_commands,
+                "tier": match s.tier {
+                    registry::Tier::Core => "core",
+                    registry::Tier::Default => "default",
+                    registry::Tier::Domain => "domain",
+                },
+                "example": s.example,
                 "summary": s.summary,
             })
         })

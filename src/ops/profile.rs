@@ -248,13 +248,7 @@ impl Operation for Info {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile info",
         summary: "What an Nsight Systems export holds: versions, capture settings, GPUs, processes/threads, streams, event counts.",
-        description: "Opens an Nsight Systems export (.sqlite, or a .nsys-rep exported through a local nsys) read-only and \
-reports its product and schema version, capture settings (what was traced, the command, triggers), the activity and kernel \
-time range (absolute ns in the export's timebase), GPUs with name/SMs/memory/bus/UUID where recorded (\"unknown\" when the \
-export lacks TARGET_INFO_GPU, never guessed), the environment (driver, CUDA), processes with their threads and devices, \
-streams per device, counts of kernels, memcpys, memsets, CUDA API calls, NVTX ranges and OS runtime calls, and every table \
-present. Use it first on a new profile to learn its devices, processes and time range before asking narrower questions. \
-Milliseconds on small exports; about a second on a 1 GB export.",
+        description: "What an Nsight Systems export (.sqlite or .nsys-rep) holds: capture settings, time range, GPUs, driver and CUDA, processes, threads, streams, and counts of kernels, copies, API calls and NVTX ranges. Use first on a new profile. Milliseconds; about a second on 1 GB.",
         positional: &["path"],
         intents: &[
             "what is in this profile",
@@ -265,6 +259,7 @@ Milliseconds on small exports; about a second on a 1 GB export.",
             "how many kernels",
         ],
         example: r#"{"path": "train.sqlite"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "info")
     };
 
@@ -300,23 +295,20 @@ impl Operation for Summary {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile summary (nsys stats reports)",
         summary: "The nsys stats reports: kernels, CUDA API, memcpy time/size, NVTX and OS runtime, with exact nsys semantics.",
-        description: "Computes the `nsys stats` reports cuda_gpu_kern_sum, cuda_api_sum, cuda_gpu_mem_time_sum, \
-cuda_gpu_mem_size_sum, nvtx_sum and osrt_sum with their exact semantics: Time % is a row's share of all rows of the report \
-(before the limit), Total, Instances, Avg, Med (middle-pair mean), Min, Max and StdDev (sample, n-1), rounded half away from \
-zero to 0.1 ns. Kernel names are short names by default or demangled names (the nsys default) with names=demangled. Filters by \
-device, process and window; CPU-side reports keep the processes of the chosen device. Use it to see where GPU and CPU time \
-goes at a glance. Reports the export lacks are listed with the reason. Under 0.3 s on a 56 MB export (1.3 M OS runtime rows).",
+        description: "The `nsys stats` reports of an Nsight Systems export, exactly: GPU kernel, CUDA API, memory time and size, NVTX and OS runtime summaries (Time %, total, instances, avg, med, min, max, stddev). Use to see where GPU and CPU time goes at a glance. Under 0.3 s on a 56 MB export.",
         positional: &["path"],
         intents: &[
             "nsys stats",
-            "top kernels",
+            "stats summary",
             "where does gpu time go",
             "cuda api summary",
             "profile summary",
             "osrt summary",
             "memcpy summary",
+            "api calls summary",
         ],
         example: r#"{"path": "train.sqlite", "limit": 10}"#,
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("profile", "summary")
     };
 
@@ -355,23 +347,21 @@ impl Operation for Kernels {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Top kernels with classes",
         summary: "Top kernels with per-device split, p50/p90/p99, launch configuration, and class (tensor-core GEMM, SIMT fp32 GEMM, attention, ...).",
-        description: "Lists the kernels that take the most GPU time, grouped by short or demangled name, each with its share, \
-count, Avg/Med/Min/Max/StdDev and p50/p90/p99 durations, the split per device, the most common launch configuration \
-(grid, block, registers per thread, static and dynamic shared memory), and a class read from the demangled name and launch \
-configuration: gemm_tensor_core, gemm_simt_fp32 (fp32 GEMM on CUDA cores, e.g. sm80_xmma_..._ffma_...), gemm_unknown, \
-attention, elementwise, reduction, copy, communication or other, with precision and the evidence. Also the time per class and, \
-per device, the count and time share of kernels shorter than 5 us. Use it to find what to optimize and whether GEMMs use \
-tensor cores. Milliseconds to a second.",
+        description: "Which kernels take the most GPU time in an Nsight Systems export: share, count, duration statistics, launch configuration and a class (tensor-core or FP32 GEMM, attention, elementwise, reduction, copy, communication) with precision; time per class and the share of kernels under 5 us. Use to find what to optimize and whether GEMMs use tensor cores. Milliseconds to a second.",
         positional: &["path"],
         intents: &[
             "top kernels",
-            "which kernels are slow",
+            "which kernels",
+            "slowest kernels",
+            "kernels take the most time",
+            "most expensive kernels",
             "are gemms using tensor cores",
             "kernel classes",
             "kernel launch configuration",
             "tiny kernels",
         ],
         example: r#"{"path": "train.sqlite", "limit": 10, "names": "demangled"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "kernels")
     };
 
@@ -407,22 +397,19 @@ impl Operation for Utilization {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "GPU utilization per window",
         summary: "Per-device busy time as the union of kernel intervals over the span, steps and steady windows, plus time-utilization chunks.",
-        description: "Computes how busy each GPU is as the union of kernel intervals (never a sum of durations, which exceeds \
-100 % with concurrent streams), and beside it the union of kernels, memcpys and memsets, over named windows: span (first to \
-last kernel of the device), steps (first to last NVTX step range of the device's process), steady (second step to last step) \
-and the caller's trim. Each window reports busy ns, busy %, idle ns. Also the kernel-time sum and concurrency, streams, and the \
-span cut into equal chunks with their busy % and the coalesced stretches under the threshold (like nsys analyze gpu_time_util). \
-Use it to answer \"is my GPU busy?\" with the window stated. Milliseconds.",
+        description: "How busy each GPU is in an Nsight Systems export (the union of kernel intervals) over its span, its steps, the steady state or a chosen window: busy %, idle time, concurrency, streams, and busy % over time. Answers 'is my GPU busy?'. Milliseconds.",
         positional: &["path"],
         intents: &[
-            "gpu utilization",
+            "gpu utilization in the profile",
             "is the gpu busy",
+            "how busy",
             "busy percent",
             "idle gpu",
             "steady state utilization",
             "gpu_time_util",
         ],
         example: r#"{"path": "train.sqlite", "device": 0}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "utilization")
     };
 
@@ -464,23 +451,18 @@ impl Operation for Gaps {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "GPU idle gaps with CPU attribution",
         summary: "Idle gaps per device, largest first, each with what the launching CPU thread was doing (sync, module loading, sleep, NVTX range).",
-        description: "Finds the stretches where a GPU ran no kernel for longer than min_gap_ms (default 1 ms) and totals them \
-per window (span: between kernel islands; steps, steady, trim: the window minus the kernel union, so leading and trailing idle \
-time inside the window counts). Each listed gap, largest first, names the kernels before and after, the step it falls in, the \
-thread that launched the next kernel and what that thread did meanwhile: CUDA API calls (synchronizations, copies, lazy module \
-loading, allocation), OS runtime calls (sleeps, polls, I/O) and NVTX ranges, with a cause and one sentence of evidence. Use it to \
-see why the GPU starves (host-bound steps, host syncs, first-step warm-up). Milliseconds; streams OS runtime rows, so a 1 GB \
-export takes seconds.",
+        description: "Finds where each GPU sat idle longer than min_gap_ms in an Nsight Systems export, largest first, and why: the kernels around each gap, its step, and what the launching thread did meanwhile (syncs, copies, module loading, sleeps, NVTX ranges). Use to see why the GPU starves. Milliseconds; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "gpu idle gaps",
             "why is the gpu idle",
             "gpu starvation",
             "bubbles in the timeline",
-            "host bound",
+            "idle time",
             "what is the cpu doing",
         ],
         example: r#"{"path": "train.sqlite", "min_gap_ms": 1.0, "limit": 10}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "gaps")
     };
 
@@ -519,23 +501,19 @@ impl Operation for Memory {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Memory transfers and usage",
         summary: "Memcpy/memset by direction and memory kind, achieved bandwidth, pageable async copies, blocking copy APIs, GPU memory over time.",
-        description: "Breaks down memcpy and memset traffic by direction (Host-to-Device, Device-to-Host, Device-to-Device, \
-Peer-to-Peer, labels from the export's ENUM_CUDA_MEMCPY_OPER) and by source/destination memory kind (Pageable, Pinned, Device, \
-... from the export's ENUM_CUDA_MEM_KIND, never assumed): count, bytes, time, achieved and peak bandwidth in GB/s. Flags async \
-copies from or to pageable memory (the nsys cuda_memcpy_async rule: an Async API with a pageable side; they are staged and \
-serialize), says how many ran inside the steps, counts blocking cudaMemcpy/cudaMemset API calls, and shows GPU memory usage \
-over time with its peak when the export recorded it. Use it for data-movement questions (pinned memory, H2D in the loop). \
-Milliseconds.",
+        description: "Memory copies and memsets in an Nsight Systems export by direction (H2D, D2H, D2D, P2P) and memory kind (pageable, pinned, device): count, bytes, time, bandwidth; flags async copies from pageable memory and blocking copies, and shows GPU memory use over time. Use for data-movement questions. Milliseconds.",
         positional: &["path"],
         intents: &[
             "memcpy breakdown",
             "pageable memory",
             "pinned memory",
             "h2d transfers",
-            "memory bandwidth of copies",
-            "gpu memory usage",
+            "host to device copies",
+            "memory copies",
+            "gpu memory usage over time",
         ],
         example: r#"{"path": "train.sqlite"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "memory")
     };
 
@@ -573,16 +551,11 @@ impl Operation for Nvtx {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "NVTX ranges with GPU time",
         summary: "NVTX range tree per thread and GPU time projected onto each range name (process-wide attribution, same-thread beside it).",
-        description: "Reads NVTX push/pop and start/end ranges and projects GPU work onto them: a kernel belongs to a range when \
-its launching CUDA call (matched by correlationId and process) lies inside the range and comes from any thread of the same \
-process (PyTorch launches backward kernels from an autograd thread that pushes no ranges); the same-thread figure (the nsys \
-rule) is reported beside it. Per range name: instances, CPU time, GPU-projected time (union of the attributed kernels), kernel \
-time and kernels launched; per thread a range tree (aggregated by path, PyTorch op_id/seq annotations stripped); totals of \
-attributed kernels and the deepest nesting. An interval sweep, linear in events. Use it to see which code region owns GPU \
-time. Milliseconds.",
+        description: "GPU time per NVTX range in an Nsight Systems export: kernels attributed through their launching call on any thread of the process (PyTorch launches backward from its autograd thread), with instances, CPU time, GPU time and a range tree per thread. Use to see which code region owns GPU time. Milliseconds.",
         positional: &["path"],
         intents: &[
             "nvtx ranges",
+            "nvtx range",
             "which code region takes gpu time",
             "time per layer",
             "nvtx tree",
@@ -590,6 +563,7 @@ time. Milliseconds.",
             "range attribution",
         ],
         example: r#"{"path": "train.sqlite", "limit": 10}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "nvtx")
     };
 
@@ -682,10 +656,11 @@ message sizes are recorded (otherwise it says so). Use it for distributed-traini
         intents: &[
             "nccl time",
             "all-reduce time",
+            "all-reduce kernels",
             "communication breakdown",
             "collectives",
             "rank imbalance",
-            "bus bandwidth",
+            "time in communication",
         ],
         example: r#"{"path": "ddp.sqlite"}"#,
         ..OpSpec::new("profile", "nccl")
@@ -720,6 +695,7 @@ training. Milliseconds.",
         positional: &["path"],
         intents: &[
             "overlap of communication and compute",
+            "overlapped with compute",
             "is nccl overlapped",
             "exposed communication",
             "compute communication overlap",
@@ -749,26 +725,20 @@ impl Operation for Rules {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
         summary: "Findings in the style of nsys analyze with severity from the share of time at stake: starvation, host-bound steps, syncs, pageable copies, fp32 SIMT GEMMs, exposed NCCL, tiny kernels, variance.",
-        description: "Runs expert rules over each device's analysis window (the steady window when there are steps, else the \
-span of its GPU operations) and returns findings {id, title, severity info|low|medium|high|critical, time_at_stake_ns, \
-share_pct, evidence, why, fix, verify}. Severity comes from the share of the window at stake (under 1 % info, 1 % low, 5 % \
-medium, 15 % high, 40 % critical), never from the mere presence of a pattern. Rules: GPU starvation (idle gaps over 1 ms, \
-with what the launching thread did), host-bound steps (CPU step time well above GPU time), low utilization, async memcpy \
-with pageable memory, synchronous memcpy/memset, host synchronization APIs, a host sync every iteration, launch-bound runs \
-of kernels under 5 us, fp32 GEMMs on CUDA cores where TF32/BF16 tensor cores could run them, communication not overlapped \
-with compute, heavy host-to-device traffic, one dominating kernel, step-time variance, first-step overhead. Rules without \
-evidence report nothing (`checked` says why) and the verdict says so when nothing is significant. Use it to triage a profile. \
-Well under a second on small exports; seconds on 1 GB.",
+        description: "Triages an Nsight Systems export with expert rules (GPU starvation, host-bound steps, host syncs, pageable copies, launch-bound kernels, FP32 GEMMs off tensor cores, unoverlapped communication, step variance, ...): findings with severity from the share of time at stake, evidence, why, fix and how to verify. Start here with a profile. Under a second; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "why is my training slow",
+            "training step slow",
             "what is wrong with this profile",
             "find bottlenecks",
             "nsys analyze",
             "expert rules",
             "triage profile",
+            "findings",
         ],
         example: r#"{"path": "train.sqlite"}"#,
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("profile", "rules")
     };
 
@@ -838,7 +808,7 @@ window (start_ns/end_ns). Milliseconds.",
             "search profile",
             "where is this kernel",
             "find nvtx range",
-            "when was cudaMalloc called",
+            "when was cudamalloc called",
             "grep the trace",
         ],
         example: r#"{"path": "train.sqlite", "pattern": "gemm", "kinds": ["kernel"], "limit": 10}"#,
@@ -934,23 +904,19 @@ impl Operation for Compare {
     type Output = profile::compare::Compare;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Compare two profiles",
-        summary: "Before/after deltas of kernels, ranges, utilization, overlap, memory traffic and step time, with a noise-aware verdict and comparability.",
-        description: "Compares two captures of the same workload: median step time after the first step (or total kernel time \
-without steps), per-kernel time deltas (top regressions and improvements), per-NVTX-range CPU and GPU deltas, busy % and \
-compute/communication overlap per device (steady window when both have one), memory traffic per direction and pageable \
-copies, and rule findings resolved or new. The verdict (improved, regressed, neutral) requires a change beyond max(2 %, twice \
-the run-to-run noise estimated from step-time spread); without steps a 5 % floor applies. Comparability (0–1, high/medium/low) \
-says whether GPUs, schema, device count and kernels match. Each side is a path or the run id of an aisp_profile_nsys capture \
-(aisp_profile_list). Use it after an optimization to prove it helped. Under a second on small exports.",
+        summary: "Before/after deltas of kernels, ranges, utilization, overlap, memory traffic and step time, with a verdict per unit of work (step, call, second of window) and comparability.",
+        description: "Compares two captures of the same workload (paths or aisp run ids) per unit of work (step, call of identical launches, second of capture window): a verdict (improved, regressed, neutral, inconclusive, not_comparable) with its basis and reason, per-kernel and per-NVTX-range deltas, busy %, overlap, memory traffic, findings resolved or new, and comparability. Use after an optimization to prove it helped.",
         positional: &["before", "after"],
         intents: &[
             "compare profiles",
             "did my change help",
+            "make it faster compare",
             "before and after",
             "regression between runs",
             "diff two traces",
         ],
         example: r#"{"before": "baseline.sqlite", "after": "optimized.sqlite"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "compare")
     };
 
@@ -1004,10 +970,11 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
         positional: &["path"],
         intents: &[
             "export to perfetto",
+            "perfetto",
             "chrome trace",
             "export csv",
             "html report",
-            "open in perfetto",
+            "open in the browser",
             "save report",
         ],
         example: r#"{"path": "train.sqlite", "format": "html", "output": "train_report.html"}"#,

@@ -41,21 +41,51 @@ fn window_ns(c: &CrossRank) -> i64 {
 /// Share of the skew in a collective kind's time above which it is skew-dominated.
 pub const SKEW_DOMINATED_PCT: f64 = 50.0;
 
+/// What a cross-rank finding says; [`finding`] turns it into the `rules` shape.
+struct Draft {
+    id: &'static str,
+    title: String,
+    time_at_stake_ns: i64,
+    window_ns: i64,
+    evidence: Vec<String>,
+    why: String,
+    fix: String,
+    verify: String,
+    data: serde_json::Value,
+}
+
+/// The one place a cross-rank finding becomes a `rules::Finding`: severity from the share of the median
+/// rank's window at stake. The time at stake is critical-path time per device derived from aligned
+/// collective arrivals (an estimate of what balancing would remove), not measured idle time.
+fn finding(d: Draft) -> Finding {
+    let sh = share(d.time_at_stake_ns, d.window_ns);
+    Finding {
+        id: d.id.into(),
+        title: d.title,
+        severity: Severity::from_share(sh),
+        time_at_stake_ns: d.time_at_stake_ns,
+        share_pct: sh,
+        device: None,
+        window: None,
+        evidence: d.evidence,
+        why: d.why,
+        fix: d.fix,
+        verify: d.verify,
+        data: d.data,
+    }
+}
+
 /// The cross-rank findings of a set, most time at stake first.
 pub fn findings(c: &CrossRank) -> Vec<Finding> {
     let window = window_ns(c);
     let mut out = Vec::new();
     for s in &c.stragglers {
         let at_stake = s.lateness_total_ns;
-        let sh = share(at_stake, window);
-        out.push(Finding {
-            id: "cross_rank_straggler".into(),
+        out.push(finding(Draft {
+            id: "cross_rank_straggler",
             title: format!("Rank {} is the straggler", s.rank),
-            severity: Severity::from_share(sh),
             time_at_stake_ns: at_stake,
-            share_pct: sh,
-            device: None,
-            window: None,
+            window_ns: window,
             evidence: vec![
                 format!(
                     "rank {} arrived last at {} of {} matched collectives, by a median {} over the next-latest rank ({} in all)",
@@ -99,26 +129,22 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
                 "compute_excess_ns": s.compute_excess_ns, "step_excess_ns": s.step_excess_ns,
                 "window_ns": window,
             }),
-        });
+        }));
     }
     for k in &c.collectives {
         if k.skew_share_pct < SKEW_DOMINATED_PCT || k.exposed_wait_per_device_ns <= 0 {
             continue;
         }
         let at_stake = k.exposed_wait_per_device_ns;
-        let sh = share(at_stake, window);
         let kind = serde_json::to_value(k.kind)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default();
-        out.push(Finding {
-            id: "cross_rank_skew_dominated".into(),
+        out.push(finding(Draft {
+            id: "cross_rank_skew_dominated",
             title: format!("{kind} time is mostly waiting for the last rank"),
-            severity: Severity::from_share(sh),
             time_at_stake_ns: at_stake,
-            share_pct: sh,
-            device: None,
-            window: None,
+            window_ns: window,
             evidence: vec![
                 format!(
                     "over {} {kind} instances each device waited {} for the last arrival and moved data for {}: {:.1} % of the time is skew",
@@ -148,19 +174,15 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
                 "skew_share_pct": k.skew_share_pct, "skew_median_ns": k.skew_median_ns,
                 "skew_max_ns": k.skew_max_ns, "window_ns": window,
             }),
-        });
+        }));
     }
     for s in &c.slow_nodes {
         let at_stake = s.lateness_total_ns;
-        let sh = share(at_stake, window);
-        out.push(Finding {
-            id: "cross_rank_slow_node".into(),
+        out.push(finding(Draft {
+            id: "cross_rank_slow_node",
             title: format!("Host {} holds the late ranks", s.hostname),
-            severity: Severity::from_share(sh),
             time_at_stake_ns: at_stake,
-            share_pct: sh,
-            device: None,
-            window: None,
+            window_ns: window,
             evidence: vec![format!(
                 "ranks {:?} on {} ({:.1} % of the ranks) account for {:.1} % of the last arrivals, {} of lateness in all",
                 s.ranks,
@@ -181,7 +203,7 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
                 "hostname": s.hostname, "ranks": s.ranks, "last_arrival_share_pct": s.last_arrival_share_pct,
                 "rank_share_pct": s.rank_share_pct, "lateness_total_ns": s.lateness_total_ns, "window_ns": window,
             }),
-        });
+        }));
     }
     out.sort_by_key(|f| std::cmp::Reverse(f.time_at_stake_ns));
     out
