@@ -42,8 +42,9 @@ pub struct AskInput {
     /// The question, in plain words (e.g. "why is this training step slow?").
     pub question: String,
     /// Path to a profile to investigate: an Nsight Systems export (.sqlite) or report (.nsys-rep).
-    #[serde(default)]
-    pub profile: Option<String>,
+    /// Named `path` like every profile tool's; `profile` is accepted too.
+    #[serde(default, alias = "profile")]
+    pub path: Option<String>,
     /// Extra text the answer should consider: an error message, a log excerpt, code or a config.
     #[serde(default)]
     pub context: Option<String>,
@@ -76,7 +77,7 @@ impl Operation for Ask {
             "investigate",
             "answer with evidence",
         ],
-        example: r#"{"question": "why is this training step slow?", "profile": "train.sqlite"}"#,
+        example: r#"{"question": "why is this training step slow?", "path": "train.sqlite"}"#,
         tier: crate::registry::Tier::Default,
         ..OpSpec::new("ai", "ask")
     };
@@ -86,7 +87,7 @@ impl Operation for Ask {
             ctx,
             AskRequest {
                 question: input.question,
-                profile: input.profile,
+                profile: input.path,
                 context: input.context,
                 conversation_id: input.conversation_id,
                 max_steps: input.max_steps,

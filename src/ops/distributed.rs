@@ -62,7 +62,7 @@ pub struct PlanInput {
     /// Total GPUs; default nodes x gpus_per_node.
     #[serde(default)]
     pub gpus: Option<u32>,
-    /// Nodes (default 1).
+    /// Nodes (default gpus / gpus_per_node when both are given, else 1).
     #[serde(default)]
     pub nodes: Option<u32>,
     /// Default gpus / nodes, or 8.
@@ -430,7 +430,7 @@ pub struct NcclInput {
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
     pub gpu: Option<String>,
-    /// Nodes (default 1).
+    /// Nodes (default gpus / gpus_per_node when both are given, else 1).
     #[serde(default)]
     pub nodes: Option<u32>,
     /// GPUs per node (default 8).
@@ -544,7 +544,7 @@ pub struct FsdpInput {
     /// Total GPUs (default nodes × gpus_per_node).
     #[serde(default)]
     pub gpus: Option<u32>,
-    /// Nodes (default 1).
+    /// Nodes (default gpus / gpus_per_node when both are given, else 1).
     #[serde(default)]
     pub nodes: Option<u32>,
     /// GPUs per node (default gpus / nodes, or 8).

@@ -60,9 +60,12 @@ pub struct RecommendInput {
     /// The precision the workload computes in now (fp32 makes TF32 and mixed precision relevant).
     #[serde(default)]
     pub dtype: Option<crate::knowledge::Dtype>,
-    /// Profile findings or symptoms, e.g. "launch_bound", "oom", "memory_bound", "communication_bound", "data_loading".
+    /// aisp_profile_rules ids (e.g. "host_bound_steps") or symptoms ("oom").
     #[serde(default)]
     pub findings: Option<Vec<String>>,
+    /// A profile whose rules findings (medium+) join `findings`.
+    #[serde(default)]
+    pub profile: Option<String>,
     /// A draft model of the same family is available (speculative decoding).
     #[serde(default)]
     pub draft_model: Option<bool>,
@@ -149,8 +152,25 @@ impl Operation for Recommend {
         };
         let gpus = i.gpus.unwrap_or(1).max(1);
         let nodes = i.nodes.unwrap_or(1).max(1);
-        let findings = i.findings.clone().unwrap_or_default();
+        let mut findings = i.findings.clone().unwrap_or_default();
+        if let Some(path) = &i.profile {
+            let v = ctx.call_tool("aisp_profile_rules", serde_json::json!({ "path": path }))?;
+            let body = v.get("result").unwrap_or(&v);
+            for f in body["findings"].as_array().into_iter().flatten() {
+                let sev = f["severity"].as_str().unwrap_or("info");
+                if matches!(sev, "medium" | "high" | "critical")
+                    && let Some(id) = f["id"].as_str()
+                    && !findings.iter().any(|x| x == id)
+                {
+                    findings.push(id.to_string());
+                }
+            }
+        }
         let mut s = Situation {
+            findings: findings
+                .iter()
+                .map(|f| f.trim().to_ascii_lowercase())
+                .collect(),
             workload: i.workload,
             compute_capability: gpu.and_then(serving::compute_capability),
             gpu_label: gpu.map(|g| g.id.clone()),

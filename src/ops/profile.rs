@@ -121,6 +121,9 @@ pub struct Answer<T> {
     pub scope: Option<ResolvedScope>,
     #[serde(flatten)]
     pub result: T,
+    /// What this default answer leaves out, and the argument that brings it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 fn answer<T>(p: &Profile, scope: Option<ResolvedScope>, result: T) -> Answer<T> {
@@ -130,6 +133,7 @@ fn answer<T>(p: &Profile, scope: Option<ResolvedScope>, result: T) -> Answer<T> 
         export: p.version().clone(),
         scope,
         result,
+        left_out: Vec::new(),
     }
 }
 
@@ -231,6 +235,9 @@ pub struct Info;
 pub struct InfoInput {
     /// Path to an Nsight Systems export (.sqlite from `nsys export --type sqlite`) or report (.nsys-rep).
     pub path: String,
+    /// Also list every table of the export and the capture's raw settings (default false).
+    #[serde(default)]
+    pub raw: Option<bool>,
 }
 
 impl ScopedInput for InfoInput {
@@ -264,7 +271,20 @@ impl Operation for Info {
     };
 
     fn run(&self, ctx: &OpContext, input: InfoInput) -> Result<Self::Output, OpError> {
-        scoped(ctx, "info", &input, |p, _| profile::info::info(p))
+        let raw = input.raw.unwrap_or(false);
+        let mut out = scoped(ctx, "info", &input, |p, _| profile::info::info(p))?;
+        if !raw {
+            let info = &mut out.result;
+            let (tables, settings) = (info.tables.len(), info.capture.settings.len());
+            info.tables.clear();
+            info.capture.settings.clear();
+            if tables + settings > 0 {
+                out.left_out.push(format!(
+                    "the export's {tables} table names and {settings} raw capture settings: pass \"raw\": true"
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -283,7 +303,7 @@ scoped_input! {
         /// Kernel names: `short` (default; e.g. vectorized_elementwise_kernel) or `demangled` (as nsys stats groups them).
         #[serde(default)]
         names: Option<profile::summary::NameKey>,
-        /// Rows per report (default 20); Time % is always over all rows.
+        /// Rows per report (default 10); Time % is always over all rows.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -316,11 +336,42 @@ impl Operation for Summary {
         let options = profile::summary::SummaryOptions {
             reports: input.reports.clone(),
             names: input.names.unwrap_or_default(),
-            limit: Some(limit(input.limit, 20)?),
+            limit: Some(limit(input.limit, 10)?),
         };
-        scoped(ctx, "summary", &input, |p, s| {
+        let mut out = scoped(ctx, "summary", &input, |p, s| {
             profile::summary::summary(p, s, &options)
-        })
+        })?;
+        if input.limit.is_none() {
+            let r = &out.result;
+            let cut: Vec<(String, usize, usize)> = [
+                &r.cuda_gpu_kern_sum,
+                &r.cuda_api_sum,
+                &r.cuda_gpu_mem_time_sum,
+                &r.nvtx_sum,
+                &r.osrt_sum,
+            ]
+            .into_iter()
+            .flatten()
+            .map(|t| (t.report.clone(), t.rows.len(), t.rows_total))
+            .chain(
+                r.cuda_gpu_mem_size_sum
+                    .iter()
+                    .map(|t| (t.report.clone(), t.rows.len(), t.rows_total)),
+            )
+            .filter(|(_, shown, total)| shown < total)
+            .collect();
+            if let Some(most) = cut.iter().map(|c| c.2).max() {
+                let parts: Vec<String> = cut
+                    .iter()
+                    .map(|(name, shown, total)| format!("{name} {shown} of {total}"))
+                    .collect();
+                out.left_out.push(format!(
+                    "rows past the top 10 of each report ({}; Time % counts all rows): pass \"limit\": {most}",
+                    parts.join(", ")
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -439,7 +490,8 @@ scoped_input! {
         /// Report idle gaps longer than this many milliseconds (default 1.0).
         #[serde(default)]
         min_gap_ms: Option<f64>,
-        /// Gaps to list per device, largest first (default 20); totals always count all.
+        /// Gaps to list per device: the steady-state window's first, then the rest (first step, warm-up), each
+        /// largest first (default 10 over all devices, at least 1 per device); totals always count all.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -450,8 +502,8 @@ impl Operation for Gaps {
     type Output = Answer<profile::gaps::Gaps>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "GPU idle gaps with CPU attribution",
-        summary: "Idle gaps per device, largest first, each with what the launching CPU thread was doing (sync, module loading, sleep, NVTX range).",
-        description: "Finds where each GPU sat idle longer than min_gap_ms in an Nsight Systems export, largest first, and why: the kernels around each gap, its step, and what the launching thread did meanwhile (syncs, copies, module loading, sleeps, NVTX ranges). Use to see why the GPU starves. Milliseconds; seconds on 1 GB.",
+        summary: "Idle gaps per device, steady state first, each with what the launching CPU thread was doing (sync, module loading, sleep, NVTX range).",
+        description: "Finds where each GPU sat idle longer than min_gap_ms in an Nsight Systems export, largest first, and why: the kernels around each gap, its step, and what the launching thread did meanwhile (syncs, copies, module loading, sleeps, NVTX ranges); steady-state gaps are listed before first-step warm-up. Use to see why the GPU starves. Milliseconds; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "gpu idle gaps",
@@ -474,10 +526,64 @@ impl Operation for Gaps {
                 "Pass e.g. \"min_gap_ms\": 1.0.",
             ));
         }
-        let l = limit(input.limit, 20)?;
-        scoped(ctx, "gaps", &input, |p, s| {
-            profile::gaps::gaps(p, s, (ms * 1e6).round() as i64, l)
-        })
+        const DEFAULT_LISTED: usize = 10;
+        let l = limit(input.limit, DEFAULT_LISTED)?;
+        // The library lists the largest first; explain enough of them that the
+        // steady-state ones (what recurs every step) can come first here.
+        let explained = l.clamp(200, 10_000);
+        let mut out = scoped(ctx, "gaps", &input, |p, s| {
+            profile::gaps::gaps(p, s, (ms * 1e6).round() as i64, explained)
+        })?;
+        for d in &mut out.result.devices {
+            // Stable: each group stays largest first.
+            d.gaps
+                .sort_by_key(|g| !g.windows.contains(&profile::windows::WindowKind::Steady));
+            if input.limit.is_some() {
+                d.gaps.truncate(l);
+            }
+        }
+        if input.limit.is_none() {
+            // The default shares one budget over the devices, so 8 GPUs do not list 8x as much.
+            let per_device = (DEFAULT_LISTED / out.result.devices.len().max(1)).max(1);
+            let mut parts = Vec::new();
+            let mut most = 0;
+            for d in &mut out.result.devices {
+                // Mostly steady state, plus the largest of the rest (first-step module loading,
+                // warm-up) so a one-off stall is seen for what it is.
+                let steady = d
+                    .gaps
+                    .iter()
+                    .take_while(|g| g.windows.contains(&profile::windows::WindowKind::Steady))
+                    .count();
+                let others = d.gaps.len() - steady;
+                let reserve = if others > 0 && steady > 0 {
+                    (per_device / 5).max(1).min(per_device - 1)
+                } else {
+                    0
+                };
+                let take_steady = steady.min(per_device - reserve.min(per_device));
+                let take_others = others.min(per_device - take_steady);
+                let rest = d.gaps.split_off(steady);
+                d.gaps.truncate(take_steady);
+                d.gaps.extend(rest.into_iter().take(take_others));
+                if (d.gaps.len() as u64) < d.gaps_total {
+                    parts.push(format!(
+                        "device {}: {} of {}",
+                        d.device,
+                        d.gaps.len(),
+                        d.gaps_total
+                    ));
+                    most = most.max(d.gaps_total);
+                }
+            }
+            if !parts.is_empty() {
+                out.left_out.push(format!(
+                    "more gaps ({} listed: the steady-state window's largest first, then the largest of the rest; the window totals count all): pass \"limit\": {most}",
+                    parts.join(", ")
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -536,12 +642,15 @@ scoped_input! {
         /// Range names to list, largest CPU time first (default 20).
         #[serde(default)]
         limit: Option<usize>,
-        /// Depth of the per-thread range tree (default 4).
+        /// Depth of the per-thread range tree (default 3).
         #[serde(default)]
         max_depth: Option<u32>,
-        /// Children kept per tree node, largest first (default 8).
+        /// Children kept per tree node, largest first (default 6).
         #[serde(default)]
         max_children: Option<usize>,
+        /// List numbered families (step_0, step_1, ...; any prefix) as one pattern `step_*` (default true).
+        #[serde(default)]
+        group_numbered: Option<bool>,
     }
 }
 
@@ -570,12 +679,29 @@ impl Operation for Nvtx {
     fn run(&self, ctx: &OpContext, input: NvtxInput) -> Result<Self::Output, OpError> {
         let options = profile::nvtx::NvtxOptions {
             limit: limit(input.limit, 20)?,
-            max_depth: input.max_depth.unwrap_or(4).clamp(1, 64),
-            max_children: input.max_children.unwrap_or(8).clamp(1, 1000),
+            max_depth: input.max_depth.unwrap_or(3).clamp(1, 64),
+            max_children: input.max_children.unwrap_or(6).clamp(1, 1000),
+            group_numbered: input.group_numbered.unwrap_or(true),
         };
-        scoped(ctx, "nvtx", &input, |p, s| {
+        let mut out = scoped(ctx, "nvtx", &input, |p, s| {
             profile::nvtx::nvtx(p, s, &options)
-        })
+        })?;
+        let r = &out.result;
+        if r.names.len() < r.names_total {
+            out.left_out.push(format!(
+                "range names past the top {} by CPU time ({} in all): pass \"limit\": {}",
+                r.names.len(),
+                r.names_total,
+                r.names_total
+            ));
+        }
+        if input.max_depth.is_none() && input.max_children.is_none() {
+            out.left_out.push(
+                "range-tree nodes deeper than 3 or past the 6 largest children (counted in `more`): pass `max_depth` and `max_children`"
+                    .into(),
+            );
+        }
+        Ok(out)
     }
 }
 
@@ -591,7 +717,7 @@ scoped_input! {
         /// default: `step`/`step_N`, then other numbered families, then a repeating kernel pattern.
         #[serde(default)]
         marker: Option<String>,
-        /// Steps to list in full (default 20); statistics always use all steps.
+        /// Steps to list in full (default 5); statistics and the slowest steps always use all steps.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -623,11 +749,25 @@ slowest steps with what differs (longest API calls, GPU idle, kernels with extra
     };
 
     fn run(&self, ctx: &OpContext, input: IterationsInput) -> Result<Self::Output, OpError> {
-        let l = limit(input.limit, 20)?;
+        let l = limit(input.limit, 5)?;
         let marker = input.marker.clone();
-        scoped(ctx, "iterations", &input, |p, s| {
+        let mut out = scoped(ctx, "iterations", &input, |p, s| {
             profile::iterations::iterations(p, s, marker.as_deref(), l)
-        })
+        })?;
+        let most = out
+            .result
+            .processes
+            .iter()
+            .filter(|p| (p.steps.len() as u64) < p.step_count as u64)
+            .map(|p| p.step_count as u64)
+            .max();
+        if let Some(most) = most {
+            out.left_out.push(format!(
+                "steps past the first {} of each process in full (statistics and the slowest steps use all): pass \"limit\": {most}",
+                l
+            ));
+        }
+        Ok(out)
     }
 }
 
@@ -724,8 +864,8 @@ impl Operation for Rules {
     type Output = Answer<profile::rules::Rules>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
-        summary: "Findings in the style of nsys analyze with severity from the share of time at stake: starvation, host-bound steps, syncs, pageable copies, fp32 SIMT GEMMs, exposed NCCL, tiny kernels, variance.",
-        description: "Triages an Nsight Systems export with expert rules (GPU starvation, host-bound steps, host syncs, pageable copies, launch-bound kernels, FP32 GEMMs off tensor cores, unoverlapped communication, step variance, ...): findings with severity from the share of time at stake, evidence, why, fix and how to verify. Start here with a profile. Under a second; seconds on 1 GB.",
+        summary: "Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance.",
+        description: "Triages an Nsight Systems export with expert rules, per device: findings {id, severity, time_at_stake_ns, stake, basis, regions, evidence, why, fix, verify}. Time at stake is that GPU's idle time the cause explains or busy time the fix shortens (estimate); severity is its share of the window (<1 % info, 1 low, 5 medium, 15 high, 40 critical); regions name the NVTX range. Start here with a profile. Under a second; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "why is my training slow",
@@ -746,7 +886,6 @@ impl Operation for Rules {
         // A folder or glob of exports: the cross-rank findings of the set (profile::ranks).
         if profile::ranks::is_set(&input.path) {
             let rules = super::profile_ranks::rules_for_set(ctx, &input.path)?;
-            // `expand` names at least one export or fails.
             // The first export's version; a folder of digests has none.
             let export = match profile::ranks::expand(&input.path)
                 .ok()
@@ -766,6 +905,7 @@ impl Operation for Rules {
                 export,
                 scope: None,
                 result: rules,
+                left_out: Vec::new(),
             });
         }
         scoped(ctx, "rules", &input, profile::rules::run)
@@ -837,7 +977,7 @@ pub struct Timeline;
 scoped_input! {
     /// Arguments of `timeline`.
     TimelineInput {
-        /// Entries per track after merging (default 40).
+        /// Entries per track after merging (default: 60 shared over the tracks, 6 to 40 each).
         #[serde(default)]
         limit: Option<usize>,
         /// Merge consecutive identical events on a track when the gap between them is at most this many ns (default 10000).
@@ -875,9 +1015,37 @@ then. Milliseconds.",
             limit: limit(input.limit, 40)?,
             merge_gap_ns: input.merge_gap_ns.unwrap_or(10_000).max(0),
         };
-        scoped(ctx, "timeline", &input, |p, s| {
+        let mut out = scoped(ctx, "timeline", &input, |p, s| {
             profile::timeline::timeline(p, s, &options)
-        })
+        })?;
+        if input.limit.is_none() {
+            // One budget over all tracks: a 2-GPU export must not print 4x a 1-GPU one.
+            let t = &mut out.result;
+            let lists = t.gpu.len() + 2 * t.cpu.len();
+            let per_list = (60 / lists.max(1)).clamp(6, 40);
+            let mut cut = false;
+            for g in &mut t.gpu {
+                if g.entries.len() > per_list {
+                    g.entries.truncate(per_list);
+                    g.truncated = true;
+                    cut = true;
+                }
+            }
+            for c in &mut t.cpu {
+                if c.ranges.len() > per_list || c.api.len() > per_list {
+                    c.ranges.truncate(per_list);
+                    c.api.truncate(per_list);
+                    c.truncated = true;
+                    cut = true;
+                }
+            }
+            if cut {
+                out.left_out.push(format!(
+                    "entries past the first {per_list} of a track (marked truncated): pass \"limit\" (up to 10000), or narrow the window with start_ns/end_ns"
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -938,7 +1106,9 @@ scoped_input! {
     /// Arguments of `export`.
     ExportInput {
         /// `perfetto` (Chrome/Perfetto trace JSON), `csv` (one report) or `html` (self-contained report).
-        format: profile::export::Format,
+        /// (Not `format`: the CLI's `--format json|table` chooses how results print.)
+        #[serde(alias = "format")]
+        kind: profile::export::Format,
         /// File to write; default `$AISP_HOME/cache/exports/<name>.<ext>`.
         #[serde(default)]
         output: Option<String>,
@@ -961,7 +1131,7 @@ impl Operation for Export {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Export a profile",
         summary: "Writes a Perfetto/Chrome trace JSON, a CSV of any report, or a self-contained HTML report of a profile.",
-        description: "Exports a profile (or its scope: device, process, window) to a file: `perfetto` writes Chrome/Perfetto \
+        description: "Exports a profile (or its scope: device, process, window) to a file of the given `kind`: `perfetto` writes Chrome/Perfetto \
 trace JSON with GPUs as processes and streams as tracks (kernels, memcpys, memsets), CPU threads with NVTX ranges and CUDA API \
 calls, and flow arrows from each launch to its kernel, streamed to disk, loadable in ui.perfetto.dev; `csv` writes one report \
 with all its rows (the kernel trace or any nsys stats report); `html` writes a self-contained report (summary, findings, \
@@ -977,7 +1147,7 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
             "open in the browser",
             "save report",
         ],
-        example: r#"{"path": "train.sqlite", "format": "html", "output": "train_report.html"}"#,
+        example: r#"{"path": "train.sqlite", "kind": "html", "output": "train_report.html"}"#,
         hints: crate::registry::Hints {
             read_only: false,
             destructive: false,
@@ -995,14 +1165,14 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
             _ => profile::export::default_output(
                 &ctx.app().config.cache_dir(),
                 p.source(),
-                input.format,
+                input.kind,
                 input.report.as_deref(),
             ),
         };
         let done = profile::export::export(
             &p,
             &scope,
-            input.format,
+            input.kind,
             &output,
             input.report.as_deref(),
             input.names.unwrap_or_default(),

@@ -1436,12 +1436,15 @@ pub struct ProfileTrace;
 pub struct TraceInput {
     /// Kineto/Chrome trace JSON files (.json or .json.xz), folders of them (one file per rank), or run ids of aisp_profile_torch captures.
     pub paths: Vec<String>,
-    /// Rows in each top list (default 15).
+    /// Rows in each top list (default 10 for one rank, 3 per rank for several).
     #[serde(default)]
     pub top: Option<usize>,
-    /// Steps listed one by one (default 50).
+    /// Steps listed one by one (default 10).
     #[serde(default)]
     pub steps: Option<usize>,
+    /// Findings listed, most severe first (default 6).
+    #[serde(default)]
+    pub findings: Option<usize>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -1450,6 +1453,9 @@ pub struct TraceOutput {
     pub files: Vec<String>,
     #[serde(flatten)]
     pub analysis: kineto::TraceAnalysis,
+    /// What this default answer leaves out, and the argument that brings it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
     /// Several ranks: aisp_profile_ranks' answer and findings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ranks: Option<TraceRanks>,
@@ -1522,9 +1528,11 @@ the JSON text. Under a second for traces of tens of MB.",
                 ),
             })?);
         }
+        // Default lists share one budget over the ranks, so 8 ranks do not answer 8x as much.
+        let default_top = if traces.len() > 1 { 3 } else { 10 };
         let limits = Limits {
-            top: input.top.unwrap_or(15).clamp(1, 500),
-            steps: input.steps.unwrap_or(50).min(10_000),
+            top: input.top.unwrap_or(default_top).clamp(1, 500),
+            steps: input.steps.unwrap_or(10).min(10_000),
         };
         let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
         let mut digests: Vec<_> = traces
@@ -1538,9 +1546,37 @@ the JSON text. Under a second for traces of tens of MB.",
         } else {
             None
         };
+        let mut analysis = kineto::analyze(&traces, limits);
+        let mut left_out = Vec::new();
+        if input.top.is_none() {
+            left_out.push(format!(
+                "kernels and operators past the top {default_top} of each rank: pass \"top\": 15 (or more)"
+            ));
+        }
+        let steps_total = analysis
+            .traces
+            .iter()
+            .map(|t| t.steps.count)
+            .max()
+            .unwrap_or(0);
+        if input.steps.is_none() && steps_total > limits.steps as u64 {
+            left_out.push(format!(
+                "steps past the first 10 of each rank: pass \"steps\": {steps_total}"
+            ));
+        }
+        let findings = input.findings.unwrap_or(6).max(1);
+        if analysis.findings.len() > findings {
+            left_out.push(format!(
+                "{} less severe findings: pass \"findings\": {}",
+                analysis.findings.len() - findings,
+                analysis.findings.len()
+            ));
+            analysis.findings.truncate(findings);
+        }
         Ok(TraceOutput {
             files: names,
-            analysis: kineto::analyze(&traces, limits),
+            analysis,
+            left_out,
             ranks,
         })
     }

@@ -171,6 +171,8 @@ pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
     };
     Ok(Rules {
         findings,
+        // Cross-rank stakes are per-collective estimates on every device, not per-device idle unions.
+        overlaps: Vec::new(),
         highest,
         verdict,
         windows: Vec::new(),

@@ -559,6 +559,36 @@ mod tests {
         );
     }
 
+    /// Input fields become CLI flags beside the global ones: `format` would
+    /// shadow `--format json|table` (the export kind is `kind`), `json` the
+    /// `--json` object, and so on.
+    #[test]
+    fn no_input_field_collides_with_a_global_cli_flag() {
+        const RESERVED: &[&str] = &[
+            "format",
+            "json",
+            "home",
+            "log_level",
+            "allow_exec",
+            "help",
+            "version",
+        ];
+        for tool in tools() {
+            let props = tool
+                .input_schema
+                .get("properties")
+                .and_then(Value::as_object);
+            for name in props.into_iter().flat_map(|p| p.keys()) {
+                assert!(
+                    !RESERVED.contains(&name.as_str()),
+                    "{}: input field `{name}` collides with the CLI's global --{}; rename it (e.g. `kind`)",
+                    tool.name,
+                    name.replace('_', "-")
+                );
+            }
+        }
+    }
+
     #[test]
     fn executes_commands_implies_open_world_and_not_read_only() {
         for tool in tools() {

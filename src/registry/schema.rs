@@ -20,15 +20,6 @@ pub fn input_schema<T: JsonSchema>() -> JsonObject {
     let schema = generator.into_root_schema_for::<T>();
     let mut value = Value::Object(finish(schema, true));
     drop_number_formats(&mut value);
-    // `minimum: 0` on unsigned counts tells a model nothing it would get
-    // wrong, and the argument parser rejects negatives with a clear error.
-    for_each_subschema(&mut value, &mut |schema| {
-        if schema.get("minimum").and_then(Value::as_u64) == Some(0)
-            && schema.get("type").and_then(Value::as_str) == Some("integer")
-        {
-            schema.remove("minimum");
-        }
-    });
     match value {
         Value::Object(map) => map,
         _ => Map::new(),

@@ -17,7 +17,7 @@
 use serde_json::json;
 
 use super::analysis::CrossRank;
-use crate::profile::rules::{Finding, Severity};
+use crate::profile::rules::{Finding, Severity, Stake};
 
 fn ms(ns: i64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
@@ -46,6 +46,8 @@ struct Draft {
     id: &'static str,
     title: String,
     time_at_stake_ns: i64,
+    /// How time_at_stake_ns was obtained.
+    basis: String,
     window_ns: i64,
     evidence: Vec<String>,
     why: String,
@@ -65,6 +67,9 @@ fn finding(d: Draft) -> Finding {
         severity: Severity::from_share(sh),
         time_at_stake_ns: d.time_at_stake_ns,
         share_pct: sh,
+        stake: Stake::Estimate,
+        basis: d.basis,
+        regions: Vec::new(),
         device: None,
         window: None,
         evidence: d.evidence,
@@ -85,6 +90,9 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
             id: "cross_rank_straggler",
             title: format!("Rank {} is the straggler", s.rank),
             time_at_stake_ns: at_stake,
+            basis: "Σ of the straggler's lead over the next-latest rank at each collective it reached last, from \
+                    clock-aligned kernel starts: each of those collectives would end that much earlier on every device"
+                .into(),
             window_ns: window,
             evidence: vec![
                 format!(
@@ -144,6 +152,9 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
             id: "cross_rank_skew_dominated",
             title: format!("{kind} time is mostly waiting for the last rank"),
             time_at_stake_ns: at_stake,
+            basis: "Σ over the instances of the mean per-device wait for the last arrival not overlapped by the \
+                    device's own compute (a lower bound of the exposed wait)"
+                .into(),
             window_ns: window,
             evidence: vec![
                 format!(
@@ -182,6 +193,8 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
             id: "cross_rank_slow_node",
             title: format!("Host {} holds the late ranks", s.hostname),
             time_at_stake_ns: at_stake,
+            basis: "Σ of the host's ranks' leads over the next-latest rank at the collectives they reached last"
+                .into(),
             window_ns: window,
             evidence: vec![format!(
                 "ranks {:?} on {} ({:.1} % of the ranks) account for {:.1} % of the last arrivals, {} of lateness in all",
