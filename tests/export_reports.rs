@@ -314,10 +314,14 @@ fn before_after_pdf_of_two_captures() {
     let dir = tempfile::tempdir().unwrap();
     let text = check_pdf(&out, v["pages"].as_u64().unwrap(), dir.path());
     assert!(
-        text.contains(&format!("{:+.2}%", c.delta_pct)),
-        "delta {:+.2}%",
-        c.delta_pct
+        text.contains(&c.verdict_reason),
+        "verdict reason `{}` in:\n{text}",
+        c.verdict_reason
     );
+    for e in &c.evidence {
+        let delta = format!("{:+.2}", e.delta_pct);
+        assert!(text.contains(&delta), "{} delta {delta}", e.basis);
+    }
     assert!(text.contains("Before/after deltas"));
 }
 
