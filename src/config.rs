@@ -159,7 +159,7 @@ impl Config {
             .clone()
             .or_else(|| env("AISP_TOOLS"))
             .or(file.tools)
-            .unwrap_or_else(|| "all".into());
+            .unwrap_or_else(|| "default".into());
         let tools = Toolset::parse(&tools_text).map_err(ConfigError::Invalid)?;
 
         let allow_exec = overrides.allow_exec
@@ -206,7 +206,7 @@ impl Config {
     pub fn with_home(home: PathBuf) -> Config {
         Config {
             home,
-            tools: Toolset::All,
+            tools: Toolset::Default,
             allow_exec: false,
             token: None,
             llm: LlmConfig::default(),

@@ -27,6 +27,7 @@ pub mod profile;
 pub mod prompts;
 pub mod registry;
 pub mod report;
+pub mod resources;
 pub mod server;
 pub mod store;
 pub mod suggest;
