@@ -337,7 +337,8 @@ fn benchmark_reports_and_csv_from_the_imported_h100_run() {
         e["error"]["hint"]
             .as_str()
             .unwrap()
-            .contains("aisp_benchmark_import")
+            .contains("benchmark import"),
+        "the hint names the importer (in the CLI's spelling): {e}"
     );
     let imp = ok(
         home.path(),
