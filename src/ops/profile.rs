@@ -855,7 +855,12 @@ pub struct Rules;
 
 scoped_input! {
     /// Arguments of `rules`.
-    RulesInput {}
+    RulesInput {
+        /// Also give info-level findings in full (evidence, why, fix, verify, data); by default they are
+        /// listed by title and time at stake only.
+        #[serde(default)]
+        detail: Option<bool>,
+    }
 }
 
 impl Operation for Rules {
@@ -882,7 +887,33 @@ impl Operation for Rules {
     };
 
     fn run(&self, ctx: &OpContext, input: RulesInput) -> Result<Self::Output, OpError> {
-        scoped(ctx, "rules", &input, profile::rules::run)
+        let mut out = scoped(ctx, "rules", &input, profile::rules::run)?;
+        if !input.detail.unwrap_or(false) {
+            // `data` repeats the evidence as structured facts, and info findings cost under 1 % of their
+            // window: by default their title and time at stake say enough, and a multi-GPU export would
+            // otherwise spend most of the answer on them.
+            let mut brief = 0;
+            for f in &mut out.result.findings {
+                f.data = serde_json::Value::Null;
+                if f.severity == profile::rules::Severity::Info {
+                    f.evidence.clear();
+                    f.why.clear();
+                    f.fix.clear();
+                    f.verify.clear();
+                    f.window = None;
+                    brief += 1;
+                }
+            }
+            out.left_out.push(format!(
+                "each finding's structured `data`{}: pass \"detail\": true",
+                if brief > 0 {
+                    format!(", and the evidence, why, fix, verify and window of the {brief} info-level finding(s) (under 1 % of their window each; `windows` gives each device's window)")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        Ok(out)
     }
 }
 
