@@ -175,7 +175,7 @@ fn compare_is_neutral_on_the_same_capture_and_sees_real_differences() {
 }
 
 #[test]
-fn exports_write_valid_perfetto_csv_and_html() {
+fn exports_write_valid_perfetto_and_csv() {
     let dir = tempfile::tempdir().unwrap();
     let p = open("train_good.sqlite");
     let s = all(&p);
@@ -256,20 +256,6 @@ fn exports_write_valid_perfetto_csv_and_html() {
             false
         )
         .is_err()
-    );
-
-    let html = dir.path().join("r.html");
-    export::export(&p, &s, Format::Html, &html, None, NameKey::Short, false).unwrap();
-    let h = std::fs::read_to_string(&html).unwrap();
-    assert!(h.starts_with("<!doctype html>") && h.trim_end().ends_with("</html>"));
-    assert!(
-        h.contains("Host-bound steps")
-            && h.contains("multi_tensor_apply_kernel")
-            && h.contains("NVIDIA H200")
-    );
-    assert!(
-        !h.contains("http://") && !h.contains("https://") && !h.contains("<script src"),
-        "self-contained"
     );
 }
 

@@ -21,6 +21,7 @@ pub mod blas;
 pub mod cuda;
 pub mod datasheet;
 pub mod device;
+pub mod import;
 pub mod kernels;
 pub mod lesson;
 pub mod libs;

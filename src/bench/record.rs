@@ -244,6 +244,30 @@ pub fn history(store: &Store, f: &HistoryFilter) -> Result<Vec<StoredRow>, Store
         .map_err(|e| store.err(e))
 }
 
+/// The `details` JSON of stored rows by id (check, telemetry, lesson
+/// details and, for imported runs, the saved speedup).
+pub fn details_by_id(
+    store: &Store,
+    ids: &[i64],
+) -> Result<std::collections::HashMap<i64, serde_json::Value>, StoreError> {
+    let conn = store.conn();
+    let mut stmt = conn
+        .prepare("SELECT details FROM benchmark_results WHERE id = ?1")
+        .map_err(|e| store.err(e))?;
+    let mut out = std::collections::HashMap::new();
+    for id in ids {
+        let d: Option<String> = stmt
+            .query_row([id], |r| r.get(0))
+            .optional()
+            .map_err(|e| store.err(e))?
+            .flatten();
+        if let Some(v) = d.and_then(|d| serde_json::from_str(&d).ok()) {
+            out.insert(*id, v);
+        }
+    }
+    Ok(out)
+}
+
 /// The newest stored row of (run, target, variant), with samples.
 pub fn find(
     store: &Store,

@@ -129,6 +129,45 @@ pub fn command() -> Command {
     for tool in registry::tools().iter().filter(|t| t.spec().short) {
         cmd = cmd.subcommand(op_command(tool));
     }
+    alias_commands(cmd)
+}
+
+/// The CLI aliases the registry declares (`OpSpec::cli_aliases`, `"<group> <command>"`):
+/// each becomes `<command>` under `<group>`, a domain's command or a new group.
+fn alias_commands(mut cmd: Command) -> Command {
+    let mut groups: Vec<(String, Vec<(String, &'static ToolDef)>)> = Vec::new();
+    for tool in registry::tools() {
+        for alias in tool.spec().cli_aliases {
+            let Some((group, name)) = alias.split_once(' ') else {
+                continue;
+            };
+            match groups.iter_mut().find(|(g, _)| g == group) {
+                Some((_, list)) => list.push((name.to_string(), tool)),
+                None => groups.push((group.to_string(), vec![(name.to_string(), tool)])),
+            }
+        }
+    }
+    for (group, list) in groups {
+        let existing = cmd.find_subcommand(&group).cloned();
+        let mut g = existing.clone().unwrap_or_else(|| {
+            Command::new(group.clone())
+                .about("Other spellings of export commands (the seed's `aisp bench export|report`)")
+                .subcommand_required(true)
+                .arg_required_else_help(true)
+        });
+        for (name, tool) in list {
+            g = g.subcommand(
+                op_command(tool)
+                    .name(name.clone())
+                    .about(format!("Same as `{}`", schemas::cli_usage(tool))),
+            );
+        }
+        cmd = if existing.is_some() {
+            cmd.mut_subcommand(&group, |_| g)
+        } else {
+            cmd.subcommand(g)
+        };
+    }
     cmd
 }
 
@@ -252,8 +291,9 @@ fn resolve_op<'m>(name: &str, sub: &'m ArgMatches) -> Option<(&'static ToolDef, 
         return Some((tool, sub));
     }
     let (op, m) = sub.subcommand()?;
-    let op = op.replace('-', "_");
-    registry::find_op(name, &op).map(|t| (t, m))
+    registry::find_op(name, &op.replace('-', "_"))
+        .or_else(|| registry::find_alias(name, op))
+        .map(|t| (t, m))
 }
 
 fn init_logging(matches: &ArgMatches, serving: bool) {

@@ -18,7 +18,8 @@ use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
 
-pub const OPERATIONS: &[&dyn DynOperation] = &[&Targets, &Run, &Compare, &History, &SpeedTest];
+pub const OPERATIONS: &[&dyn DynOperation] =
+    &[&Targets, &Run, &Compare, &History, &Import, &SpeedTest];
 
 // ---------------------------------------------------------------- shared helpers
 
@@ -860,6 +861,74 @@ GPU over days or to find run ids for aisp_benchmark_compare. Needs no GPU; insta
             }
         }
         Ok(HistoryOutput { rows, runs })
+    }
+}
+
+// ---------------------------------------------------------------- import
+
+pub struct Import;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportInput {
+    /// A saved run.json, or a folder whose sub-folders hold them (e.g. `examples/benchmark`).
+    pub path: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ImportOutput {
+    pub runs: Vec<crate::bench::import::Imported>,
+    /// Rows added in all (0 when every run was already stored).
+    pub rows_added: usize,
+}
+
+impl Operation for Import {
+    type Input = ImportInput;
+    type Output = ImportOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Import saved benchmark runs",
+        summary: "Loads saved aisp_benchmark_run answers (run.json) into the store, so history, analyses and reports use those measurements.",
+        description: "Reads run.json files (the answers of aisp_benchmark_run kept from GPU hosts, e.g. examples/benchmark/h100) and stores their results, measured roofs and speedup intervals as the run itself would have; a run already stored is skipped. Needs no GPU; instant.",
+        positional: &["path"],
+        intents: &[
+            "import benchmark results",
+            "load run.json",
+            "import saved runs",
+        ],
+        example: r#"{"path": "examples/benchmark"}"#,
+        hints: Hints {
+            read_only: false,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        ..OpSpec::new("benchmark", "import")
+    };
+
+    fn run(&self, ctx: &OpContext, input: ImportInput) -> Result<ImportOutput, OpError> {
+        let path = std::path::PathBuf::from(input.path.trim());
+        let files = crate::bench::import::find_runs(&path);
+        if files.is_empty() {
+            return Err(OpError::not_found(
+                format!("no run.json at or under {}", path.display()),
+                "Pass a run.json saved from aisp_benchmark_run, or a folder with such files one level down.",
+            ));
+        }
+        let store = ctx.app().store()?;
+        let mut runs = Vec::new();
+        for f in files {
+            ctx.check_cancelled()?;
+            runs.push(crate::bench::import::import_run(store, &f).map_err(|e| {
+                OpError::invalid_input(
+                    e.to_string(),
+                    "Pass the JSON answer of aisp_benchmark_run unchanged.",
+                )
+            })?);
+        }
+        Ok(ImportOutput {
+            rows_added: runs.iter().map(|r| r.rows).sum(),
+            runs,
+        })
     }
 }
 

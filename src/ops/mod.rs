@@ -12,6 +12,7 @@ pub mod analyze;
 pub mod benchmark;
 pub mod core;
 pub mod distributed;
+pub mod export;
 pub mod gpu;
 pub mod hw;
 pub mod inference;
@@ -86,6 +87,11 @@ pub const DOMAINS: &[Domain] = &[
         name: "inference",
         description: "Inference planning: KV cache sizing, latency and throughput estimates, vLLM configs, quantization, deployment sizing and cost per token.",
         operations: inference::OPERATIONS,
+    },
+    Domain {
+        name: "export",
+        description: "Reports with charts for people: HTML and PDF of a profile, of two profiles before/after, or of benchmark history; benchmark history as CSV.",
+        operations: export::OPERATIONS,
     },
     Domain {
         name: "ai",

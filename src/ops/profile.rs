@@ -1137,7 +1137,7 @@ pub struct Export;
 scoped_input! {
     /// Arguments of `export`.
     ExportInput {
-        /// `perfetto` (Chrome/Perfetto trace JSON), `csv` (one report) or `html` (self-contained report).
+        /// `perfetto` (Chrome/Perfetto trace JSON) or `csv` (one report). Reports with charts: aisp_export_html/pdf.
         /// (Not `format`: the CLI's `--format json|table` chooses how results print.)
         #[serde(alias = "format")]
         kind: profile::export::Format,
@@ -1162,12 +1162,12 @@ impl Operation for Export {
     type Output = Answer<profile::export::Exported>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Export a profile",
-        summary: "Writes a Perfetto/Chrome trace JSON, a CSV of any report, or a self-contained HTML report of a profile.",
+        summary: "Writes a Perfetto/Chrome trace JSON or a CSV of any report of a profile.",
         description: "Exports a profile (or its scope: device, process, window) to a file of the given `kind`: `perfetto` writes Chrome/Perfetto \
 trace JSON with GPUs as processes and streams as tracks (kernels, memcpys, memsets), CPU threads with NVTX ranges and CUDA API \
 calls, and flow arrows from each launch to its kernel, streamed to disk, loadable in ui.perfetto.dev; `csv` writes one report \
-with all its rows (the kernel trace or any nsys stats report); `html` writes a self-contained report (summary, findings, \
-utilization per device with a chunk chart, top kernels) that opens offline. Refuses to overwrite an existing file unless \
+with all its rows (the kernel trace or any nsys stats report). Reports with charts (HTML, PDF) are aisp_export_html and \
+aisp_export_pdf. Refuses to overwrite an existing file unless \
 overwrite is true. Returns the path, size and record count. Seconds on large profiles.",
         positional: &["path"],
         intents: &[
@@ -1175,11 +1175,10 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
             "perfetto",
             "chrome trace",
             "export csv",
-            "html report",
-            "open in the browser",
+            "open in perfetto",
             "save report",
         ],
-        example: r#"{"path": "train.sqlite", "kind": "html", "output": "train_report.html"}"#,
+        example: r#"{"path": "train.sqlite", "kind": "perfetto", "output": "train.perfetto.json"}"#,
         hints: crate::registry::Hints {
             read_only: false,
             destructive: false,

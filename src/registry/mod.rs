@@ -109,6 +109,9 @@ pub struct OpSpec {
     pub intents: &'static [&'static str],
     /// Example arguments as a JSON object literal (shown by `aisp_suggest_tools`).
     pub example: &'static str,
+    /// Other CLI spellings, each `"<group> <command>"` (e.g. the seed's `bench report`).
+    /// The CLI adds them as commands of `<group>`; MCP and HTTP names do not change.
+    pub cli_aliases: &'static [&'static str],
 }
 
 impl OpSpec {
@@ -129,6 +132,7 @@ impl OpSpec {
             positional: &[],
             intents: &[],
             example: "{}",
+            cli_aliases: &[],
         }
     }
 
@@ -340,6 +344,17 @@ pub fn find_op(domain: &str, name: &str) -> Option<&'static ToolDef> {
     tools()
         .iter()
         .find(|t| t.spec().domain == domain && t.spec().name == name)
+}
+
+/// Look an operation up by one of its CLI aliases (`group`, `command`).
+pub fn find_alias(group: &str, command: &str) -> Option<&'static ToolDef> {
+    let wanted = format!("{group} {}", command.replace('-', "_"));
+    tools().iter().find(|t| {
+        t.spec()
+            .cli_aliases
+            .iter()
+            .any(|a| a.replace('-', "_") == wanted)
+    })
 }
 
 /// Which tools `tools/list` shows at the start of a session. Hidden tools
