@@ -151,8 +151,7 @@ fn cli_spellings_are_consistent() {
         csv.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
-    // (the answer names it `kind` too since the export domain, i17)
-    assert_eq!(v["kind"], "csv", "{v}");
+    assert_eq!(v["format"], "csv", "{v}");
     assert!(csv.exists());
     // Bounds and enum choices in plain words, not <JSON>.
     let (code, _, err) = run(&["profile", "gaps", train, "--limit", "-1"]);

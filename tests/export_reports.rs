@@ -314,10 +314,14 @@ fn before_after_pdf_of_two_captures() {
     let dir = tempfile::tempdir().unwrap();
     let text = check_pdf(&out, v["pages"].as_u64().unwrap(), dir.path());
     assert!(
-        text.contains(&format!("{:+.2}%", c.delta_pct)),
-        "delta {:+.2}%",
-        c.delta_pct
+        text.contains(&c.verdict_reason),
+        "verdict reason `{}` in:\n{text}",
+        c.verdict_reason
     );
+    for e in &c.evidence {
+        let delta = format!("{:+.2}", e.delta_pct);
+        assert!(text.contains(&delta), "{} delta {delta}", e.basis);
+    }
     assert!(text.contains("Before/after deltas"));
 }
 
@@ -333,7 +337,8 @@ fn benchmark_reports_and_csv_from_the_imported_h100_run() {
         e["error"]["hint"]
             .as_str()
             .unwrap()
-            .contains("aisp_benchmark_import")
+            .contains("benchmark import"),
+        "the hint names the importer (in the CLI's spelling): {e}"
     );
     let imp = ok(
         home.path(),

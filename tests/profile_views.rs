@@ -175,7 +175,7 @@ fn compare_is_neutral_on_the_same_capture_and_sees_real_differences() {
 }
 
 #[test]
-fn exports_write_valid_perfetto_csv_and_html() {
+fn exports_write_valid_perfetto_and_csv() {
     let dir = tempfile::tempdir().unwrap();
     let p = open("train_good.sqlite");
     let s = all(&p);

@@ -31,7 +31,7 @@ pub enum Format {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Exported {
-    pub kind: Format,
+    pub format: Format,
     pub output: String,
     pub bytes: u64,
     /// Trace events (perfetto) or rows (csv) written.
@@ -238,7 +238,7 @@ pub fn perfetto(
     w.write_all(b"\n]}\n").map_err(&e)?;
     let bytes = finish(w, output)?;
     Ok(Exported {
-        kind: Format::Perfetto,
+        format: Format::Perfetto,
         output: output.display().to_string(),
         bytes,
         records: n,
@@ -412,7 +412,7 @@ pub fn csv(
     })?;
     let bytes = finish(w, output)?;
     Ok(Exported {
-        kind: Format::Csv,
+        format: Format::Csv,
         output: output.display().to_string(),
         bytes,
         records: rows,

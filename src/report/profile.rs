@@ -572,19 +572,41 @@ pub fn compare_report(before: &Profile, after: &Profile) -> Result<Report> {
     ];
     facts.extend(common_facts());
     let mut overview = Section::new("Verdict");
-    overview.para(format!(
-        "{}: {} went from {} ms to {} ms ({:+.2}%); a change needs more than {:.2}% (noise {:.2}%).",
-        serde_json::to_value(c.verdict)
+    let word = |v: compare::Verdict| {
+        serde_json::to_value(v)
             .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-        c.metric,
-        format_args!("{:.3}", c.before_value_ns / 1e6),
-        format_args!("{:.3}", c.after_value_ns / 1e6),
-        c.delta_pct,
-        c.threshold_pct,
-        c.noise_pct
+            .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
+            .unwrap_or_default()
+    };
+    overview.para(format!(
+        "{} (basis: {}). {}",
+        word(c.verdict),
+        c.basis,
+        c.verdict_reason
     ));
+    if !c.evidence.is_empty() {
+        let mut ev = Table::new(&[
+            ("basis", false),
+            ("metric", false),
+            ("before", true),
+            ("after", true),
+            ("Δ %", true),
+            ("threshold %", true),
+            ("says", false),
+        ]);
+        for e in &c.evidence {
+            ev.row(vec![
+                e.basis.clone(),
+                e.metric.clone(),
+                build::fmt_num(e.before),
+                build::fmt_num(e.after),
+                format!("{:+.2}", e.delta_pct),
+                format!("{:.2}", e.threshold_pct),
+                word(e.says),
+            ]);
+        }
+        overview.table(ev);
+    }
     let mut sides = Table::new(&[
         ("", false),
         ("kernels", true),
