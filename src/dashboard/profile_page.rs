@@ -113,8 +113,14 @@ pub async fn section(
             );
             Ok(overview(&info?, &util?))
         }
+        // `detail`: every finding in full, with the structured data the timeline links read.
         "findings" => Ok(findings(
-            &call(app, "aisp_profile_rules", with(&scope, json!({}))).await?,
+            &call(
+                app,
+                "aisp_profile_rules",
+                with(&scope, json!({"detail": true})),
+            )
+            .await?,
         )),
         "utilization" => Ok(utilization(
             &call(
@@ -321,6 +327,27 @@ fn findings(rules: &Value) -> String {
         );
         for e in arr(&fnd["evidence"]) {
             let _ = write!(h, "<li>{}</li>", esc(s(e)));
+        }
+        let regions: Vec<String> = arr(&fnd["regions"])
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} ({:.1} %)",
+                    s(&r["region"]),
+                    fmt_ns(f(&r["at_stake_ns"])),
+                    f(&r["pct_of_finding"])
+                )
+            })
+            .collect();
+        if !regions.is_empty() {
+            let _ = write!(
+                h,
+                r#"<li class="muted">at stake by NVTX region: {}</li>"#,
+                esc(&regions.join(", "))
+            );
+        }
+        if let Some(basis) = fnd["basis"].as_str() {
+            let _ = write!(h, r#"<li class="muted">basis: {}</li>"#, esc(basis));
         }
         let _ = write!(
             h,
