@@ -72,7 +72,16 @@ pub fn command() -> Command {
                 .long("allow-exec")
                 .global(true)
                 .action(ArgAction::SetTrue)
+                .overrides_with("no-allow-exec")
                 .help("Allow operations that run a command you supply (profiler captures) [env: AISP_ALLOW_EXEC=1]"),
+        )
+        .arg(
+            Arg::new("no-allow-exec")
+                .long("no-allow-exec")
+                .global(true)
+                .action(ArgAction::SetTrue)
+                .overrides_with("allow-exec")
+                .help("Refuse operations that run a command you supply, whatever the config file or AISP_ALLOW_EXEC say"),
         )
         .arg(
             Arg::new("format")
@@ -226,7 +235,13 @@ pub fn main() -> ExitCode {
     let overrides = Overrides {
         home: matches.get_one::<PathBuf>("home").cloned(),
         tools: sub.try_get_one::<String>("tools").ok().flatten().cloned(),
-        allow_exec: matches.get_flag("allow-exec"),
+        allow_exec: if matches.get_flag("allow-exec") {
+            Some(true)
+        } else if matches.get_flag("no-allow-exec") {
+            Some(false)
+        } else {
+            None
+        },
         token: sub.try_get_one::<String>("token").ok().flatten().cloned(),
     };
     match name {

@@ -87,6 +87,7 @@ impl From<ProfileError> for OpError {
                 "Capture again with the needed trace enabled, e.g. `nsys profile -t cuda,nvtx,osrt`.",
             ),
             ProfileError::Cancelled => OpError::cancelled(),
+            ProfileError::Input(e) => OpError::from(e),
         }
     }
 }
@@ -104,6 +105,7 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
     let options = profile::OpenOptions {
         cache_dir: Some(ctx.app().config.cache_dir()),
         nsys: None,
+        max_bytes: Some(ctx.app().config.limits.nsight_export_bytes),
     };
     Ok(profile::open_with(&PathBuf::from(path), &options)?)
 }

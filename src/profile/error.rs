@@ -43,6 +43,9 @@ pub enum ProfileError {
     /// The profile lacks what the question needs (e.g. no NVTX table).
     #[error("{0}")]
     Missing(String),
+    /// Not a regular file, over the size cap, a link loop...
+    #[error(transparent)]
+    Input(#[from] crate::input_file::InputFileError),
     /// The caller cancelled or the deadline passed.
     #[error("cancelled")]
     Cancelled,

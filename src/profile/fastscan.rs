@@ -313,7 +313,8 @@ where
     I: Fn() -> A + Sync,
     F: Fn(&mut A, &[i64]) + Sync,
 {
-    let file = File::open(path).map_err(|e| Unsupported(format!("{}: {e}", path.display())))?;
+    let (file, _) = crate::input_file::open_regular(path)
+        .map_err(|e| Unsupported(format!("{}: {e}", path.display())))?;
     let g = Geometry::read(&file, path)?;
     // Column position → slot in the row handed to `row` (each wanted column once).
     let width = cols

@@ -93,6 +93,8 @@ pub struct OpenOptions {
     pub cache_dir: Option<PathBuf>,
     /// An explicit `nsys` binary; default: PATH, then the usual install folders.
     pub nsys: Option<PathBuf>,
+    /// The largest export (or report) accepted; default [`crate::input_file::InputLimits`]'s.
+    pub max_bytes: Option<u64>,
 }
 
 /// An opened Nsight Systems export. Not `Sync`: use one per thread.
@@ -132,7 +134,18 @@ pub fn open(path: &Path) -> Result<Profile> {
 
 /// Open with explicit options (cache folder, `nsys` binary).
 pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Profile> {
+    let max_bytes = options
+        .max_bytes
+        .unwrap_or(crate::input_file::InputLimits::default().nsight_export_bytes);
     let db_path = if nsysrep::is_report(path) {
+        crate::input_file::check_regular(
+            path,
+            crate::input_file::InputKind::NsightExport,
+            &crate::input_file::InputLimits {
+                nsight_export_bytes: max_bytes,
+                ..Default::default()
+            },
+        )?;
         let cache_dir = options
             .cache_dir
             .clone()
@@ -141,7 +154,7 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Profile> {
     } else {
         path.to_path_buf()
     };
-    let opened = db::open_readonly(&db_path)?;
+    let opened = db::open_readonly(&db_path, max_bytes)?;
     let schema = Schema::load(&opened.conn, &db_path)?;
     let tables = Tables::from_schema(&schema);
     let has_events = tables.kernel.is_some()
