@@ -19,6 +19,10 @@ pub struct AppState {
     /// Held by work that must have the GPU to itself (captures, benchmarks):
     /// concurrent runs distort each other's measurements.
     gpu_queue: Mutex<()>,
+    /// Slots for calls that read user files (`limits.heavy_calls`).
+    heavy_pool: Arc<tokio::sync::Semaphore>,
+    /// Calls waiting for a heavy slot (for progress messages and `aisp_status`).
+    pub heavy_waiting: std::sync::atomic::AtomicUsize,
     pub started_at: Instant,
 }
 
@@ -32,7 +36,10 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     pub fn new(config: Config) -> Arc<AppState> {
+        let heavy = config.heavy_calls.max(1);
         Arc::new(AppState {
+            heavy_pool: Arc::new(tokio::sync::Semaphore::new(heavy)),
+            heavy_waiting: std::sync::atomic::AtomicUsize::new(0),
             config,
             store: OnceLock::new(),
             gpu: OnceLock::new(),
@@ -63,6 +70,11 @@ impl AppState {
             Ok(store)
         });
         opened.as_ref().map_err(Clone::clone)
+    }
+
+    /// The pool that bounds concurrent file-reading calls.
+    pub fn heavy_pool(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.heavy_pool
     }
 
     /// GPU availability, probing on first use (blocks: call off the async runtime).

@@ -55,6 +55,8 @@ pub struct PlanInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Catalog GPU id, e.g. `h100-sxm`; default: the local GPU.
     #[serde(default)]
@@ -79,15 +81,23 @@ pub struct PlanInput {
     pub dtype: Option<Dtype>,
     /// Fraction of the dense peak the math reaches (default 0.5, llm-analysis's training guidance).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub compute_efficiency: Option<f64>,
     /// Fraction of device memory usable (default 0.9).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub usable_memory_fraction: Option<f64>,
     /// GPU-to-GPU bandwidth inside a node per direction, GB/s (default: catalog NVLink/PCIe).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e6))]
     pub intra_node_gb_per_s: Option<f64>,
     /// Network bandwidth per GPU between nodes per direction, GB/s (default 50: one 400 Gb/s NIC per GPU).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e6))]
     pub inter_node_gb_per_s: Option<f64>,
     /// Fix the tensor-parallel degree.
     #[serde(default)]
@@ -445,6 +455,8 @@ pub struct NcclInput {
     pub network: Option<Network>,
     /// Network bandwidth per GPU per direction, GB/s (default 50).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e6))]
     pub inter_node_gb_per_s: Option<f64>,
     /// The job uses tensor/sequence parallelism (Megatron-style).
     #[serde(default)]
@@ -540,6 +552,8 @@ pub struct FsdpInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
@@ -564,6 +578,8 @@ pub struct FsdpInput {
     pub dtype: Option<Dtype>,
     /// Fraction of device memory usable (default 0.9).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub usable_memory_fraction: Option<f64>,
 }
 
@@ -824,6 +840,8 @@ pub struct TensorParallelInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
@@ -1007,6 +1025,8 @@ pub struct PipelineInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Pipeline stages.
     pub pp: u32,
@@ -1280,21 +1300,28 @@ pub struct CostEstimateInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions (dense model), instead of model/architecture.
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Training tokens (default 20 × parameters, the Chinchilla-optimal count).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e18))]
     pub tokens: Option<f64>,
     /// GPUs the run uses, for wall-clock time (default 8).
     #[serde(default)]
     pub gpus: Option<u32>,
     /// Model FLOPs utilization to assume, fraction (default 0.40; Llama 3 reports 38–43% in BF16).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub mfu: Option<f64>,
     /// Restrict to these catalog GPU ids (default: every GPU with a public BF16 peak).
     #[serde(default)]
     pub gpu_types: Option<Vec<String>>,
     /// Your price per GPU-hour in USD, applied to every GPU type instead of the catalog ranges.
     #[serde(default)]
+    #[schemars(range(min = 0, max = 1e4))]
     pub price_usd_per_gpu_hour: Option<f64>,
 }
 

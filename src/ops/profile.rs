@@ -88,6 +88,10 @@ impl From<ProfileError> for OpError {
             ),
             ProfileError::Cancelled => OpError::cancelled(),
             ProfileError::Input(e) => OpError::from(e),
+            ProfileError::OutputExists { .. } => OpError::invalid_input(
+                msg,
+                "Pass overwrite: true to replace it, or choose another output path.",
+            ),
         }
     }
 }
@@ -829,6 +833,18 @@ window (start_ns/end_ns). Milliseconds.",
             .filter(|k| !k.is_empty())
             .unwrap_or_else(|| profile::search::ALL_KINDS.to_vec());
         let pattern = input.pattern.clone();
+        // SQLite refuses LIKE patterns past 50,000 bytes ("pattern too complex");
+        // no kernel, NVTX or API name comes near this.
+        const MAX_PATTERN: usize = 4096;
+        if pattern.len() > MAX_PATTERN {
+            return Err(OpError::invalid_input(
+                format!(
+                    "the search pattern is {} bytes long; at most {MAX_PATTERN} are searched",
+                    pattern.len()
+                ),
+                "Search for a distinctive part of the name, e.g. \"gemm\" or \"nccl*AllReduce*\".",
+            ));
+        }
         scoped(ctx, "search", &input, |p, s| {
             profile::search::search(p, s, &pattern, &kinds, l)
         })

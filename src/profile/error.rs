@@ -40,6 +40,9 @@ pub enum ProfileError {
     /// empty window, a range name that does not occur).
     #[error("{0}")]
     BadArgument(String),
+    /// An export's output file exists and overwriting was not asked for.
+    #[error("{path} exists")]
+    OutputExists { path: PathBuf },
     /// The profile lacks what the question needs (e.g. no NVTX table).
     #[error("{0}")]
     Missing(String),
