@@ -14,6 +14,8 @@ use crate::store::Store;
 pub struct AppState {
     pub config: Config,
     store: OnceLock<Result<Arc<Store>, OpError>>,
+    /// Set when the store was found damaged at open and rebuilt.
+    store_recovery: OnceLock<crate::store::recover::StoreRecovery>,
     gpu: OnceLock<GpuAvailability>,
     pub jobs: JobManager,
     /// Held by work that must have the GPU to itself (captures, benchmarks):
@@ -42,6 +44,7 @@ impl AppState {
             heavy_waiting: std::sync::atomic::AtomicUsize::new(0),
             config,
             store: OnceLock::new(),
+            store_recovery: OnceLock::new(),
             gpu: OnceLock::new(),
             jobs: JobManager::default(),
             gpu_queue: Mutex::new(()),
@@ -64,12 +67,24 @@ impl AppState {
     /// The store, opened (and migrated) on first use.
     pub fn store(&self) -> Result<&Arc<Store>, OpError> {
         let opened = self.store.get_or_init(|| {
-            let store = Store::open(&self.config.store_path()).map_err(OpError::from)?;
+            let (store, recovery) = Store::open_healing(
+                &self.config.store_path(),
+                crate::store::migrations::MIGRATIONS,
+            )
+            .map_err(OpError::from)?;
+            if let Some(r) = recovery {
+                let _ = self.store_recovery.set(r);
+            }
             let store = Arc::new(store);
             self.jobs.recover_orphans(&store);
             Ok(store)
         });
         opened.as_ref().map_err(Clone::clone)
+    }
+
+    /// What was done about a damaged store, if it was.
+    pub fn store_recovery(&self) -> Option<&crate::store::recover::StoreRecovery> {
+        self.store_recovery.get()
     }
 
     /// The pool that bounds concurrent file-reading calls.

@@ -333,7 +333,7 @@ fn serve(m: &ArgMatches, overrides: &Overrides) -> ExitCode {
                 let shutdown = CancellationToken::new();
                 let s2 = shutdown.clone();
                 tokio::spawn(async move {
-                    let _ = tokio::signal::ctrl_c().await;
+                    wait_for_stop_signal().await;
                     s2.cancel();
                 });
                 server::http::serve(app, opts, shutdown).await
@@ -341,8 +341,9 @@ fn serve(m: &ArgMatches, overrides: &Overrides) -> ExitCode {
             _ => server::serve_stdio(app).await,
         }
     });
-    // Blocking threads may still be winding down cancelled work; do not wait on them.
-    rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    // Blocking threads may still be winding down cancelled work (or probing the
+    // GPU); do not wait on them: the process is exiting.
+    rt.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(server::ServeError::Config(msg)) => {
@@ -353,6 +354,22 @@ fn serve(m: &ArgMatches, overrides: &Overrides) -> ExitCode {
             eprintln!("aisp: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM, whichever comes first.
+async fn wait_for_stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
     }
 }
 

@@ -389,7 +389,7 @@ mod tests {
             "`device` must be an integer, not a string"
         );
         assert_eq!(err(json!({"price": -1})), "`price` must be greater than 0, not -1");
-        assert_eq!(err(json!({"price": 1e308})), "`price` must be at most 1000000, not 1e308");
+        assert_eq!(err(json!({"price": 1e308})), "`price` must be at most 1000000, not 1e+308");
         assert_eq!(err(json!({"device": 1})), "`price` is required and missing");
         assert_eq!(
             err(json!({"price": 1, "arch": 3})),
