@@ -470,6 +470,64 @@ mod tests {
     }
 
     #[test]
+    fn environment_and_flags_can_turn_off_allow_exec_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "allow_exec = true\n").unwrap();
+        let load = |o: &Overrides, e: &[(&str, &str)]| {
+            Config::load_with(o, &env_of(e), Some(&file))
+                .unwrap()
+                .allow_exec
+        };
+        let none = Overrides::default();
+        assert!(load(&none, &[]), "the file alone allows");
+        assert!(!load(&none, &[("AISP_ALLOW_EXEC", "0")]), "the environment wins over the file");
+        assert!(!load(&none, &[("AISP_ALLOW_EXEC", "false")]));
+        let off = Overrides {
+            allow_exec: Some(false),
+            ..Overrides::default()
+        };
+        assert!(!load(&off, &[("AISP_ALLOW_EXEC", "1")]), "--no-allow-exec wins over both");
+        let on = Overrides {
+            allow_exec: Some(true),
+            ..Overrides::default()
+        };
+        std::fs::write(&file, "allow_exec = false\n").unwrap();
+        assert!(load(&on, &[("AISP_ALLOW_EXEC", "0")]), "--allow-exec wins over both");
+    }
+
+    #[test]
+    fn limits_and_http_settings_come_from_file_and_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "[limits]\nkineto_trace_mib = 10\nheavy_calls = 3\n[http]\nheader_timeout_s = 2.5\nmax_connections = 600\n",
+        )
+        .unwrap();
+        let env = env_of(&[("AISP_MAX_KINETO_TRACE_MIB", "20"), ("AISP_HTTP_BODY_TIMEOUT_S", "7")]);
+        let cfg = Config::load_with(&Overrides::default(), &env, Some(&file)).unwrap();
+        assert_eq!(cfg.limits.kineto_trace_bytes, 20 << 20);
+        assert_eq!(cfg.limits.ncu_csv_bytes, InputLimits::default().ncu_csv_bytes);
+        assert_eq!(cfg.heavy_calls, 3);
+        assert_eq!(cfg.http.header_timeout, std::time::Duration::from_millis(2500));
+        assert_eq!(cfg.http.body_timeout, std::time::Duration::from_secs(7));
+        assert_eq!(cfg.http.max_connections, 600);
+        let defaults = Config::load_with(&Overrides::default(), &env_of(&[]), None).unwrap();
+        assert_eq!(defaults.http, HttpLimits::default());
+        assert!(defaults.http.max_connections >= 512);
+        for bad in [("AISP_HEAVY_CALLS", "0"), ("AISP_MAX_NCU_CSV_MIB", "lots"), ("AISP_HTTP_HEADER_TIMEOUT_S", "-1")] {
+            assert!(
+                matches!(
+                    Config::load_with(&Overrides::default(), &env_of(&[bad]), None),
+                    Err(ConfigError::Invalid(_))
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
     fn openai_key_is_the_fallback_and_never_printed() {
         let env = env_of(&[("OPENAI_API_KEY", "sk-secret-123")]);
         let cfg = Config::load_with(&Overrides::default(), &env, None).unwrap();
