@@ -49,8 +49,7 @@ fn identity_and_header(path: &Path) -> Result<(FileIdentity, Vec<u8>)> {
     let mut head = Vec::with_capacity(HEADER_BYTES.min(meta.len() as usize));
     file.take(HEADER_BYTES as u64)
         .read_to_end(&mut head)
-        .map_err(|source| ProfileError::Io {
-            what: "cannot read",
+        .map_err(|source| crate::input_file::InputFileError::Io {
             path: path.to_path_buf(),
             source,
         })?;

@@ -557,9 +557,16 @@ impl Profile {
             }
             let (first, last) = self.activity_bounds()?;
             if first < last && (e <= first || s >= last) {
+                let bound = |v: i64| match v {
+                    i64::MIN => "the start".to_string(),
+                    i64::MAX => "the end".to_string(),
+                    v => v.to_string(),
+                };
                 return Err(ProfileError::BadArgument(format!(
-                    "the window [{s}, {e}) misses the capture: its CUDA activity spans {first} to {last} ns \
-                     (timestamps are absolute, in the export's own timebase)"
+                    "the window [{}, {}) misses the capture: its CUDA activity spans {first} to {last} ns \
+                     (timestamps are absolute, in the export's own timebase)",
+                    bound(s),
+                    bound(e)
                 )));
             }
             trim = Some((s, e));

@@ -111,6 +111,9 @@ fn show(v: &Value) -> String {
 
 const MAX_DEPTH: usize = 64;
 
+/// The longest string argument accepted where the schema sets no `maxLength`.
+pub const DEFAULT_MAX_STRING: usize = 65_536;
+
 impl Checker<'_> {
     fn resolve<'s>(&'s self, schema: &'s Value) -> &'s Value {
         let mut s = schema;
@@ -265,8 +268,17 @@ impl Checker<'_> {
                 return Self::fail(path, format!("must be less than {m}, not {n}"));
             }
         }
+        // Arguments are names, paths, patterns and questions: a string without
+        // its own `maxLength` is capped at DEFAULT_MAX_STRING characters, so a
+        // megabyte pasted into a GPU name is refused at once instead of being
+        // matched against every catalog entry.
+        let max_len = s.get("maxLength").and_then(Value::as_u64).or(match self.mode {
+            Mode::Input => Some(DEFAULT_MAX_STRING as u64),
+            Mode::Output => None,
+        });
         if let Value::String(text) = value
-            && let Some(max) = s.get("maxLength").and_then(Value::as_u64)
+            && let Some(max) = max_len
+            && text.len() as u64 > max
             && text.chars().count() as u64 > max
         {
             return Self::fail(
