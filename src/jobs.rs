@@ -450,6 +450,9 @@ mod tests {
         JobManager::default().recover_orphans(&store);
         let rec = JobManager::default().status(&store, "job_dead").unwrap();
         assert_eq!(rec.state, JobState::Failed);
-        assert!(rec.error.unwrap().message.contains("exited"));
+        let err = rec.error.unwrap();
+        assert!(err.message.contains("exited"));
+        assert!(!err.hint.contains("bug"), "{}", err.hint);
+        assert!(err.hint.contains("again"), "{}", err.hint);
     }
 }

@@ -297,3 +297,82 @@ async fn every_tool_answers_bad_input_cleanly_and_in_time() {
     assert!(failures.is_empty(), "{} of {total} calls failed:\n{}", failures.len(), failures.join("\n"));
     assert!(total > 1000, "{total}");
 }
+
+fn data(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Call and return the error object (panics on success).
+async fn error_of(client: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> Value {
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new(tool.to_string())
+                .with_arguments(args.as_object().cloned().unwrap_or_default()),
+        )
+        .await
+        .expect("answered");
+    assert_eq!(r.is_error, Some(true), "{tool} {args}: {:?}", r.structured_content);
+    r.structured_content.unwrap()["error"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_the_argument_in_json_words_with_the_right_kind() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let lp = dir.path().join("loop.sqlite");
+    std::os::unix::fs::symlink(&lp, &lp).unwrap();
+    let c = start(home.path()).await;
+    let mock = data("mock.sqlite");
+
+    // A link loop and /proc/self/mem exist: not "not_found".
+    for p in [lp.display().to_string(), "/proc/self/mem".to_string()] {
+        let e = error_of(&c, "aisp_profile_info", json!({"path": p})).await;
+        assert_eq!(e["kind"], "invalid_input", "{p}: {e}");
+        assert!(!e["message"].as_str().unwrap().contains("does not exist"), "{e}");
+    }
+    // A huge search pattern: invalid_input with a hint about the pattern, not about re-exporting.
+    let e = error_of(&c, "aisp_profile_search", json!({"path": mock, "pattern": "x".repeat(10_000)})).await;
+    assert_eq!(e["kind"], "invalid_input");
+    assert!(e["hint"].as_str().unwrap().contains("distinctive"), "{e}");
+    assert!(!e["hint"].as_str().unwrap().contains("export"), "{e}");
+    // An empty window names both ends in words, never "end_ns -".
+    let e = error_of(&c, "aisp_profile_summary", json!({"path": mock, "start_ns": i64::MAX})).await;
+    let m = e["message"].as_str().unwrap();
+    assert!(m.contains("window") && !m.contains("end_ns -"), "{m}");
+    // JSON types and argument names, not Rust types.
+    for (tool, args, name) in [
+        ("aisp_analyze_scaling", json!({"model": "llama-3.1-8b", "architecture": "x"}), "architecture"),
+        ("aisp_gpu_info", json!({"device": "zero"}), "device"),
+        ("aisp_profile_kernels", json!({"path": mock, "limit": -3}), "limit"),
+        ("aisp_system_monitor", json!({"duration_s": "5"}), "duration_s"),
+    ] {
+        let e = error_of(&c, tool, args).await;
+        let m = e["message"].as_str().unwrap();
+        assert_eq!(e["kind"], "invalid_input", "{m}");
+        assert!(m.contains(&format!("`{name}`")), "{m}");
+        for rust in ["u32", "u64", "usize", "f64", "i64", "struct ", "Option"] {
+            assert!(!m.contains(rust), "{tool}: {m}");
+        }
+    }
+    // Physical ranges: a negative price, an absurd token count.
+    let e = error_of(&c, "aisp_distributed_cost_estimate", json!({"model": "llama-3.1-8b", "gpus": 8, "price_usd_per_gpu_hour": -1})).await;
+    assert!(e["message"].as_str().unwrap().contains("at least 0"), "{e}");
+    let e = error_of(&c, "aisp_distributed_cost_estimate", json!({"model": "llama-3.1-8b", "gpus": 8, "tokens": 1e308})).await;
+    assert!(e["message"].as_str().unwrap().contains("tokens"), "{e}");
+    let e = error_of(&c, "aisp_inference_cost_per_token", json!({"gpu": "h100-sxm", "tokens_per_s": 1000, "electricity_usd_per_kwh": -0.1})).await;
+    assert_eq!(e["kind"], "invalid_input", "{e}");
+    // A long argument echoed back is cut, saying so.
+    let e = error_of(&c, "aisp_profile_info", json!({"path": format!("/nonexistent/{}", "p".repeat(3000))})).await;
+    let m = e["message"].as_str().unwrap();
+    assert!(m.len() < 1500 && m.contains("[cut:"), "{} bytes: {m:.300}", m.len());
+    // An existing export output: the overwrite hint only.
+    let out = dir.path().join("report.html");
+    std::fs::write(&out, "x").unwrap();
+    let e = error_of(&c, "aisp_profile_export", json!({"path": mock, "format": "html", "output": out.display().to_string()})).await;
+    let hint = e["hint"].as_str().unwrap();
+    assert!(hint.contains("overwrite") && !hint.contains("aisp_profile_info"), "{hint}");
+}

@@ -88,6 +88,10 @@ impl From<ProfileError> for OpError {
             ),
             ProfileError::Cancelled => OpError::cancelled(),
             ProfileError::Input(e) => OpError::from(e),
+            ProfileError::BadOutput(_) => OpError::invalid_input(
+                msg,
+                "Choose an output path that is a new file or a regular file (with overwrite: true).",
+            ),
             ProfileError::OutputExists { .. } => OpError::invalid_input(
                 msg,
                 "Pass overwrite: true to replace it, or choose another output path.",

@@ -40,6 +40,9 @@ pub enum ProfileError {
     /// empty window, a range name that does not occur).
     #[error("{0}")]
     BadArgument(String),
+    /// An export's output path names something that is not a file to write (a FIFO, a device, a folder).
+    #[error("{0}")]
+    BadOutput(String),
     /// An export's output file exists and overwriting was not asked for.
     #[error("{path} exists")]
     OutputExists { path: PathBuf },

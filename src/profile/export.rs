@@ -56,7 +56,7 @@ fn create(output: &Path, overwrite: bool) -> Result<std::io::BufWriter<std::fs::
     if let Ok(meta) = std::fs::metadata(output)
         && !meta.is_file()
     {
-        return Err(ProfileError::BadArgument(format!(
+        return Err(ProfileError::BadOutput(format!(
             "{} is not a regular file; exports are written to a new or regular file",
             output.display()
         )));
