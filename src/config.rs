@@ -277,36 +277,38 @@ impl Config {
                 defaults.nsight_export_bytes,
             )?,
         };
-        let count = |key: &str, var: &str, from_file: Option<u64>| -> Result<Option<usize>, ConfigError> {
-            let value = match env(var) {
-                Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
-                    ConfigError::Invalid(format!("{var}={v} is not a whole number"))
-                })?),
-                None => from_file,
-            };
-            match value {
-                Some(0) => Err(ConfigError::Invalid(format!("{key} must be at least 1"))),
-                Some(v) => Ok(Some(v.min(1 << 20) as usize)),
-                None => Ok(None),
-            }
-        };
-        let seconds = |key: &str, var: &str, from_file: Option<f64>, default: std::time::Duration| {
-            let value = match env(var) {
-                Some(v) => Some(v.trim().parse::<f64>().map_err(|_| {
-                    ConfigError::Invalid(format!("{var}={v} is not a number of seconds"))
-                })?),
-                None => from_file,
-            };
-            match value {
-                Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
-                    Ok(std::time::Duration::from_secs_f64(s))
+        let count =
+            |key: &str, var: &str, from_file: Option<u64>| -> Result<Option<usize>, ConfigError> {
+                let value = match env(var) {
+                    Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
+                        ConfigError::Invalid(format!("{var}={v} is not a whole number"))
+                    })?),
+                    None => from_file,
+                };
+                match value {
+                    Some(0) => Err(ConfigError::Invalid(format!("{key} must be at least 1"))),
+                    Some(v) => Ok(Some(v.min(1 << 20) as usize)),
+                    None => Ok(None),
                 }
-                Some(s) => Err(ConfigError::Invalid(format!(
-                    "{key} must be a number of seconds between 0 and 86400, not {s}"
-                ))),
-                None => Ok(default),
-            }
-        };
+            };
+        let seconds =
+            |key: &str, var: &str, from_file: Option<f64>, default: std::time::Duration| {
+                let value = match env(var) {
+                    Some(v) => Some(v.trim().parse::<f64>().map_err(|_| {
+                        ConfigError::Invalid(format!("{var}={v} is not a number of seconds"))
+                    })?),
+                    None => from_file,
+                };
+                match value {
+                    Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+                        Ok(std::time::Duration::from_secs_f64(s))
+                    }
+                    Some(s) => Err(ConfigError::Invalid(format!(
+                        "{key} must be a number of seconds between 0 and 86400, not {s}"
+                    ))),
+                    None => Ok(default),
+                }
+            };
         let heavy_calls = count(
             "limits.heavy_calls",
             "AISP_HEAVY_CALLS",
@@ -481,19 +483,28 @@ mod tests {
         };
         let none = Overrides::default();
         assert!(load(&none, &[]), "the file alone allows");
-        assert!(!load(&none, &[("AISP_ALLOW_EXEC", "0")]), "the environment wins over the file");
+        assert!(
+            !load(&none, &[("AISP_ALLOW_EXEC", "0")]),
+            "the environment wins over the file"
+        );
         assert!(!load(&none, &[("AISP_ALLOW_EXEC", "false")]));
         let off = Overrides {
             allow_exec: Some(false),
             ..Overrides::default()
         };
-        assert!(!load(&off, &[("AISP_ALLOW_EXEC", "1")]), "--no-allow-exec wins over both");
+        assert!(
+            !load(&off, &[("AISP_ALLOW_EXEC", "1")]),
+            "--no-allow-exec wins over both"
+        );
         let on = Overrides {
             allow_exec: Some(true),
             ..Overrides::default()
         };
         std::fs::write(&file, "allow_exec = false\n").unwrap();
-        assert!(load(&on, &[("AISP_ALLOW_EXEC", "0")]), "--allow-exec wins over both");
+        assert!(
+            load(&on, &[("AISP_ALLOW_EXEC", "0")]),
+            "--allow-exec wins over both"
+        );
     }
 
     #[test]
@@ -505,18 +516,31 @@ mod tests {
             "[limits]\nkineto_trace_mib = 10\nheavy_calls = 3\n[http]\nheader_timeout_s = 2.5\nmax_connections = 600\n",
         )
         .unwrap();
-        let env = env_of(&[("AISP_MAX_KINETO_TRACE_MIB", "20"), ("AISP_HTTP_BODY_TIMEOUT_S", "7")]);
+        let env = env_of(&[
+            ("AISP_MAX_KINETO_TRACE_MIB", "20"),
+            ("AISP_HTTP_BODY_TIMEOUT_S", "7"),
+        ]);
         let cfg = Config::load_with(&Overrides::default(), &env, Some(&file)).unwrap();
         assert_eq!(cfg.limits.kineto_trace_bytes, 20 << 20);
-        assert_eq!(cfg.limits.ncu_csv_bytes, InputLimits::default().ncu_csv_bytes);
+        assert_eq!(
+            cfg.limits.ncu_csv_bytes,
+            InputLimits::default().ncu_csv_bytes
+        );
         assert_eq!(cfg.heavy_calls, 3);
-        assert_eq!(cfg.http.header_timeout, std::time::Duration::from_millis(2500));
+        assert_eq!(
+            cfg.http.header_timeout,
+            std::time::Duration::from_millis(2500)
+        );
         assert_eq!(cfg.http.body_timeout, std::time::Duration::from_secs(7));
         assert_eq!(cfg.http.max_connections, 600);
         let defaults = Config::load_with(&Overrides::default(), &env_of(&[]), None).unwrap();
         assert_eq!(defaults.http, HttpLimits::default());
         assert!(defaults.http.max_connections >= 512);
-        for bad in [("AISP_HEAVY_CALLS", "0"), ("AISP_MAX_NCU_CSV_MIB", "lots"), ("AISP_HTTP_HEADER_TIMEOUT_S", "-1")] {
+        for bad in [
+            ("AISP_HEAVY_CALLS", "0"),
+            ("AISP_MAX_NCU_CSV_MIB", "lots"),
+            ("AISP_HTTP_HEADER_TIMEOUT_S", "-1"),
+        ] {
             assert!(
                 matches!(
                     Config::load_with(&Overrides::default(), &env_of(&[bad]), None),

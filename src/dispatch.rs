@@ -147,11 +147,9 @@ fn cut_echoes_in(text: &mut String, long: &[String]) {
 fn cut_echoes_in_value(v: &mut Value, long: &[String]) {
     match v {
         Value::String(s) => {
-            if long.iter().any(|l| s.contains(l.as_str())) {
-                for l in long {
-                    if s.contains(l.as_str()) {
-                        *s = s.replace(l.as_str(), &cut_for_echo(l));
-                    }
+            for l in long {
+                if s.contains(l.as_str()) {
+                    *s = s.replace(l.as_str(), &cut_for_echo(l));
                 }
             }
         }
@@ -380,7 +378,14 @@ pub fn is_heavy(tool: &ToolDef) -> bool {
     if spec.executes_commands || spec.needs_gpu {
         return false;
     }
-    const FILE_ARGS: [&str; 6] = ["path", "paths", "details_path", "profile", "before", "after"];
+    const FILE_ARGS: [&str; 6] = [
+        "path",
+        "paths",
+        "details_path",
+        "profile",
+        "before",
+        "after",
+    ];
     tool.input_schema
         .get("properties")
         .and_then(Value::as_object)
@@ -398,7 +403,10 @@ async fn acquire_heavy(
     if let Ok(p) = Arc::clone(&pool).try_acquire_owned() {
         return Ok(p);
     }
-    let waiting = app.heavy_waiting.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let waiting = app
+        .heavy_waiting
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        + 1;
     let _left = scopeguard(|| {
         app.heavy_waiting
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -406,7 +414,7 @@ async fn acquire_heavy(
     ctx.progress(
         0.0,
         None,
-        &format!(
+        format!(
             "queued: {} file-reading calls run at once, {waiting} waiting",
             app.config.heavy_calls
         ),

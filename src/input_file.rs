@@ -370,13 +370,22 @@ mod tests {
         let started = Instant::now();
         let cases: [(&Path, ErrorKind, &str); 5] = [
             (&fifo, ErrorKind::InvalidInput, "FIFO"),
-            (Path::new("/dev/zero"), ErrorKind::InvalidInput, "character device"),
+            (
+                Path::new("/dev/zero"),
+                ErrorKind::InvalidInput,
+                "character device",
+            ),
             (dir.path(), ErrorKind::InvalidInput, "directory"),
             (&lp, ErrorKind::InvalidInput, "loops"),
-            (&dir.path().join("nope"), ErrorKind::NotFound, "does not exist"),
+            (
+                &dir.path().join("nope"),
+                ErrorKind::NotFound,
+                "does not exist",
+            ),
         ];
         for (path, kind, words) in cases {
-            let err = OpError::from(read_capped(path, InputKind::KinetoTrace, &limits).unwrap_err());
+            let err =
+                OpError::from(read_capped(path, InputKind::KinetoTrace, &limits).unwrap_err());
             assert_eq!(err.kind, kind, "{path:?}: {err:?}");
             assert!(err.message.contains(words), "{path:?}: {}", err.message);
         }
@@ -397,7 +406,9 @@ mod tests {
         assert!(err.message.contains("2 MiB"), "{}", err.message);
         assert!(err.hint.contains("AISP_MAX_NCU_CSV_MIB"), "{}", err.hint);
         assert_eq!(
-            read_capped(&f, InputKind::KinetoTrace, &limits).unwrap().len(),
+            read_capped(&f, InputKind::KinetoTrace, &limits)
+                .unwrap()
+                .len(),
             3 * MIB as usize
         );
         // /proc files report size 0: the cap holds while reading.
@@ -406,7 +417,10 @@ mod tests {
             ..InputLimits::default()
         };
         let err = read_capped(Path::new("/proc/self/maps"), InputKind::NcuCsv, &tiny).unwrap_err();
-        assert!(matches!(err, InputFileError::TooLarge { size: None, .. }), "{err:?}");
+        assert!(
+            matches!(err, InputFileError::TooLarge { size: None, .. }),
+            "{err:?}"
+        );
         // /proc/self/mem cannot be read from offset 0: an I/O error, not "not found".
         let err = OpError::from(
             read_capped(Path::new("/proc/self/mem"), InputKind::NcuCsv, &limits).unwrap_err(),

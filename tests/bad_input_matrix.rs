@@ -25,7 +25,15 @@ const PER_CALL: Duration = Duration::from_secs(60);
 const HUGE: usize = 1 << 20;
 
 /// Arguments that name files (or folders) the tool reads or writes.
-const PATH_ARGS: &[&str] = &["path", "details_path", "profile", "before", "after", "output", "cwd"];
+const PATH_ARGS: &[&str] = &[
+    "path",
+    "details_path",
+    "profile",
+    "before",
+    "after",
+    "output",
+    "cwd",
+];
 
 struct Case {
     tool: String,
@@ -109,7 +117,10 @@ fn cases_for(tool: &Tool, bad_paths: &[(String, String)]) -> Vec<Case> {
                 .get("items")
                 .is_some_and(|i| types_of(i).iter().any(|t| t == "string"))
         {
-            push(format!("{key}: 1 MB string in a list"), with(json!(["B".repeat(HUGE)])));
+            push(
+                format!("{key}: 1 MB string in a list"),
+                with(json!(["B".repeat(HUGE)])),
+            );
         }
         if types.iter().any(|t| t == "integer" || t == "number") {
             for (what, v) in [
@@ -117,7 +128,10 @@ fn cases_for(tool: &Tool, bad_paths: &[(String, String)]) -> Vec<Case> {
                 ("-1e308", json!(-1e308)),
                 ("-1", json!(-1)),
                 ("0", json!(0)),
-                ("2^64", serde_json::from_str::<Value>("18446744073709551616").unwrap()),
+                (
+                    "2^64",
+                    serde_json::from_str::<Value>("18446744073709551616").unwrap(),
+                ),
                 ("0.5", json!(0.5)),
             ] {
                 if key == "timeout_s" && what == "1e308" {
@@ -141,7 +155,10 @@ fn cases_for(tool: &Tool, bad_paths: &[(String, String)]) -> Vec<Case> {
 fn clean_error(v: &Value) -> Result<(), String> {
     let e = v.get("error").ok_or("no error object")?;
     let kind = e["kind"].as_str().ok_or("no kind")?;
-    if !aisp::error::ErrorKind::ALL.iter().any(|k| k.as_str() == kind) {
+    if !aisp::error::ErrorKind::ALL
+        .iter()
+        .any(|k| k.as_str() == kind)
+    {
         return Err(format!("kind {kind} is not in the closed set"));
     }
     let message = e["message"].as_str().ok_or("no message")?;
@@ -150,7 +167,10 @@ fn clean_error(v: &Value) -> Result<(), String> {
         return Err("empty message or hint".into());
     }
     if message.len() > 8192 || hint.len() > 8192 {
-        return Err(format!("message of {} bytes: an echo was not cut", message.len()));
+        return Err(format!(
+            "message of {} bytes: an echo was not cut",
+            message.len()
+        ));
     }
     if kind == "internal" {
         return Err(format!("internal error: {message}"));
@@ -191,8 +211,14 @@ async fn every_tool_answers_bad_input_cleanly_and_in_time() {
         ("/dev/zero", "/dev/zero".to_string()),
         ("/proc/self/mem", "/proc/self/mem".to_string()),
         ("symlink loop", lp.display().to_string()),
-        ("traversal", "../../../../../../../../etc/shadow".to_string()),
-        ("missing", dir.path().join("missing.sqlite").display().to_string()),
+        (
+            "traversal",
+            "../../../../../../../../etc/shadow".to_string(),
+        ),
+        (
+            "missing",
+            dir.path().join("missing.sqlite").display().to_string(),
+        ),
         ("NUL byte", "bad\0name.sqlite".to_string()),
     ]
     .into_iter()
@@ -294,7 +320,12 @@ async fn every_tool_answers_bad_input_cleanly_and_in_time() {
         slowest.0,
         started.elapsed()
     );
-    assert!(failures.is_empty(), "{} of {total} calls failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {total} calls failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert!(total > 1000, "{total}");
 }
 
@@ -315,7 +346,12 @@ async fn error_of(client: &RunningService<RoleClient, ()>, tool: &str, args: Val
         )
         .await
         .expect("answered");
-    assert_eq!(r.is_error, Some(true), "{tool} {args}: {:?}", r.structured_content);
+    assert_eq!(
+        r.is_error,
+        Some(true),
+        "{tool} {args}: {:?}",
+        r.structured_content
+    );
     r.structured_content.unwrap()["error"].clone()
 }
 
@@ -332,23 +368,48 @@ async fn errors_name_the_argument_in_json_words_with_the_right_kind() {
     for p in [lp.display().to_string(), "/proc/self/mem".to_string()] {
         let e = error_of(&c, "aisp_profile_info", json!({"path": p})).await;
         assert_eq!(e["kind"], "invalid_input", "{p}: {e}");
-        assert!(!e["message"].as_str().unwrap().contains("does not exist"), "{e}");
+        assert!(
+            !e["message"].as_str().unwrap().contains("does not exist"),
+            "{e}"
+        );
     }
     // A huge search pattern: invalid_input with a hint about the pattern, not about re-exporting.
-    let e = error_of(&c, "aisp_profile_search", json!({"path": mock, "pattern": "x".repeat(10_000)})).await;
+    let e = error_of(
+        &c,
+        "aisp_profile_search",
+        json!({"path": mock, "pattern": "x".repeat(10_000)}),
+    )
+    .await;
     assert_eq!(e["kind"], "invalid_input");
     assert!(e["hint"].as_str().unwrap().contains("distinctive"), "{e}");
     assert!(!e["hint"].as_str().unwrap().contains("export"), "{e}");
     // An empty window names both ends in words, never "end_ns -".
-    let e = error_of(&c, "aisp_profile_summary", json!({"path": mock, "start_ns": i64::MAX})).await;
+    let e = error_of(
+        &c,
+        "aisp_profile_summary",
+        json!({"path": mock, "start_ns": i64::MAX}),
+    )
+    .await;
     let m = e["message"].as_str().unwrap();
     assert!(m.contains("window") && !m.contains("end_ns -"), "{m}");
     // JSON types and argument names, not Rust types.
     for (tool, args, name) in [
-        ("aisp_analyze_scaling", json!({"model": "llama-3.1-8b", "architecture": "x"}), "architecture"),
+        (
+            "aisp_analyze_scaling",
+            json!({"model": "llama-3.1-8b", "architecture": "x"}),
+            "architecture",
+        ),
         ("aisp_gpu_info", json!({"device": "zero"}), "device"),
-        ("aisp_profile_kernels", json!({"path": mock, "limit": -3}), "limit"),
-        ("aisp_system_monitor", json!({"duration_s": "5"}), "duration_s"),
+        (
+            "aisp_profile_kernels",
+            json!({"path": mock, "limit": -3}),
+            "limit",
+        ),
+        (
+            "aisp_system_monitor",
+            json!({"duration_s": "5"}),
+            "duration_s",
+        ),
     ] {
         let e = error_of(&c, tool, args).await;
         let m = e["message"].as_str().unwrap();
@@ -359,20 +420,52 @@ async fn errors_name_the_argument_in_json_words_with_the_right_kind() {
         }
     }
     // Physical ranges: a negative price, an absurd token count.
-    let e = error_of(&c, "aisp_distributed_cost_estimate", json!({"model": "llama-3.1-8b", "gpus": 8, "price_usd_per_gpu_hour": -1})).await;
+    let e = error_of(
+        &c,
+        "aisp_distributed_cost_estimate",
+        json!({"model": "llama-3.1-8b", "gpus": 8, "price_usd_per_gpu_hour": -1}),
+    )
+    .await;
     assert!(e["message"].as_str().unwrap().contains("at least 0"), "{e}");
-    let e = error_of(&c, "aisp_distributed_cost_estimate", json!({"model": "llama-3.1-8b", "gpus": 8, "tokens": 1e308})).await;
+    let e = error_of(
+        &c,
+        "aisp_distributed_cost_estimate",
+        json!({"model": "llama-3.1-8b", "gpus": 8, "tokens": 1e308}),
+    )
+    .await;
     assert!(e["message"].as_str().unwrap().contains("tokens"), "{e}");
-    let e = error_of(&c, "aisp_inference_cost_per_token", json!({"gpu": "h100-sxm", "tokens_per_s": 1000, "electricity_usd_per_kwh": -0.1})).await;
+    let e = error_of(
+        &c,
+        "aisp_inference_cost_per_token",
+        json!({"gpu": "h100-sxm", "tokens_per_s": 1000, "electricity_usd_per_kwh": -0.1}),
+    )
+    .await;
     assert_eq!(e["kind"], "invalid_input", "{e}");
     // A long argument echoed back is cut, saying so.
-    let e = error_of(&c, "aisp_profile_info", json!({"path": format!("/nonexistent/{}", "p".repeat(3000))})).await;
+    let e = error_of(
+        &c,
+        "aisp_profile_info",
+        json!({"path": format!("/nonexistent/{}", "p".repeat(3000))}),
+    )
+    .await;
     let m = e["message"].as_str().unwrap();
-    assert!(m.len() < 1500 && m.contains("[cut:"), "{} bytes: {m:.300}", m.len());
+    assert!(
+        m.len() < 1500 && m.contains("[cut:"),
+        "{} bytes: {m:.300}",
+        m.len()
+    );
     // An existing export output: the overwrite hint only.
     let out = dir.path().join("report.html");
     std::fs::write(&out, "x").unwrap();
-    let e = error_of(&c, "aisp_profile_export", json!({"path": mock, "format": "html", "output": out.display().to_string()})).await;
+    let e = error_of(
+        &c,
+        "aisp_profile_export",
+        json!({"path": mock, "format": "html", "output": out.display().to_string()}),
+    )
+    .await;
     let hint = e["hint"].as_str().unwrap();
-    assert!(hint.contains("overwrite") && !hint.contains("aisp_profile_info"), "{hint}");
+    assert!(
+        hint.contains("overwrite") && !hint.contains("aisp_profile_info"),
+        "{hint}"
+    );
 }

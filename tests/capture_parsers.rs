@@ -489,8 +489,11 @@ fn ncu_full_set_gives_warp_stalls_and_a_roofline_in_real_units() {
 #[test]
 fn two_real_ddp_ranks_are_compared() {
     let load = |r: u32| {
-        aisp::kineto::load(&data(&format!("ddp.rank{r}.kineto.json.xz")), &Default::default())
-            .unwrap_or_else(|e| panic!("rank {r}: {e}"))
+        aisp::kineto::load(
+            &data(&format!("ddp.rank{r}.kineto.json.xz")),
+            &Default::default(),
+        )
+        .unwrap_or_else(|e| panic!("rank {r}: {e}"))
     };
     let a = aisp::kineto::analyze(&[load(0), load(1)], Limits::default());
     let c = a.cross_rank.unwrap();

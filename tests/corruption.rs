@@ -91,7 +91,9 @@ fn event_tables(path: &Path) -> Vec<Table> {
 
 /// What SQLite reads: every column as the profile model reads integers.
 /// On an error, the rows read before it come with it.
-fn sqlite_rows(path: &Path, t: &Table) -> Result<Vec<Vec<i64>>, (Vec<Vec<i64>>, String)> {
+type Rows = Vec<Vec<i64>>;
+
+fn sqlite_rows(path: &Path, t: &Table) -> Result<Rows, (Rows, String)> {
     let mut read = Vec::new();
     sqlite_rows_into(path, t, &mut read).map_err(|e| (std::mem::take(&mut read), e))?;
     Ok(read)
@@ -318,14 +320,29 @@ fn mutated_exports_read_like_sqlite_or_fail_cleanly() {
             let _ = std::fs::remove_file(&path);
         }
     }
-    eprintln!("{tally:?} in {:?}, peak RSS {} MiB", started.elapsed(), peak_rss_mib());
+    eprintln!(
+        "{tally:?} in {:?}, peak RSS {} MiB",
+        started.elapsed(),
+        peak_rss_mib()
+    );
     for (k, t) in &by_kind {
         eprintln!("  {k}: {t:?}");
     }
-    assert_eq!(PANICS.load(Ordering::SeqCst), 0, "panics while reading damaged files");
+    assert_eq!(
+        PANICS.load(Ordering::SeqCst),
+        0,
+        "panics while reading damaged files"
+    );
     assert!(tally.cases >= 2000);
-    assert!(tally.same_answer > 100 && tally.fast_gave_up + tally.both_refused > 100, "{tally:?}");
-    assert!(peak_rss_mib() < 1024, "memory grew to {} MiB", peak_rss_mib());
+    assert!(
+        tally.same_answer > 100 && tally.fast_gave_up + tally.both_refused > 100,
+        "{tally:?}"
+    );
+    assert!(
+        peak_rss_mib() < 1024,
+        "memory grew to {} MiB",
+        peak_rss_mib()
+    );
 }
 
 #[test]
@@ -349,9 +366,7 @@ fn mutated_exports_through_the_profile_model_answer_or_fail_cleanly() {
             format!("model case {case} ({what})"),
             move || {
                 let p = aisp::profile::open(&p2).map_err(|e| e.to_string())?;
-                let scope = p
-                    .resolve(&Default::default())
-                    .map_err(|e| e.to_string())?;
+                let scope = p.resolve(&Default::default()).map_err(|e| e.to_string())?;
                 aisp::profile::summary::summary(&p, &scope, &Default::default())
                     .map(|_| ())
                     .map_err(|e| e.to_string())
@@ -363,7 +378,10 @@ fn mutated_exports_through_the_profile_model_answer_or_fail_cleanly() {
         }
     }
     assert_eq!(PANICS.load(Ordering::SeqCst), 0);
-    assert!(answered > 0 && refused > 0, "answered {answered}, refused {refused}");
+    assert!(
+        answered > 0 && refused > 0,
+        "answered {answered}, refused {refused}"
+    );
 }
 
 fn xz_text(name: &str) -> String {
@@ -409,16 +427,20 @@ fn mutated_kineto_traces_and_ncu_pages_parse_or_fail_cleanly() {
     let (mut ok, mut err) = (0, 0);
     for case in 0..80 {
         let text = mutate_text(&trace, &mut rng);
-        let r = bounded(Duration::from_secs(20), format!("kineto case {case}"), move || {
-            aisp::kineto::trace::parse(Path::new("t.json"), &text).map(|t| t.events)
-        });
+        let r = bounded(
+            Duration::from_secs(20),
+            format!("kineto case {case}"),
+            move || aisp::kineto::trace::parse(Path::new("t.json"), &text).map(|t| t.events),
+        );
         if r.is_ok() { ok += 1 } else { err += 1 }
     }
     for case in 0..80 {
         let (a, b) = (mutate_text(&raw, &mut rng), mutate_text(&details, &mut rng));
-        let r = bounded(Duration::from_secs(20), format!("ncu case {case}"), move || {
-            aisp::ncu::summarize(&[&a, &b], 20).map(|s| s.kernel_count)
-        });
+        let r = bounded(
+            Duration::from_secs(20),
+            format!("ncu case {case}"),
+            move || aisp::ncu::summarize(&[&a, &b], 20).map(|s| s.kernel_count),
+        );
         if r.is_ok() { ok += 1 } else { err += 1 }
     }
     // Deep nesting is refused by serde_json's recursion limit, not a stack overflow.
@@ -426,5 +448,8 @@ fn mutated_kineto_traces_and_ncu_pages_parse_or_fail_cleanly() {
     assert!(aisp::kineto::trace::parse(Path::new("deep.json"), &deep).is_err());
     assert_eq!(PANICS.load(Ordering::SeqCst), 0);
     assert!(ok > 0 && err > 0, "ok {ok}, err {err}");
-    eprintln!("kineto/ncu: {ok} parsed, {err} refused in {:?}", started.elapsed());
+    eprintln!(
+        "kineto/ncu: {ok} parsed, {err} refused in {:?}",
+        started.elapsed()
+    );
 }

@@ -138,7 +138,10 @@ fn many_concurrent_calls_queue_behind_the_limits_without_errors() {
     // wait their turn (in the listen backlog, then in the pool) and all succeed.
     let server = HttpServer::start(
         &[],
-        &[("AISP_HTTP_MAX_CONNECTIONS", "2"), ("AISP_HEAVY_CALLS", "1")],
+        &[
+            ("AISP_HTTP_MAX_CONNECTIONS", "2"),
+            ("AISP_HEAVY_CALLS", "1"),
+        ],
     );
     let path = data("mock.sqlite").display().to_string();
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -10,10 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::input_file::{CappedBuffer, InputKind, InputLimits};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use crate::input_file::{CappedBuffer, InputKind, InputLimits};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
@@ -452,7 +452,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gz = dir.path().join("t.json.gz");
         std::fs::write(&gz, [0x1F, 0x8B, 8, 0]).unwrap();
-        assert!(matches!(load(&gz, &InputLimits::default()), Err(TraceError::Gzip { .. })));
+        assert!(matches!(
+            load(&gz, &InputLimits::default()),
+            Err(TraceError::Gzip { .. })
+        ));
         let bad = dir.path().join("t.json");
         std::fs::write(&bad, "{\"nope\": 1}").unwrap();
         let err = load(&bad, &InputLimits::default()).unwrap_err();

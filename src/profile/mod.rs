@@ -541,19 +541,25 @@ impl Profile {
             let e = scope.end_ns.unwrap_or(i64::MAX).min(e0);
             if e <= s {
                 let from = trim_source.as_deref().unwrap_or("the profile");
-                return Err(ProfileError::BadArgument(match (scope.start_ns, scope.end_ns) {
-                    (Some(a), Some(b)) if a >= b => {
-                        format!("the window is empty: start_ns {a} is not before end_ns {b}")
-                    }
-                    (Some(a), _) => format!(
-                        "the window is empty: start_ns {a} is not before the window's end, {e} ns (from {})",
-                        if scope.end_ns.is_some() { "end_ns" } else { from }
-                    ),
-                    (None, Some(b)) => format!(
-                        "the window is empty: end_ns {b} is not after the window's start, {s} ns (from {from})"
-                    ),
-                    (None, None) => "the window is empty".to_string(),
-                }));
+                return Err(ProfileError::BadArgument(
+                    match (scope.start_ns, scope.end_ns) {
+                        (Some(a), Some(b)) if a >= b => {
+                            format!("the window is empty: start_ns {a} is not before end_ns {b}")
+                        }
+                        (Some(a), _) => format!(
+                            "the window is empty: start_ns {a} is not before the window's end, {e} ns (from {})",
+                            if scope.end_ns.is_some() {
+                                "end_ns"
+                            } else {
+                                from
+                            }
+                        ),
+                        (None, Some(b)) => format!(
+                            "the window is empty: end_ns {b} is not after the window's start, {s} ns (from {from})"
+                        ),
+                        (None, None) => "the window is empty".to_string(),
+                    },
+                ));
             }
             let (first, last) = self.activity_bounds()?;
             if first < last && (e <= first || s >= last) {

@@ -272,10 +272,13 @@ impl Checker<'_> {
         // its own `maxLength` is capped at DEFAULT_MAX_STRING characters, so a
         // megabyte pasted into a GPU name is refused at once instead of being
         // matched against every catalog entry.
-        let max_len = s.get("maxLength").and_then(Value::as_u64).or(match self.mode {
-            Mode::Input => Some(DEFAULT_MAX_STRING as u64),
-            Mode::Output => None,
-        });
+        let max_len = s
+            .get("maxLength")
+            .and_then(Value::as_u64)
+            .or(match self.mode {
+                Mode::Input => Some(DEFAULT_MAX_STRING as u64),
+                Mode::Output => None,
+            });
         if let Value::String(text) = value
             && let Some(max) = max_len
             && text.len() as u64 > max
@@ -340,7 +343,9 @@ impl Checker<'_> {
                     },
                 };
                 let Some(sub) = sub else { continue };
-                if self.mode == Mode::Input && v.is_null() && props.is_some_and(|p| p.contains_key(k))
+                if self.mode == Mode::Input
+                    && v.is_null()
+                    && props.is_some_and(|p| p.contains_key(k))
                 {
                     let required = s
                         .get("required")
@@ -400,8 +405,14 @@ mod tests {
             err(json!({"price": 1, "device": "0"})),
             "`device` must be an integer, not a string"
         );
-        assert_eq!(err(json!({"price": -1})), "`price` must be greater than 0, not -1");
-        assert_eq!(err(json!({"price": 1e308})), "`price` must be at most 1000000, not 1e+308");
+        assert_eq!(
+            err(json!({"price": -1})),
+            "`price` must be greater than 0, not -1"
+        );
+        assert_eq!(
+            err(json!({"price": 1e308})),
+            "`price` must be at most 1000000, not 1e+308"
+        );
         assert_eq!(err(json!({"device": 1})), "`price` is required and missing");
         assert_eq!(
             err(json!({"price": 1, "arch": 3})),

@@ -363,11 +363,7 @@ pub async fn serve(
     drop(listener);
     // Every slot back means every connection closed: idle ones close at once,
     // busy ones get a short grace.
-    let _ = tokio::time::timeout(
-        SHUTDOWN_GRACE,
-        slots.acquire_many(max_connections as u32),
-    )
-    .await;
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, slots.acquire_many(max_connections as u32)).await;
     Ok(())
 }
 

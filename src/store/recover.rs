@@ -149,9 +149,12 @@ fn user_tables(conn: &Connection) -> Vec<String> {
 }
 
 fn columns(conn: &Connection, table: &str) -> Vec<String> {
-    conn.prepare(&format!("PRAGMA table_info(\"{}\")", table.replace('"', "\"\"")))
-        .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(1))?.collect())
-        .unwrap_or_default()
+    conn.prepare(&format!(
+        "PRAGMA table_info(\"{}\")",
+        table.replace('"', "\"\"")
+    ))
+    .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(1))?.collect())
+    .unwrap_or_default()
 }
 
 /// Copy the rows of `table` that can be read, row by row (a damaged page
@@ -229,7 +232,8 @@ mod tests {
                 )
                 .unwrap();
             }
-            tx.execute("INSERT INTO other (b) VALUES ('kept')", []).unwrap();
+            tx.execute("INSERT INTO other (b) VALUES ('kept')", [])
+                .unwrap();
             tx.commit().unwrap();
         }
         drop(store);
@@ -273,7 +277,11 @@ mod tests {
         let report = report.expect("the damage is reported");
         assert_eq!(rows(&store), 0);
         assert!(Path::new(&report.moved_to).exists());
-        assert_eq!(std::fs::read(&report.moved_to).unwrap(), junk, "the bad file is kept as it was");
+        assert_eq!(
+            std::fs::read(&report.moved_to).unwrap(),
+            junk,
+            "the bad file is kept as it was"
+        );
         assert!(report.summary.contains("moved to"), "{}", report.summary);
         // The fresh store is sound and writable.
         store
@@ -295,7 +303,10 @@ mod tests {
         let kept = rows(&store);
         assert!(kept > 0 && kept < 4000, "kept {kept}: {report:?}");
         assert_eq!(report.kept_rows.get("demo").copied(), Some(kept as u64));
-        assert!(report.damaged_tables.contains(&"demo".to_string()), "{report:?}");
+        assert!(
+            report.damaged_tables.contains(&"demo".to_string()),
+            "{report:?}"
+        );
         assert!(report.summary.contains("lost"), "{}", report.summary);
     }
 
