@@ -185,10 +185,11 @@ Separate time to first token from inter-token latency, state which is memory-bou
         ],
         template: "I changed my workload and captured it again.\nBefore: {before}\nAfter: {after}\nChange: {change}\n\n\
 1. Call aisp_profile_compare with before and after: per-kernel and per-range deltas, utilization, overlap, memory \
-traffic, step time, a verdict (improved, regressed, neutral) and how comparable the captures are.\n\
+traffic, step time, and a verdict per unit of work (improved, regressed, neutral, inconclusive, not_comparable) with \
+its basis and reason.\n\
 2. Call aisp_profile_rules on both to see which findings disappeared, appeared or moved.\n\
-3. If the verdict is neutral or comparability is low, say so plainly and what to capture so the comparison can \
-decide (same window, same steps, several runs).\n\
+3. If the verdict is neutral, inconclusive or not_comparable, say so plainly with its reason and what to capture so \
+the comparison can decide (NVTX steps, same window, same steps, several runs).\n\
 Report the step-time change with its noise, the kernels that account for it, and whether the change did what it was \
 meant to.",
     },

@@ -1290,3 +1290,253 @@ fn gap_attribution_is_exact_when_os_runtime_rows_are_out_of_time_order() {
     assert_eq!((ioctl.calls, ioctl.overlap_ns), (25, 1_515_953));
     assert_eq!(explained(&swapped), (cause, explanation, cpu));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Nothing left out across devices and processes; labels that say what a figure is (issue 15)
+
+/// One SQL query's rows over a fixture, read with plain rusqlite.
+fn sql_rows(name: &str, sql: &str) -> Vec<Vec<i64>> {
+    let c = rusqlite::Connection::open_with_flags(
+        profile_common::fixture(name),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let mut st = c.prepare(sql).unwrap();
+    let n = st.column_count();
+    st.query_map([], |r| (0..n).map(|i| r.get::<_, i64>(i)).collect())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn nvtx_gpu_time_is_a_union_per_device_and_the_aggregate_their_sum() {
+    // ddp: both ranks push `ncclAllReduce`; each rank's 248 all-reduce kernels run on its
+    // own GPU's stream 17 (fixtures README: 62,380,478 / 117,932,537 ns). The old figure was
+    // one union over both GPUs, 118,851,441 ns, less than the two GPUs' time.
+    let p = open("ddp.sqlite");
+    let nv = profile::nvtx::nvtx(
+        &p,
+        &all(&p),
+        &profile::nvtx::NvtxOptions {
+            limit: usize::MAX,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let name = |n: &str| nv.names.iter().find(|r| r.name == n).unwrap();
+    let ar = name("ncclAllReduce");
+    let per: Vec<(i64, i64, u64)> = ar
+        .per_device
+        .iter()
+        .map(|d| (d.device, d.gpu_union_ns, d.kernels))
+        .collect();
+    assert_eq!(per, vec![(0, 62_380_478, 248), (1, 117_932_537, 248)]);
+    assert_eq!(ar.gpu_union_ns, 62_380_478 + 117_932_537);
+    // Per device, each step's union is the README's per-step GPU-projected time: step_0 is
+    // the largest on both ranks (7,870,108 / 15,734,816 ns).
+    let s0 = name("step_0");
+    let per: Vec<(i64, i64)> = s0
+        .per_device
+        .iter()
+        .map(|d| (d.device, d.gpu_union_ns))
+        .collect();
+    assert_eq!(per, vec![(0, 7_870_108), (1, 15_734_816)]);
+    assert_eq!(s0.gpu_union_ns, 7_870_108 + 15_734_816);
+    assert!(
+        nv.notes
+            .iter()
+            .any(|n| n.contains("sum of the per-device unions"))
+    );
+    // The per-process trees agree: each rank's step_0 node holds its own device's union.
+    let roots: Vec<i64> = nv
+        .threads
+        .iter()
+        .flat_map(|t| t.roots.iter())
+        .filter(|r| r.name == "step_0")
+        .map(|r| r.gpu_union_ns)
+        .collect();
+    assert_eq!(roots, vec![7_870_108, 15_734_816]);
+}
+
+#[test]
+fn kernel_pattern_iterations_cover_every_device() {
+    // h100_2gpu_1s has no step ranges: the old detector reported only device 0 (pid 111).
+    let p = open("h100_2gpu_1s.sqlite");
+    let it = profile::iterations::iterations(&p, &all(&p), None, 10).unwrap();
+    assert_eq!(it.rule, "kernel_pattern");
+    let devs: Vec<(i64, Vec<i64>)> = it
+        .processes
+        .iter()
+        .map(|ps| (ps.pid, ps.devices.clone()))
+        .collect();
+    assert_eq!(devs, vec![(111, vec![0]), (112, vec![1])]);
+    for ps in &it.processes {
+        // Iterations are the stretches between consecutive anchor launches on the device.
+        let anchor = ps.anchor.as_deref().unwrap();
+        let rows = sql_rows(
+            "h100_2gpu_1s.sqlite",
+            &format!(
+                "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName \
+                 WHERE k.deviceId = {} AND s.value = '{}'",
+                ps.devices[0],
+                anchor.replace('\'', "''")
+            ),
+        );
+        assert_eq!(ps.step_count as i64, rows[0][0] - 1, "{anchor}");
+    }
+}
+
+#[test]
+fn memory_classes_are_split_per_device() {
+    // ddp: every (direction, src kind, dst kind) class with its per-device counts, bytes and
+    // time, against SQL over the same file.
+    let p = open("ddp.sqlite");
+    let m = profile::memory::memory(&p, &all(&p), 0).unwrap();
+    let rows = sql_rows(
+        "ddp.sqlite",
+        "SELECT copyKind, srcKind, dstKind, deviceId, COUNT(*), SUM(bytes), SUM(\"end\" - start) \
+         FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+    );
+    let labels = |k: i64| match k {
+        0 => "Pageable",
+        1 => "Pinned",
+        2 => "Device",
+        _ => "other",
+    };
+    let mut seen = 0;
+    for r in &rows {
+        let class = m
+            .by_class
+            .iter()
+            .find(|c| {
+                c.src_kind.as_deref() == Some(labels(r[1]))
+                    && c.dst_kind.as_deref() == Some(labels(r[2]))
+                    && c.direction
+                        == match r[0] {
+                            1 => "Host-to-Device",
+                            2 => "Device-to-Host",
+                            8 => "Device-to-Device",
+                            10 => "Peer-to-Peer",
+                            _ => "other",
+                        }
+            })
+            .unwrap_or_else(|| panic!("no class for {r:?}"));
+        let d = class
+            .per_device
+            .iter()
+            .find(|d| d.device == r[3])
+            .unwrap_or_else(|| panic!("no device {} in {class:?}", r[3]));
+        assert_eq!(
+            (d.count as i64, d.bytes, d.time_ns),
+            (r[4], r[5], r[6]),
+            "{r:?}"
+        );
+        seen += 1;
+    }
+    let listed: usize = m.by_class.iter().map(|c| c.per_device.len()).sum();
+    assert_eq!(listed, seen, "every (class, device) row and no other");
+    assert!(m.by_class.iter().any(|c| c.per_device.len() == 2));
+    let ms = sql_rows(
+        "ddp.sqlite",
+        "SELECT deviceId, COUNT(*), SUM(bytes), SUM(\"end\" - start) FROM CUPTI_ACTIVITY_KIND_MEMSET GROUP BY 1 ORDER BY 1",
+    );
+    let got: Vec<Vec<i64>> = m
+        .memset
+        .per_device
+        .iter()
+        .map(|d| vec![d.device, d.count as i64, d.bytes, d.time_ns])
+        .collect();
+    assert_eq!(got, ms);
+}
+
+#[test]
+fn kernel_statistics_say_which_median_is_which() {
+    // h100's top kernel: 248 calls, so the middle-pair median (133,296.0, nsys stats) and
+    // the nearest-rank p50 (the 124th smallest) are different definitions.
+    let p = open("h100_2gpu_1s.sqlite");
+    let k = profile::kernels::kernels(&p, &all(&p), NameKey::Short, 1).unwrap();
+    let r = &k.rows[0];
+    assert_eq!((r.instances, r.med_ns), (248, 133_296.0));
+    let sorted = sql_rows(
+        "h100_2gpu_1s.sqlite",
+        "SELECT k.\"end\" - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName \
+         WHERE s.value = 'sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas' \
+         ORDER BY 1",
+    );
+    assert_eq!(r.p50_ns, sorted[123][0]);
+    assert_eq!(r.p90_ns, sorted[((0.9f64 * 248.0).ceil() as usize) - 1][0]);
+    assert_eq!(
+        r.med_ns,
+        (sorted[123][0] + sorted[124][0]) as f64 / 2.0,
+        "median = middle-pair mean"
+    );
+    assert!(k.statistics.contains("two middle") && k.statistics.contains("nearest-rank"));
+}
+
+#[test]
+fn utilization_chunks_state_their_own_window() {
+    // train_good: the chunks run over kernels ∪ memcpy ∪ memset, which start 3.8 s before
+    // the first kernel (the `span` window's start).
+    let p = open("train_good.sqlite");
+    let u = utilization::utilization(&p, &all(&p), 30, 50.0).unwrap();
+    let d = &u.devices[0];
+    let ops = sql_rows(
+        "train_good.sqlite",
+        "SELECT MIN(s), MAX(e) FROM (SELECT start s, \"end\" e FROM CUPTI_ACTIVITY_KIND_KERNEL \
+         UNION ALL SELECT start, \"end\" FROM CUPTI_ACTIVITY_KIND_MEMCPY \
+         UNION ALL SELECT start, \"end\" FROM CUPTI_ACTIVITY_KIND_MEMSET)",
+    );
+    assert_eq!(
+        (d.chunk_start_ns, d.chunk_end_ns),
+        (Some(ops[0][0]), Some(ops[0][1]))
+    );
+    let span = busy_of(&d.windows, WindowKind::Span);
+    assert_eq!(span.window.start_ns, 7_554_058_424);
+    assert!(d.chunk_start_ns.unwrap() < span.window.start_ns);
+    assert_eq!(d.chunk_ns, (ops[0][1] - ops[0][0] + 29) / 30);
+    // With a trim, the chunks stay inside it.
+    let trim = p
+        .resolve(&Scope {
+            start_ns: Some(7_900_000_000),
+            end_ns: Some(8_000_000_000),
+            ..Default::default()
+        })
+        .unwrap();
+    let u = utilization::utilization(&p, &trim, 10, 50.0).unwrap();
+    let clipped = sql_rows(
+        "train_good.sqlite",
+        "SELECT MAX(MIN(s), 7900000000), MIN(MAX(e), 8000000000) FROM (SELECT start s, \"end\" e FROM CUPTI_ACTIVITY_KIND_KERNEL \
+         UNION ALL SELECT start, \"end\" FROM CUPTI_ACTIVITY_KIND_MEMCPY \
+         UNION ALL SELECT start, \"end\" FROM CUPTI_ACTIVITY_KIND_MEMSET) WHERE e > 7900000000 AND s < 8000000000",
+    );
+    assert_eq!(
+        (u.devices[0].chunk_start_ns, u.devices[0].chunk_end_ns),
+        (Some(clipped[0][0]), Some(clipped[0][1]))
+    );
+    assert_eq!(clipped[0], vec![7_901_403_617, 7_997_020_374]);
+}
+
+#[test]
+fn gpu_uuids_from_the_environment_are_labelled_inferred() {
+    // h100_2gpu_1s records no GPU table; NVIDIA_VISIBLE_DEVICES lists two UUIDs. The old
+    // answer put them in `uuid` as if recorded.
+    let p = open("h100_2gpu_1s.sqlite");
+    let info = profile::info::info(&p).unwrap();
+    for (g, uuid) in info.gpus.iter().zip([
+        "GPU-f6b62fcc-9318-c13e-22f6-766d35cb6503",
+        "GPU-bd2a81ed-b150-22a2-9a53-2cc03b8b3a43",
+    ]) {
+        assert_eq!(g.uuid, None, "device {}", g.device);
+        assert_eq!(g.inferred_uuid.as_deref(), Some(uuid));
+        assert!(g.uuid_basis.as_deref().unwrap().starts_with("inferred"));
+        assert_eq!(g.source, "unknown");
+    }
+    // Recorded UUIDs stay facts (ddp has TARGET_INFO_GPU).
+    let info = profile::info::info(&open("ddp.sqlite")).unwrap();
+    assert!(
+        info.gpus
+            .iter()
+            .all(|g| g.uuid.is_some() && g.inferred_uuid.is_none())
+    );
+}

@@ -116,17 +116,34 @@ fn compare_is_neutral_on_the_same_capture_and_sees_real_differences() {
     assert_eq!(c.comparability.level, "high");
     assert!(c.kernel_regressions.is_empty() && c.kernel_improvements.is_empty());
     assert!(c.noise_pct > 0.0 && c.threshold_pct >= 2.0);
+    // The GPU side of the steps (fixtures README: median GPU-projected union, steps ≥ 1).
+    let g = c
+        .evidence
+        .iter()
+        .find(|e| e.basis == "per_step_gpu")
+        .unwrap();
+    assert_eq!(
+        (g.before, g.after, g.says),
+        (798_909.0, 798_909.0, Verdict::Neutral)
+    );
 
-    // Different workloads on the same GPU model: low comparability, kernel-time metric.
+    // Different workloads on the same GPU model (the old verdict: "improved" at comparability
+    // 0.25, from total kernel time 53.9 → 32.1 ms): not comparable, no basis.
     let h = open("h200_matmul_small.sqlite");
     let c = compare::compare(&h, &a, 3).unwrap();
     assert_eq!(c.comparability.level, "low");
-    assert!(c.metric.starts_with("total kernel time"));
-    assert_eq!(
-        (c.before_value_ns, c.after_value_ns),
-        (53_909_072.0, 32_075_674.0)
+    assert_eq!(c.verdict, Verdict::NotComparable);
+    assert_eq!(c.basis, "none");
+    assert!(
+        c.verdict_reason.starts_with("different workloads"),
+        "{}",
+        c.verdict_reason
     );
-    assert_eq!(c.verdict, Verdict::Improved);
+    assert_eq!(c.comparability.identical_launch_calls_pct, 0.0);
+    assert_eq!(
+        (c.before.kernel_time_ns, c.after.kernel_time_ns),
+        (53_909_072, 32_075_674)
+    );
     assert_eq!(
         c.kernel_improvements[0].delta_ns, -53_242_485,
         "the fp32 GEMM is gone"
@@ -253,5 +270,195 @@ fn exports_write_valid_perfetto_csv_and_html() {
     assert!(
         !h.contains("http://") && !h.contains("https://") && !h.contains("<script src"),
         "self-contained"
+    );
+}
+
+/// Calls and Σ ns of one identical launch.
+type CallsTime = (f64, f64);
+
+/// Kernels of an export grouped by identical launch (demangled name text, grid, block):
+/// (calls, Σ ns), read with plain SQL.
+fn launches(path: &std::path::Path) -> std::collections::HashMap<String, CallsTime> {
+    let c = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap();
+    let mut st = c
+        .prepare(
+            "SELECT s.value || '|' || gridX || ',' || gridY || ',' || gridZ || '|' || blockX || ',' || blockY || ',' || blockZ,
+                    COUNT(*), SUM(\"end\" - start)
+             FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName GROUP BY 1",
+        )
+        .unwrap();
+    st.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            (r.get::<_, i64>(1)? as f64, r.get::<_, i64>(2)? as f64),
+        ))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+fn evidence<'a>(c: &'a compare::Compare, basis: &str) -> &'a compare::Evidence {
+    c.evidence
+        .iter()
+        .find(|e| e.basis == basis)
+        .unwrap_or_else(|| panic!("no {basis} evidence in {:?}", c.evidence))
+}
+
+#[test]
+fn windows_cut_from_one_run_are_not_an_improvement() {
+    // Two 220 ms windows of train_good without NVTX (tests/data/README.md, "Cut windows"):
+    // same run, less work fits in the second. Total kernel time falls 37.36 %, which the
+    // old verdict called "improved" at high comparability.
+    let steady = profile_common::fixture("cut/train_good_steady.sqlite");
+    let warmup = profile_common::fixture("cut/train_good_warmup.sqlite");
+    let b = aisp::profile::open(&steady).unwrap();
+    let a = aisp::profile::open(&warmup).unwrap();
+    let c = compare::compare(&b, &a, 5).unwrap();
+    assert_eq!(
+        (c.before.kernel_time_ns, c.after.kernel_time_ns),
+        (19_177_039, 12_012_566)
+    );
+    assert_eq!(
+        (c.before.window_ns, c.after.window_ns),
+        (220_000_000, 220_000_000)
+    );
+    assert_eq!(c.before.window_source, "ANALYSIS_DETAILS");
+    assert_ne!(c.verdict, Verdict::Improved);
+    assert_eq!(c.verdict, Verdict::Inconclusive, "{}", c.verdict_reason);
+    assert!(
+        c.verdict_reason.contains("cuts of different work"),
+        "{}",
+        c.verdict_reason
+    );
+
+    // Per call, over identical launches, at the before side's mix (SQL over both files).
+    let (lb, la) = (launches(&steady), launches(&warmup));
+    let shared: Vec<(&CallsTime, &CallsTime)> = lb
+        .iter()
+        .filter_map(|(k, x)| la.get(k).map(|y| (x, y)))
+        .collect();
+    let den: f64 = shared.iter().map(|(x, _)| x.1).sum();
+    let num: f64 = shared.iter().map(|(x, y)| x.0 * y.1 / y.0).sum();
+    let work_a: f64 = shared.iter().map(|(x, y)| y.0 * x.1 / x.0).sum();
+    assert_eq!((den, num.round()), (19_177_039.0, 19_202_128.0));
+    let pc = evidence(&c, "per_call");
+    assert_eq!(
+        (pc.before, pc.after, pc.delta_pct),
+        (den, num.round(), 0.13)
+    );
+    assert_eq!(pc.says, Verdict::Neutral, "the kernels are equally fast");
+    let ps = evidence(&c, "per_second_of_window");
+    assert_eq!(
+        (ps.before, ps.after),
+        ((den / 0.22).round(), (work_a / 0.22).round())
+    );
+    assert_eq!((ps.after, ps.delta_pct), (54_133_745.0, -37.9));
+    assert_eq!(
+        ps.says,
+        Verdict::Regressed,
+        "less work per second of window"
+    );
+    assert_eq!(c.comparability.identical_launch_calls_pct, 97.7);
+    // Per-kernel deltas carry time per call beside the totals.
+    let k = &c.kernel_improvements[0];
+    assert_eq!(k.name, "multi_tensor_apply_kernel");
+    assert!(k.per_call_delta_pct.unwrap().abs() < 1.0, "{k:?}");
+
+    // The same cuts with their NVTX steps: the per-step basis decides, and the same run
+    // stays neutral (medians after the first step 8,989,407.5 → 9,223,207 ns, +2.60 %).
+    let b = open("cut/train_good_steady_nvtx.sqlite");
+    let a = open("cut/train_good_warmup_nvtx.sqlite");
+    let c = compare::compare(&b, &a, 5).unwrap();
+    assert_eq!(
+        (c.verdict, c.basis.as_str()),
+        (Verdict::Neutral, "per_step")
+    );
+    let st = evidence(&c, "per_step");
+    assert_eq!(
+        (st.before, st.after, st.delta_pct),
+        (8_989_407.5, 9_223_207.0, 2.6)
+    );
+}
+
+#[test]
+fn a_real_fix_is_an_improvement_and_its_reverse_a_regression() {
+    // workloads/pageable_copies.py vs healthy.py: the same model and kernels, the batch no
+    // longer copied from pageable memory every step.
+    let broken = open("workloads/pageable_copies.sqlite");
+    let fixed = open("workloads/healthy.sqlite");
+    let c = compare::compare(&broken, &fixed, 5).unwrap();
+    assert_eq!(c.verdict, Verdict::Improved, "{}", c.verdict_reason);
+    assert_eq!(c.basis, "per_step");
+    assert_eq!(c.comparability.same_gpus, Some(true));
+    assert!(c.comparability.identical_launch_calls_pct >= 99.0);
+    let st = evidence(&c, "per_step");
+    assert_eq!(
+        (st.before, st.after, st.delta_pct),
+        (10_607_083.0, 4_714_612.0, -55.55)
+    );
+    // Kernels are as fast as before: the step got shorter, not the kernels.
+    assert_eq!(evidence(&c, "per_call").says, Verdict::Neutral);
+    let c = compare::compare(&fixed, &broken, 5).unwrap();
+    assert_eq!(c.verdict, Verdict::Regressed, "{}", c.verdict_reason);
+}
+
+#[test]
+fn gpus_are_never_claimed_the_same_when_unknown_and_different_gpus_are_not_comparable() {
+    // h100_2gpu_1s records no TARGET_INFO_GPU. Against a copy of itself (another capture as
+    // far as compare knows) the old reasons said "same GPUs, schema, device count and kernels".
+    let p = open("h100_2gpu_1s.sqlite");
+    let copy = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("h100_copy.sqlite");
+    std::fs::copy(profile_common::fixture("h100_2gpu_1s.sqlite"), &copy).unwrap();
+    let q = aisp::profile::open(&copy).unwrap();
+    let c = compare::compare(&p, &q, 3).unwrap();
+    assert_eq!(c.verdict, Verdict::Neutral, "{}", c.verdict_reason);
+    assert_eq!(c.comparability.same_gpus, None);
+    assert!(
+        c.comparability
+            .reasons
+            .iter()
+            .any(|r| r.contains("not verified")),
+        "{:?}",
+        c.comparability.reasons
+    );
+    assert!(!c.summary.contains("same GPUs"));
+    assert!(
+        c.comparability
+            .reasons
+            .iter()
+            .all(|r| !r.contains("same GPUs"))
+    );
+    // train_good (H200) vs the healthy workload (H100): the old verdict was "improved"
+    // (step time 9.08 → 4.71 ms).
+    let h200 = open("train_good.sqlite");
+    let h100 = open("workloads/healthy.sqlite");
+    let c = compare::compare(&h200, &h100, 3).unwrap();
+    assert_eq!(c.comparability.same_gpus, Some(false));
+    assert_eq!(c.verdict, Verdict::NotComparable);
+    assert!(
+        c.verdict_reason.starts_with("different GPUs"),
+        "{}",
+        c.verdict_reason
+    );
+}
+
+#[test]
+fn a_different_amount_of_work_per_step_is_inconclusive() {
+    // host_sync.py (4 layers, batch 512) vs healthy.py (8 layers, batch 2048): step time
+    // +43 %, but only 46 % of calls are identical launches. The old verdict: "regressed".
+    let c = compare::compare(
+        &open("workloads/host_sync.sqlite"),
+        &open("workloads/healthy.sqlite"),
+        3,
+    )
+    .unwrap();
+    assert_eq!(c.verdict, Verdict::Inconclusive, "{}", c.verdict_reason);
+    assert!(c.comparability.identical_launch_calls_pct < 80.0);
+    assert!(
+        c.verdict_reason.contains("work per step differs"),
+        "{}",
+        c.verdict_reason
     );
 }

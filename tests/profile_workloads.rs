@@ -124,3 +124,38 @@ fn warm_up_in_the_first_steady_step_is_not_called_variance() {
     let evidence = f["evidence"].to_string();
     assert!(evidence.contains("step_1"), "{evidence}");
 }
+
+#[test]
+fn compare_through_the_tool_names_its_verdict_basis_and_reason() {
+    let compare = |before: &str, after: &str| {
+        let t = registry::find("aisp_profile_compare").unwrap();
+        t.op.call_json(
+            &OpContext::detached(AppState::for_tests()),
+            json!({
+                "before": profile_common::fixture(before).display().to_string(),
+                "after": profile_common::fixture(after).display().to_string(),
+            }),
+        )
+        .unwrap()
+    };
+    // The fix of the planted problem: improved, per step.
+    let v = compare(
+        "workloads/pageable_copies.sqlite",
+        "workloads/healthy.sqlite",
+    );
+    assert_eq!(v["verdict"], "improved");
+    assert_eq!(v["basis"], "per_step");
+    assert_eq!(v["delta_pct"], -55.55);
+    assert!(v["verdict_reason"].as_str().unwrap().contains("-55.55%"));
+    // Two different workloads: fp32 GEMMs on 4 layers vs bf16 on 8 (the old verdict on the
+    // per-step figure: "regressed" +198.52 %).
+    let v = compare("workloads/fp32_no_tf32.sqlite", "workloads/healthy.sqlite");
+    assert_eq!(v["verdict"], "not_comparable");
+    assert_eq!(v["basis"], "none");
+    assert!(
+        v["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("not comparable: different workloads")
+    );
+}

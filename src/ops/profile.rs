@@ -930,14 +930,14 @@ impl Operation for Compare {
     type Output = profile::compare::Compare;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Compare two profiles",
-        summary: "Before/after deltas of kernels, ranges, utilization, overlap, memory traffic and step time, with a noise-aware verdict and comparability.",
-        description: "Compares two captures of the same workload: median step time after the first step (or total kernel time \
-without steps), per-kernel time deltas (top regressions and improvements), per-NVTX-range CPU and GPU deltas, busy % and \
-compute/communication overlap per device (steady window when both have one), memory traffic per direction and pageable \
-copies, and rule findings resolved or new. The verdict (improved, regressed, neutral) requires a change beyond max(2 %, twice \
-the run-to-run noise estimated from step-time spread); without steps a 5 % floor applies. Comparability (0–1, high/medium/low) \
-says whether GPUs, schema, device count and kernels match. Each side is a path or the run id of an aisp_profile_nsys capture \
-(aisp_profile_list). Use it after an optimization to prove it helped. Under a second on small exports.",
+        summary: "Before/after deltas of kernels, ranges, utilization, overlap, memory traffic and step time, with a verdict per unit of work (step, call, second of window) and comparability.",
+        description: "Compares two captures of the same workload, normalised per unit of work: median step time after \
+the first step (NVTX steps, 3+ on both sides), time per call of identical launches (same kernel, grid, block) and work per \
+second of capture window; `basis` and `evidence` say which decided. Verdict: improved/regressed only when the per-unit \
+evidence says so, neutral, inconclusive (evidence disagrees, e.g. windows cut from different phases) or not_comparable \
+(different GPUs or workloads), with `verdict_reason`. Also per-kernel deltas (total and per call), per-NVTX-range CPU/GPU \
+deltas, busy % and overlap per device, memory traffic, findings resolved or new, and comparability (same_gpus is null when \
+either side does not record its GPUs). Each side is a path or an aisp_profile_nsys run id. Use it after an optimization.",
         positional: &["before", "after"],
         intents: &[
             "compare profiles",

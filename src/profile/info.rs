@@ -17,7 +17,14 @@ pub struct GpuInfo {
     /// Product name; `None` when the export does not record it (say "unknown", never guess).
     pub name: Option<String>,
     pub bus_location: Option<String>,
+    /// The UUID the export records for this device (never a guess).
     pub uuid: Option<String>,
+    /// A UUID inferred, not recorded: see `uuid_basis` for how, and treat it as a guess.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inferred_uuid: Option<String>,
+    /// How `inferred_uuid` was inferred and why it may be wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid_basis: Option<String>,
     pub sm_count: Option<i64>,
     pub memory_bytes: Option<i64>,
     /// `major.minor`.
@@ -28,7 +35,8 @@ pub struct GpuInfo {
     pub memory_bandwidth_gb_per_s: Option<f64>,
     /// CUDA device ordinal (TARGET_INFO_CUDA_DEVICE.cudaId or cuDevice).
     pub cuda_id: Option<i64>,
-    /// Where the identity came from: `TARGET_INFO_GPU`, `TARGET_INFO_CUDA_DEVICE`, `environment` or `unknown`.
+    /// Where the identity came from: `TARGET_INFO_GPU`, `TARGET_INFO_CUDA_DEVICE`, or `unknown` (then at
+    /// most an `inferred_uuid`).
     pub source: String,
 }
 
@@ -42,6 +50,8 @@ pub fn gpus(p: &Profile) -> Result<Vec<GpuInfo>> {
         name: None,
         bus_location: None,
         uuid: None,
+        inferred_uuid: None,
+        uuid_basis: None,
         sm_count: None,
         memory_bytes: None,
         compute_capability: None,
@@ -125,19 +135,27 @@ pub fn gpus(p: &Profile) -> Result<Vec<GpuInfo>> {
         }
     }
     let env = environment(p)?;
-    let mut seen: Vec<i64> = p.devices()?;
-    seen.retain(|d| !by_device.contains_key(d));
-    for (i, d) in seen.into_iter().enumerate() {
+    let devices: Vec<i64> = p.devices()?;
+    let n_visible = env.visible_devices.len();
+    // NVIDIA_VISIBLE_DEVICES lists the container's GPUs; deviceId k is *probably* its k-th
+    // entry, but CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER or a partial list break that.
+    // Infer only when every device is unrecorded and the counts agree, and label it.
+    let infer = tables.gpu_info.is_none()
+        && n_visible > 0
+        && n_visible == devices.len()
+        && devices.iter().all(|&d| d >= 0 && (d as usize) < n_visible);
+    for d in devices {
+        if by_device.contains_key(&d) {
+            continue;
+        }
         let mut g = blank(d, "unknown");
-        // NVIDIA_VISIBLE_DEVICES lists UUIDs in ordinal order; assume device ids follow it
-        // only when the counts agree, and say so through `source`.
-        if let Some(uuid) = env
-            .visible_devices
-            .get(d as usize)
-            .or(env.visible_devices.get(i))
-        {
-            g.uuid = Some(uuid.clone());
-            g.source = "environment".into();
+        if infer {
+            g.inferred_uuid = env.visible_devices.get(d as usize).cloned();
+            g.uuid_basis = Some(format!(
+                "inferred: entry {d} of the {n_visible} UUIDs in the recorded NVIDIA_VISIBLE_DEVICES, assuming \
+                 deviceId follows that order; the export records no GPU table, and CUDA_VISIBLE_DEVICES or \
+                 CUDA_DEVICE_ORDER can change the mapping"
+            ));
         }
         by_device.insert(d, g);
     }
@@ -525,7 +543,7 @@ pub fn info(p: &Profile) -> Result<Info> {
     let tables = p.tables();
     if tables.gpu_info.is_none() {
         notes.push(
-            "no TARGET_INFO_GPU table: GPU names are unknown (UUIDs from the recorded environment where present)"
+            "no TARGET_INFO_GPU table: GPU names and UUIDs are not recorded (inferred_uuid, where present, is a guess from the order of NVIDIA_VISIBLE_DEVICES; uuid_basis says so)"
                 .to_string(),
         );
     }

@@ -5,8 +5,9 @@
 //! ranges named `step` or `step_*`; other numbered range families
 //! (`iter_3`, `batch 7`, `request_1`, preferring step-like words, then ranges
 //! that are not nested inside another family); and with no NVTX at all, a
-//! repeating kernel pattern (a kernel that occurs once per iteration with the
-//! same number of kernels between occurrences).
+//! repeating kernel pattern on each device (a kernel that occurs once per
+//! iteration with the same number of kernels between occurrences), one entry
+//! per device, so no device or rank is left out.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -261,6 +262,9 @@ pub struct ProcessSteps {
     pub pid: i64,
     /// Devices this process ran kernels on.
     pub devices: Vec<i64>,
+    /// The repeating kernel that delimits this entry's iterations (`kernel_pattern` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
     pub step_count: usize,
     /// Per-step CPU duration over all steps.
     pub cpu_all: Option<Spread>,
@@ -282,7 +286,8 @@ pub struct ProcessSteps {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Iterations {
-    /// The family of ranges used as steps (`step`, `request_`, a marker, or a kernel name).
+    /// The family of ranges used as steps (`step`, `request_`, a marker, or the kernel name(s) of
+    /// the pattern, `|`-joined when devices differ).
     pub family: Option<String>,
     /// `marker`, `step_convention`, `numbered_family`, `kernel_pattern`, or `none`.
     pub rule: String,
@@ -421,6 +426,7 @@ pub fn iterations(
         processes.push(ProcessSteps {
             pid,
             devices,
+            anchor: None,
             step_count,
             cpu_all,
             cpu_after_first: cpu_after,
@@ -434,11 +440,26 @@ pub fn iterations(
             steps: listed,
         });
     }
+    // Processes that ran kernels in scope but have no step ranges are named, not dropped.
+    let mut without: Vec<i64> = kernels
+        .iter()
+        .filter(|k| k.global_pid != 0 && scope.admits(k.device, k.global_pid, k.start, k.end))
+        .map(|k| model::pid_of(k.global_pid))
+        .filter(|pid| processes.iter().all(|ps| ps.pid != *pid))
+        .collect();
+    without.sort_unstable();
+    without.dedup();
+    let note = (!without.is_empty()).then(|| {
+        format!(
+            "process(es) {without:?} ran kernels but have no `{}` ranges, so they are not listed",
+            sr.family
+        )
+    });
     Ok(Iterations {
         family: Some(sr.family),
         rule: sr.rule.to_string(),
         processes,
-        note: None,
+        note,
     })
 }
 
@@ -538,108 +559,119 @@ fn slow_steps(
     Ok(out)
 }
 
-/// No NVTX steps: look for a kernel that occurs once per iteration.
+/// The most regular once-per-iteration kernel among one device's kernels (in
+/// time order): (cv of the launches between occurrences, occurrences, demangled name).
+fn pattern_anchor(kernels: &[model::Kernel], idx: &[usize]) -> Option<(f64, usize, i64)> {
+    let mut positions: HashMap<i64, Vec<usize>> = HashMap::new();
+    for (pos, &ki) in idx.iter().enumerate() {
+        positions
+            .entry(kernels[ki].demangled_name)
+            .or_default()
+            .push(pos);
+    }
+    let mut best: Option<(f64, usize, i64)> = None;
+    for (name, pos) in positions {
+        if pos.len() < 3 || pos.len() * 2 > idx.len() {
+            continue;
+        }
+        let seg: Vec<i64> = pos.windows(2).map(|w| (w[1] - w[0]) as i64).collect();
+        let mean = seg.iter().sum::<i64>() as f64 / seg.len() as f64;
+        if mean < 4.0 {
+            continue;
+        }
+        let var = seg.iter().map(|&s| (s as f64 - mean).powi(2)).sum::<f64>() / seg.len() as f64;
+        let cv = var.sqrt() / mean;
+        if cv > 0.05 {
+            continue;
+        }
+        let cand = (cv, pos.len(), name);
+        // Fewest occurrences wins (one per iteration), then regularity, then the lower id.
+        if best.is_none_or(|b| (cand.1, cand.0, cand.2) < (b.1, b.0, b.2)) {
+            best = Some(cand);
+        }
+    }
+    best
+}
+
+/// No NVTX steps: on each device, look for a kernel that occurs once per
+/// iteration; every device gets its own anchor and its own entry.
 fn kernel_pattern(
     p: &Profile,
     scope: &ResolvedScope,
     max_steps_listed: usize,
 ) -> Result<Iterations> {
     let kernels = p.kernels()?;
-    let none = |note: &str| Iterations {
-        family: None,
-        rule: "none".into(),
-        processes: Vec::new(),
-        note: Some(note.to_string()),
-    };
-    let mut best: Option<(f64, usize, i64, i64)> = None; // (cv, count, device, name)
     let mut by_device: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
     for (i, k) in kernels.iter().enumerate() {
         if scope.admits(k.device, k.global_pid, k.start, k.end) {
             by_device.entry(k.device).or_default().push(i);
         }
     }
+    let mut processes = Vec::new();
+    let mut families: Vec<String> = Vec::new();
+    let mut without: Vec<i64> = Vec::new();
     for (&device, idx) in &by_device {
-        let mut positions: HashMap<i64, Vec<usize>> = HashMap::new();
-        for (pos, &ki) in idx.iter().enumerate() {
-            positions
-                .entry(kernels[ki].demangled_name)
-                .or_default()
-                .push(pos);
+        let Some((_, _, name)) = pattern_anchor(kernels, idx) else {
+            without.push(device);
+            continue;
+        };
+        let anchors: Vec<usize> = idx
+            .iter()
+            .enumerate()
+            .filter(|(_, ki)| kernels[**ki].demangled_name == name)
+            .map(|(pos, _)| pos)
+            .collect();
+        let mut steps = Vec::new();
+        for (n, w) in anchors.windows(2).enumerate() {
+            let ks: Vec<&model::Kernel> = idx[w[0]..w[1]].iter().map(|&ki| &kernels[ki]).collect();
+            let union = intervals::union(ks.iter().map(|k| (k.start, k.end)).collect());
+            let start = ks[0].start;
+            let end = kernels[idx[w[1]]].start;
+            steps.push(Step {
+                index: n,
+                name: format!("iteration {n}"),
+                pid: model::pid_of(ks[0].global_pid),
+                tid: 0,
+                start_ns: start,
+                end_ns: end,
+                cpu_ns: end - start,
+                gpu_union_ns: intervals::length(&union),
+                gpu_span_ns: ks.iter().map(|k| k.end).max().map(|e| e - start),
+                first_kernel_lag_ns: Some(0),
+                kernels: ks.len() as u64,
+                kernels_same_thread: 0,
+                nccl_kernels: ks
+                    .iter()
+                    .filter(|k| super::nccl::is_nccl(p.string(k.short_name)))
+                    .count() as u64,
+                collectives: BTreeMap::new(),
+            });
         }
-        for (name, pos) in positions {
-            if pos.len() < 3 || pos.len() * 2 > idx.len() {
-                continue;
-            }
-            let seg: Vec<i64> = pos.windows(2).map(|w| (w[1] - w[0]) as i64).collect();
-            let mean = seg.iter().sum::<i64>() as f64 / seg.len() as f64;
-            if mean < 4.0 {
-                continue;
-            }
-            let var =
-                seg.iter().map(|&s| (s as f64 - mean).powi(2)).sum::<f64>() / seg.len() as f64;
-            let cv = var.sqrt() / mean;
-            if cv > 0.05 {
-                continue;
-            }
-            let cand = (cv, pos.len(), device, name);
-            // Fewest occurrences wins (one per iteration), then regularity.
-            if best.is_none_or(|b| (cand.1, cand.0) < (b.1, b.0)) {
-                best = Some(cand);
-            }
+        // The process that launched most of the device's kernels stands for it.
+        let mut per_pid: BTreeMap<i64, usize> = BTreeMap::new();
+        for &ki in idx {
+            *per_pid
+                .entry(model::pid_of(kernels[ki].global_pid))
+                .or_default() += 1;
         }
-    }
-    let Some((_, _, device, name)) = best else {
-        return Ok(none(
-            "no step ranges (NVTX `step_N`, `iter_N`, ...) and no regular kernel pattern: \
-             wrap each iteration in torch.cuda.nvtx.range_push(f\"step_{i}\") / range_pop(), or pass `marker`",
-        ));
-    };
-    let idx = &by_device[&device];
-    let anchors: Vec<usize> = idx
-        .iter()
-        .enumerate()
-        .filter(|(_, ki)| kernels[**ki].demangled_name == name)
-        .map(|(pos, _)| pos)
-        .collect();
-    let mut steps = Vec::new();
-    for (n, w) in anchors.windows(2).enumerate() {
-        let ks: Vec<&model::Kernel> = idx[w[0]..w[1]].iter().map(|&ki| &kernels[ki]).collect();
-        let union = intervals::union(ks.iter().map(|k| (k.start, k.end)).collect());
-        let start = ks[0].start;
-        let end = kernels[idx[w[1]]].start;
-        steps.push(Step {
-            index: n,
-            name: format!("iteration {n}"),
-            pid: model::pid_of(ks[0].global_pid),
-            tid: 0,
-            start_ns: start,
-            end_ns: end,
-            cpu_ns: end - start,
-            gpu_union_ns: intervals::length(&union),
-            gpu_span_ns: ks.iter().map(|k| k.end).max().map(|e| e - start),
-            first_kernel_lag_ns: Some(0),
-            kernels: ks.len() as u64,
-            kernels_same_thread: 0,
-            nccl_kernels: ks
-                .iter()
-                .filter(|k| super::nccl::is_nccl(p.string(k.short_name)))
-                .count() as u64,
-            collectives: BTreeMap::new(),
-        });
-    }
-    let cpu: Vec<i64> = steps.iter().map(|s| s.cpu_ns).collect();
-    let gpu: Vec<i64> = steps.iter().map(|s| s.gpu_union_ns).collect();
-    let mut kc: Vec<i64> = steps.iter().map(|s| s.kernels as i64).collect();
-    let pid = steps.first().map_or(0, |s| s.pid);
-    let step_count = steps.len();
-    let first_step = steps.first().cloned();
-    steps.truncate(max_steps_listed);
-    Ok(Iterations {
-        family: Some(p.string(name).to_string()),
-        rule: "kernel_pattern".into(),
-        processes: vec![ProcessSteps {
+        let pid = per_pid
+            .iter()
+            .max_by_key(|(pid, n)| (**n, std::cmp::Reverse(**pid)))
+            .map_or(0, |(pid, _)| *pid);
+        let cpu: Vec<i64> = steps.iter().map(|s| s.cpu_ns).collect();
+        let gpu: Vec<i64> = steps.iter().map(|s| s.gpu_union_ns).collect();
+        let mut kc: Vec<i64> = steps.iter().map(|s| s.kernels as i64).collect();
+        let step_count = steps.len();
+        let first_step = steps.first().cloned();
+        steps.truncate(max_steps_listed);
+        let family = p.string(name).to_string();
+        if !families.contains(&family) {
+            families.push(family.clone());
+        }
+        processes.push(ProcessSteps {
             pid,
             devices: vec![device],
+            anchor: Some(family),
             step_count,
             cpu_all: spread(&cpu),
             cpu_after_first: spread(cpu.get(1..).unwrap_or(&[])),
@@ -651,12 +683,34 @@ fn kernel_pattern(
             cpu_to_gpu_ratio: None,
             slowest: Vec::new(),
             steps,
-        }],
-        note: Some(
-            "no NVTX step ranges: iterations are the stretches between occurrences of one kernel that repeats \
-             regularly (GPU time, not CPU step time)"
-                .into(),
-        ),
+        });
+    }
+    if processes.is_empty() {
+        return Ok(Iterations {
+            family: None,
+            rule: "none".into(),
+            processes: Vec::new(),
+            note: Some(
+                "no step ranges (NVTX `step_N`, `iter_N`, ...) and no regular kernel pattern: \
+                 wrap each iteration in torch.cuda.nvtx.range_push(f\"step_{i}\") / range_pop(), or pass `marker`"
+                    .into(),
+            ),
+        });
+    }
+    let mut note = "no NVTX step ranges: iterations are the stretches between occurrences of one kernel that repeats \
+                    regularly, found on each device separately (GPU time, not CPU step time; `anchor` names each \
+                    device's kernel)"
+        .to_string();
+    if !without.is_empty() {
+        note.push_str(&format!(
+            "; no regular kernel pattern on device(s) {without:?}, which are not listed"
+        ));
+    }
+    Ok(Iterations {
+        family: Some(families.join(" | ")),
+        rule: "kernel_pattern".into(),
+        processes,
+        note: Some(note),
     })
 }
 

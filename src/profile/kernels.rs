@@ -17,6 +17,11 @@ use super::{Profile, ResolvedScope, Result};
 /// (grid, block, registers per thread, static and dynamic shared memory).
 type LaunchConfig = ([u32; 3], [u32; 3], u32, u32, u32);
 
+/// What `med_ns` and `p50_ns`/`p90_ns`/`p99_ns` are, said in every answer.
+pub const STATISTICS: &str = "med_ns = median, the mean of the two middle durations for an even count \
+(nsys stats); p50_ns/p90_ns/p99_ns = nearest-rank percentiles (the ⌈q·n⌉-th smallest duration, \
+always an observed value); stddev_ns = sample (n−1)";
+
 /// Kernels shorter than this are "short" (launch overhead dominates them).
 pub const SHORT_KERNEL_NS: i64 = 5_000;
 
@@ -49,10 +54,13 @@ pub struct KernelRow {
     pub total_ns: i64,
     pub instances: u64,
     pub avg_ns: f64,
+    /// Median: the mean of the two middle durations when the count is even (nsys stats' Med).
     pub med_ns: f64,
     pub min_ns: i64,
     pub max_ns: i64,
     pub stddev_ns: f64,
+    /// Nearest-rank percentiles: always one observed duration, so `p50_ns` can differ from
+    /// `med_ns` (the middle-pair mean) for an even count.
     pub p50_ns: i64,
     pub p90_ns: i64,
     pub p99_ns: i64,
@@ -87,6 +95,8 @@ pub struct DeviceKernels {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Kernels {
     pub names: NameKey,
+    /// How the per-row statistics are defined (the median and p50 differ by method).
+    pub statistics: String,
     pub kernels: u64,
     pub total_ns: i64,
     /// Groups before `limit`.
@@ -259,6 +269,7 @@ pub fn kernels(
         .collect();
     Ok(Kernels {
         names,
+        statistics: STATISTICS.into(),
         kernels: ks.len() as u64,
         total_ns: total,
         rows_total,

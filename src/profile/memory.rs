@@ -73,6 +73,34 @@ pub struct TransferClass {
     pub bandwidth_gb_per_s: f64,
     /// The fastest single transfer of the class.
     pub peak_gb_per_s: f64,
+    /// The class split by the device that ran the transfers (every device, never only the largest).
+    pub per_device: Vec<DeviceTraffic>,
+}
+
+/// One device's share of a transfer class.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceTraffic {
+    pub device: i64,
+    pub count: u64,
+    pub bytes: i64,
+    pub time_ns: i64,
+    pub bandwidth_gb_per_s: f64,
+}
+
+/// Per device: (count, bytes, time).
+type DeviceSplit = BTreeMap<i64, (u64, i64, i64)>;
+
+fn device_split(split: DeviceSplit) -> Vec<DeviceTraffic> {
+    split
+        .into_iter()
+        .map(|(device, (count, bytes, time_ns))| DeviceTraffic {
+            device,
+            count,
+            bytes,
+            time_ns,
+            bandwidth_gb_per_s: gb_per_s(bytes, time_ns),
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -198,7 +226,7 @@ pub fn memory(p: &Profile, scope: &ResolvedScope, limit: usize) -> Result<Memory
         .filter_map(|w| w.steps.map(|s| (w.device, s.bounds())))
         .collect();
     let mut by_dir: BTreeMap<i64, (u64, i64, i64)> = BTreeMap::new();
-    let mut by_class: BTreeMap<ClassKey, (u64, i64, i64, f64)> = BTreeMap::new();
+    let mut by_class: BTreeMap<ClassKey, (u64, i64, i64, f64, DeviceSplit)> = BTreeMap::new();
     let mut flagged = Vec::new();
     let mut pa = PageableAsync {
         kinds_recorded: pageable.is_some()
@@ -225,6 +253,10 @@ pub fn memory(p: &Profile, scope: &ResolvedScope, limit: usize) -> Result<Memory
         c.1 += m.bytes;
         c.2 += d;
         c.3 = c.3.max(gb_per_s(m.bytes, d));
+        let dv = c.4.entry(m.device).or_default();
+        dv.0 += 1;
+        dv.1 += m.bytes;
+        dv.2 += d;
         let Some(pk) = pageable else { continue };
         if m.src_kind != Some(pk) && m.dst_kind != Some(pk) {
             continue;
@@ -311,7 +343,7 @@ pub fn memory(p: &Profile, scope: &ResolvedScope, limit: usize) -> Result<Memory
             .collect(),
         by_class: by_class
             .into_iter()
-            .map(|((k, s, d), (n, b, t, peak))| TransferClass {
+            .map(|((k, s, d), (n, b, t, peak, split))| TransferClass {
                 direction: dir(k),
                 src_kind: label(s),
                 dst_kind: label(d),
@@ -320,6 +352,7 @@ pub fn memory(p: &Profile, scope: &ResolvedScope, limit: usize) -> Result<Memory
                 time_ns: t,
                 bandwidth_gb_per_s: gb_per_s(b, t),
                 peak_gb_per_s: peak,
+                per_device: device_split(split),
             })
             .collect(),
         memset: TransferClass {
@@ -334,6 +367,13 @@ pub fn memory(p: &Profile, scope: &ResolvedScope, limit: usize) -> Result<Memory
                 .iter()
                 .map(|m| gb_per_s(m.bytes, m.end - m.start))
                 .fold(0.0, f64::max),
+            per_device: device_split(memsets.iter().fold(DeviceSplit::new(), |mut acc, m| {
+                let e = acc.entry(m.device).or_default();
+                e.0 += 1;
+                e.1 += m.bytes;
+                e.2 += m.end - m.start;
+                acc
+            })),
         },
         pageable_async: pa,
         blocking,

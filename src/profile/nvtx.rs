@@ -4,6 +4,12 @@
 //! inside the range, same process, any thread; the same-thread figure beside
 //! it). Per range name: instances, CPU time, GPU-projected time (the union of
 //! the attributed kernels' intervals), kernel time and kernels launched.
+//!
+//! GPU time is a union **per device**: kernels of two ranks overlap in time
+//! on different GPUs, and a union across devices would count two GPUs busy at
+//! once as one. `per_device` lists each device's union; the cross-device
+//! aggregate `gpu_union_ns` is their sum (GPU-device time, as `nsys`'s
+//! per-GPU projections add up), never a union over devices.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,7 +31,8 @@ pub struct RangeName {
     pub instances: u64,
     pub cpu_total_ns: i64,
     pub cpu_avg_ns: f64,
-    /// Union of the intervals of kernels launched inside any instance (any thread of the process).
+    /// Σ over devices of each device's union of the intervals of kernels launched inside any
+    /// instance (any thread of the process): GPU-device time, see `per_device`.
     pub gpu_union_ns: i64,
     /// Σ durations of those kernels.
     pub gpu_kernel_sum_ns: i64,
@@ -33,8 +40,41 @@ pub struct RangeName {
     pub kernels: u64,
     /// Kernels launched inside the instances by the range's own thread (the nsys rule).
     pub kernels_same_thread: u64,
-    /// GPU union under the same-thread rule.
+    /// Σ over devices of the per-device union under the same-thread rule.
     pub gpu_union_same_thread_ns: i64,
+    /// The devices the attributed kernels ran on: union, Σ durations and count per device.
+    pub per_device: Vec<RangeDevice>,
+}
+
+/// GPU time of a range name on one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RangeDevice {
+    pub device: i64,
+    /// Union of the attributed kernels' intervals on this device.
+    pub gpu_union_ns: i64,
+    pub gpu_kernel_sum_ns: i64,
+    pub kernels: u64,
+}
+
+/// Per device: (union, Σ durations, count) of the given kernels.
+fn per_device(kernels: &[model::Kernel], ks: &[u32]) -> BTreeMap<i64, (i64, i64, u64)> {
+    let mut by: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+    for &ki in ks {
+        let k = &kernels[ki as usize];
+        by.entry(k.device).or_default().push((k.start, k.end));
+    }
+    by.into_iter()
+        .map(|(d, iv)| {
+            let sum = iv.iter().map(|(s, e)| e - s).sum();
+            let n = iv.len() as u64;
+            (d, (intervals::length(&intervals::union(iv)), sum, n))
+        })
+        .collect()
+}
+
+/// Σ over devices of the per-device union (never one union across devices).
+fn device_time(kernels: &[model::Kernel], ks: &[u32]) -> i64 {
+    per_device(kernels, ks).values().map(|v| v.0).sum()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -42,6 +82,7 @@ pub struct TreeNode {
     pub name: String,
     pub instances: u64,
     pub cpu_total_ns: i64,
+    /// Σ over devices of the per-device union of the attributed kernels.
     pub gpu_union_ns: i64,
     pub kernels: u64,
     /// Children beyond `max_children` or `max_depth` are folded into `more`.
@@ -137,13 +178,6 @@ pub fn nvtx(p: &Profile, scope: &ResolvedScope, options: &NvtxOptions) -> Result
             .device
             .is_none_or(|d| kernels[*ki as usize].device == d)
     };
-    let union_of = |ks: &[u32]| {
-        intervals::length(&intervals::union(
-            ks.iter()
-                .map(|&ki| (kernels[ki as usize].start, kernels[ki as usize].end))
-                .collect(),
-        ))
-    };
     // Per name.
     type NameKey = (i64, String, i64);
     let mut per_name: HashMap<NameKey, (u64, i64, Vec<u32>, Vec<u32>)> = HashMap::new();
@@ -163,6 +197,7 @@ pub fn nvtx(p: &Profile, scope: &ResolvedScope, options: &NvtxOptions) -> Result
             any.dedup();
             same.sort_unstable();
             same.dedup();
+            let devices = per_device(kernels, &any);
             RangeName {
                 name,
                 domain: (domain != 0).then(|| {
@@ -180,11 +215,20 @@ pub fn nvtx(p: &Profile, scope: &ResolvedScope, options: &NvtxOptions) -> Result
                 instances: n,
                 cpu_total_ns: cpu,
                 cpu_avg_ns: super::stats::round1_ratio(cpu as i128, n as i128),
-                gpu_union_ns: union_of(&any),
+                gpu_union_ns: devices.values().map(|v| v.0).sum(),
                 gpu_kernel_sum_ns: any.iter().map(|&k| kernels[k as usize].dur()).sum(),
                 kernels: any.len() as u64,
                 kernels_same_thread: same.len() as u64,
-                gpu_union_same_thread_ns: union_of(&same),
+                gpu_union_same_thread_ns: device_time(kernels, &same),
+                per_device: devices
+                    .into_iter()
+                    .map(|(device, (u, sum, n))| RangeDevice {
+                        device,
+                        gpu_union_ns: u,
+                        gpu_kernel_sum_ns: sum,
+                        kernels: n,
+                    })
+                    .collect(),
             }
         })
         .collect();
@@ -259,11 +303,7 @@ pub fn nvtx(p: &Profile, scope: &ResolvedScope, options: &NvtxOptions) -> Result
             let mut ks = std::mem::take(&mut nodes[n].kernels);
             ks.sort_unstable();
             ks.dedup();
-            let union = intervals::length(&intervals::union(
-                ks.iter()
-                    .map(|&ki| (kernels[ki as usize].start, kernels[ki as usize].end))
-                    .collect(),
-            ));
+            let union = device_time(kernels, &ks);
             let mut children: Vec<usize> = nodes[n].children.clone();
             children.sort_by_key(|&c| std::cmp::Reverse(nodes[c].cpu));
             let (keep, more) = if nodes[n].depth + 1 >= opts.max_depth {
@@ -350,6 +390,13 @@ pub fn nvtx(p: &Profile, scope: &ResolvedScope, options: &NvtxOptions) -> Result
         max_depth_same_thread: in_scope.iter().map(|&i| depth_same[i]).max().unwrap_or(0),
     };
     let mut notes = Vec::new();
+    if names.iter().any(|n| n.per_device.len() > 1) {
+        notes.push(
+            "ranges whose kernels ran on several devices: gpu_union_ns is the sum of the per-device unions \
+             (GPU-device time; per_device lists each device), not a union across devices"
+                .into(),
+        );
+    }
     if p.tables().nvtx.is_none() {
         notes.push(
             "this export has no NVTX_EVENTS table: no ranges were recorded (nsys profile -t nvtx)"

@@ -82,10 +82,15 @@ pub struct DeviceUtilization {
     pub concurrency: f64,
     pub streams: Vec<i64>,
     pub windows: Vec<WindowBusy>,
-    /// The span cut into `chunks` equal parts, kernel ∪ copy busy % of each
-    /// (the op set of `nsys analyze gpu_time_util`).
+    /// `[chunk_start_ns, chunk_end_ns)` cut into `chunks` parts of `chunk_ns` (the last one
+    /// may be shorter), kernel ∪ copy busy % of each (the op set of `nsys analyze gpu_time_util`).
     pub chunk_busy_pct: Vec<f64>,
     pub chunk_ns: i64,
+    /// Where the chunks start: the first kernel, memcpy or memset on the device (clipped to
+    /// the trim). This is not the `span` window's start, which counts kernels only.
+    pub chunk_start_ns: Option<i64>,
+    /// Where the chunks end: the last kernel, memcpy or memset end (clipped to the trim).
+    pub chunk_end_ns: Option<i64>,
     /// Consecutive chunks under `threshold_pct`, coalesced.
     pub low_utilization: Vec<LowChunk>,
 }
@@ -136,8 +141,12 @@ pub fn utilization(
         let windows: Vec<WindowBusy> = dw.all().into_iter().map(|w| busy_in(w, &ku, &au)).collect();
         // Chunks over the span of all ops (nsys: first op start → last op end).
         let (mut chunk_busy, mut low, mut chunk_ns) = (Vec::new(), Vec::new(), 0);
-        if let (Some(first), Some(last)) = (au.first(), au.last()) {
-            let (s, e) = (first.0, last.1);
+        let chunk_window = au
+            .first()
+            .zip(au.last())
+            .map(|(first, last)| scope.clip(first.0, last.1))
+            .filter(|(s, e)| e > s);
+        if let Some((s, e)) = chunk_window {
             chunk_ns = ((e - s) + chunks as i64 - 1) / chunks as i64;
             if chunk_ns > 0 {
                 let mut cur: Option<(i64, i64, i64)> = None; // start, end, busy
@@ -191,6 +200,8 @@ pub fn utilization(
             windows,
             chunk_busy_pct: chunk_busy,
             chunk_ns,
+            chunk_start_ns: chunk_window.map(|w| w.0),
+            chunk_end_ns: chunk_window.map(|w| w.1),
             low_utilization: low,
         });
     }
