@@ -372,10 +372,12 @@ async fn run(
 }
 
 /// Operations that read files the user names (profiles, traces, CSV pages).
-/// Commands and GPU work queue on the GPU lock instead.
+/// Commands and GPU work queue on the GPU lock instead; long-running ones
+/// (`aisp_ask`, an investigation that may wait minutes on an LLM) would hold
+/// a slot while idle, so they are left out too.
 pub fn is_heavy(tool: &ToolDef) -> bool {
     let spec = tool.spec();
-    if spec.executes_commands || spec.needs_gpu {
+    if spec.executes_commands || spec.needs_gpu || spec.long_running {
         return false;
     }
     const FILE_ARGS: [&str; 6] = [
@@ -681,6 +683,72 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind, crate::error::ErrorKind::Cancelled);
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn file_reading_calls_are_the_pooled_ones() {
+        let heavy = |n: &str| is_heavy(registry::find(n).unwrap());
+        assert!(heavy("aisp_profile_summary"));
+        assert!(heavy("aisp_profile_trace"));
+        assert!(heavy("aisp_profile_ncu_summary"));
+        assert!(heavy("aisp_profile_compare"));
+        assert!(!heavy("aisp_status"));
+        assert!(
+            !heavy("aisp_ask"),
+            "long-running: would hold a slot while waiting on an LLM"
+        );
+        assert!(!heavy("aisp_profile_nsys"), "runs a command");
+    }
+
+    #[test]
+    fn echoed_long_arguments_are_cut_once_saying_so() {
+        let long = "z".repeat(5000);
+        let args = json!({"path": long});
+        let mut r: Result<Value, OpError> = Err(OpError::not_found(
+            format!("{long} does not exist"),
+            "Check the path.",
+        ));
+        cut_echoes(&mut r, &args);
+        let e = r.unwrap_err();
+        assert!(
+            e.message.contains("[cut: 5000 characters in all]"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.len() < 400, "{}", e.message.len());
+        let mut ok: Result<Value, OpError> = Ok(json!({"path": long, "n": 1}));
+        cut_echoes(&mut ok, &args);
+        assert!(ok.unwrap()["path"].as_str().unwrap().len() < 400);
+    }
+
+    #[test]
+    fn an_answer_with_an_overflowed_number_is_an_error_not_null() {
+        let tool = registry::find("aisp_status").unwrap();
+        // `tool_count` is an integer in the schema; infinity would serialize as null.
+        let good = invoke_blocking_status();
+        assert!(check_output(tool, &good).is_ok());
+        let mut bad = good.clone();
+        bad["tool_count"] = Value::Null;
+        let err = check_output(tool, &bad).unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::InvalidInput);
+        assert!(err.message.contains("tool_count"), "{}", err.message);
+    }
+
+    fn invoke_blocking_status() -> Value {
+        let app = AppState::for_tests();
+        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable("test", false));
+        let ctx = OpContext::new(
+            Arc::clone(&app),
+            "aisp_status",
+            CancellationToken::new(),
+            None,
+            None,
+        );
+        registry::find("aisp_status")
+            .unwrap()
+            .op
+            .call_json(&ctx, json!({}))
+            .unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
