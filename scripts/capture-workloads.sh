@@ -20,11 +20,20 @@ mkdir -p "$OUT"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
 } > "$OUT/env.txt" 2>&1
-WORKLOADS=(healthy pageable_copies host_sync fp32_no_tf32 tiny_kernels)
+WORKLOADS=(healthy pageable_copies host_sync fp32_no_tf32 tiny_kernels decode_loop decode_fixed train_adam_storm train_fixed)
+# name → script and arguments (the fixed runs are the same scripts with --fixed)
+script_of() {
+  case $1 in
+    decode_fixed) echo "decode_loop.py --fixed" ;;
+    train_fixed) echo "train_adam_storm.py --fixed" ;;
+    *) echo "$1.py" ;;
+  esac
+}
 for w in "${WORKLOADS[@]}"; do
   echo "== capturing $w"
-  (cd "$HERE/workloads" && "$NSYS" profile -t cuda,nvtx,osrt --cuda-memory-usage=true --force-overwrite=true \
-      -o "$OUT/$w" "$PY" "$w.py") > "$OUT/$w.log" 2>&1 || { echo "capture of $w failed: see $OUT/$w.log"; continue; }
+  # shellcheck disable=SC2046
+  (cd "$HERE/workloads" && "$NSYS" profile -t cuda,nvtx,osrt --cuda-graph-trace=node --cuda-memory-usage=true --force-overwrite=true \
+      -o "$OUT/$w" "$PY" $(script_of "$w")) > "$OUT/$w.log" 2>&1 || { echo "capture of $w failed: see $OUT/$w.log"; continue; }
   "$NSYS" export --type sqlite --force-overwrite true --output "$OUT/$w.sqlite" "$OUT/$w.nsys-rep" >> "$OUT/$w.log" 2>&1 \
       || echo "export of $w failed: see $OUT/$w.log"
 done
@@ -42,13 +51,16 @@ try:
     res = json.load(open(sys.argv[3]))
 except Exception as e:
     print(f"{sys.argv[2]} FAIL (no rules output: {e})"); sys.exit()
-found = {f["id"]: f["severity"] for f in res.get("findings", [])}
+found = {}
+for f in res.get("findings", []):  # one finding per device: keep the most severe
+    if order.index(f["severity"]) >= order.index(found.get(f["id"], "info")):
+        found[f["id"]] = f["severity"]
 problems = []
 floor = order.index(exp.get("min_severity", "low"))
 for rid in exp.get("require", []):
     if rid not in found:
         problems.append(f"missing {rid}")
-    elif order.index(found[rid]) < floor:
+    elif order.index(found[rid]) < max(floor, order.index(exp.get("require_at", {}).get(rid, "info"))):
         problems.append(f"{rid} only {found[rid]}")
 if "forbid_at_or_above" in exp:
     cap = order.index(exp["forbid_at_or_above"])

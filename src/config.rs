@@ -230,7 +230,7 @@ impl Config {
             .clone()
             .or_else(|| env("AISP_TOOLS"))
             .or(file.tools)
-            .unwrap_or_else(|| "all".into());
+            .unwrap_or_else(|| "default".into());
         let tools = Toolset::parse(&tools_text).map_err(ConfigError::Invalid)?;
 
         // Later sources win, in both directions: AISP_ALLOW_EXEC=0 or
@@ -380,7 +380,7 @@ impl Config {
     pub fn with_home(home: PathBuf) -> Config {
         Config {
             home,
-            tools: Toolset::All,
+            tools: Toolset::Default,
             allow_exec: false,
             token: None,
             llm: LlmConfig::default(),

@@ -26,6 +26,7 @@ pub mod planner;
 pub mod profile;
 pub mod prompts;
 pub mod registry;
+pub mod resources;
 pub mod server;
 pub mod store;
 pub mod suggest;

@@ -39,7 +39,40 @@ impl PromptDef {
             };
             text = text.replace(&format!("{{{}}}", arg.name), &value);
         }
+        let domains = self.domains_to_enable();
+        if !domains.is_empty() {
+            let list = domains
+                .iter()
+                .map(|d| format!("\"{d}\""))
+                .collect::<Vec<_>>()
+                .join(", ");
+            text.push_str(&format!(
+                "\n\nSome of these tools may not be in your tool list yet: call aisp_list_domains with \
+                 {{\"enable\": [{list}]}} first, or call them by name."
+            ));
+        }
         Ok(text)
+    }
+
+    /// The domains of the tools this prompt names that the default listing
+    /// leaves out, in registry order: derived, so a prompt stays right when
+    /// tools move between tiers.
+    pub fn domains_to_enable(&self) -> Vec<&'static str> {
+        let named: Vec<&str> = self
+            .template
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("aisp_"))
+            .collect();
+        crate::registry::domain_names()
+            .into_iter()
+            .filter(|d| {
+                named.iter().any(|n| {
+                    crate::registry::find(n).is_some_and(|t| {
+                        t.spec().domain == *d && t.spec().tier == crate::registry::Tier::Domain
+                    })
+                })
+            })
+            .collect()
     }
 }
 
@@ -243,5 +276,13 @@ mod tests {
         }
         let oom = find("out_of_memory").unwrap();
         assert!(oom.render(&Map::new()).is_err(), "error is required");
+        // slow_training_step names aisp_profile_iterations, outside the default listing.
+        let slow = find("slow_training_step").unwrap();
+        assert!(slow.domains_to_enable().contains(&"profile"));
+        let text = slow.render(&Map::new()).unwrap();
+        assert!(
+            text.contains(r#"aisp_list_domains with {"enable": ["#),
+            "{text}"
+        );
     }
 }

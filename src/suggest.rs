@@ -23,8 +23,8 @@ const B: f64 = 0.75;
 const STOP: &[&str] = &[
     "a", "an", "the", "and", "or", "of", "to", "in", "on", "for", "with", "is", "are", "my", "me",
     "i", "it", "this", "that", "what", "why", "how", "do", "does", "can", "be", "at", "by", "from",
-    "as", "when", "which", "use", "tool", "tools", "aisp", "please", "show", "get", "give", "want",
-    "need", "should", "would", "there", "some", "any", "about", "your", "you", "we", "our",
+    "as", "when", "which", "use", "aisp", "please", "show", "get", "give", "want", "need",
+    "should", "would", "there", "some", "any", "about", "your", "you", "we", "our", "have", "has",
 ];
 
 pub fn tokenize(text: &str) -> Vec<String> {
@@ -35,10 +35,39 @@ pub fn tokenize(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Words that name the same thing in GPU performance work, mapped to one
+/// spelling so that a question and a tool meet whichever they use.
+const SYNONYMS: &[(&str, &str)] = &[
+    ("iteration", "step"),
+    ("iter", "step"),
+    ("idle", "gap"),
+    ("stall", "gap"),
+    ("allreduce", "reduce"),
+    ("memcpy", "copy"),
+    ("transfer", "copy"),
+    ("vram", "memory"),
+    ("hbm", "memory"),
+    ("faster", "fast"),
+    ("speedup", "fast"),
+    ("quickly", "fast"),
+    ("slower", "slow"),
+    ("slowest", "slow"),
+    ("nsight", "nsys"),
+];
+
 /// A light stemmer: plural and common verb endings, so "kernels" meets "kernel".
 fn normalize(word: &str) -> String {
+    let stemmed = stem(word);
+    SYNONYMS
+        .iter()
+        .find(|(from, _)| *from == stemmed)
+        .map(|(_, to)| to.to_string())
+        .unwrap_or(stemmed)
+}
+
+fn stem(word: &str) -> String {
     for suffix in ["ing", "ies", "es", "s", "ed"] {
-        if word.len() > suffix.len() + 3 && word.ends_with(suffix) {
+        if word.len() >= suffix.len() + 3 && word.ends_with(suffix) {
             let stem = &word[..word.len() - suffix.len()];
             return if suffix == "ies" {
                 format!("{stem}y")
@@ -50,13 +79,79 @@ fn normalize(word: &str) -> String {
     word.to_string()
 }
 
+/// An intent phrase matches when the task says it verbatim or uses every one
+/// of its words (stemmed, in any order): "what tools are there" is said by
+/// "which tools does it have".
+fn intent_matches(intent: &str, task_lower: &str, query: &[String]) -> bool {
+    if task_lower.contains(&intent.to_ascii_lowercase()) {
+        return true;
+    }
+    // One content word ("what is in this profile" -> "profile") is too weak
+    // a phrase to match out of order.
+    let words = tokenize(intent);
+    words.len() >= 2 && words.iter().all(|w| query.contains(w))
+}
+
 struct Doc {
     tool: &'static ToolDef,
     terms: HashMap<String, f64>,
     len: f64,
 }
 
-/// Rank `tools` for `task`; zero-score tools are left out.
+/// What besides the words ranks a tool.
+pub struct Context<'a> {
+    /// Tools the intent router plans for the task, in its order.
+    pub planned: &'a [&'a str],
+    /// Whether this host has a usable GPU.
+    pub gpu_available: bool,
+    /// Files (profiles, traces, reports) the task names.
+    pub paths: &'a [String],
+}
+
+/// How much a planned tool gains, as a share of the best text score.
+const PLAN_BOOST: f64 = 0.0;
+/// What a tool that needs a GPU keeps of its score on a host without one,
+/// unless the question says one of its curated phrases: such a tool still
+/// wins when the question is about the GPU, but not on words it merely shares
+/// with the question.
+const NO_GPU_FACTOR: f64 = 0.6;
+/// What a tool that runs a command (a capture) keeps when the task names
+/// files: a question about an existing profile is answered by reading it.
+const FILES_NAMED_CAPTURE_FACTOR: f64 = 0.5;
+
+/// Rank `tools` for `task` with the router's plan and the host's GPU in mind.
+pub fn rank_with(task: &str, tools: &'static [ToolDef], context: &Context<'_>) -> Vec<Ranked> {
+    // A file named in the task is an argument, not a word of intent: its
+    // extension (.sqlite, .json) would pull toward tools that describe their
+    // input formats rather than toward what is asked of the file.
+    let mut words = task.to_string();
+    for path in context.paths {
+        words = words.replace(path.as_str(), " ");
+    }
+    let mut ranked = rank(&words, tools);
+    let best = ranked.first().map(|r| r.score).unwrap_or(0.0);
+    for r in &mut ranked {
+        if let Some(i) = context.planned.iter().position(|p| *p == r.tool.name) {
+            r.score += best * PLAN_BOOST / (1.0 + i as f64);
+        }
+        // A whole curated phrase of a GPU tool ("memory bandwidth", "fp8
+        // gemm") says the question is about the GPU itself.
+        if r.tool.spec().needs_gpu && !context.gpu_available && r.intent.is_none() {
+            r.score *= NO_GPU_FACTOR;
+        }
+        if r.tool.spec().executes_commands && !context.paths.is_empty() {
+            r.score *= FILES_NAMED_CAPTURE_FACTOR;
+        }
+    }
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.tool.name.cmp(&b.tool.name))
+    });
+    ranked
+}
+
+/// Rank `tools` for `task` by their words alone; zero-score tools are left out.
 pub fn rank(task: &str, tools: &'static [ToolDef]) -> Vec<Ranked> {
     let docs: Vec<Doc> = tools
         .iter()
@@ -73,7 +168,9 @@ pub fn rank(task: &str, tools: &'static [ToolDef]) -> Vec<Ranked> {
             add(&tool.name.replace('_', " "), 3.0);
             add(spec.title, 2.0);
             add(spec.summary, 2.0);
-            add(spec.description, 1.0);
+            // Descriptions say much in passing; names, summaries and intents
+            // say what the tool is for.
+            add(spec.description, 0.5);
             for intent in spec.intents {
                 add(intent, 3.0);
             }
@@ -113,11 +210,11 @@ pub fn rank(task: &str, tools: &'static [ToolDef]) -> Vec<Ranked> {
                 .intents
                 .iter()
                 .copied()
-                .filter(|i| task_lower.contains(&i.to_ascii_lowercase()))
-                .max_by_key(|i| i.len());
+                .filter(|i| intent_matches(i, &task_lower, &query))
+                .max_by_key(|i| tokenize(i).len());
             if let Some(i) = intent {
                 // A whole curated phrase is strong evidence of intent.
-                score += 2.0 + i.split_whitespace().count() as f64;
+                score += 2.0 + tokenize(i).len() as f64;
             }
             if score <= 0.0 {
                 return None;

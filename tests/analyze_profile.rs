@@ -41,8 +41,11 @@ fn train_good_is_host_bound_in_its_steady_window() {
     let d = &v["devices"][0];
     assert_eq!(d["classification"], "host-bound");
     assert_eq!(d["window"]["kind"], "steady");
-    // Steady-state busy is 8.67 % (fixture fact), so the GPU idles 91.33 % of it.
-    assert_eq!(share(d, "host_idle"), 91.33);
+    // Steady-state kernel busy is 8.67 % (fixture fact); idle means no kernel, copy or memset:
+    // sqlite3 union of the three over the steady window is 34,239,689 of 358,106,980 ns, so the
+    // GPU idles 90.44 % and copies not overlapped by kernels are their own share.
+    assert_eq!(share(d, "host_idle"), 90.44);
+    assert!(share(d, "copy") > 0.0);
     let ids: Vec<&str> = v["findings"]
         .as_array()
         .unwrap()

@@ -119,3 +119,82 @@ fn long_operations_honour_timeout_s() {
     assert_eq!(code, 0);
     assert!(v["samples"].as_array().unwrap().len() >= 4);
 }
+
+#[test]
+fn cli_spellings_are_consistent() {
+    let train = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/train_good.sqlite");
+    // ask takes --path like every profile tool; --profile still works.
+    for flag in ["--path", "--profile"] {
+        let (code, v, err) = run(&["ask", "why is this training slow?", flag, train]);
+        assert_eq!(code, 0, "{flag}: {err}");
+        assert!(
+            v["citations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["arguments"]["path"] == train),
+            "{flag}: {v}"
+        );
+    }
+    // export's own choice is --kind, so the global --format still picks JSON.
+    let out = tempfile::tempdir().unwrap();
+    let csv = out.path().join("k.csv");
+    let (code, v, err) = run(&[
+        "--format",
+        "json",
+        "profile",
+        "export",
+        train,
+        "--kind",
+        "csv",
+        "--output",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["format"], "csv", "{v}");
+    assert!(csv.exists());
+    // Bounds and enum choices in plain words, not <JSON>.
+    let (code, _, err) = run(&["profile", "gaps", train, "--limit", "-1"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--limit takes an integer (0 or more)"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["profile", "kernels", train, "--names", "long"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("[possible values: short, demangled]"), "{err}");
+    // 16 GPUs at 8 per node are 2 nodes.
+    let (code, v, err) = run(&[
+        "distributed",
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--gpus",
+        "16",
+        "--gpus-per-node",
+        "8",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(v["nodes"], 2, "{v}");
+    // Hints name flags and commands at the command line.
+    let (code, _, err) = run(&["distributed", "plan", "--model", "llama-3.1-8b"]);
+    if code == 1 && err.contains("no local GPU") {
+        assert!(err.contains("`--gpu`"), "{err}");
+    }
+}
+
+#[test]
+fn tools_lists_every_tool_in_table_mode() {
+    let (code, v, _) = run(&["tools", "--format", "table"]);
+    assert_eq!(code, 0);
+    let text = v.as_str().unwrap();
+    for tool in aisp::registry::tools() {
+        assert!(
+            text.contains(&aisp::cli::schemas::cli_usage(tool)),
+            "{} missing",
+            tool.name
+        );
+    }
+}

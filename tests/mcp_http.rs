@@ -26,7 +26,7 @@ fn transport(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_clients_list_and_call_over_http_in_both_protocol_generations() {
-    let server = HttpServer::start(&[], &[]);
+    let server = HttpServer::start(&["--tools", "all"], &[]);
     // Legacy: initialize handshake and a session.
     let client = ClientConfig::default()
         .serve(transport(&server, None))

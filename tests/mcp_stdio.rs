@@ -96,7 +96,7 @@ fn structured(r: &CallToolResult) -> &Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_are_listed_completely_and_deterministically() {
     for modern in [false, true] {
-        let s = start(&[], modern).await;
+        let s = start(&["--tools", "all"], modern).await;
         let tools = s.client.list_all_tools().await.unwrap();
         assert_eq!(tools.len(), aisp::registry::tools().len());
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -359,7 +359,11 @@ async fn the_core_toolset_hides_tools_from_the_list_but_they_still_answer() {
     let tools = s.client.list_all_tools().await.unwrap();
     let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
     for n in &names {
-        assert!(aisp::registry::CORE_TOOLS.contains(&n.as_str()), "{n}");
+        assert_eq!(
+            aisp::registry::find(n).unwrap().spec().tier,
+            aisp::registry::Tier::Core,
+            "{n}"
+        );
     }
     assert!(names.contains(&"aisp_status".to_string()));
     assert!(!names.contains(&"aisp_system_monitor".to_string()));

@@ -11,12 +11,16 @@ use aisp::context::OpContext;
 use aisp::registry;
 use serde_json::{Value, json};
 
-const WORKLOADS: [&str; 5] = [
+const WORKLOADS: [&str; 9] = [
     "healthy",
     "pageable_copies",
     "host_sync",
     "fp32_no_tf32",
     "tiny_kernels",
+    "decode_loop",
+    "decode_fixed",
+    "train_adam_storm",
+    "train_fixed",
 ];
 
 fn rules(workload: &str) -> Value {
@@ -72,6 +76,26 @@ fn every_planted_problem_is_found_and_the_control_stays_quiet() {
                 e["min_severity"]
             );
         }
+        if let Some(at) = e["require_at"].as_object() {
+            for (id, sev) in at {
+                let f = finding(&v, id);
+                assert!(
+                    rank(f["severity"].as_str().unwrap()) >= rank(sev.as_str().unwrap()),
+                    "{w}: {id} is {} (expected at least {sev})",
+                    f["severity"]
+                );
+            }
+        }
+        if let Some(regions) = e["regions"].as_object() {
+            for (id, region) in regions {
+                let f = finding(&v, id);
+                assert_eq!(
+                    &f["regions"][0]["region"], region,
+                    "{w}: {id} {}",
+                    f["regions"]
+                );
+            }
+        }
         if let Some(limit) = e["forbid_at_or_above"].as_str() {
             for f in findings {
                 assert!(
@@ -123,6 +147,177 @@ fn warm_up_in_the_first_steady_step_is_not_called_variance() {
     assert_eq!(f["data"]["steps"], 28);
     let evidence = f["evidence"].to_string();
     assert!(evidence.contains("step_1"), "{evidence}");
+}
+
+#[test]
+fn decode_loop_problems_are_named_with_their_region_and_fix() {
+    // workloads/decode_loop.py, batch-1 eager decode. Steady window = request_1 → request_2
+    // (192 token ranges). sqlite3 over the same file: 194 cudaMalloc + 194 cudaFree overlap the
+    // window; 192 Device-to-Host copies into pageable memory there, 24,576,000 bytes.
+    let v = rules("decode_loop");
+    let lb = finding(&v, "launch_bound_tiny_kernels");
+    assert_eq!(lb["regions"][0]["region"], "token_*");
+    assert_eq!(lb["data"]["top_region"]["occurrences"], 192);
+    let fix = lb["fix"].as_str().unwrap();
+    assert!(
+        fix.starts_with("In `token_*`") && fix.contains("CUDA graph"),
+        "{fix}"
+    );
+    let al = finding(&v, "allocator_churn");
+    assert_eq!(al["data"]["calls"]["cudaMalloc"][0], 194);
+    assert_eq!(al["data"]["calls"]["cudaFree"][0], 194);
+    assert_eq!(al["stake"], "gpu_idle");
+    let pg = finding(&v, "cuda_memcpy_async_pageable");
+    assert_eq!(
+        pg["data"]["by_direction"]["Device-to-Host"],
+        json!([192, 24_576_000])
+    );
+    // The 250 ms time.sleep in token_48 of request_1: the largest gap, an OS wait.
+    let st = finding(&v, "gpu_starvation");
+    let largest = &st["data"]["largest"][0];
+    assert_eq!(largest["cause"], "os_wait");
+    assert!(largest["length_ns"].as_i64().unwrap() > 250_000_000);
+    assert!(st["evidence"].to_string().contains("token_48"));
+    // The per-token sync: named with the copy that precedes it.
+    let sy = finding(&v, "cuda_api_sync");
+    assert!(
+        sy["evidence"]
+            .to_string()
+            .contains("→ cudaStreamSynchronize")
+    );
+    // The costliest finding leads: launch-bound or host-bound, never the sync.
+    assert_ne!(v["findings"][0]["id"], "cuda_api_sync");
+}
+
+#[test]
+fn train_adam_storm_names_the_per_parameter_optimizer_and_the_copy() {
+    // workloads/train_adam_storm.py. sqlite3: kernels whose launch call lies inside an
+    // `optimizer` range of steps 1–29: 20,300, of which 5,800 are lerp/addcdiv (Adam, one
+    // parameter at a time: 100 parameters x 2 x 29 steps).
+    let v = rules("train_adam_storm");
+    let lb = finding(&v, "launch_bound_tiny_kernels");
+    assert_eq!(lb["data"]["top_region"]["region"], "optimizer");
+    assert_eq!(lb["data"]["top_region"]["kernels_launched"], 20_300);
+    assert_eq!(
+        lb["data"]["top_region"]["per_tensor_optimizer_kernels"],
+        5_800
+    );
+    let fix = lb["fix"].as_str().unwrap();
+    assert!(
+        fix.contains("foreach=True") && fix.contains("fused=True"),
+        "{fix}"
+    );
+    let h = finding(&v, "heavy_h2d_per_step");
+    assert_eq!(h["data"]["mb_per_step"], 100);
+    assert_eq!(h["data"]["steps"], 29);
+    // The blocking copy's sync waits while the GPU copies: not at stake.
+    let sy = finding(&v, "cuda_api_sync");
+    assert_eq!(sy["severity"], "info");
+}
+
+fn recommend(args: Value) -> Value {
+    let t = registry::find("aisp_recommend").unwrap();
+    t.op.call_json(&OpContext::detached(AppState::for_tests()), args)
+        .unwrap_or_else(|e| panic!("recommend: {e}"))
+}
+
+#[test]
+fn recommend_ranks_techniques_by_the_findings() {
+    // host_bound_steps: the catalog's [[findings]] data puts data loading, pinned memory and
+    // CUDA graphs first; kernel-speed techniques (FlashAttention, bf16 GEMMs) cannot help.
+    // Before, FlashAttention-3 and bf16 ranked first and pinned memory 10th.
+    let v = recommend(
+        json!({"findings": ["host_bound_steps"], "workload": "training", "gpu": "h100-sxm", "limit": 40}),
+    );
+    let recs = v["recommendations"].as_array().unwrap();
+    let ids: Vec<&str> = recs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids[..3],
+        ["dataloader-workers", "pinned-memory", "cuda-graphs"],
+        "{ids:?}"
+    );
+    assert!(
+        recs[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("addresses profile finding `host_bound_steps`")
+    );
+    let fa = ids
+        .iter()
+        .position(|&i| i == "flash-attention-3")
+        .expect("listed last");
+    let bf16 = ids
+        .iter()
+        .position(|&i| i == "bf16-mixed-precision")
+        .unwrap();
+    let pinned = ids.iter().position(|&i| i == "pinned-memory").unwrap();
+    assert!(fa > pinned && bf16 > pinned);
+    for i in [fa, bf16] {
+        let r = recs[i]["reason"].as_str().unwrap();
+        assert!(
+            r.starts_with("cannot help profile finding `host_bound_steps`"),
+            "{r}"
+        );
+    }
+    // Every technique that cannot help comes after every one that is not ruled out.
+    let last_ok = recs
+        .iter()
+        .rposition(|r| !r["reason"].as_str().unwrap().starts_with("cannot help"))
+        .unwrap();
+    let first_bad = recs
+        .iter()
+        .position(|r| r["reason"].as_str().unwrap().starts_with("cannot help"))
+        .unwrap();
+    assert!(last_ok < first_bad, "{ids:?}");
+
+    // From a profile: train_adam_storm's findings (launch-bound in `optimizer`, host-bound steps,
+    // the per-step copy) lead to CUDA graphs / fused optimizer / data loading first.
+    let path = profile_common::fixture("workloads/train_adam_storm.sqlite");
+    let v = recommend(
+        json!({"profile": path.display().to_string(), "workload": "training", "limit": 5}),
+    );
+    let ids: Vec<&str> = v["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"fused-optimizer") && ids.contains(&"cuda-graphs"),
+        "{ids:?}"
+    );
+    assert!(!ids.contains(&"flash-attention-3"), "{ids:?}");
+}
+
+#[test]
+fn retarget_keeps_nccl_time_as_measured() {
+    // ddp (2×H200): NCCL kernel time includes each rank waiting for the other; a faster link
+    // does not shorten that wait, so retargeting to H100 must not scale it by the link ratio.
+    let path = profile_common::fixture("ddp.sqlite");
+    let t = registry::find("aisp_analyze_retarget").unwrap();
+    let v = t
+        .op
+        .call_json(
+            &OpContext::detached(AppState::for_tests()),
+            json!({"path": path.display().to_string(), "target_gpu": "h100-sxm", "source_gpu": "h200", "device": 0}),
+        )
+        .unwrap();
+    let nccl: Vec<&Value> = v["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["bound"] == "interconnect")
+        .collect();
+    assert!(!nccl.is_empty());
+    for k in nccl {
+        assert_eq!(k["estimated_ns"], k["measured_ns"], "{k}");
+        assert!(
+            k["note"]
+                .as_str()
+                .unwrap()
+                .contains("waiting for the other ranks")
+        );
+    }
 }
 
 #[test]

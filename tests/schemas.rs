@@ -68,3 +68,66 @@ fn every_reference_mapping_names_a_real_tool_or_says_none() {
         }
     }
 }
+
+/// The README's first steps are what a newcomer runs: install from the
+/// lockfile, then the main job on a bundled profile with that same binary (no
+/// second build), then the tests.
+#[test]
+fn the_readme_first_commands_install_from_the_lockfile_and_work() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let blocks: Vec<&str> = readme
+        .split("```bash\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap_or(""))
+        .collect();
+    let first = blocks[0].lines().next().unwrap_or("");
+    assert!(
+        first.starts_with("cargo install --locked --path ."),
+        "the README's first command must install from Cargo.lock: {first}"
+    );
+    let section = readme
+        .split("## The two commands")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has a `The two commands` section");
+    let commands: Vec<&str> = section
+        .split("```bash\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    assert_eq!(commands[1], "cargo test");
+    let main_job: Vec<&str> = commands[0].split_whitespace().collect();
+    assert_eq!(
+        main_job.first(),
+        Some(&"aisp"),
+        "the main-job command reuses the installed binary (no `cargo run --release` rebuild)"
+    );
+    // It works as written, from the repository root, without a GPU.
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_aisp"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("AISP_HOME", home.path())
+        .env("AISP_CONFIG", home.path().join("none.toml"))
+        .args(&main_job[1..])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // What the README says to expect.
+    assert_eq!(v["findings"][0]["severity"], "critical");
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["id"] == "host_bound_steps"),
+        "{v}"
+    );
+}

@@ -7,7 +7,9 @@
 //!   precision (bf16 when the name does not say);
 //! - fp32 SIMT GEMMs (FFMA) → the FP32 vector peak;
 //! - elementwise, reduction and copy kernels → device-memory bandwidth;
-//! - collectives → the GPU-to-GPU link (per direction);
+//! - collectives → kept as measured: NCCL kernel time includes each rank
+//!   waiting for the others to arrive, which no link speed shortens, and the
+//!   bytes moved are not in the trace; the two links' figures are shown;
 //! - kernels shorter than 5 µs on average → launch/latency-bound: kept as
 //!   measured (peaks do not shorten them);
 //! - anything else → kept as measured, and said so.
@@ -145,7 +147,12 @@ fn bound_of(
             "GPU-to-GPU link GB/s per direction".into(),
             per_gpu_link(src),
             per_gpu_link(dst),
-            Some("assumes the same number of GPUs and the same topology on the target".into()),
+            Some(
+                "kept as measured: NCCL kernel time includes waiting for the other ranks to arrive, which a faster \
+                 link does not shorten, and the bytes moved are not in the trace (the links' per-direction figures are \
+                 shown for reference)"
+                    .into(),
+            ),
         ),
         KernelClass::Other => (Bound::Unknown, "none".into(), None, None, Some("class unknown: kept as measured".into())),
     }
@@ -158,6 +165,7 @@ pub fn retarget(k: &Kernels, src: &Gpu, dst: &Gpu) -> Retarget {
     for r in &k.rows {
         let (bound, basis, sp, tp, mut note) = bound_of(r, src, dst);
         let ratio = match (sp, tp) {
+            _ if bound == Bound::Interconnect => 1.0,
             (Some(s), Some(t)) if s > 0.0 && t > 0.0 => s / t,
             (None, None) => 1.0,
             _ => {

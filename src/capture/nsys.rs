@@ -111,6 +111,10 @@ impl NsysOptions {
             format!("--trace={}", self.traces().join(",")),
             "--sample=none".into(),
             "--cpuctxsw=none".into(),
+            // CUDA graphs traced per node: aisp analyses kernels, and at the
+            // default (`graph`) a replayed graph's kernels are absent from the
+            // kernel table, so a decode loop under CUDA graphs would read as idle.
+            "--cuda-graph-trace=node".into(),
         ];
         if self.preset == NsysPreset::Full && self.trace.is_none() {
             a.push("--cuda-memory-usage=true".into());
@@ -190,6 +194,7 @@ mod tests {
                 "--trace=cuda,nvtx",
                 "--sample=none",
                 "--cpuctxsw=none",
+                "--cuda-graph-trace=node",
                 "--force-overwrite=true",
                 "--output=/runs/r/profile",
                 "python3",
@@ -213,12 +218,13 @@ mod tests {
         o.validate().unwrap();
         let a = o.profile_args(Path::new("p"), &cmd());
         assert_eq!(
-            a[..9],
+            a[..10],
             [
                 "profile",
                 "--trace=cuda,nvtx,osrt,cublas,cudnn",
                 "--sample=none",
                 "--cpuctxsw=none",
+                "--cuda-graph-trace=node",
                 "--cuda-memory-usage=true",
                 "--capture-range=nvtx",
                 "--nvtx-capture=step_5",

@@ -25,7 +25,39 @@ enum Kind {
     Json,
 }
 
+/// The string choices of an enum property: `enum`, or `oneOf`/`anyOf` of `const`s.
+fn choices(prop: &Value) -> Option<Vec<String>> {
+    if let Some(vs) = prop.get("enum").and_then(Value::as_array) {
+        return Some(
+            vs.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+        );
+    }
+    let alts = prop
+        .get("oneOf")
+        .or_else(|| prop.get("anyOf"))
+        .and_then(Value::as_array)?;
+    let mut out = Vec::new();
+    for alt in alts {
+        if alt.get("type").and_then(Value::as_str) == Some("null") {
+            continue;
+        }
+        match (alt.get("const"), alt.get("enum")) {
+            (Some(Value::String(c)), _) => out.push(c.clone()),
+            (_, Some(Value::Array(vs))) => {
+                out.extend(vs.iter().filter_map(|v| v.as_str().map(str::to_string)))
+            }
+            _ => return None,
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 fn kind_of(prop: &Value) -> Kind {
+    if choices(prop).is_some() {
+        return Kind::String;
+    }
     let types = property_types(prop);
     let non_null: Vec<&str> = types
         .iter()
@@ -55,6 +87,9 @@ pub fn flag_name(property: &str) -> String {
 
 /// Properties the CLI does not offer (handled by the dispatcher or meaningless here).
 const HIDDEN: &[&str] = &["async"];
+
+/// Extra flag spellings kept for fields that were renamed: (tool, field, old name).
+const RENAMED: &[(&str, &str, &str)] = &[("aisp_ask", "path", "profile")];
 
 /// Add the flags of `tool`'s input schema to `cmd`.
 pub fn add_input_args(mut cmd: Command, tool: &ToolDef) -> Command {
@@ -89,6 +124,12 @@ pub fn add_input_args(mut cmd: Command, tool: &ToolDef) -> Command {
         if flag_name(name) != *name {
             arg = arg.alias(name.clone());
         }
+        for (_, _, old) in RENAMED
+            .iter()
+            .filter(|(t, f, _)| *t == tool.name && f == name)
+        {
+            arg = arg.alias(*old);
+        }
         arg = match &kind {
             Kind::Bool => arg
                 .num_args(0..=1)
@@ -99,8 +140,18 @@ pub fn add_input_args(mut cmd: Command, tool: &ToolDef) -> Command {
                 let a = arg.num_args(1..).action(ArgAction::Append);
                 with_enum(a, prop.get("items"), inner)
             }
-            Kind::Integer => arg.allow_negative_numbers(true).value_name("INT"),
-            Kind::Number => arg.allow_negative_numbers(true).value_name("NUM"),
+            Kind::Integer => with_range(
+                arg.allow_negative_numbers(true).value_name("INT"),
+                name,
+                prop,
+                true,
+            ),
+            Kind::Number => with_range(
+                arg.allow_negative_numbers(true).value_name("NUM"),
+                name,
+                prop,
+                false,
+            ),
             Kind::String => with_enum(arg.value_name("TEXT"), Some(prop), &kind),
             Kind::Json => arg.value_name("JSON"),
         };
@@ -127,15 +178,36 @@ pub fn add_input_args(mut cmd: Command, tool: &ToolDef) -> Command {
     cmd
 }
 
+/// Check a number flag at parse time against the schema's bounds, naming them in the error.
+fn with_range(arg: Arg, name: &str, prop: &Value, integer: bool) -> Arg {
+    let min = prop.get("minimum").and_then(Value::as_f64);
+    let max = prop.get("maximum").and_then(Value::as_f64);
+    let flag = flag_name(name);
+    let range = match (min, max) {
+        (Some(lo), Some(hi)) => format!(" ({lo} to {hi})"),
+        (Some(lo), None) => format!(" ({lo} or more)"),
+        (None, Some(hi)) => format!(" (at most {hi})"),
+        (None, None) => String::new(),
+    };
+    let what = if integer { "an integer" } else { "a number" };
+    let parser = move |text: &str| -> Result<String, String> {
+        let value = if integer {
+            text.trim().parse::<i64>().ok().map(|v| v as f64)
+        } else {
+            text.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+        };
+        match value {
+            Some(v) if min.is_none_or(|lo| v >= lo) && max.is_none_or(|hi| v <= hi) => {
+                Ok(text.trim().to_string())
+            }
+            _ => Err(format!("--{flag} takes {what}{range}")),
+        }
+    };
+    arg.value_parser(parser)
+}
+
 fn with_enum(arg: Arg, prop: Option<&Value>, kind: &Kind) -> Arg {
-    let values: Option<Vec<String>> = prop
-        .and_then(|p| p.get("enum"))
-        .and_then(Value::as_array)
-        .map(|vs| {
-            vs.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        });
+    let values: Option<Vec<String>> = prop.and_then(choices);
     match values {
         Some(v) if !v.is_empty() && matches!(kind, Kind::String) => {
             arg.value_parser(PossibleValuesParser::new(v))
@@ -259,6 +331,22 @@ mod tests {
             serde_json::json!({"state": "running", "limit": 3})
         );
         assert!(parse("aisp_job_list", &["--state", "bogus"]).is_err());
+        // Enums written as oneOf consts list their choices; bounds are checked with a plain message.
+        assert_eq!(
+            parse(
+                "aisp_profile_kernels",
+                &["x.sqlite", "--names", "demangled"]
+            )
+            .unwrap(),
+            serde_json::json!({"path": "x.sqlite", "names": "demangled"})
+        );
+        let err = parse("aisp_profile_kernels", &["x.sqlite", "--names", "long"]).unwrap_err();
+        assert!(err.contains("short") && err.contains("demangled"), "{err}");
+        let err = parse("aisp_profile_kernels", &["x.sqlite", "--limit", "-1"]).unwrap_err();
+        assert!(
+            err.contains("--limit takes an integer (0 or more)"),
+            "{err}"
+        );
         assert!(parse("aisp_job_list", &["--limit", "many"]).is_err());
         // Snake-case spelling is accepted too.
         assert_eq!(

@@ -5,6 +5,7 @@
 //! Exit codes: 0 success, 1 the operation returned an error, 2 usage error.
 
 pub mod args;
+pub mod hints;
 pub mod readme;
 pub mod schemas;
 pub mod table;
@@ -167,7 +168,7 @@ fn serve_command() -> Command {
             Arg::new("tools")
                 .long("tools")
                 .value_name("SET")
-                .help("Toolset shown by tools/list: all, core, or domains like gpu,profile [env: AISP_TOOLS] (hidden tools still answer tools/call)"),
+                .help("Toolset tools/list starts with: default, all, core, or domains like gpu,profile [env: AISP_TOOLS] (aisp_list_domains with enable lists more; hidden tools still answer tools/call)"),
         )
         .arg(
             Arg::new("allowed-host")
@@ -316,6 +317,13 @@ fn serve(m: &ArgMatches, overrides: &Overrides) -> ExitCode {
         Err(code) => return code,
     };
     let transport = m.get_one::<String>("transport").map(String::as_str);
+    if std::io::stderr().is_terminal() {
+        let bind = m.get_one::<SocketAddr>("bind").copied();
+        eprint!(
+            "{}",
+            serve_banner(transport, bind, app.config.token.is_some())
+        );
+    }
     let result = rt.block_on(async {
         match transport {
             Some("http") => {
@@ -373,6 +381,40 @@ async fn wait_for_stop_signal() {
     }
 }
 
+/// What `aisp serve` tells a person at a terminal (on stderr: on stdio, stdout is the JSON-RPC channel).
+fn serve_banner(transport: Option<&str>, bind: Option<SocketAddr>, token: bool) -> String {
+    let exe = std::env::current_exe()
+        .ok()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "aisp".into());
+    let tools = registry::tools().len();
+    match (transport, bind) {
+        (Some("http"), Some(addr)) => {
+            let url = format!("http://{addr}/mcp");
+            let auth = if token {
+                " --header \"Authorization: Bearer $AISP_TOKEN\""
+            } else {
+                ""
+            };
+            format!(
+                "aisp {}: serving {tools} tools over MCP (streamable HTTP) at {url}\n\
+                 and the HTTP API at http://{addr}/api/<domain>/<op>.\n\
+                 Connect Claude Code:  claude mcp add --transport http aisp {url}{auth}\n\
+                 Other MCP clients: add a streamable-HTTP server with that URL. Ctrl-C stops.\n",
+                env!("CARGO_PKG_VERSION")
+            )
+        }
+        _ => format!(
+            "aisp {}: serving {tools} tools over MCP on stdio. An MCP client starts this itself;\n\
+             connect one instead of typing here:\n\
+             \x20 Claude Code:  claude mcp add aisp -- {exe} serve\n\
+             \x20 Cursor and others: command \"{exe}\", args [\"serve\"]\n\
+             Waiting for JSON-RPC on stdin (Ctrl-D or Ctrl-C stops).\n",
+            env!("CARGO_PKG_VERSION")
+        ),
+    }
+}
+
 fn run_op(
     tool: &'static ToolDef,
     m: &ArgMatches,
@@ -380,7 +422,11 @@ fn run_op(
     format: Format,
 ) -> ExitCode {
     let usage = |msg: String| {
-        eprintln!("aisp: {msg}\n\nSee `{} --help`.", schemas::cli_usage(tool));
+        eprintln!(
+            "aisp: {}\n\nSee `{} --help`.",
+            hints::for_cli(&msg, Some(tool)),
+            schemas::cli_usage(tool)
+        );
         ExitCode::from(2)
     };
     let args = match args::matches_to_json(tool, m, m.get_one::<String>("json").map(String::as_str))
@@ -430,7 +476,7 @@ fn run_op(
     if show_progress {
         eprintln!();
     }
-    print_outcome(outcome, format)
+    print_outcome(outcome, format, Some(tool))
 }
 
 fn progress_printer() -> ProgressSink {
@@ -446,7 +492,11 @@ fn progress_printer() -> ProgressSink {
     })
 }
 
-fn print_outcome(outcome: Result<Value, OpError>, format: Format) -> ExitCode {
+fn print_outcome(
+    outcome: Result<Value, OpError>,
+    format: Format,
+    tool: Option<&ToolDef>,
+) -> ExitCode {
     match outcome {
         Ok(value) => {
             match format {
@@ -454,11 +504,23 @@ fn print_outcome(outcome: Result<Value, OpError>, format: Format) -> ExitCode {
                     "{}",
                     serde_json::to_string_pretty(&value).unwrap_or_default()
                 ),
-                Format::Table => print!("{}", table::render(&value)),
+                // Findings name tools as MCP does; a person types commands and flags.
+                Format::Table => {
+                    let mut value = value;
+                    if let Some(Value::Array(notes)) = value.get_mut("left_out") {
+                        for note in notes.iter_mut() {
+                            if let Value::String(text) = note {
+                                *text = hints::for_cli(text, tool);
+                            }
+                        }
+                    }
+                    print!("{}", hints::commands(&table::render(&value)))
+                }
             }
             ExitCode::SUCCESS
         }
-        Err(err) => {
+        Err(mut err) => {
+            err.hint = hints::for_cli(&err.hint, tool);
             if format == Format::Json {
                 println!(
                     "{}",
@@ -482,14 +544,48 @@ fn list_tools(format: Format) -> ExitCode {
                 "gpu": s.needs_gpu,
                 "long": s.long_running,
                 "exec": s.executes_commands,
+                "tier": match s.tier {
+                    registry::Tier::Core => "core",
+                    registry::Tier::Default => "default",
+                    registry::Tier::Domain => "domain",
+                },
+                "example": s.example,
                 "summary": s.summary,
             })
         })
         .collect();
     let count = rows.len();
+    if format == Format::Table {
+        // Every tool, one line each (the generic renderer stops at 50 rows).
+        let width = rows
+            .iter()
+            .filter_map(|r| r["cli"].as_str())
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
+        println!(
+            "{count} tools (MCP name: aisp_<domain>_<op>; `aisp <domain> <op> --help` for flags)\n"
+        );
+        for r in &rows {
+            let marks: String = [("gpu", "G"), ("long", "L"), ("exec", "X")]
+                .iter()
+                .map(|(k, m)| if r[*k] == true { *m } else { "·" })
+                .collect();
+            println!(
+                "{:<width$}  {marks}  {}",
+                r["cli"].as_str().unwrap_or(""),
+                r["summary"].as_str().unwrap_or("")
+            );
+        }
+        println!(
+            "\nG needs a GPU · L long-running (progress, cancel, async) · X runs a command you supply (--allow-exec)"
+        );
+        return ExitCode::SUCCESS;
+    }
     print_outcome(
         Ok(serde_json::json!({ "count": count, "tools": rows })),
         format,
+        None,
     )
 }
 
@@ -553,6 +649,22 @@ mod tests {
     #[test]
     fn the_command_tree_is_valid() {
         command().debug_assert();
+    }
+
+    #[test]
+    fn serve_says_how_to_connect() {
+        let stdio = serve_banner(Some("stdio"), None, false);
+        assert!(
+            stdio.contains("claude mcp add aisp -- ") && stdio.contains(" serve"),
+            "{stdio}"
+        );
+        let addr: SocketAddr = "127.0.0.1:8765".parse().unwrap();
+        let http = serve_banner(Some("http"), Some(addr), true);
+        assert!(
+            http.contains("claude mcp add --transport http aisp http://127.0.0.1:8765/mcp"),
+            "{http}"
+        );
+        assert!(http.contains("Authorization: Bearer"), "{http}");
     }
 
     #[test]

@@ -990,26 +990,35 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
     let in_steps: u64 = r.sync_calls.iter().map(|s| s.in_steps).sum();
     if in_steps > 0 {
         let t: i64 = r.sync_calls.iter().map(|s| s.total_ns).sum();
+        // GPU time at stake, never the host's blocked time: a sync costs the GPU
+        // only the idle time it leaves behind, so the stake is at most the
+        // device's idle time spent waiting for the host (an upper bound).
+        let stake = t.min(idle.host_wait_ns);
         push(
             "host_sync",
             format!(
                 "{in_steps} synchronising calls inside profiler steps ({:.1} per step)",
                 in_steps as f64 / r.steps.count.max(1) as f64
             ),
-            t,
-            r.sync_calls
-                .iter()
-                .map(|s| {
-                    format!(
-                        "{} ×{} ({} in steps, {})",
-                        s.name,
-                        s.count,
-                        s.in_steps,
-                        ms(s.total_ns)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
+            stake,
+            format!(
+                "{}; at stake: at most the GPU's idle time waiting for the host ({}), not the {} the host spent blocked",
+                r.sync_calls
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{} ×{} ({} in steps, {})",
+                            s.name,
+                            s.count,
+                            s.in_steps,
+                            ms(s.total_ns)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                ms(idle.host_wait_ns),
+                ms(t)
+            ),
             "Each synchronisation stops the CPU from running ahead of the GPU. Remove .item(), .cpu(), \
              print(tensor) and torch.cuda.synchronize() from the step, or do them every N steps.",
         );

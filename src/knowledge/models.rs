@@ -25,63 +25,53 @@ pub enum MlpKind {
     Standard,
 }
 
-/// A decoder-only transformer's shape.
+/// A decoder-only transformer's shape (field names as in Hugging Face config.json).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Architecture {
-    /// Number of transformer layers.
     pub layers: u32,
-    /// Model (hidden) width.
     pub hidden: u32,
-    /// Attention (query) heads.
     pub heads: u32,
-    /// Key/value heads (GQA/MQA: fewer than `heads`); default `heads`.
+    /// KV heads (GQA); default `heads`.
     #[serde(default)]
     pub kv_heads: Option<u32>,
-    /// Per-head width; default hidden / heads.
+    /// Default hidden / heads.
     #[serde(default)]
     pub head_dim: Option<u32>,
-    /// Dense MLP intermediate width.
     pub ffn: u32,
-    /// Vocabulary size.
     pub vocab: u32,
-    /// Maximum context (positions); informational.
     #[serde(default)]
     pub context: Option<u32>,
-    /// MLP form: `gated` (SwiGLU, default) or `standard`.
+    /// Default gated (SwiGLU).
     #[serde(default)]
     pub mlp: Option<MlpKind>,
-    /// Input embedding and LM head share one matrix; default false.
+    /// Embedding and LM head shared; default false.
     #[serde(default)]
     pub tied_embeddings: Option<bool>,
-    /// MoE: routed experts per MoE layer; default 1 (dense).
+    /// MoE routed experts per layer; default 1.
     #[serde(default)]
     pub experts: Option<u32>,
-    /// MoE: routed experts each token uses; default 1.
+    /// MoE experts per token; default 1.
     #[serde(default)]
     pub active_experts: Option<u32>,
-    /// MoE: expert intermediate width; default `ffn`.
+    /// MoE expert width; default `ffn`.
     #[serde(default)]
     pub moe_ffn: Option<u32>,
-    /// MoE: always-active shared experts of width `moe_ffn`; default 0.
+    /// MoE shared experts; default 0.
     #[serde(default)]
     pub shared_experts: Option<u32>,
-    /// MoE: leading layers that keep a dense MLP of width `ffn`; default 0.
+    /// MoE: leading dense layers; default 0.
     #[serde(default)]
     pub dense_layers: Option<u32>,
-    /// MLA: query low-rank projection width.
     #[serde(default)]
     pub q_lora_rank: Option<u32>,
-    /// MLA: compressed KV latent width (setting it switches to multi-head latent attention).
+    /// MLA KV latent width (turns MLA on).
     #[serde(default)]
     pub kv_lora_rank: Option<u32>,
-    /// MLA: decoupled RoPE key width (cached alongside the latent).
     #[serde(default)]
     pub qk_rope_head_dim: Option<u32>,
-    /// MLA: non-RoPE query/key head width.
     #[serde(default)]
     pub qk_nope_head_dim: Option<u32>,
-    /// MLA: value head width.
     #[serde(default)]
     pub v_head_dim: Option<u32>,
 }

@@ -188,6 +188,24 @@ struct RawCatalog {
     sources: BTreeMap<String, RawSource>,
     techniques: Vec<RawTechnique>,
     playbooks: Vec<Playbook>,
+    #[serde(default)]
+    findings: Vec<FindingAdvice>,
+}
+
+/// What the catalog says about one profile finding (an `aisp_profile_rules` id):
+/// the techniques that address it, and the step components whose techniques
+/// cannot help while it holds. Data, not code: `[[findings]]` in techniques.toml.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FindingAdvice {
+    /// The rule id, e.g. `host_bound_steps`.
+    pub id: String,
+    /// Technique ids that remove the cause, best first.
+    pub addressed_by: Vec<String>,
+    /// Components (technique `component`) whose techniques cannot help while this finding holds.
+    pub cannot_help: Vec<String>,
+    /// Why those cannot help.
+    pub why_not: String,
 }
 
 /// An ordered list of techniques for a goal.
@@ -243,6 +261,21 @@ type Parsed = (Vec<Technique>, Vec<Playbook>);
 fn parse(text: &str) -> Result<Parsed, String> {
     let raw: RawCatalog = toml::from_str(text).map_err(|e| format!("techniques.toml: {e}"))?;
     let playbooks = raw.playbooks;
+    for f in &raw.findings {
+        for t in &f.addressed_by {
+            if !raw.techniques.iter().any(|x| &x.id == t) {
+                return Err(format!("finding {}: unknown technique `{t}`", f.id));
+            }
+        }
+        for c in &f.cannot_help {
+            if !raw.techniques.iter().any(|x| &x.component == c) {
+                return Err(format!(
+                    "finding {}: no technique has component `{c}`",
+                    f.id
+                ));
+            }
+        }
+    }
     let mut out: Vec<Technique> = Vec::with_capacity(raw.techniques.len());
     for t in raw.techniques {
         let src = raw
@@ -343,6 +376,22 @@ pub fn all() -> &'static [Technique] {
         Ok((v, _)) => v,
         Err(_) => &[],
     }
+}
+
+/// The catalog's advice for every profile finding it knows.
+pub fn finding_advice() -> &'static [FindingAdvice] {
+    static FINDINGS: OnceLock<Vec<FindingAdvice>> = OnceLock::new();
+    FINDINGS.get_or_init(|| {
+        toml::from_str::<RawCatalog>(DATA)
+            .map(|r| r.findings)
+            .unwrap_or_default()
+    })
+}
+
+/// The catalog's advice for one finding id.
+pub fn advice_for(finding: &str) -> Option<&'static FindingAdvice> {
+    let f = finding.trim().to_ascii_lowercase();
+    finding_advice().iter().find(|a| a.id == f)
 }
 
 /// Every playbook, in file order.

@@ -13,8 +13,8 @@ use crate::error::ErrorKind;
 use crate::knowledge::concepts;
 
 /// The findings an answer relies on: medium severity or above, from every
-/// successful evidence item, once per rule and device, most severe first
-/// (ties keep the order the tools reported them in).
+/// successful evidence item, once per rule and device, most severe first,
+/// then most time at stake (remaining ties keep the tools' order).
 pub fn relied_findings(ledger: &Ledger) -> Vec<(Finding, String)> {
     let mut out: Vec<(Finding, String)> = Vec::new();
     for e in ledger.items() {
@@ -28,7 +28,15 @@ pub fn relied_findings(ledger: &Ledger) -> Vec<(Finding, String)> {
             }
         }
     }
-    out.sort_by_key(|(f, _)| std::cmp::Reverse(f.rank()));
+    // Most severe first, and within a severity the most GPU time at stake
+    // (the rules' shares are of each device's analysis window).
+    out.sort_by(|(a, _), (b, _)| {
+        b.rank().cmp(&a.rank()).then(
+            b.share_pct
+                .unwrap_or(0.0)
+                .total_cmp(&a.share_pct.unwrap_or(0.0)),
+        )
+    });
     out
 }
 

@@ -133,7 +133,20 @@ pub fn topology(
     nodes: Option<u32>,
     gpus_per_node: Option<u32>,
 ) -> Result<(u32, u32), OpError> {
-    let nodes = positive("nodes", nodes.unwrap_or(1))?;
+    // gpus and gpus_per_node without nodes: the nodes follow (16 GPUs at 8 per node are 2 nodes).
+    let nodes = match (nodes, gpus, gpus_per_node) {
+        (None, Some(g), Some(p)) if p > 0 && g > 0 => {
+            if !g.is_multiple_of(p) {
+                return Err(OpError::invalid_input(
+                    format!("{g} GPUs do not fill whole nodes of {p} GPUs"),
+                    "Pass gpus as a multiple of gpus_per_node, or pass nodes as well.",
+                ));
+            }
+            g / p
+        }
+        (n, _, _) => n.unwrap_or(1),
+    };
+    let nodes = positive("nodes", nodes)?;
     let per = match (gpus, gpus_per_node) {
         (_, Some(p)) => positive("gpus_per_node", p)?,
         (Some(g), None) => {
@@ -181,5 +194,7 @@ mod tests {
         assert_eq!(topology(Some(4), None, None).unwrap(), (1, 4));
         assert!(topology(Some(10), Some(3), None).is_err());
         assert!(topology(Some(16), Some(2), Some(4)).is_err());
+        assert_eq!(topology(Some(16), None, Some(8)).unwrap(), (2, 8));
+        assert!(topology(Some(12), None, Some(8)).is_err());
     }
 }

@@ -42,8 +42,9 @@ pub struct AskInput {
     /// The question, in plain words (e.g. "why is this training step slow?").
     pub question: String,
     /// Path to a profile to investigate: an Nsight Systems export (.sqlite) or report (.nsys-rep).
-    #[serde(default)]
-    pub profile: Option<String>,
+    /// Named `path` like every profile tool's; `profile` is accepted too.
+    #[serde(default, alias = "profile")]
+    pub path: Option<String>,
     /// Extra text the answer should consider: an error message, a log excerpt, code or a config.
     #[serde(default)]
     pub context: Option<String>,
@@ -62,16 +63,7 @@ impl Operation for Ask {
         short: true,
         title: "Ask a performance question",
         summary: "Answers a GPU/AI performance question by investigating with aisp's own tools, citing the evidence; works with or without an LLM.",
-        description: "Investigates a performance question (slow training, out of memory, multi-GPU scaling, inference \
-latency, slow kernels, an error message, a concept) with aisp's own read-only tools and answers in markdown that \
-separates facts (each citing its evidence as [E1], [E2], ...) from hypotheses, says what the data cannot answer and \
-which tool or capture would, and lists next steps. With an LLM endpoint configured (AISP_LLM_BASE_URL/AISP_LLM_MODEL \
-or an API key; any OpenAI-compatible server), the model chooses the tools in a loop bounded by max_steps and a token \
-budget. Without one, or when it fails, aisp routes the question by intent, runs the relevant tools itself and composes \
-the answer from their results and its knowledge base, saying so. Attach a profile for answers about a run. Returns \
-{answer, findings (rule findings relied on, with ids), citations [{id, tool, arguments, quote}], llm_used, model, steps, \
-conversation_id, intent, tokens_used, notes}. Seconds without an LLM; with one, as long as the model takes \
-(progress per step; cancellable; timeout_s and async apply).",
+        description: "Answers a performance question in plain words (slow training, out of memory, scaling, inference latency, an error, a concept) by running aisp's read-only tools, citing each fact's evidence ([E1], ...) apart from hypotheses, with next steps. Uses an LLM when one is configured, else aisp's own routing. Give a profile path for questions about a run. Seconds; with an LLM, as long as it takes.",
         hints: TALKS_TO_LLM,
         long_running: true,
         positional: &["question"],
@@ -83,8 +75,10 @@ conversation_id, intent, tokens_used, notes}. Seconds without an LLM; with one, 
             "what is wrong with my run",
             "help me debug performance",
             "investigate",
+            "answer with evidence",
         ],
-        example: r#"{"question": "why is this training step slow?", "profile": "train.sqlite"}"#,
+        example: r#"{"question": "why is this training step slow?", "path": "train.sqlite"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("ai", "ask")
     };
 
@@ -93,7 +87,7 @@ conversation_id, intent, tokens_used, notes}. Seconds without an LLM; with one, 
             ctx,
             AskRequest {
                 question: input.question,
-                profile: input.profile,
+                profile: input.path,
                 context: input.context,
                 conversation_id: input.conversation_id,
                 max_steps: input.max_steps,
@@ -152,12 +146,7 @@ impl Operation for Explain {
         short: true,
         title: "Explain a performance concept",
         summary: "Explains a GPU/AI performance concept from aisp's knowledge base: definition, why it matters, how to detect it with aisp, how to fix it, sources.",
-        description: "Looks a concept up in aisp's built-in knowledge base (over 100 entries: occupancy, memory coalescing, \
-bank conflicts, tensor cores, TMA, FlashAttention, CUDA graphs, NCCL ring/tree, ZeRO, paged attention, KV cache, \
-pipeline bubbles, roofline, ...) by name, alias or the words of a question, and returns the entry: definition, why it \
-matters, how to detect it (which aisp tool, what to look for), how to fix it, related concepts and sources with URLs. \
-When nothing matches well it says so and lists the closest entries. With expand=true and an LLM configured, adds the \
-model's expansion of the entry (the entry and its sources are unchanged). Instant without expand.",
+        description: "Explains a GPU performance concept (occupancy, coalescing, bank conflicts, tensor cores, FlashAttention, CUDA graphs, NCCL, ZeRO, KV cache, roofline, ...) from aisp's knowledge base: what it is, why it matters, how to detect it with aisp, how to fix it, sources. Instant.",
         hints: TALKS_TO_LLM,
         positional: &["concept"],
         intents: &[
@@ -166,8 +155,11 @@ model's expansion of the entry (the entry and its sources are unchanged). Instan
             "define",
             "what does it mean",
             "how does it work",
+            "meaning of",
+            "explain the term",
         ],
         example: r#"{"concept": "bank conflicts"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("ai", "explain")
     };
 
@@ -318,6 +310,8 @@ pub struct Suggestion {
     pub reason: String,
     /// Arguments to start from: filled from the task where it names paths, models or GPUs, otherwise the tool's example.
     pub suggested_arguments: Map<String, Value>,
+    /// The tool's domain: `aisp_list_domains` with `enable: [domain]` lists it in this session.
+    pub domain: String,
     pub needs_gpu: bool,
     pub long_running: bool,
 }
@@ -376,13 +370,7 @@ impl Operation for SuggestTools {
         short: true,
         title: "Suggest tools for a task",
         summary: "Ranks aisp's tools for a task described in plain words, with reasons and suggested arguments.",
-        description: "Given a task in plain words, ranks aisp's tools (all of them, including any hidden from tools/list by \
-the server's toolset). The tools that aisp's intent router plans for the task (slow training, out of memory, multi-GPU \
-scaling, inference latency, slow kernel, data loading, setup, comparing runs, an error message, a concept) come first, \
-then BM25 over each tool's name, description and curated intents. Suggested arguments are filled from the task where it \
-names profile paths, a model, a GPU type or counts. With llm=true and an LLM configured, the model re-ranks the \
-candidates (unknown names are dropped; without an LLM the ranking stands and a note says so). Returns suggestions \
-[{tool, score, reason, suggested_arguments, needs_gpu, long_running}]. Instant without the LLM.",
+        description: "Ranks aisp's tools (all of them, listed or not) for a task in plain words, each with the reason, arguments filled from the task (paths, model, GPU, counts), and the domain to enable when it is not listed. Use when unsure which tool answers a question. Instant.",
         hints: TALKS_TO_LLM,
         positional: &["task"],
         intents: &[
@@ -393,6 +381,7 @@ candidates (unknown names are dropped; without an LLM the ranking stands and a n
             "navigator",
         ],
         example: r#"{"task": "why is my training step slow", "limit": 5}"#,
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("ai", "suggest_tools")
     };
 
@@ -416,70 +405,74 @@ candidates (unknown names are dropped; without an LLM the ranking stands and a n
             ));
         }
         let route = router::classify(task, false);
-        // A general route plans generic first steps; BM25 over the tool
-        // descriptions says more about an unclassified task.
+        // The intent router's plan (the tools `aisp_ask` would run) is a hint,
+        // not the answer: it starts broad investigations with probes of the
+        // machine, while the question usually names what it wants answered.
         let plan = if route.intent == Intent::General {
             Vec::new()
         } else {
             router::plan(&route, task, None)
         };
-        let mut suggestions: Vec<Suggestion> = Vec::new();
-        // The router's plan first: those are the tools an engineer would reach for.
-        let planned: Vec<&router::PlannedCall> = plan
+        let planned: Vec<&str> = plan
             .iter()
-            .filter(|c| registry::find(c.tool).is_some())
+            .map(|c| c.tool)
+            .filter(|t| registry::find(t).is_some())
             .collect();
-        for (i, c) in planned.iter().enumerate() {
-            let Some(tool) = registry::find(c.tool) else {
-                continue;
-            };
-            let mut args = suggested_arguments(tool, &route.entities);
-            if let Value::Object(planned_args) = &c.arguments {
+        let gpu_available = ctx.app().gpu().available;
+        let ranked = crate::suggest::rank_with(
+            task,
+            registry::tools(),
+            &crate::suggest::Context {
+                planned: &planned,
+                gpu_available,
+                paths: &route.entities.paths,
+            },
+        );
+        let mut suggestions: Vec<Suggestion> = Vec::new();
+        for r in ranked {
+            let spec = r.tool.spec();
+            let mut args = suggested_arguments(r.tool, &route.entities);
+            if let Some(c) = plan.iter().find(|c| c.tool == r.tool.name)
+                && let Value::Object(planned_args) = &c.arguments
+            {
                 for (k, v) in planned_args {
                     args.insert(k.clone(), v.clone());
                 }
             }
-            suggestions.push(Suggestion {
-                tool: tool.name.clone(),
-                score: 100.0 - i as f64,
-                reason: format!(
-                    "The task reads as {}: {}. {}",
-                    route.intent.label(),
-                    c.why,
-                    tool.spec().summary
-                ),
-                suggested_arguments: args,
-                needs_gpu: tool.spec().needs_gpu,
-                long_running: tool.spec().long_running,
-            });
-        }
-        for r in crate::suggest::rank(task, registry::tools()) {
-            if suggestions.iter().any(|s| s.tool == r.tool.name) {
-                continue;
+            let mut reason = spec.summary.to_string();
+            if let Some(intent) = r.intent {
+                reason.push_str(&format!(" Matches \"{intent}\"."));
             }
-            let spec = r.tool.spec();
-            let reason = match r.intent {
-                Some(intent) => format!(
-                    "{} (matches \"{intent}\"; terms: {})",
-                    spec.summary,
-                    r.matched.join(", ")
-                ),
-                None => format!("{} (terms: {})", spec.summary, r.matched.join(", ")),
-            };
+            if !r.matched.is_empty() {
+                reason.push_str(&format!(" Terms: {}.", r.matched.join(", ")));
+            }
+            if let Some(c) = plan.iter().find(|c| c.tool == r.tool.name) {
+                reason.push_str(&format!(
+                    " For {} questions: {}.",
+                    route.intent.label(),
+                    c.why
+                ));
+            }
+            if spec.needs_gpu && !gpu_available {
+                reason.push_str(" Needs a GPU, and this host has none usable.");
+            }
+            if spec.tier == registry::Tier::Domain {
+                reason.push_str(&format!(
+                    " Not in the default tool list: call aisp_list_domains with enable [\"{}\"] to list it, or call it directly.",
+                    spec.domain
+                ));
+            }
             suggestions.push(Suggestion {
                 tool: r.tool.name.clone(),
                 score: (r.score * 1000.0).round() / 1000.0,
                 reason,
-                suggested_arguments: suggested_arguments(r.tool, &route.entities),
+                suggested_arguments: args,
+                domain: spec.domain.to_string(),
                 needs_gpu: spec.needs_gpu,
                 long_running: spec.long_running,
             });
         }
-        let mut routing = if planned.is_empty() {
-            "bm25 over tool descriptions and curated intents".to_string()
-        } else {
-            "intent router, then bm25 over tool descriptions and curated intents".to_string()
-        };
+        let mut routing = "bm25 over tool names, descriptions and intents, with the intent router's plan as a boost and GPU tools demoted on a host without a GPU".to_string();
         let mut note = None;
         let mut llm_used = false;
         if input.llm.unwrap_or(false) {
@@ -687,25 +680,29 @@ impl Operation for AiTroubleshoot {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Troubleshoot an error or symptom",
         summary: "Matches an error message or symptom (CUDA OOM, NCCL timeout, illegal memory access, cuDNN errors, slow data loading, ...) to likely causes, ranked, with aisp checks to run.",
-        description: "Matches an error message, traceback or symptom against aisp's troubleshooting table (CUDA out of \
-memory, NCCL timeouts and connection errors, illegal memory access, device-side asserts, cuDNN and cuBLAS errors, \
-missing kernel images, driver/runtime mismatches, Xid/ECC errors, slow data loading, low GPU utilization, poor \
-multi-GPU scaling, high inference latency, throttling, ...). Returns the matching symptoms, each with its likely \
-causes ranked (curated order, moved up when the text carries a cause's own telltale phrase), the checks that confirm \
-or rule out each cause (an aisp tool, arguments and what to look for), fixes, related concepts and sources. Paste the \
-whole error for the best ranking. Instant; uses no LLM.",
+        description: "Matches an error message, traceback or symptom (CUDA out of memory, NCCL timeout, illegal memory access, Xid errors, slow data loading, low GPU utilization, ...) to its likely causes, ranked, each with the aisp check that confirms it and the fix. Paste the whole error. Instant; no LLM.",
         positional: &["symptom"],
         intents: &[
             "cuda out of memory",
+            "out of memory error",
             "nccl timeout",
+            "watchdog timeout",
             "illegal memory access",
             "cudnn error",
+            "cublas error",
             "error message",
             "troubleshoot",
             "diagnose error",
             "why does it crash",
+            "runtimeerror",
+            "traceback",
+            "xid error",
+            "segfault",
+            "hangs",
+            "no kernel image",
         ],
         example: r#"{"symptom": "CUDA out of memory. Tried to allocate 2.00 GiB"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("ai", "troubleshoot")
     };
 
@@ -831,9 +828,11 @@ answers from aisp's own tools. Answers in milliseconds without probe; with probe
         intents: &[
             "llm status",
             "is the llm configured",
+            "llm endpoint",
             "ai backend",
             "which model",
             "openai key",
+            "api key configured",
         ],
         example: r#"{"probe": true}"#,
         ..OpSpec::new("ai", "status")

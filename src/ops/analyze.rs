@@ -111,23 +111,22 @@ impl Operation for BottlenecksOp {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Classify the bottleneck",
         summary: "Host-, launch-, compute-, memory- or communication-bound, per GPU, from a profile's time accounting with evidence (busy %, kernel classes, short kernels, rule findings) plus measured roofs from benchmark history.",
-        description: "Combines what aisp has: with a profile (path), it takes each device's analysis window (steady \
-state when there are steps), splits the window into GPU idle time and busy time, splits busy time by kernel class — \
-compute (GEMM, attention), memory (elementwise, reduction, copy), communication (collectives) — and names the \
-largest share: idle means host-bound (launch-bound when most kernels are shorter than 5 µs). Evidence: busy %, class \
-shares, the top kernel, short-kernel share and the profile rules' top findings; plus this GPU's measured roofs from \
-benchmark history when recorded. Without a profile it says what is missing and which tool captures one. Use it to \
-answer 'why is my training slow?' with numbers. Seconds on large profiles.",
+        description: "Classifies what limits a profiled run on each device: host-bound (GPU idle; launch-bound when most kernels run under 5 us), compute, memory or communication, with busy %, kernel-class shares, the top kernel and the top findings as evidence. Use for 'why is my training slow?' with a profile path. Seconds on large profiles.",
         intents: &[
-            "why is my training slow",
             "bottleneck",
             "am i compute bound",
             "memory bound or compute bound",
+            "compute bound or memory bound",
+            "what limits my run",
             "gpu underutilized",
             "host bound",
+            "launch bound",
+            "communication bound",
+            "what is the bottleneck",
         ],
         example: r#"{"path": "train.sqlite"}"#,
         positional: &["path"],
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("analyze", "bottlenecks")
     };
 
@@ -257,10 +256,14 @@ main one being that each kernel reaches the same fraction of peak on the target.
 cost on an H200 / B200 / L40S?'. Seconds on large profiles.",
         intents: &[
             "retarget profile",
-            "what if i ran on b200",
+            "on another gpu",
             "estimate on another gpu",
-            "h100 vs h200 for my workload",
             "would a faster gpu help",
+            "run on a different gpu",
+            "instead of my gpu",
+            "upgrade the gpu",
+            "how fast on h100",
+            "port to b200",
         ],
         example: r#"{"path": "train.sqlite", "target_gpu": "b200"}"#,
         positional: &["path", "target_gpu"],
@@ -378,9 +381,12 @@ variant names the one that dominates it; variants missing an objective's measure
 silently. With no history it says which tools record it. Instant.",
         intents: &[
             "pareto front",
-            "best tradeoff speed memory",
+            "best tradeoff",
+            "speed vs memory",
+            "time versus memory",
             "which variant is best",
             "speed vs memory vs energy",
+            "dominated variants",
         ],
         example: r#"{"objectives": ["time", "memory"]}"#,
         ..OpSpec::new("analyze", "pareto")
@@ -436,9 +442,10 @@ history it says which tools record it. Instant.",
         intents: &[
             "leaderboard",
             "fastest variant",
+            "rank the variants",
             "benchmark ranking",
-            "compare benchmark results",
             "speedup over baseline",
+            "best variant per size",
         ],
         example: r#"{"device": "H100"}"#,
         ..OpSpec::new("analyze", "leaderboards")
@@ -480,9 +487,9 @@ counted, not guessed. With no history it says which tools record it. Instant.",
         intents: &[
             "performance per watt",
             "energy efficiency",
-            "power usage benchmark",
+            "power usage of benchmarks",
             "joules per run",
-            "green",
+            "watts",
         ],
         example: r#"{"target": "copy_bandwidth"}"#,
         ..OpSpec::new("analyze", "power")
@@ -583,9 +590,13 @@ size behaviour. History mode is instant; planner mode takes up to a few seconds.
         intents: &[
             "scaling efficiency",
             "how does it scale with gpus",
+            "scale to more gpus",
             "predict scaling",
             "scale out training",
+            "throughput vs gpu count",
             "time vs problem size",
+            "weak scaling",
+            "strong scaling",
         ],
         example: r#"{"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpu_counts": [8, 16, 32]}"#,
         ..OpSpec::new("analyze", "scaling")
@@ -811,6 +822,8 @@ When nothing qualifies it names techniques that relax the binding limit. Instant
             "fit in vram budget",
             "which gpu meets my requirements",
             "constraints",
+            "under a latency budget",
+            "which gpu should i buy for serving",
         ],
         example: r#"{"model": "llama-3.1-70b", "max_latency_ms": 30, "min_tokens_per_s": 2000}"#,
         ..OpSpec::new("analyze", "whatif")
@@ -1064,6 +1077,7 @@ estimate use aisp_optimize_compound. Instant.",
             "compatible techniques",
             "conflicting optimizations",
             "synergies",
+            "pairwise conflicts",
         ],
         example: r#"{"techniques": ["flash-attention-2", "flash-attention-3", "torch-compile", "cuda-graphs"]}"#,
         ..OpSpec::new("analyze", "stacking")

@@ -232,6 +232,7 @@ or us_per_step), the variants with their role (baseline|optimized) and the roof 
             "benchmark targets",
             "which lessons",
             "microbenchmarks",
+            "what can i benchmark",
         ],
         example: r#"{"target": "gemm"}"#,
         ..OpSpec::new("benchmark", "targets")
@@ -385,15 +386,7 @@ impl Operation for Run {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Run CUDA microbenchmarks",
         summary: "Runs baseline-vs-optimized CUDA lessons on the GPU: each variant checked against a CPU reference, then timed with CUDA events.",
-        description: "Compiles the lesson kernels with NVRTC for this GPU's exact architecture (cached), then for each \
-target and variant: draws fresh random inputs, poisons the output, runs once and compares with a CPU (or float64) \
-reference, and only if that passes times it with CUDA events after warm-up, flushing L2 between repetitions, until \
-time_budget_s. Returns per variant median/p10/p90/min ms and CV, the metric (GB/s with GB = 10^9 and bytes = read + \
-written, TFLOP/s, or µs per step), % of the roof measured on this GPU (cuMemcpyDtoD, FP32 FMA peak, stored tensor/PCIe \
-roofs) and of the datasheet, the check, clocks and throttle reasons seen, energy, and memory used; plus each optimized \
-variant's speedup with a 95% bootstrap interval and a Mann-Whitney p-value, and for a variant that does not win, why. \
-Results are stored (aisp_benchmark_history, aisp_benchmark_compare). Takes the GPU to itself. About 1-3 s per variant at \
-the default budget; all 14 targets take 1-3 minutes (size large: several minutes). Use async: true for long runs.",
+        description: "Runs CUDA microbenchmark lessons (baseline vs optimized kernels, each checked against a CPU reference) on this GPU: timings, % of the measured and datasheet roofs, and each speedup with a confidence interval; results are stored. Needs a GPU; 1-3 minutes for all targets (async: true).",
         hints: Hints::MEASURES,
         needs_gpu: true,
         long_running: true,
@@ -401,10 +394,13 @@ the default budget; all 14 targets take 1-3 minutes (size large: several minutes
             "run benchmarks",
             "benchmark the gpu",
             "run microbenchmarks",
+            "run the lessons",
+            "run a lesson",
             "measure speedup",
             "coalescing benchmark",
             "gemm benchmark",
             "is cublas fast",
+            "time my kernels",
         ],
         example: r#"{"targets": ["memory_coalescing", "gemm"], "size": "medium", "time_budget_s": 1}"#,
         ..OpSpec::new("benchmark", "run")
@@ -694,8 +690,9 @@ when the GPUs or sizes differ. Needs no GPU; instant.",
             "compare benchmark runs",
             "is the speedup significant",
             "compare variants",
-            "regression between runs",
-            "before and after",
+            "statistically significant",
+            "regression between benchmark runs",
+            "baseline vs optimized",
         ],
         example: r#"{"target": "vectorized_loads", "candidate_variant": "vec4_unroll4_copy"}"#,
         ..OpSpec::new("benchmark", "compare")
@@ -828,9 +825,11 @@ GPU over days or to find run ids for aisp_benchmark_compare. Needs no GPU; insta
         intents: &[
             "benchmark history",
             "previous benchmark results",
+            "past benchmark results",
             "past runs",
             "trend",
             "what did we measure",
+            "stored results",
         ],
         example: r#"{"target": "gemm", "limit": 20}"#,
         ..OpSpec::new("benchmark", "history")
@@ -980,6 +979,8 @@ stored so later runs can spot regressions. Takes the GPU to itself.",
             "is the gpu underperforming",
             "quick gpu benchmark",
             "sanity check gpu",
+            "performs as expected",
+            "is this gpu slow",
         ],
         example: r#"{"device": 0}"#,
         ..OpSpec::new("benchmark", "speed_test")

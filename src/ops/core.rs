@@ -10,6 +10,9 @@ use crate::registry::{self, DynOperation, OpSpec, Operation};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[&Status, &ListDomains];
 
+/// The tool whose `enable` argument adds domains to an MCP session's listing.
+pub const LIST_DOMAINS_TOOL: &str = "aisp_list_domains";
+
 /// No arguments.
 #[derive(Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -72,11 +75,7 @@ impl Operation for Status {
         short: true,
         title: "aisp status",
         summary: "Version, GPUs found (or why none), driver and CUDA versions, store path, LLM and execution settings.",
-        description: "Reports the state of this aisp server and machine: aisp version, whether an NVIDIA GPU is usable \
-(with the reason when not) and each device's name and memory, driver and CUDA driver versions, where the store is, \
-whether an LLM endpoint is configured, and whether command execution (profiler captures) is allowed. \
-Use it first in a session, or when another tool reports gpu_unavailable or exec_not_allowed. \
-Takes no arguments; answers in milliseconds (the GPU probe runs once at server start).",
+        description: "This server and machine: aisp version, whether a GPU is usable (and why not), its devices, driver and CUDA versions, the store path, LLM and command-execution settings. Use when a tool reports gpu_unavailable or exec_not_allowed. Instant.",
         intents: &[
             "status",
             "is there a gpu",
@@ -84,7 +83,9 @@ Takes no arguments; answers in milliseconds (the GPU probe runs once at server s
             "server health",
             "check setup",
             "configuration",
+            "is execution allowed",
         ],
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("core", "status")
     };
 
@@ -124,9 +125,35 @@ Takes no arguments; answers in milliseconds (the GPU probe runs once at server s
 
 pub struct ListDomains;
 
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListDomainsInput {
+    /// Domains whose tools this MCP session should list from now on (the
+    /// server sends notifications/tools/list_changed), e.g. ["profile"]; "all" for every domain.
+    #[serde(default)]
+    pub enable: Vec<String>,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ListDomainsOutput {
     pub domains: Vec<DomainInfo>,
+    /// The domains `enable` named, now listed in this MCP session (empty without `enable`).
+    pub enabled: Vec<String>,
+}
+
+/// The domains a successful `aisp_list_domains` call asked to list: what the
+/// MCP front end adds to the session (the operation itself has no session).
+pub fn domains_to_enable(tool: &str, output: &serde_json::Value) -> Option<Vec<String>> {
+    if tool != LIST_DOMAINS_TOOL {
+        return None;
+    }
+    let enabled: Vec<String> = output
+        .get("enabled")?
+        .as_array()?
+        .iter()
+        .filter_map(|d| d.as_str().map(str::to_string))
+        .collect();
+    (!enabled.is_empty()).then_some(enabled)
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -141,34 +168,54 @@ pub struct OperationInfo {
     /// MCP tool name.
     pub tool: String,
     pub summary: String,
+    /// Listed without `enable`: in the default listing (`core` or `default`), or only once its domain is enabled (`domain`).
+    pub listed: &'static str,
     pub needs_gpu: bool,
     pub long_running: bool,
     pub executes_commands: bool,
 }
 
 impl Operation for ListDomains {
-    type Input = NoInput;
+    type Input = ListDomainsInput;
     type Output = ListDomainsOutput;
     const SPEC: &'static OpSpec = &OpSpec {
         short: true,
         title: "List domains and tools",
         summary: "Every domain with its tools: one-line summary, whether each needs a GPU, runs long or executes commands.",
-        description: "Lists aisp's domains (gpu, system, profile, benchmark, hw, analyze, optimize, distributed, inference, ai, \
-core, job) and every tool in each with a one-line summary and flags (needs_gpu, long_running, executes_commands). \
-Use it to see the whole toolkit, including tools hidden from tools/list by the server's toolset (they still answer tools/call). \
-Takes no arguments; instant.",
+        description: "Lists every domain and its tools with one-line summaries and which are listed by default. With enable (e.g. [\"profile\"], or [\"all\"]) this MCP session lists those domains' tools too and the server sends notifications/tools/list_changed. Use when the tool you need is not listed. Instant.",
         intents: &[
             "list tools",
+            "what tools",
+            "what tools are there",
             "what can you do",
             "domains",
             "capabilities of aisp",
             "help",
             "all tools",
+            "enable more tools",
         ],
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("core", "list_domains")
     };
 
-    fn run(&self, _ctx: &OpContext, _input: NoInput) -> Result<ListDomainsOutput, OpError> {
+    fn run(&self, _ctx: &OpContext, input: ListDomainsInput) -> Result<ListDomainsOutput, OpError> {
+        let known = registry::domain_names();
+        let mut enabled = Vec::new();
+        for d in &input.enable {
+            if d == "all" {
+                enabled = known.iter().map(|k| k.to_string()).collect();
+                break;
+            }
+            if !known.contains(&d.as_str()) {
+                return Err(OpError::invalid_input(
+                    format!("unknown domain `{d}`"),
+                    format!("Enable one of: {}, or all.", known.join(", ")),
+                ));
+            }
+            if !enabled.contains(d) {
+                enabled.push(d.clone());
+            }
+        }
         let domains = crate::ops::DOMAINS
             .iter()
             .filter(|d| !d.operations.is_empty())
@@ -183,6 +230,11 @@ Takes no arguments; instant.",
                         OperationInfo {
                             tool: spec.tool_name(),
                             summary: spec.summary.to_string(),
+                            listed: match spec.tier {
+                                registry::Tier::Core => "core",
+                                registry::Tier::Default => "default",
+                                registry::Tier::Domain => "domain",
+                            },
                             needs_gpu: spec.needs_gpu,
                             long_running: spec.long_running,
                             executes_commands: spec.executes_commands,
@@ -191,7 +243,7 @@ Takes no arguments; instant.",
                     .collect(),
             })
             .collect();
-        Ok(ListDomainsOutput { domains })
+        Ok(ListDomainsOutput { domains, enabled })
     }
 }
 
@@ -217,9 +269,27 @@ mod tests {
 
     #[test]
     fn list_domains_covers_every_tool_once() {
-        let out = ListDomains
-            .run(&OpContext::detached(AppState::for_tests()), NoInput {})
-            .unwrap();
+        let ctx = OpContext::detached(AppState::for_tests());
+        let out = ListDomains.run(&ctx, ListDomainsInput::default()).unwrap();
+        assert!(out.enabled.is_empty());
+        assert_eq!(
+            domains_to_enable(LIST_DOMAINS_TOOL, &serde_json::to_value(&out).unwrap()),
+            None
+        );
+        let input = ListDomainsInput {
+            enable: vec!["profile".into(), "hw".into(), "profile".into()],
+        };
+        let some = ListDomains.run(&ctx, input).unwrap();
+        assert_eq!(some.enabled, ["profile", "hw"]);
+        assert_eq!(
+            domains_to_enable(LIST_DOMAINS_TOOL, &serde_json::to_value(&some).unwrap()),
+            Some(vec!["profile".to_string(), "hw".to_string()])
+        );
+        let input = ListDomainsInput {
+            enable: vec!["nonsense".into()],
+        };
+        let err = ListDomains.run(&ctx, input).unwrap_err();
+        assert!(err.hint.contains("profile"), "{}", err.hint);
         let listed: usize = out.domains.iter().map(|d| d.operations.len()).sum();
         assert_eq!(listed, registry::tools().len());
         assert!(out.domains.iter().any(|d| d.name == "job"));

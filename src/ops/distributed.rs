@@ -53,7 +53,7 @@ pub struct PlanInput {
     /// A custom model shape instead of a catalog id.
     #[serde(default)]
     pub architecture: Option<Architecture>,
-    /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
+    /// Not enough here: give model or architecture.
     #[serde(default)]
     #[schemars(extend("exclusiveMinimum" = 0))]
     #[schemars(range(max = 1e5))]
@@ -61,69 +61,69 @@ pub struct PlanInput {
     /// Catalog GPU id, e.g. `h100-sxm`; default: the local GPU.
     #[serde(default)]
     pub gpu: Option<String>,
-    /// Total GPUs (over all nodes); default nodes × gpus_per_node.
+    /// Total GPUs; default nodes x gpus_per_node.
     #[serde(default)]
     pub gpus: Option<u32>,
-    /// Nodes (default 1).
+    /// Nodes (default gpus / gpus_per_node when both are given, else 1).
     #[serde(default)]
     pub nodes: Option<u32>,
-    /// GPUs per node (default gpus / nodes, or 8).
+    /// Default gpus / nodes, or 8.
     #[serde(default)]
     pub gpus_per_node: Option<u32>,
-    /// Training sequence length in tokens (default 4096, Llama 3's pre-training length).
+    /// Tokens per sequence (default 4096).
     #[serde(default)]
     pub seq_len: Option<u32>,
-    /// Sequences per optimizer step (default: 4M tokens / seq_len, Llama 3's initial batch).
+    /// Sequences per optimizer step (default 4M tokens / seq_len).
     #[serde(default)]
     pub global_batch: Option<u32>,
-    /// Training precision: bf16 (default), fp16, fp8 or fp32.
+    /// Default bf16.
     #[serde(default)]
     pub dtype: Option<Dtype>,
-    /// Fraction of the dense peak the math reaches (default 0.5, llm-analysis's training guidance).
+    /// Fraction of dense peak reached (default 0.5).
     #[serde(default)]
     #[schemars(extend("exclusiveMinimum" = 0))]
     #[schemars(range(max = 1))]
     pub compute_efficiency: Option<f64>,
-    /// Fraction of device memory usable (default 0.9).
+    /// Default 0.9.
     #[serde(default)]
     #[schemars(extend("exclusiveMinimum" = 0))]
     #[schemars(range(max = 1))]
     pub usable_memory_fraction: Option<f64>,
-    /// GPU-to-GPU bandwidth inside a node per direction, GB/s (default: catalog NVLink/PCIe).
+    /// GB/s per direction inside a node (default: catalog).
     #[serde(default)]
     #[schemars(extend("exclusiveMinimum" = 0))]
     #[schemars(range(max = 1e6))]
     pub intra_node_gb_per_s: Option<f64>,
-    /// Network bandwidth per GPU between nodes per direction, GB/s (default 50: one 400 Gb/s NIC per GPU).
+    /// GB/s per GPU per direction between nodes (default 50).
     #[serde(default)]
     #[schemars(extend("exclusiveMinimum" = 0))]
     #[schemars(range(max = 1e6))]
     pub inter_node_gb_per_s: Option<f64>,
-    /// Fix the tensor-parallel degree.
+    /// Pin tensor parallel.
     #[serde(default)]
     pub tp: Option<u32>,
-    /// Fix the pipeline-parallel degree.
+    /// Pin pipeline parallel.
     #[serde(default)]
     pub pp: Option<u32>,
-    /// Fix the context-parallel degree.
+    /// Pin context parallel.
     #[serde(default)]
     pub cp: Option<u32>,
-    /// Fix the expert-parallel degree (MoE).
+    /// Pin expert parallel.
     #[serde(default)]
     pub ep: Option<u32>,
-    /// Fix the ZeRO stage (0 = DDP, 3 = FSDP full sharding).
+    /// Pin ZeRO stage (0 DDP .. 3 full FSDP).
     #[serde(default)]
     pub zero_stage: Option<u8>,
-    /// Fix activation recomputation: none, selective or full.
+    /// Pin activation recomputation.
     #[serde(default)]
     pub recompute: Option<Recompute>,
-    /// Fix the micro-batch size (sequences).
+    /// Pin micro-batch (sequences).
     #[serde(default)]
     pub micro_batch: Option<u32>,
-    /// Attention uses fused kernels that never store the s×s scores (default true).
+    /// Fused attention, no s x s scores (default true).
     #[serde(default)]
     pub flash_attention: Option<bool>,
-    /// How many ranked layouts to return (default 5).
+    /// Layouts to return (default 5).
     #[serde(default)]
     pub top: Option<usize>,
     /// Use measured roofs from benchmark history when they exist for this GPU (default true).
@@ -317,15 +317,7 @@ impl Operation for Plan {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Plan distributed training layouts",
         summary: "Ranks TP×PP×DP(×CP/EP) layouts with ZeRO stage, recompute and micro-batching by estimated step time; per-GPU memory, MFU, and why others were rejected.",
-        description: "Searches every training layout for a model on N GPUs: tensor, pipeline, data, context and expert \
-parallel degrees, ZeRO/FSDP stage (0-3), activation recomputation (none/selective/full), micro-batch and gradient \
-accumulation. For each it computes per-GPU memory (weights, gradients and optimizer states under ZeRO; activations \
-after Korthikanti et al.; logits) and step time (6·N·D compute at a stated efficiency, pipeline bubble, ring-collective \
-communication over the real NVLink/PCIe/network bandwidths from the GPU catalog), then returns the fastest layouts \
-that fit with tokens/s and MFU, the simplest rejected ones with the reason (e.g. 'does not fit: 92.3 GB > 72.0 GB \
-usable'), and every assumption with its source. Use it before launching a run, or to see why a layout OOMs. Inputs: \
-model (catalog id) or architecture, gpu (default: local), gpus/nodes, seq_len, global_batch; pin any dimension to \
-compare. Pure computation; answers in well under a second.",
+        description: "Finds the fastest training layout for a model on N GPUs (tensor, pipeline, data, context, expert parallel degrees, ZeRO stage, recomputation, micro-batch) with per-GPU memory, step time, tokens/s and MFU, rejected layouts with the reason (e.g. does not fit) and every assumption. Use before a multi-GPU run or to see why a layout runs out of memory. Instant.",
         intents: &[
             "plan parallelism",
             "how to shard my model",
@@ -333,11 +325,15 @@ compare. Pure computation; answers in well under a second.",
             "will it fit in memory",
             "training layout",
             "tp pp dp",
+            "tp and pp",
             "zero stage",
-            "train 70b on 64 gpus",
+            "parallelism strategy",
+            "train on many gpus",
             "why does my training oom",
+            "which parallelism",
         ],
         example: r#"{"model": "llama-3.1-70b", "gpu": "h100-sxm", "gpus": 64, "nodes": 8, "seq_len": 4096}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("distributed", "plan")
     };
 
@@ -444,7 +440,7 @@ pub struct NcclInput {
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
     pub gpu: Option<String>,
-    /// Nodes (default 1).
+    /// Nodes (default gpus / gpus_per_node when both are given, else 1).
     #[serde(default)]
     pub nodes: Option<u32>,
     /// GPUs per node (default 8).
@@ -510,6 +506,7 @@ recommended. Use it when setting up multi-GPU or multi-node training, or when co
             "multi node training network",
             "infiniband nccl",
             "slow allreduce",
+            "tune nccl",
         ],
         example: r#"{"gpu": "h100-sxm", "nodes": 4, "gpus_per_node": 8, "network": "infiniband"}"#,
         ..OpSpec::new("distributed", "nccl")
@@ -561,7 +558,7 @@ pub struct FsdpInput {
     /// Total GPUs (default nodes × gpus_per_node).
     #[serde(default)]
     pub gpus: Option<u32>,
-    /// Nodes (default 1).
+    /// Nodes (default gpus / gpus_per_node when both are given, else 1).
     #[serde(default)]
     pub nodes: Option<u32>,
     /// GPUs per node (default gpus / nodes, or 8).
@@ -630,9 +627,11 @@ first that fits and returns a fully_shard / init_device_mesh / MixedPrecisionPol
 and why. Use it when moving a model to FSDP2 or tuning an OOM. Instant.",
         intents: &[
             "fsdp config",
+            "configure fsdp",
             "fsdp2",
             "fully_shard",
             "hybrid sharding",
+            "fsdp sharding",
             "reshard_after_forward",
             "shard my model with fsdp",
         ],
@@ -897,10 +896,12 @@ warns when communication rivals compute, and returns a torch.distributed.tensor.
 TP code. Instant.",
         intents: &[
             "tensor parallel config",
+            "tensor parallel degree",
             "dtensor plan",
             "parallelize_module",
             "tp degree",
             "megatron tensor parallel",
+            "heads divisible",
         ],
         example: r#"{"model": "llama-3.1-70b", "gpu": "h100-sxm", "tp": 8}"#,
         ..OpSpec::new("distributed", "tensor_parallel")
@@ -1071,6 +1072,7 @@ pipeline parallelism or choose the micro-batch count. Instant.",
             "1f1b schedule",
             "pipeline bubble",
             "split layers across gpus",
+            "stage balancing",
         ],
         example: r#"{"model": "llama-3.1-70b", "pp": 4, "microbatches": 16}"#,
         ..OpSpec::new("distributed", "pipeline")
@@ -1223,6 +1225,7 @@ It does not submit anything. Use it to move a working single-node script onto a 
             "srun torchrun",
             "launch multi node training",
             "cluster job script",
+            "launch script",
         ],
         example: r#"{"script": "train.py", "nodes": 2, "gpus_per_node": 8, "cpus_per_gpu": 12}"#,
         ..OpSpec::new("distributed", "slurm")
@@ -1367,11 +1370,13 @@ your own price. GPUs without a public price show null cost with a note rather th
 and GPU generations for a run. Instant.",
         intents: &[
             "training cost",
+            "cost to train",
             "how much to train",
             "gpu hours",
             "cloud cost",
             "compare gpu prices",
             "budget for training",
+            "trillion tokens",
         ],
         example: r#"{"model": "llama-3.1-8b", "tokens": 1e12, "gpus": 64}"#,
         ..OpSpec::new("distributed", "cost_estimate")

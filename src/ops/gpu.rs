@@ -56,27 +56,22 @@ impl Operation for Info {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "GPU inventory and state",
         summary: "Per GPU: name, UUID, PCI bus, architecture and compute capability, SMs, memory, clocks vs max, theoretical bandwidth, temperatures, power, utilization, ECC, modes, PCIe link, processes.",
-        description: "Reads each NVIDIA GPU through NVML (and SM count through the CUDA driver): name, UUID, PCI bus id, \
-architecture and compute capability, SM count, memory total/used/free, current and maximum SM, graphics and memory clocks, \
-memory bus width and the theoretical memory bandwidth derived from them (bus width / 8 × max memory clock × 2, GB = 10^9 bytes), \
-GPU and memory temperature with slowdown/shutdown thresholds, power draw and enforced limit, GPU and memory utilization, \
-ECC mode and error counts, persistence, MIG and compute modes, performance state, PCIe generation and width (current and max), \
-driver and CUDA versions, and the processes using each GPU with their memory. Fields a GPU does not support are null with the \
-reason in `notes`. Use it first on a GPU machine, or to check what `nvidia-smi -q` would say. `device` picks one GPU; default all. \
-Fast: under 200 ms on a GPU host.",
+        description: "Reads each NVIDIA GPU through NVML, like `nvidia-smi -q`: name, architecture, memory used and free, clocks, temperatures, power, utilization, ECC, PCIe link, driver and CUDA versions, and the processes on it. Use first on a GPU machine. Under 200 ms.",
         needs_gpu: true,
         intents: &[
             "gpu info",
             "what gpu do I have",
+            "which gpu",
             "nvidia-smi",
             "gpu memory",
+            "free memory on the gpu",
             "gpu clocks",
             "sm count",
-            "gpu utilization",
             "which processes use the gpu",
             "memory bandwidth theoretical",
         ],
         example: r#"{"device": 0}"#,
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("gpu", "info")
     };
 
@@ -117,20 +112,12 @@ impl Operation for TopologyOp {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "GPU topology (nvidia-smi topo -m)",
         summary: "The GPU/NIC link matrix as nvidia-smi topo -m draws it (X, NV#, PIX, PXB, PHB, NODE, SYS), P2P read/write/atomics per pair, CPU and NUMA affinity, and a one-line summary.",
-        description: "Builds the connection matrix between GPUs (and RDMA NICs) exactly as `nvidia-smi topo -m` draws it: X (self), \
-NV# (a bonded set of # NVLinks, counting NVSwitch links as nvidia-smi does), PIX/PXB (one or several PCIe switches), PHB (through a \
-PCIe host bridge), NODE (between host bridges of one NUMA node), SYS (across the CPU interconnect). Adds, for every GPU pair, \
-the PCIe level and NVML's peer-to-peer read, write, atomics and NVLink status; for every GPU its CPU affinity, NUMA affinity and \
-own NUMA id; a text rendering of the matrix; and a summary such as \"8 GPUs, all pairs NVLink ×18; peer-to-peer read/write on all pairs\". \
-Use it to place tensor-parallel groups on the fastest links and to see why NCCL is slow between some GPUs. `device` limits `gpus` \
-and `pairs` to one GPU (the matrix stays whole). Fast: under 200 ms.",
+        description: "How GPUs and RDMA NICs connect, as `nvidia-smi topo -m` shows it (NVLink, PCIe switch, host bridge, NUMA node, SYS), with peer-to-peer support per pair and CPU/NUMA affinity. Use to place tensor-parallel groups or explain slow NCCL between some GPUs. Under 200 ms.",
         needs_gpu: true,
         intents: &[
             "gpu topology",
             "nvlink or pcie",
             "nvidia-smi topo",
-            "p2p",
-            "peer to peer",
             "numa affinity",
             "which gpus are connected",
             "nvswitch",
@@ -184,9 +171,10 @@ down and why. Use it when a job runs slower than expected or clocks look low. Fa
             "is the gpu throttling",
             "thermal throttling",
             "power limit",
+            "power capped",
             "clock speed low",
             "gpu temperature",
-            "energy consumption",
+            "throttle reasons",
         ],
         example: r#"{"device": 0}"#,
         ..OpSpec::new("gpu", "power")
@@ -243,7 +231,9 @@ Fast: under 200 ms plus sample_ms.",
         intents: &[
             "nvlink status",
             "nvlink errors",
-            "nvlink bandwidth",
+            "nvlink error counters",
+            "nvlinks up",
+            "nvlink bandwidth counters",
             "nvidia-smi nvlink",
             "nvswitch links",
             "link down",
@@ -378,6 +368,7 @@ about 5-10 s per GPU.",
             "bandwidth test",
             "memcpy bandwidth",
             "how fast is gpu memory",
+            "measure memory bandwidth",
         ],
         example: r#"{"device": 0, "sizes_mib": [256, 1024]}"#,
         ..OpSpec::new("gpu", "bandwidth")

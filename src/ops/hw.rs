@@ -136,13 +136,7 @@ impl Operation for Roofline {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Measured roofline",
         summary: "Measures device-memory bandwidth and compute peaks per precision on this GPU, and the ridge points between them.",
-        description: "Measures the two ceilings of the roofline model on this GPU: device-memory bandwidth (copy \
-kernels and cuMemcpyDtoD over 1 GiB buffers, each checked, bytes read + written, against the theoretical figure from \
-NVML's memory clock and bus width) and compute throughput per precision: FP64 and FP32 FMA loops on the CUDA cores, \
-cuBLAS SGEMM, and cuBLAS/cuBLASLt TF32, BF16, FP16 and FP8 GEMMs at 8192^3 (tensor cores). Returns each peak in \
-TFLOP/s with how it was measured, the ridge point (FLOP per byte where the compute peak meets the memory roof: kernels \
-below it are memory-bound), and the datasheet figure when known. The roofs are stored and later benchmark runs use them \
-for pct_of_roof. Takes the GPU to itself; about 20-40 s (5 s with tensor: false).",
+        description: "Measures this GPU's roofline: memory bandwidth and compute peaks per precision (FP64, FP32, TF32, BF16, FP16, FP8 GEMMs) and the ridge point, beside the datasheet; stored for later benchmarks. Needs a GPU; 20-40 s.",
         hints: Hints::MEASURES,
         needs_gpu: true,
         long_running: true,
@@ -153,6 +147,7 @@ for pct_of_roof. Takes the GPU to itself; about 20-40 s (5 s with tensor: false)
             "ridge point",
             "measure hardware limits",
             "compute roof",
+            "hardware ceilings",
         ],
         example: r#"{"gemm_size": 8192}"#,
         ..OpSpec::new("hw", "roofline")
@@ -385,7 +380,7 @@ the GPU to itself; about 5-10 s.",
             "pcie bandwidth",
             "host to device bandwidth",
             "h2d d2h",
-            "pinned vs pageable",
+            "pinned vs pageable bandwidth",
             "transfer speed",
         ],
         example: r#"{"size_mib": 256}"#,
@@ -650,10 +645,12 @@ precision and size at the default budget.",
         long_running: true,
         intents: &[
             "tensor core throughput",
+            "tensor cores reach",
             "gemm tflops",
             "bf16 tflops",
             "fp8 gemm",
             "matmul speed per precision",
+            "tflops per precision",
         ],
         example: r#"{"sizes": [4096, 8192], "precisions": ["bf16", "fp8"]}"#,
         ..OpSpec::new("hw", "tensor_cores")
@@ -842,9 +839,10 @@ pair.",
         long_running: true,
         intents: &[
             "p2p bandwidth",
-            "nvlink bandwidth",
+            "peer to peer bandwidth",
             "gpu to gpu copy",
             "peer to peer latency",
+            "copy between gpus",
             "multi gpu bandwidth",
         ],
         example: r#"{"size_mib": 256}"#,
@@ -970,9 +968,11 @@ NCCL's own environment applies (e.g. NCCL_NVLS_ENABLE, NCCL_ALGO). Needs two or 
         intents: &[
             "nccl bandwidth",
             "all-reduce bandwidth",
+            "allreduce bandwidth",
             "busbw",
             "nccl-tests",
             "collective performance",
+            "measure nccl",
         ],
         example: r#"{"min_bytes": 1048576, "max_bytes": 1073741824}"#,
         ..OpSpec::new("hw", "nccl")

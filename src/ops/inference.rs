@@ -98,19 +98,18 @@ impl Operation for KvCacheOp {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "KV-cache size",
         summary: "KV-cache bytes per token and for batch × seq_len, GQA/MQA/MLA-aware, per dtype; optionally how many sequences fit on a GPU.",
-        description: "Computes the KV cache of a transformer: bytes per token = 2 · layers · kv_heads · head_dim · bytes \
-(K and V; grouped-query and multi-query attention use kv_heads, not heads; DeepSeek-style MLA caches its compressed \
-latent), per sequence and for batch × seq_len, in the dtype you choose (fp16 default, fp8 halves it). Returns the \
-formula with the model's numbers and the saving versus full multi-head attention. With a gpu, also says how many \
-sequences fit beside the weights. Example: Llama-3.1-70B in fp16 is 327,680 bytes per token. Instant.",
+        description: "How much KV cache a transformer needs: bytes per token (2 x layers x kv_heads x head_dim x bytes; GQA and MLA aware), per sequence and for batch x seq_len in the chosen dtype, and with a gpu how many sequences fit beside the weights. Instant.",
         intents: &[
+            "kv cache",
             "kv cache size",
             "how much memory for context",
             "kv cache per token",
             "gqa memory",
             "context length memory",
+            "memory for long context",
         ],
         example: r#"{"model": "llama-3.1-70b", "seq_len": 8192, "batch": 16, "dtype": "fp16"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("inference", "kv_cache")
     };
 
@@ -332,13 +331,7 @@ impl Operation for Estimate {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Inference latency and throughput from a roofline",
         summary: "Prefill and decode time, tokens/s and a batch sweep showing where decode turns compute-bound, from weights/KV bytes over HBM bandwidth and FLOPs over the tensor peak.",
-        description: "Estimates serving performance for a model on a GPU (and TP degree) from first principles: decode \
-time per step = max(weight + KV bytes / HBM bandwidth, 2·N·batch FLOPs / dense peak) plus tensor-parallel \
-all-reduces; prefill as FLOPs over the peak. Returns prefill time (TTFT), decode step and tokens/s per sequence and \
-in total, end-to-end request latency, a batch sweep (1, 2, 4, …) marking memory- vs compute-bound steps, the \
-crossover batch, the largest batch that fits, and every assumption. Peaks come from the GPU catalog or, when this \
-machine measured them, from benchmark history. Use it to size batch, compare GPUs or weight formats, or sanity-check \
-measured serving numbers. Instant.",
+        description: "Estimates LLM serving speed for a model on a GPU (and tensor-parallel degree) from first principles: prefill time (TTFT), decode tokens/s per sequence and in total, request latency, and a batch sweep marking memory- vs compute-bound steps and the largest batch that fits. Use to size batches, compare GPUs or check measured numbers. Instant.",
         intents: &[
             "inference estimate",
             "tokens per second",
@@ -346,8 +339,11 @@ measured serving numbers. Instant.",
             "time to first token",
             "memory bound decode",
             "batch size throughput",
+            "serving speed",
+            "how fast will it generate",
         ],
         example: r#"{"model": "llama-3.1-8b", "gpu": "h100-sxm", "prompt_tokens": 1024, "output_tokens": 256}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("inference", "estimate")
     };
 
@@ -502,10 +498,12 @@ fits, or to understand a config. Instant.",
         intents: &[
             "vllm config",
             "vllm command",
+            "vllm serve",
             "serve model with vllm",
             "gpu_memory_utilization",
             "max_num_seqs",
             "tensor parallel size vllm",
+            "engine arguments",
         ],
         example: r#"{"model": "llama-3.1-70b", "gpu": "h100-sxm", "gpus": 4, "goal": "throughput"}"#,
         ..OpSpec::new("inference", "vllm")
@@ -943,11 +941,13 @@ highest-precision format that fits on the GPUs you have. Unlike tools that only 
 here is computed for your model and GPU. Instant.",
         intents: &[
             "quantization",
+            "quantize",
             "fp8 vs int4",
             "awq or gptq",
             "should i quantize",
             "int8 inference",
             "fit model in memory",
+            "weight format",
         ],
         example: r#"{"model": "llama-3.1-70b", "gpu": "h100-sxm", "gpus": 2}"#,
         ..OpSpec::new("inference", "quantization")
@@ -1151,6 +1151,7 @@ Instant.",
             "replicas for qps",
             "capacity planning inference",
             "serve requests per second",
+            "latency slo",
         ],
         example: r#"{"model": "llama-3.1-8b", "gpu": "h100-sxm", "requests_per_s": 20, "itl_ms": 50}"#,
         ..OpSpec::new("inference", "deploy")
@@ -1278,6 +1279,7 @@ Instant.",
         intents: &[
             "cost per token",
             "price per million tokens",
+            "cost per million tokens",
             "inference cost",
             "serving cost",
             "tokens per dollar",

@@ -25,18 +25,18 @@ impl Operation for JobStatus {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Job status",
         summary: "State, progress, result or error of a background job.",
-        description: "Returns a background job's record: {job_id, tool, state (queued|running|succeeded|failed|cancelled), \
-progress, result (the tool's output once succeeded), error, started_at, finished_at}. Use it to poll a long-running \
-tool that was called with async: true; poll every few seconds until state is succeeded, failed or cancelled. \
-Finished jobs are kept in the store, so they are reported after a server restart. Instant.",
+        description: "A background job's state (queued, running, succeeded, failed, cancelled), progress, and result or error. Poll it every few seconds after calling a tool with async: true. Instant.",
         positional: &["job_id"],
         intents: &[
             "job status",
             "is my benchmark done",
             "poll job",
             "background task result",
+            "job finished",
+            "job progress",
         ],
         example: r#"{"job_id": "job_0123abcd4567ef89"}"#,
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("job", "status")
     };
 
@@ -78,8 +78,10 @@ Inputs: limit (default 20), state (queued|running|succeeded|failed|cancelled). I
             "running jobs",
             "recent jobs",
             "what is running",
+            "job history",
         ],
         example: r#"{"limit": 10, "state": "running"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("job", "list")
     };
 
@@ -106,10 +108,7 @@ impl Operation for JobCancel {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Cancel a job",
         summary: "Stop a queued or running background job; its GPU memory and child processes are released.",
-        description: "Asks a queued or running background job to stop. The work stops at its next check (within about a \
-second for aisp's own loops; child processes are terminated with their process group), GPU memory is released, and \
-the job ends in state cancelled. Returns the job record as it was when the request was made; poll aisp_job_status \
-to see it end. A finished job is returned unchanged. Instant.",
+        description: "Stops a queued or running background job (and its child processes) and returns its record; poll aisp_job_status to see it end. Instant.",
         hints: crate::registry::Hints {
             read_only: false,
             destructive: false,
@@ -117,8 +116,16 @@ to see it end. A finished job is returned unchanged. Instant.",
             open_world: false,
         },
         positional: &["job_id"],
-        intents: &["cancel job", "stop benchmark", "abort", "kill job"],
+        intents: &[
+            "cancel job",
+            "stop the job",
+            "stop benchmark",
+            "abort",
+            "kill job",
+            "stop a running job",
+        ],
         example: r#"{"job_id": "job_0123abcd4567ef89"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("job", "cancel")
     };
 

@@ -63,9 +63,12 @@ pub struct RecommendInput {
     /// The precision the workload computes in now (fp32 makes TF32 and mixed precision relevant).
     #[serde(default)]
     pub dtype: Option<crate::knowledge::Dtype>,
-    /// Profile findings or symptoms, e.g. "launch_bound", "oom", "memory_bound", "communication_bound", "data_loading".
+    /// aisp_profile_rules ids (e.g. "host_bound_steps") or symptoms ("oom").
     #[serde(default)]
     pub findings: Option<Vec<String>>,
+    /// A profile whose rules findings (medium+) join `findings`.
+    #[serde(default)]
+    pub profile: Option<String>,
     /// A draft model of the same family is available (speculative decoding).
     #[serde(default)]
     pub draft_model: Option<bool>,
@@ -119,17 +122,12 @@ impl Operation for Recommend {
         short: true,
         title: "Recommend optimizations",
         summary: "Ranks optimization techniques for your model, GPUs and goal (throughput, latency, memory, cost) by measured effect, with why, preconditions met/unmet and conflicts resolved.",
-        description: "Builds the situation from your inputs — model (or size), GPU (or the local one), GPU and node \
-counts, goal, workload, sequence length, profile findings (e.g. launch_bound, oom) — deriving conditions with their \
-evidence: multi-GPU, MoE, long context, memory pressure (16 bytes/parameter of training states or bf16 weights vs \
-usable memory), GPU compute capability. Then ranks the technique catalog for the goal by the effect each technique's \
-source measured (geometric mean of the stated range; an 'up to X' figure counts as 1–X), ranking techniques whose \
-preconditions are all known to hold first, drops techniques whose hardware or conditions fail (saying why), keeps only one of any conflicting \
-pair, and returns each recommendation with its effect range, scope, source, effort, risk, reason and how to turn it \
-on. Use it first when asking 'how do I make this faster / fit / cheaper'. Instant.",
+        description: "Ranks optimization techniques for a goal given the model, GPU, counts, workload and profile findings: each with its measured effect range and source, effort, risk, why it applies and how to turn it on; techniques whose hardware or conditions fail are dropped with the reason. Use for 'how do I make this faster, fit or cheaper'. Instant.",
         intents: &[
             "how do i make training faster",
+            "make it faster",
             "recommend optimizations",
+            "speed up training",
             "speed up inference",
             "reduce memory",
             "what should i optimize",
@@ -137,6 +135,7 @@ on. Use it first when asking 'how do I make this faster / fit / cheaper'. Instan
             "optimization advice",
         ],
         example: r#"{"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": 8, "goal": "throughput", "workload": "training"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("optimize", "recommend")
     };
 
@@ -156,8 +155,25 @@ on. Use it first when asking 'how do I make this faster / fit / cheaper'. Instan
         };
         let gpus = i.gpus.unwrap_or(1).max(1);
         let nodes = i.nodes.unwrap_or(1).max(1);
-        let findings = i.findings.clone().unwrap_or_default();
+        let mut findings = i.findings.clone().unwrap_or_default();
+        if let Some(path) = &i.profile {
+            let v = ctx.call_tool("aisp_profile_rules", serde_json::json!({ "path": path }))?;
+            let body = v.get("result").unwrap_or(&v);
+            for f in body["findings"].as_array().into_iter().flatten() {
+                let sev = f["severity"].as_str().unwrap_or("info");
+                if matches!(sev, "medium" | "high" | "critical")
+                    && let Some(id) = f["id"].as_str()
+                    && !findings.iter().any(|x| x == id)
+                {
+                    findings.push(id.to_string());
+                }
+            }
+        }
         let mut s = Situation {
+            findings: findings
+                .iter()
+                .map(|f| f.trim().to_ascii_lowercase())
+                .collect(),
             workload: i.workload,
             compute_capability: gpu.and_then(serving::compute_capability),
             gpu_label: gpu.map(|g| g.id.clone()),
@@ -373,6 +389,7 @@ figure), with the source URL. Filter by category, workload or goal. aisp_optimiz
 full. Instant.",
         intents: &[
             "list optimization techniques",
+            "optimization techniques",
             "what optimizations exist",
             "technique catalog",
             "optimization options",
@@ -477,11 +494,10 @@ every datasheet figure with its source URL, nulls carrying a note. A model id re
 and the computed parameter counts. Unknown ids list the known ones. Instant.",
         intents: &[
             "details of technique",
-            "explain flash attention 3",
+            "technique details",
             "gpu specs",
             "h100 datasheet",
             "model architecture",
-            "what is paged attention",
         ],
         example: r#"{"id": "flash-attention-3"}"#,
         positional: &["id"],
@@ -591,6 +607,7 @@ figure get null ROI and sort last rather than an invented number. Each row carri
 source so you can judge whether it transfers to your workload. Instant.",
         intents: &[
             "optimization roi",
+            "return on effort",
             "quick wins",
             "best bang for buck",
             "effort vs gain",
@@ -642,10 +659,11 @@ bound since each source measured end-to-end on its own workload — the running 
 memory factors, and which techniques have no public figure. Use it to check a plan before implementing it. Instant.",
         intents: &[
             "combine optimizations",
+            "combine techniques",
             "are these compatible",
             "stack techniques",
             "combined speedup",
-            "conflicting optimizations",
+            "speedup together",
         ],
         example: r#"{"techniques": ["bf16-mixed-precision", "flash-attention-2", "torch-compile", "cuda-graphs"]}"#,
         ..OpSpec::new("optimize", "compound")
@@ -734,8 +752,10 @@ upper bound from end-to-end measurements), the steps without a public figure, an
 workload. Use it for a starting sequence, then check each step with a profile. Instant.",
         intents: &[
             "optimization playbook",
+            "playbook",
             "step by step optimization",
             "recipe to speed up training",
+            "reduce training memory",
             "inference optimization checklist",
         ],
         example: r#"{"workload": "inference"}"#,

@@ -130,6 +130,9 @@ pub struct Answer<T> {
     pub scope: Option<ResolvedScope>,
     #[serde(flatten)]
     pub result: T,
+    /// What this default answer leaves out, and the argument that brings it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 fn answer<T>(p: &Profile, scope: Option<ResolvedScope>, result: T) -> Answer<T> {
@@ -139,6 +142,7 @@ fn answer<T>(p: &Profile, scope: Option<ResolvedScope>, result: T) -> Answer<T> 
         export: p.version().clone(),
         scope,
         result,
+        left_out: Vec::new(),
     }
 }
 
@@ -240,6 +244,9 @@ pub struct Info;
 pub struct InfoInput {
     /// Path to an Nsight Systems export (.sqlite from `nsys export --type sqlite`) or report (.nsys-rep).
     pub path: String,
+    /// Also list every table of the export and the capture's raw settings (default false).
+    #[serde(default)]
+    pub raw: Option<bool>,
 }
 
 impl ScopedInput for InfoInput {
@@ -257,13 +264,7 @@ impl Operation for Info {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile info",
         summary: "What an Nsight Systems export holds: versions, capture settings, GPUs, processes/threads, streams, event counts.",
-        description: "Opens an Nsight Systems export (.sqlite, or a .nsys-rep exported through a local nsys) read-only and \
-reports its product and schema version, capture settings (what was traced, the command, triggers), the activity and kernel \
-time range (absolute ns in the export's timebase), GPUs with name/SMs/memory/bus/UUID where recorded (\"unknown\" when the \
-export lacks TARGET_INFO_GPU, never guessed), the environment (driver, CUDA), processes with their threads and devices, \
-streams per device, counts of kernels, memcpys, memsets, CUDA API calls, NVTX ranges and OS runtime calls, and every table \
-present. Use it first on a new profile to learn its devices, processes and time range before asking narrower questions. \
-Milliseconds on small exports; about a second on a 1 GB export.",
+        description: "What an Nsight Systems export (.sqlite or .nsys-rep) holds: capture settings, time range, GPUs, driver and CUDA, processes, threads, streams, and counts of kernels, copies, API calls and NVTX ranges. Use first on a new profile. Milliseconds; about a second on 1 GB.",
         positional: &["path"],
         intents: &[
             "what is in this profile",
@@ -274,11 +275,25 @@ Milliseconds on small exports; about a second on a 1 GB export.",
             "how many kernels",
         ],
         example: r#"{"path": "train.sqlite"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "info")
     };
 
     fn run(&self, ctx: &OpContext, input: InfoInput) -> Result<Self::Output, OpError> {
-        scoped(ctx, "info", &input, |p, _| profile::info::info(p))
+        let raw = input.raw.unwrap_or(false);
+        let mut out = scoped(ctx, "info", &input, |p, _| profile::info::info(p))?;
+        if !raw {
+            let info = &mut out.result;
+            let (tables, settings) = (info.tables.len(), info.capture.settings.len());
+            info.tables.clear();
+            info.capture.settings.clear();
+            if tables + settings > 0 {
+                out.left_out.push(format!(
+                    "the export's {tables} table names and {settings} raw capture settings: pass \"raw\": true"
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -297,7 +312,7 @@ scoped_input! {
         /// Kernel names: `short` (default; e.g. vectorized_elementwise_kernel) or `demangled` (as nsys stats groups them).
         #[serde(default)]
         names: Option<profile::summary::NameKey>,
-        /// Rows per report (default 20); Time % is always over all rows.
+        /// Rows per report (default 10); Time % is always over all rows.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -309,23 +324,20 @@ impl Operation for Summary {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile summary (nsys stats reports)",
         summary: "The nsys stats reports: kernels, CUDA API, memcpy time/size, NVTX and OS runtime, with exact nsys semantics.",
-        description: "Computes the `nsys stats` reports cuda_gpu_kern_sum, cuda_api_sum, cuda_gpu_mem_time_sum, \
-cuda_gpu_mem_size_sum, nvtx_sum and osrt_sum with their exact semantics: Time % is a row's share of all rows of the report \
-(before the limit), Total, Instances, Avg, Med (middle-pair mean), Min, Max and StdDev (sample, n-1), rounded half away from \
-zero to 0.1 ns. Kernel names are short names by default or demangled names (the nsys default) with names=demangled. Filters by \
-device, process and window; CPU-side reports keep the processes of the chosen device. Use it to see where GPU and CPU time \
-goes at a glance. Reports the export lacks are listed with the reason. Under 0.3 s on a 56 MB export (1.3 M OS runtime rows).",
+        description: "The `nsys stats` reports of an Nsight Systems export, exactly: GPU kernel, CUDA API, memory time and size, NVTX and OS runtime summaries (Time %, total, instances, avg, med, min, max, stddev). Use to see where GPU and CPU time goes at a glance. Under 0.3 s on a 56 MB export.",
         positional: &["path"],
         intents: &[
             "nsys stats",
-            "top kernels",
+            "stats summary",
             "where does gpu time go",
             "cuda api summary",
             "profile summary",
             "osrt summary",
             "memcpy summary",
+            "api calls summary",
         ],
         example: r#"{"path": "train.sqlite", "limit": 10}"#,
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("profile", "summary")
     };
 
@@ -333,11 +345,42 @@ goes at a glance. Reports the export lacks are listed with the reason. Under 0.3
         let options = profile::summary::SummaryOptions {
             reports: input.reports.clone(),
             names: input.names.unwrap_or_default(),
-            limit: Some(limit(input.limit, 20)?),
+            limit: Some(limit(input.limit, 10)?),
         };
-        scoped(ctx, "summary", &input, |p, s| {
+        let mut out = scoped(ctx, "summary", &input, |p, s| {
             profile::summary::summary(p, s, &options)
-        })
+        })?;
+        if input.limit.is_none() {
+            let r = &out.result;
+            let cut: Vec<(String, usize, usize)> = [
+                &r.cuda_gpu_kern_sum,
+                &r.cuda_api_sum,
+                &r.cuda_gpu_mem_time_sum,
+                &r.nvtx_sum,
+                &r.osrt_sum,
+            ]
+            .into_iter()
+            .flatten()
+            .map(|t| (t.report.clone(), t.rows.len(), t.rows_total))
+            .chain(
+                r.cuda_gpu_mem_size_sum
+                    .iter()
+                    .map(|t| (t.report.clone(), t.rows.len(), t.rows_total)),
+            )
+            .filter(|(_, shown, total)| shown < total)
+            .collect();
+            if let Some(most) = cut.iter().map(|c| c.2).max() {
+                let parts: Vec<String> = cut
+                    .iter()
+                    .map(|(name, shown, total)| format!("{name} {shown} of {total}"))
+                    .collect();
+                out.left_out.push(format!(
+                    "rows past the top 10 of each report ({}; Time % counts all rows): pass \"limit\": {most}",
+                    parts.join(", ")
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -364,23 +407,21 @@ impl Operation for Kernels {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Top kernels with classes",
         summary: "Top kernels with per-device split, p50/p90/p99, launch configuration, and class (tensor-core GEMM, SIMT fp32 GEMM, attention, ...).",
-        description: "Lists the kernels that take the most GPU time, grouped by short or demangled name, each with its share, \
-count, Avg/Med/Min/Max/StdDev and p50/p90/p99 durations, the split per device, the most common launch configuration \
-(grid, block, registers per thread, static and dynamic shared memory), and a class read from the demangled name and launch \
-configuration: gemm_tensor_core, gemm_simt_fp32 (fp32 GEMM on CUDA cores, e.g. sm80_xmma_..._ffma_...), gemm_unknown, \
-attention, elementwise, reduction, copy, communication or other, with precision and the evidence. Also the time per class and, \
-per device, the count and time share of kernels shorter than 5 us. Use it to find what to optimize and whether GEMMs use \
-tensor cores. Milliseconds to a second.",
+        description: "Which kernels take the most GPU time in an Nsight Systems export: share, count, duration statistics, launch configuration and a class (tensor-core or FP32 GEMM, attention, elementwise, reduction, copy, communication) with precision; time per class and the share of kernels under 5 us. Use to find what to optimize and whether GEMMs use tensor cores. Milliseconds to a second.",
         positional: &["path"],
         intents: &[
             "top kernels",
-            "which kernels are slow",
+            "which kernels",
+            "slowest kernels",
+            "kernels take the most time",
+            "most expensive kernels",
             "are gemms using tensor cores",
             "kernel classes",
             "kernel launch configuration",
             "tiny kernels",
         ],
         example: r#"{"path": "train.sqlite", "limit": 10, "names": "demangled"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "kernels")
     };
 
@@ -416,22 +457,19 @@ impl Operation for Utilization {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "GPU utilization per window",
         summary: "Per-device busy time as the union of kernel intervals over the span, steps and steady windows, plus time-utilization chunks.",
-        description: "Computes how busy each GPU is as the union of kernel intervals (never a sum of durations, which exceeds \
-100 % with concurrent streams), and beside it the union of kernels, memcpys and memsets, over named windows: span (first to \
-last kernel of the device), steps (first to last NVTX step range of the device's process), steady (second step to last step) \
-and the caller's trim. Each window reports busy ns, busy %, idle ns. Also the kernel-time sum and concurrency, streams, and the \
-span cut into equal chunks with their busy % and the coalesced stretches under the threshold (like nsys analyze gpu_time_util). \
-Use it to answer \"is my GPU busy?\" with the window stated. Milliseconds.",
+        description: "How busy each GPU is in an Nsight Systems export (the union of kernel intervals) over its span, its steps, the steady state or a chosen window: busy %, idle time, concurrency, streams, and busy % over time. Answers 'is my GPU busy?'. Milliseconds.",
         positional: &["path"],
         intents: &[
-            "gpu utilization",
+            "gpu utilization in the profile",
             "is the gpu busy",
+            "how busy",
             "busy percent",
             "idle gpu",
             "steady state utilization",
             "gpu_time_util",
         ],
         example: r#"{"path": "train.sqlite", "device": 0}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "utilization")
     };
 
@@ -461,7 +499,8 @@ scoped_input! {
         /// Report idle gaps longer than this many milliseconds (default 1.0).
         #[serde(default)]
         min_gap_ms: Option<f64>,
-        /// Gaps to list per device, largest first (default 20); totals always count all.
+        /// Gaps to list per device: the steady-state window's first, then the rest (first step, warm-up), each
+        /// largest first (default 10 over all devices, at least 1 per device); totals always count all.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -472,24 +511,19 @@ impl Operation for Gaps {
     type Output = Answer<profile::gaps::Gaps>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "GPU idle gaps with CPU attribution",
-        summary: "Idle gaps per device, largest first, each with what the launching CPU thread was doing (sync, module loading, sleep, NVTX range).",
-        description: "Finds the stretches where a GPU ran no kernel for longer than min_gap_ms (default 1 ms) and totals them \
-per window (span: between kernel islands; steps, steady, trim: the window minus the kernel union, so leading and trailing idle \
-time inside the window counts). Each listed gap, largest first, names the kernels before and after, the step it falls in, the \
-thread that launched the next kernel and what that thread did meanwhile: CUDA API calls (synchronizations, copies, lazy module \
-loading, allocation), OS runtime calls (sleeps, polls, I/O) and NVTX ranges, with a cause and one sentence of evidence. Use it to \
-see why the GPU starves (host-bound steps, host syncs, first-step warm-up). Milliseconds; streams OS runtime rows, so a 1 GB \
-export takes seconds.",
+        summary: "Idle gaps per device, steady state first, each with what the launching CPU thread was doing (sync, module loading, sleep, NVTX range).",
+        description: "Finds where each GPU sat idle longer than min_gap_ms in an Nsight Systems export, largest first, and why: the kernels around each gap, its step, and what the launching thread did meanwhile (syncs, copies, module loading, sleeps, NVTX ranges); steady-state gaps are listed before first-step warm-up. Use to see why the GPU starves. Milliseconds; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "gpu idle gaps",
             "why is the gpu idle",
             "gpu starvation",
             "bubbles in the timeline",
-            "host bound",
+            "idle time",
             "what is the cpu doing",
         ],
         example: r#"{"path": "train.sqlite", "min_gap_ms": 1.0, "limit": 10}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "gaps")
     };
 
@@ -501,10 +535,64 @@ export takes seconds.",
                 "Pass e.g. \"min_gap_ms\": 1.0.",
             ));
         }
-        let l = limit(input.limit, 20)?;
-        scoped(ctx, "gaps", &input, |p, s| {
-            profile::gaps::gaps(p, s, (ms * 1e6).round() as i64, l)
-        })
+        const DEFAULT_LISTED: usize = 10;
+        let l = limit(input.limit, DEFAULT_LISTED)?;
+        // The library lists the largest first; explain enough of them that the
+        // steady-state ones (what recurs every step) can come first here.
+        let explained = l.clamp(200, 10_000);
+        let mut out = scoped(ctx, "gaps", &input, |p, s| {
+            profile::gaps::gaps(p, s, (ms * 1e6).round() as i64, explained)
+        })?;
+        for d in &mut out.result.devices {
+            // Stable: each group stays largest first.
+            d.gaps
+                .sort_by_key(|g| !g.windows.contains(&profile::windows::WindowKind::Steady));
+            if input.limit.is_some() {
+                d.gaps.truncate(l);
+            }
+        }
+        if input.limit.is_none() {
+            // The default shares one budget over the devices, so 8 GPUs do not list 8x as much.
+            let per_device = (DEFAULT_LISTED / out.result.devices.len().max(1)).max(1);
+            let mut parts = Vec::new();
+            let mut most = 0;
+            for d in &mut out.result.devices {
+                // Mostly steady state, plus the largest of the rest (first-step module loading,
+                // warm-up) so a one-off stall is seen for what it is.
+                let steady = d
+                    .gaps
+                    .iter()
+                    .take_while(|g| g.windows.contains(&profile::windows::WindowKind::Steady))
+                    .count();
+                let others = d.gaps.len() - steady;
+                let reserve = if others > 0 && steady > 0 {
+                    (per_device / 5).max(1).min(per_device - 1)
+                } else {
+                    0
+                };
+                let take_steady = steady.min(per_device - reserve.min(per_device));
+                let take_others = others.min(per_device - take_steady);
+                let rest = d.gaps.split_off(steady);
+                d.gaps.truncate(take_steady);
+                d.gaps.extend(rest.into_iter().take(take_others));
+                if (d.gaps.len() as u64) < d.gaps_total {
+                    parts.push(format!(
+                        "device {}: {} of {}",
+                        d.device,
+                        d.gaps.len(),
+                        d.gaps_total
+                    ));
+                    most = most.max(d.gaps_total);
+                }
+            }
+            if !parts.is_empty() {
+                out.left_out.push(format!(
+                    "more gaps ({} listed: the steady-state window's largest first, then the largest of the rest; the window totals count all): pass \"limit\": {most}",
+                    parts.join(", ")
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -528,23 +616,19 @@ impl Operation for Memory {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Memory transfers and usage",
         summary: "Memcpy/memset by direction and memory kind, achieved bandwidth, pageable async copies, blocking copy APIs, GPU memory over time.",
-        description: "Breaks down memcpy and memset traffic by direction (Host-to-Device, Device-to-Host, Device-to-Device, \
-Peer-to-Peer, labels from the export's ENUM_CUDA_MEMCPY_OPER) and by source/destination memory kind (Pageable, Pinned, Device, \
-... from the export's ENUM_CUDA_MEM_KIND, never assumed): count, bytes, time, achieved and peak bandwidth in GB/s. Flags async \
-copies from or to pageable memory (the nsys cuda_memcpy_async rule: an Async API with a pageable side; they are staged and \
-serialize), says how many ran inside the steps, counts blocking cudaMemcpy/cudaMemset API calls, and shows GPU memory usage \
-over time with its peak when the export recorded it. Use it for data-movement questions (pinned memory, H2D in the loop). \
-Milliseconds.",
+        description: "Memory copies and memsets in an Nsight Systems export by direction (H2D, D2H, D2D, P2P) and memory kind (pageable, pinned, device): count, bytes, time, bandwidth; flags async copies from pageable memory and blocking copies, and shows GPU memory use over time. Use for data-movement questions. Milliseconds.",
         positional: &["path"],
         intents: &[
             "memcpy breakdown",
             "pageable memory",
             "pinned memory",
             "h2d transfers",
-            "memory bandwidth of copies",
-            "gpu memory usage",
+            "host to device copies",
+            "memory copies",
+            "gpu memory usage over time",
         ],
         example: r#"{"path": "train.sqlite"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "memory")
     };
 
@@ -567,12 +651,15 @@ scoped_input! {
         /// Range names to list, largest CPU time first (default 20).
         #[serde(default)]
         limit: Option<usize>,
-        /// Depth of the per-thread range tree (default 4).
+        /// Depth of the per-thread range tree (default 3).
         #[serde(default)]
         max_depth: Option<u32>,
-        /// Children kept per tree node, largest first (default 8).
+        /// Children kept per tree node, largest first (default 6).
         #[serde(default)]
         max_children: Option<usize>,
+        /// List numbered families (step_0, step_1, ...; any prefix) as one pattern `step_*` (default true).
+        #[serde(default)]
+        group_numbered: Option<bool>,
     }
 }
 
@@ -582,16 +669,11 @@ impl Operation for Nvtx {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "NVTX ranges with GPU time",
         summary: "NVTX range tree per thread and GPU time projected onto each range name (process-wide attribution, same-thread beside it).",
-        description: "Reads NVTX push/pop and start/end ranges and projects GPU work onto them: a kernel belongs to a range when \
-its launching CUDA call (matched by correlationId and process) lies inside the range and comes from any thread of the same \
-process (PyTorch launches backward kernels from an autograd thread that pushes no ranges); the same-thread figure (the nsys \
-rule) is reported beside it. Per range name: instances, CPU time, GPU-projected time (union of the attributed kernels), kernel \
-time and kernels launched; per thread a range tree (aggregated by path, PyTorch op_id/seq annotations stripped); totals of \
-attributed kernels and the deepest nesting. An interval sweep, linear in events. Use it to see which code region owns GPU \
-time. Milliseconds.",
+        description: "GPU time per NVTX range in an Nsight Systems export: kernels attributed through their launching call on any thread of the process (PyTorch launches backward from its autograd thread), with instances, CPU time, GPU time and a range tree per thread. Use to see which code region owns GPU time. Milliseconds.",
         positional: &["path"],
         intents: &[
             "nvtx ranges",
+            "nvtx range",
             "which code region takes gpu time",
             "time per layer",
             "nvtx tree",
@@ -599,18 +681,36 @@ time. Milliseconds.",
             "range attribution",
         ],
         example: r#"{"path": "train.sqlite", "limit": 10}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "nvtx")
     };
 
     fn run(&self, ctx: &OpContext, input: NvtxInput) -> Result<Self::Output, OpError> {
         let options = profile::nvtx::NvtxOptions {
             limit: limit(input.limit, 20)?,
-            max_depth: input.max_depth.unwrap_or(4).clamp(1, 64),
-            max_children: input.max_children.unwrap_or(8).clamp(1, 1000),
+            max_depth: input.max_depth.unwrap_or(3).clamp(1, 64),
+            max_children: input.max_children.unwrap_or(6).clamp(1, 1000),
+            group_numbered: input.group_numbered.unwrap_or(true),
         };
-        scoped(ctx, "nvtx", &input, |p, s| {
+        let mut out = scoped(ctx, "nvtx", &input, |p, s| {
             profile::nvtx::nvtx(p, s, &options)
-        })
+        })?;
+        let r = &out.result;
+        if r.names.len() < r.names_total {
+            out.left_out.push(format!(
+                "range names past the top {} by CPU time ({} in all): pass \"limit\": {}",
+                r.names.len(),
+                r.names_total,
+                r.names_total
+            ));
+        }
+        if input.max_depth.is_none() && input.max_children.is_none() {
+            out.left_out.push(
+                "range-tree nodes deeper than 3 or past the 6 largest children (counted in `more`): pass `max_depth` and `max_children`"
+                    .into(),
+            );
+        }
+        Ok(out)
     }
 }
 
@@ -626,7 +726,7 @@ scoped_input! {
         /// default: `step`/`step_N`, then other numbered families, then a repeating kernel pattern.
         #[serde(default)]
         marker: Option<String>,
-        /// Steps to list in full (default 20); statistics always use all steps.
+        /// Steps to list in full (default 5); statistics and the slowest steps always use all steps.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -658,11 +758,25 @@ slowest steps with what differs (longest API calls, GPU idle, kernels with extra
     };
 
     fn run(&self, ctx: &OpContext, input: IterationsInput) -> Result<Self::Output, OpError> {
-        let l = limit(input.limit, 20)?;
+        let l = limit(input.limit, 5)?;
         let marker = input.marker.clone();
-        scoped(ctx, "iterations", &input, |p, s| {
+        let mut out = scoped(ctx, "iterations", &input, |p, s| {
             profile::iterations::iterations(p, s, marker.as_deref(), l)
-        })
+        })?;
+        let most = out
+            .result
+            .processes
+            .iter()
+            .filter(|p| (p.steps.len() as u64) < p.step_count as u64)
+            .map(|p| p.step_count as u64)
+            .max();
+        if let Some(most) = most {
+            out.left_out.push(format!(
+                "steps past the first {} of each process in full (statistics and the slowest steps use all): pass \"limit\": {most}",
+                l
+            ));
+        }
+        Ok(out)
     }
 }
 
@@ -691,10 +805,11 @@ message sizes are recorded (otherwise it says so). Use it for distributed-traini
         intents: &[
             "nccl time",
             "all-reduce time",
+            "all-reduce kernels",
             "communication breakdown",
             "collectives",
             "rank imbalance",
-            "bus bandwidth",
+            "time in communication",
         ],
         example: r#"{"path": "ddp.sqlite"}"#,
         ..OpSpec::new("profile", "nccl")
@@ -729,6 +844,7 @@ training. Milliseconds.",
         positional: &["path"],
         intents: &[
             "overlap of communication and compute",
+            "overlapped with compute",
             "is nccl overlapped",
             "exposed communication",
             "compute communication overlap",
@@ -757,27 +873,21 @@ impl Operation for Rules {
     type Output = Answer<profile::rules::Rules>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
-        summary: "Findings in the style of nsys analyze with severity from the share of time at stake: starvation, host-bound steps, syncs, pageable copies, fp32 SIMT GEMMs, exposed NCCL, tiny kernels, variance.",
-        description: "Runs expert rules over each device's analysis window (the steady window when there are steps, else the \
-span of its GPU operations) and returns findings {id, title, severity info|low|medium|high|critical, time_at_stake_ns, \
-share_pct, evidence, why, fix, verify}. Severity comes from the share of the window at stake (under 1 % info, 1 % low, 5 % \
-medium, 15 % high, 40 % critical), never from the mere presence of a pattern. Rules: GPU starvation (idle gaps over 1 ms, \
-with what the launching thread did), host-bound steps (CPU step time well above GPU time), low utilization, async memcpy \
-with pageable memory, synchronous memcpy/memset, host synchronization APIs, a host sync every iteration, launch-bound runs \
-of kernels under 5 us, fp32 GEMMs on CUDA cores where TF32/BF16 tensor cores could run them, communication not overlapped \
-with compute, heavy host-to-device traffic, one dominating kernel, step-time variance, first-step overhead. Rules without \
-evidence report nothing (`checked` says why) and the verdict says so when nothing is significant. Use it to triage a profile. \
-Well under a second on small exports; seconds on 1 GB.",
+        summary: "Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance.",
+        description: "Triages an Nsight Systems export with expert rules, per device: findings {id, severity, time_at_stake_ns, stake, basis, regions, evidence, why, fix, verify}. Time at stake is that GPU's idle time the cause explains or busy time the fix shortens (estimate); severity is its share of the window (<1 % info, 1 low, 5 medium, 15 high, 40 critical); regions name the NVTX range. Start here with a profile. Under a second; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "why is my training slow",
+            "training step slow",
             "what is wrong with this profile",
             "find bottlenecks",
             "nsys analyze",
             "expert rules",
             "triage profile",
+            "findings",
         ],
         example: r#"{"path": "train.sqlite"}"#,
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("profile", "rules")
     };
 
@@ -822,7 +932,7 @@ window (start_ns/end_ns). Milliseconds.",
             "search profile",
             "where is this kernel",
             "find nvtx range",
-            "when was cudaMalloc called",
+            "when was cudamalloc called",
             "grep the trace",
         ],
         example: r#"{"path": "train.sqlite", "pattern": "gemm", "kinds": ["kernel"], "limit": 10}"#,
@@ -863,7 +973,7 @@ pub struct Timeline;
 scoped_input! {
     /// Arguments of `timeline`.
     TimelineInput {
-        /// Entries per track after merging (default 40).
+        /// Entries per track after merging (default: 60 shared over the tracks, 6 to 40 each).
         #[serde(default)]
         limit: Option<usize>,
         /// Merge consecutive identical events on a track when the gap between them is at most this many ns (default 10000).
@@ -901,9 +1011,37 @@ then. Milliseconds.",
             limit: limit(input.limit, 40)?,
             merge_gap_ns: input.merge_gap_ns.unwrap_or(10_000).max(0),
         };
-        scoped(ctx, "timeline", &input, |p, s| {
+        let mut out = scoped(ctx, "timeline", &input, |p, s| {
             profile::timeline::timeline(p, s, &options)
-        })
+        })?;
+        if input.limit.is_none() {
+            // One budget over all tracks: a 2-GPU export must not print 4x a 1-GPU one.
+            let t = &mut out.result;
+            let lists = t.gpu.len() + 2 * t.cpu.len();
+            let per_list = (60 / lists.max(1)).clamp(6, 40);
+            let mut cut = false;
+            for g in &mut t.gpu {
+                if g.entries.len() > per_list {
+                    g.entries.truncate(per_list);
+                    g.truncated = true;
+                    cut = true;
+                }
+            }
+            for c in &mut t.cpu {
+                if c.ranges.len() > per_list || c.api.len() > per_list {
+                    c.ranges.truncate(per_list);
+                    c.api.truncate(per_list);
+                    c.truncated = true;
+                    cut = true;
+                }
+            }
+            if cut {
+                out.left_out.push(format!(
+                    "entries past the first {per_list} of a track (marked truncated): pass \"limit\" (up to 10000), or narrow the window with start_ns/end_ns"
+                ));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -931,22 +1069,18 @@ impl Operation for Compare {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Compare two profiles",
         summary: "Before/after deltas of kernels, ranges, utilization, overlap, memory traffic and step time, with a verdict per unit of work (step, call, second of window) and comparability.",
-        description: "Compares two captures of the same workload, normalised per unit of work: median step time after \
-the first step (NVTX steps, 3+ on both sides), time per call of identical launches (same kernel, grid, block) and work per \
-second of capture window; `basis` and `evidence` say which decided. Verdict: improved/regressed only when the per-unit \
-evidence says so, neutral, inconclusive (evidence disagrees, e.g. windows cut from different phases) or not_comparable \
-(different GPUs or workloads), with `verdict_reason`. Also per-kernel deltas (total and per call), per-NVTX-range CPU/GPU \
-deltas, busy % and overlap per device, memory traffic, findings resolved or new, and comparability (same_gpus is null when \
-either side does not record its GPUs). Each side is a path or an aisp_profile_nsys run id. Use it after an optimization.",
+        description: "Compares two captures of the same workload (paths or aisp run ids) per unit of work (step, call of identical launches, second of capture window): a verdict (improved, regressed, neutral, inconclusive, not_comparable) with its basis and reason, per-kernel and per-NVTX-range deltas, busy %, overlap, memory traffic, findings resolved or new, and comparability. Use after an optimization to prove it helped.",
         positional: &["before", "after"],
         intents: &[
             "compare profiles",
             "did my change help",
+            "make it faster compare",
             "before and after",
             "regression between runs",
             "diff two traces",
         ],
         example: r#"{"before": "baseline.sqlite", "after": "optimized.sqlite"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "compare")
     };
 
@@ -968,7 +1102,9 @@ scoped_input! {
     /// Arguments of `export`.
     ExportInput {
         /// `perfetto` (Chrome/Perfetto trace JSON), `csv` (one report) or `html` (self-contained report).
-        format: profile::export::Format,
+        /// (Not `format`: the CLI's `--format json|table` chooses how results print.)
+        #[serde(alias = "format")]
+        kind: profile::export::Format,
         /// File to write; default `$AISP_HOME/cache/exports/<name>.<ext>`.
         #[serde(default)]
         output: Option<String>,
@@ -991,7 +1127,7 @@ impl Operation for Export {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Export a profile",
         summary: "Writes a Perfetto/Chrome trace JSON, a CSV of any report, or a self-contained HTML report of a profile.",
-        description: "Exports a profile (or its scope: device, process, window) to a file: `perfetto` writes Chrome/Perfetto \
+        description: "Exports a profile (or its scope: device, process, window) to a file of the given `kind`: `perfetto` writes Chrome/Perfetto \
 trace JSON with GPUs as processes and streams as tracks (kernels, memcpys, memsets), CPU threads with NVTX ranges and CUDA API \
 calls, and flow arrows from each launch to its kernel, streamed to disk, loadable in ui.perfetto.dev; `csv` writes one report \
 with all its rows (the kernel trace or any nsys stats report); `html` writes a self-contained report (summary, findings, \
@@ -1000,13 +1136,14 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
         positional: &["path"],
         intents: &[
             "export to perfetto",
+            "perfetto",
             "chrome trace",
             "export csv",
             "html report",
-            "open in perfetto",
+            "open in the browser",
             "save report",
         ],
-        example: r#"{"path": "train.sqlite", "format": "html", "output": "train_report.html"}"#,
+        example: r#"{"path": "train.sqlite", "kind": "html", "output": "train_report.html"}"#,
         hints: crate::registry::Hints {
             read_only: false,
             destructive: false,
@@ -1024,14 +1161,14 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
             _ => profile::export::default_output(
                 &ctx.app().config.cache_dir(),
                 p.source(),
-                input.format,
+                input.kind,
                 input.report.as_deref(),
             ),
         };
         let done = profile::export::export(
             &p,
             &scope,
-            input.format,
+            input.kind,
             &output,
             input.report.as_deref(),
             input.names.unwrap_or_default(),

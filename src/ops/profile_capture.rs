@@ -461,16 +461,7 @@ impl Operation for ProfileNsys {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Capture an Nsight Systems profile",
         summary: "Runs a command under nsys profile, exports the report to SQLite and returns the paths with the profile's info and top findings.",
-        description: "Runs `command` under Nsight Systems (`nsys profile`) with a preset (`light`: CUDA and NVTX with CPU \
-sampling and context switches off; `full`: adds OS runtime, cuBLAS, cuDNN and CUDA memory usage) or an explicit trace \
-list, optionally only inside an NVTX range or between cudaProfilerStart/Stop, for a limited duration. The report and its \
-SQLite export are kept in $AISP_HOME/runs/<run_id>/ with the logs; the capture is recorded (aisp_profile_list) and its \
-run_id works wherever a profile path does in aisp_profile_compare. Returns the artifact paths, stdout/stderr tails, \
-aisp_profile_info and the top findings of aisp_profile_rules. Finds nsys on PATH, AISP_NSYS, /usr/local/cuda*/bin, \
-/opt/nvidia/nsight-systems*/ and /opt/nvidia/nsight-compute/*/host/target-linux-x64/; when the report step fails \
-because the importer cannot load libdw/libelf, the error says how to fix it. Needs --allow-exec and a GPU; one capture \
-runs at a time. Takes the program's run time plus seconds to minutes for the report and export; honours timeout_s \
-(the whole process group is terminated) and async: true.",
+        description: "Captures a new Nsight Systems profile of `command` (preset light or full, optionally only an NVTX range or a duration), exports it to SQLite under $AISP_HOME/runs/<run_id>/, and returns the paths, output tails, profile info and top findings. Needs --allow-exec and a GPU; takes the program's run time plus the export (timeout_s, async: true).",
         hints: Hints::RUNS_COMMAND,
         needs_gpu: true,
         long_running: true,
@@ -481,8 +472,9 @@ runs at a time. Takes the program's run time plus seconds to minutes for the rep
             "run nsys on this program",
             "capture a timeline",
             "nsight systems capture",
-            "why is python train.py slow",
             "profile a command",
+            "capture a profile",
+            "with nsight systems",
         ],
         example: r#"{"command": ["python3", "train.py"], "preset": "light", "timeout_s": 600}"#,
         ..OpSpec::new("profile", "nsys")
@@ -751,9 +743,8 @@ replayed once per pass (seconds per kernel with `full`); honours timeout_s and a
         intents: &[
             "profile kernels with nsight compute",
             "run ncu",
-            "why is this kernel slow",
+            "run nsight compute",
             "kernel occupancy",
-            "memory bound or compute bound",
             "roofline of my kernels",
         ],
         example: r#"{"command": ["python3", "train.py"], "set": "detailed", "kernel_regex": "gemm|nvjet", "launch_count": 10}"#,
@@ -967,8 +958,10 @@ reports made elsewhere or to look again at a capture. Milliseconds for CSV; a fe
         positional: &["path"],
         intents: &[
             "summarize ncu report",
+            "ncu report",
             "read nsight compute csv",
-            "kernel metrics from ncu-rep",
+            "ncu-rep",
+            "kernel metrics from ncu",
             "occupancy limiter",
             "ncu rules",
         ],
@@ -1147,11 +1140,11 @@ in the command's Python. Takes the script's run time plus profiler overhead; hon
         executes_commands: true,
         positional: &["command"],
         intents: &[
-            "pytorch profiler",
-            "torch.profiler trace",
-            "kineto trace of my training",
+            "profile with torch.profiler",
+            "run torch profiler on my script",
+            "capture a kineto trace of my training",
             "profile python training with torch",
-            "chrome trace",
+            "record pytorch operators",
         ],
         example: r#"{"command": ["python3", "train.py"], "wait": 1, "warmup": 1, "active": 3}"#,
         ..OpSpec::new("profile", "torch")
@@ -1308,12 +1301,15 @@ pub struct ProfileTrace;
 pub struct TraceInput {
     /// Kineto/Chrome trace JSON files (.json or .json.xz), folders of them (one file per rank), or run ids of aisp_profile_torch captures.
     pub paths: Vec<String>,
-    /// Rows in each top list (default 15).
+    /// Rows in each top list (default 10 for one rank, 3 per rank for several).
     #[serde(default)]
     pub top: Option<usize>,
-    /// Steps listed one by one (default 50).
+    /// Steps listed one by one (default 10).
     #[serde(default)]
     pub steps: Option<usize>,
+    /// Findings listed, most severe first (default 6).
+    #[serde(default)]
+    pub findings: Option<usize>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -1322,6 +1318,9 @@ pub struct TraceOutput {
     pub files: Vec<String>,
     #[serde(flatten)]
     pub analysis: kineto::TraceAnalysis,
+    /// What this default answer leaves out, and the argument that brings it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 impl Operation for ProfileTrace {
@@ -1342,11 +1341,13 @@ the JSON text. Under a second for traces of tens of MB.",
         positional: &["paths"],
         intents: &[
             "analyze pytorch trace",
+            "pytorch profiler trace",
             "kineto json",
             "holistic trace analysis",
             "idle time breakdown",
             "chrome trace from torch profiler",
             "compare ranks",
+            "per rank",
         ],
         example: r#"{"paths": ["trace.json"]}"#,
         ..OpSpec::new("profile", "trace")
@@ -1380,13 +1381,43 @@ the JSON text. Under a second for traces of tens of MB.",
                 ),
             })?);
         }
+        // Default lists share one budget over the ranks, so 8 ranks do not answer 8x as much.
+        let default_top = if traces.len() > 1 { 3 } else { 10 };
         let limits = Limits {
-            top: input.top.unwrap_or(15).clamp(1, 500),
-            steps: input.steps.unwrap_or(50).min(10_000),
+            top: input.top.unwrap_or(default_top).clamp(1, 500),
+            steps: input.steps.unwrap_or(10).min(10_000),
         };
+        let mut analysis = kineto::analyze(&traces, limits);
+        let mut left_out = Vec::new();
+        if input.top.is_none() {
+            left_out.push(format!(
+                "kernels and operators past the top {default_top} of each rank: pass \"top\": 15 (or more)"
+            ));
+        }
+        let steps_total = analysis
+            .traces
+            .iter()
+            .map(|t| t.steps.count)
+            .max()
+            .unwrap_or(0);
+        if input.steps.is_none() && steps_total > limits.steps as u64 {
+            left_out.push(format!(
+                "steps past the first 10 of each rank: pass \"steps\": {steps_total}"
+            ));
+        }
+        let findings = input.findings.unwrap_or(6).max(1);
+        if analysis.findings.len() > findings {
+            left_out.push(format!(
+                "{} less severe findings: pass \"findings\": {}",
+                analysis.findings.len() - findings,
+                analysis.findings.len()
+            ));
+            analysis.findings.truncate(findings);
+        }
         Ok(TraceOutput {
             files: files.iter().map(|f| f.display().to_string()).collect(),
-            analysis: kineto::analyze(&traces, limits),
+            analysis,
+            left_out,
         })
     }
 }
@@ -1465,7 +1496,8 @@ aisp_profile_ncu_summary. Milliseconds.",
         intents: &[
             "list captures",
             "previous profiles",
-            "which runs did I profile",
+            "profiles captured",
+            "which runs did i profile",
             "profile history",
             "run ids",
         ],

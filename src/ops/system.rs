@@ -74,10 +74,12 @@ duration_s (default 5 s), reports progress per sample, stops early when cancelle
         intents: &[
             "monitor gpu utilization",
             "watch utilization",
-            "is the gpu busy",
+            "watch the gpu",
+            "cpu load",
             "cpu usage",
             "dmon",
             "sample utilization over time",
+            "while my job runs",
         ],
         example: r#"{"duration_s": 10, "interval_ms": 500}"#,
         ..OpSpec::new("system", "monitor")
@@ -181,6 +183,7 @@ one Python subprocess, never importing them. Findings say what each result means
 installed; aisp_system_dependencies judges whether it fits together. Takes under a second.",
         intents: &[
             "software versions",
+            "versions installed",
             "what cuda version",
             "driver version",
             "torch version",
@@ -315,13 +318,12 @@ Each capability says what it enables, and the arch to build for (e.g. 9.0a, with
 `compute_capability` to look one up, or get the whole table. Fast.",
         intents: &[
             "gpu capabilities",
-            "does my gpu support fp8",
-            "tensor cores",
             "compute capability",
             "shared memory size",
             "tma",
             "bf16 support",
             "which arch flag",
+            "supported precisions",
         ],
         example: r#"{"compute_capability": "9.0"}"#,
         ..OpSpec::new("system", "capabilities")
@@ -418,6 +420,7 @@ whether it differs, why it matters, the command that fixes it and where the beha
 judged on hosts with several NUMA nodes. Read-only; instant.",
         intents: &[
             "kernel parameters",
+            "kernel settings",
             "sysctl",
             "numa balancing",
             "transparent huge pages",
@@ -459,9 +462,12 @@ mismatches with their impact and fix: fewer CPUs than one rank plus DataLoader w
 usable CPUs, a small /dev/shm (DataLoader 'bus error'), a memory limit below host memory, a low pids limit, a memlock limit that \
 breaks RDMA, few open files. Works on bare hosts too. Instant.",
         intents: &[
-            "am I in a container",
+            "am i in a container",
+            "docker container",
+            "running in docker",
             "cgroup limits",
             "docker shm size",
+            "/dev/shm",
             "cpu quota",
             "memory limit",
             "dataloader bus error",
@@ -564,9 +570,11 @@ links without jumbo frames. Instant.",
             "infiniband",
             "roce",
             "gpudirect rdma",
+            "gpudirect",
             "nvidia_peermem",
             "nccl network",
             "multi-node networking",
+            "nic speed",
         ],
         ..OpSpec::new("system", "network")
     };
@@ -592,11 +600,11 @@ things down or hide problems (CUDA_LAUNCH_BLOCKING=1, NCCL_P2P_DISABLE=1, NVIDIA
 environment of the aisp process, which your job may not share. Instant.",
         intents: &[
             "environment variables",
+            "env vars",
             "cuda_visible_devices",
             "nccl env",
             "pytorch_cuda_alloc_conf",
             "omp_num_threads",
-            "env vars",
         ],
         ..OpSpec::new("system", "env")
     };
@@ -627,21 +635,18 @@ impl Operation for Context {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "System context",
         summary: "Everything about this machine in one call: host, GPUs (state, power, topology), software stack, and what is wrong (dependency problems, kernel parameters, container limits, environment, network).",
-        description: "Gathers every GPU and system probe in one call and condenses it for a model's context: host (OS, \
-kernel, CPU, memory, NUMA, container and its usable CPUs and memory), GPUs (name, memory, compute capability, SMs, theoretical \
-bandwidth, utilization, power/thermal/throttle sentence, processes, topology summary, or why no GPU is usable), software (Python, \
-torch and its CUDA, ML packages, nvcc, nsys, ncu, NVRTC) and health (dependency status and problems, kernel parameters that differ \
-from the recommendations, container mismatches, environment warnings, network findings). `detail: full` attaches every \
-underlying report (gpu info/power/topology/capabilities, software, dependencies, CPU and memory, parameters, container, network, \
-env). Works without a GPU. Takes about a second (the software probe runs alongside the rest).",
+        description: "Every GPU and system probe condensed for a model's context: host (OS, CPU, memory, NUMA, container limits), GPUs (memory, bandwidth, utilization, power and throttling, topology), software (Python, torch, CUDA, nsys, ncu) and health problems; detail: full attaches every report. Works without a GPU; about a second.",
         intents: &[
             "system context",
             "describe this machine",
+            "overview of this machine",
             "full system analysis",
             "environment summary",
             "everything about the system",
+            "hardware and software",
         ],
         example: r#"{"detail": "summary"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("system", "context")
     };
 
@@ -683,21 +688,19 @@ impl Operation for Triage {
         short: true,
         title: "Triage this machine",
         summary: "Status, a compact system context, and the three most useful next steps for this machine, each naming the tool to call and why.",
-        description: "The first call on an unfamiliar machine: aisp's status (version, whether a GPU is usable and why not, \
-whether command execution is allowed), the compact system context (host, GPUs with power and throttling, topology, software, \
-health), and the three most useful next steps chosen from the evidence — e.g. fix a torch/driver CUDA mismatch \
-(aisp_system_dependencies), look at throttled GPUs (aisp_gpu_power), fix container limits (aisp_system_container), check links \
-between GPUs (aisp_gpu_topology), measure memory bandwidth, capture or analyse a profile — each with the tool, its arguments and \
-why. Only tools this server offers are named. Works without a GPU. Takes about a second.",
+        description: "The first call on an unfamiliar machine: status, the compact system context (host, GPUs, power and throttling, topology, software, health) and the three most useful next steps, each naming the tool, its arguments and why. Works without a GPU; about a second.",
         intents: &[
             "triage",
-            "where do I start",
-            "what should I check",
-            "why is my training slow",
+            "where do i start",
+            "what should i check",
+            "check first",
             "health check",
             "first steps",
             "diagnose this machine",
+            "new machine",
+            "just got access",
         ],
+        tier: crate::registry::Tier::Core,
         ..OpSpec::new("system", "triage")
     };
 

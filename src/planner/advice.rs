@@ -27,6 +27,36 @@ pub struct Situation {
     pub holds: BTreeMap<Requirement, String>,
     /// Conditions known not to hold, with evidence.
     pub fails: BTreeMap<Requirement, String>,
+    /// Profile findings (aisp_profile_rules ids) that hold: the catalog's `[[findings]]`
+    /// advice moves techniques that address them first and those that cannot help last.
+    pub findings: Vec<String>,
+}
+
+/// How a technique relates to the findings: 0 addresses one (with its position in the
+/// finding's list), 1 neutral, 2 cannot help; plus the sentence saying so.
+fn finding_tier(t: &Technique, findings: &[String]) -> (u8, usize, Option<String>) {
+    let mut best: Option<(usize, String)> = None;
+    let mut against: Option<String> = None;
+    for f in findings {
+        let Some(a) = techniques::advice_for(f) else {
+            continue;
+        };
+        if let Some(pos) = a.addressed_by.iter().position(|x| x == &t.id) {
+            if best.as_ref().is_none_or(|b| pos < b.0) {
+                best = Some((pos, format!("addresses profile finding `{}`", a.id)));
+            }
+        } else if a.cannot_help.contains(&t.component) && against.is_none() {
+            against = Some(format!(
+                "cannot help profile finding `{}`: {}",
+                a.id, a.why_not
+            ));
+        }
+    }
+    match (best, against) {
+        (Some((pos, why)), _) => (0, pos, Some(why)),
+        (None, Some(why)) => (2, 0, Some(why)),
+        (None, None) => (1, 0, None),
+    }
 }
 
 /// A ranked technique.
@@ -145,15 +175,22 @@ pub fn recommend(goal: Goal, s: &Situation, limit: usize) -> (Vec<Recommendation
         let value = goal_value(t, goal).unwrap_or(0.0);
         picked.push((value, t, met, unknown));
     }
-    // Techniques whose preconditions all hold come first, then those with
-    // unchecked ones; within each, known larger effects first, then lower
-    // effort and risk.
+    // Techniques that address a profile finding come first (in the catalog's
+    // order for that finding) and those that cannot help it last; then
+    // techniques whose preconditions all hold, then those with unchecked ones;
+    // within each, known larger effects first, then lower effort and risk.
     picked.sort_by(|a, b| {
         let ka = a.0 > 0.0;
         let kb = b.0 > 0.0;
-        a.3.is_empty()
-            .cmp(&b.3.is_empty())
-            .reverse()
+        let (ta, pa, _) = finding_tier(a.1, &s.findings);
+        let (tb, pb, _) = finding_tier(b.1, &s.findings);
+        ta.cmp(&tb)
+            .then(if ta == 0 {
+                pa.cmp(&pb)
+            } else {
+                std::cmp::Ordering::Equal
+            })
+            .then(a.3.is_empty().cmp(&b.3.is_empty()).reverse())
             .then(kb.cmp(&ka))
             .then(b.0.total_cmp(&a.0))
             .then(a.1.effort.cmp(&b.1.effort))
@@ -213,6 +250,10 @@ pub fn recommend(goal: Goal, s: &Situation, limit: usize) -> (Vec<Recommendation
             }
         )
         .to_lowercase();
+        let reason = match finding_tier(t, &s.findings).2 {
+            Some(why) => format!("{why}. {reason}"),
+            None => reason,
+        };
         out.push(Recommendation {
             rank: out.len() + 1,
             id: t.id.clone(),

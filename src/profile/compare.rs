@@ -278,6 +278,7 @@ fn facts(p: &Profile) -> Result<Facts> {
             limit: usize::MAX,
             max_depth: 1,
             max_children: 1,
+            group_numbered: false,
         },
     )?;
     let ranges = nv

@@ -59,7 +59,7 @@ pub struct Gap {
     pub launch_tid: Option<i64>,
     /// Name of that thread.
     pub launch_thread: Option<String>,
-    /// Best explanation from the CPU side: module_loading, host_sync, allocation,
+    /// gpu_copy (copies fill it), or the CPU side: module_loading, host_sync, allocation,
     /// sync_copy, async_copy, launch, os_wait, os_io, cpu_in_range, untraced_cpu.
     pub cause: String,
     /// One sentence of evidence for `cause`.
@@ -201,7 +201,11 @@ pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -
         .collect();
     attribute_cpu_groups(p, &mut groups)?;
     let explained: Vec<Vec<Gap>> = groups.into_iter().map(|g| g.gaps).collect();
-    for ((d, wg, gaps_total, ..), out) in pending.into_iter().zip(explained) {
+    for ((d, wg, gaps_total, ..), mut out) in pending.into_iter().zip(explained) {
+        let all_ops = device_union(p, scope, d, true)?;
+        for g in &mut out {
+            copy_cause(g, &all_ops);
+        }
         devices.push(DeviceGaps {
             device: d,
             windows: wg,
@@ -214,6 +218,26 @@ pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -
         kernels_only: true,
         devices,
     })
+}
+
+/// A gap between kernels that copies or memsets fill for at least half its
+/// length is the GPU moving data, not waiting for the host: say so, whatever
+/// the CPU side was doing (copy-bound, not launch-bound).
+pub fn copy_cause(gap: &mut Gap, all_ops: &[Interval]) {
+    let copying = intervals::clipped_length(all_ops, (gap.start_ns, gap.end_ns));
+    if copying * 2 >= gap.length_ns && copying > 0 {
+        gap.explanation = format!(
+            "the GPU is copying (memcpy/memset) for {:.2} ms of the gap's {:.2} ms: busy with transfers, not idle{}",
+            copying as f64 / 1e6,
+            gap.length_ns as f64 / 1e6,
+            if gap.cause.is_empty() {
+                String::new()
+            } else {
+                format!(" (CPU side: {})", gap.explanation)
+            }
+        );
+        gap.cause = "gpu_copy".into();
+    }
 }
 
 /// The gaps of one device to explain, with who could explain them.

@@ -143,6 +143,8 @@ pub struct NvtxOptions {
     pub limit: usize,
     pub max_depth: u32,
     pub max_children: usize,
+    /// List numbered families (`step_0`, `step_1`, ...) as one pattern (`step_*`); see [`super::families`].
+    pub group_numbered: bool,
 }
 
 impl Default for NvtxOptions {
@@ -151,6 +153,7 @@ impl Default for NvtxOptions {
             limit: 20,
             max_depth: 4,
             max_children: 8,
+            group_numbered: false,
         }
     }
 }
@@ -178,12 +181,21 @@ pub fn nvtx(p: &Profile, scope: &ResolvedScope, options: &NvtxOptions) -> Result
             .device
             .is_none_or(|d| kernels[*ki as usize].device == d)
     };
+    let families = if options.group_numbered {
+        super::families::Families::detect(ranges.iter().map(|r| group_name(&r.name)))
+    } else {
+        super::families::Families::default()
+    };
     // Per name.
     type NameKey = (i64, String, i64);
     let mut per_name: HashMap<NameKey, (u64, i64, Vec<u32>, Vec<u32>)> = HashMap::new();
     for (r, a) in ranges.iter().zip(&attributed) {
         let e = per_name
-            .entry((r.domain, group_name(&r.name).to_string(), r.event_type))
+            .entry((
+                r.domain,
+                families.key(group_name(&r.name)).into_owned(),
+                r.event_type,
+            ))
             .or_default();
         e.0 += 1;
         e.1 += r.dur();
@@ -264,7 +276,7 @@ pub fn nvtx(p: &Profile, scope: &ResolvedScope, options: &NvtxOptions) -> Result
                 Some(pn) => &nodes[pn].children,
                 None => &roots,
             };
-            let gname = group_name(&r.name);
+            let gname = families.key(group_name(&r.name));
             let found = siblings.iter().copied().find(|&c| nodes[c].name == gname);
             let node = match found {
                 Some(n) => n,
@@ -408,6 +420,12 @@ pub fn nvtx(p: &Profile, scope: &ResolvedScope, options: &NvtxOptions) -> Result
         .any(|r| group_name(&r.name).len() != r.name.len())
     {
         notes.push("PyTorch emit_nvtx annotations (`, seq = N`, `, op_id = N`, `, sizes = [...]`) are stripped to group ranges by operator".into());
+    }
+    for family in families.describe() {
+        notes.push(format!(
+            "{family}: one row and one tree node for the family, its times covering all members \
+             (group_numbered=false lists each)"
+        ));
     }
     if p.launch_index()?.correlation_only {
         notes.push(

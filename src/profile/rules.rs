@@ -1,17 +1,26 @@
-//! `rules`: findings in the style of `nsys analyze`, each with the time at
+//! `rules`: findings in the style of `nsys analyze`, each with the GPU time at
 //! stake, its share of the analysis window, evidence, why it matters, the fix
 //! and how to verify it.
 //!
-//! Severity comes from the share of time at stake, never from the mere
-//! presence of a pattern: info < 1 % ≤ low < 5 % ≤ medium < 15 % ≤ high < 40 %
-//! ≤ critical. A rule whose evidence threshold is not met reports nothing (the
-//! `checked` list says why); when nothing is significant the result says so.
+//! The findings contract (ARCHITECTURE.md, "Findings contract"):
+//! - `time_at_stake_ns` is GPU time **per device** that a fix would remove from
+//!   the critical path: either idle time of that device's GPU that the cause
+//!   explains (`stake: gpu_idle`, measured from the union of kernels, copies and
+//!   memsets), or busy time the fix would shorten (`stake: estimate`, with its
+//!   `basis`). CPU time spent waiting while the GPU works is never at stake.
+//! - Severity comes from the share of the device's analysis window at stake,
+//!   one set of thresholds for every input: info < 1 % ≤ low < 5 % ≤ medium <
+//!   15 % ≤ high < 40 % ≤ critical.
+//! - Every device gets its own finding per rule (never only the worst one).
+//! - Findings may explain the same idle time (a sync and the launch storm after
+//!   it); `overlaps` gives, per device, the sum of the shares and the union of
+//!   the measured idle time at stake, so no one adds shares past 100 %.
+//! - Every number a finding prints is in its `data` (tests check each one).
 //!
 //! The analysis window of a device is its steady window (second step → last
 //! step) when there are steps; the steps window when it holds most of the
 //! device's kernel time; otherwise the span of all its GPU operations
 //! (kernels, copies, memsets — the op set of `nsys analyze gpu_gaps`).
-//! Across devices a rule reports the device with the most time at stake.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -27,6 +36,7 @@ use super::iterations::{self, StepRanges};
 use super::kernels::{Classifier, SHORT_KERNEL_NS};
 use super::model::{self, Kernel};
 use super::nccl::is_nccl;
+use super::regions::RegionIndex;
 use super::stats::{self, pct1, pct2};
 use super::utilization::device_union;
 use super::windows::{self, Window, WindowKind};
@@ -57,6 +67,27 @@ impl Severity {
     }
 }
 
+// What `time_at_stake_ns` counts: measured GPU idle the cause explains, an
+// estimate of busy time the fix shortens (`basis` says how), or nothing known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Stake {
+    GpuIdle,
+    Estimate,
+    None,
+}
+
+// Where a finding's time at stake sits: the innermost NVTX range open on the
+// process's threads, numbering folded (`token_17` → `token_*`); `events` are
+// the bubbles, calls or gaps counted there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RegionStake {
+    pub region: String,
+    pub at_stake_ns: i64,
+    pub pct_of_finding: f64,
+    pub events: u64,
+}
+
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Finding {
@@ -64,11 +95,17 @@ pub struct Finding {
     pub id: String,
     pub title: String,
     pub severity: Severity,
-    /// Wall time that fixing this could save inside the analysis window (an estimate where stated).
+    /// GPU time on `device` a fix would remove from the critical path in the window.
     pub time_at_stake_ns: i64,
     /// time_at_stake_ns / the analysis window × 100.
     pub share_pct: f64,
-    /// The device the numbers are for (the one with the most at stake).
+    /// gpu_idle (measured), estimate or none.
+    pub stake: Stake,
+    /// How time_at_stake_ns was obtained.
+    pub basis: String,
+    /// NVTX regions holding the time at stake, most first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regions: Vec<RegionStake>,
     pub device: Option<i64>,
     /// The analysis window the share is of.
     pub window: Option<Window>,
@@ -93,10 +130,24 @@ pub struct RuleCheck {
     pub detail: String,
 }
 
+// How one device's findings overlap: Σ of their shares (can pass 100), the
+// union of their measured idle time, the estimated time (not in the union).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StakeOverlap {
+    pub device: i64,
+    pub sum_share_pct: f64,
+    pub idle_union_ns: i64,
+    pub idle_union_pct: f64,
+    pub estimated_ns: i64,
+    pub note: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Rules {
     /// Findings, most time at stake first.
     pub findings: Vec<Finding>,
+    /// Per device: the findings' shares overlap (not additive).
+    pub overlaps: Vec<StakeOverlap>,
     /// The highest severity found (`info` when none).
     pub highest: Severity,
     /// One sentence: the most important finding, or that nothing significant was found.
@@ -126,6 +177,8 @@ struct Dev {
     kernel_union: Vec<Interval>,
     /// Kernels ∪ memcpy ∪ memset.
     all_union: Vec<Interval>,
+    /// The window minus `all_union`: when the GPU does nothing at all.
+    idle: Vec<Interval>,
     kernel_time_in_window: i64,
 }
 
@@ -141,6 +194,25 @@ impl Dev {
     }
     fn in_process(&self, global_id: i64) -> bool {
         self.global_pids.contains(&(global_id & model::PID_MASK))
+    }
+    /// GPU idle time a blocking host call explains: from when the host blocked
+    /// (or the GPU ran dry during the call, if later) until the GPU got work
+    /// again, at most [`MIN_GAP_NS`] past the call's return — idle beyond that
+    /// is CPU work of its own (gpu_starvation reports it).
+    fn drain(&self, calls: impl Iterator<Item = (i64, i64)>) -> Vec<Interval> {
+        let mut out = Vec::new();
+        for (s, e) in calls {
+            let i = self.idle.partition_point(|g| g.1 <= e);
+            if let Some(&(gs, ge)) = self.idle.get(i)
+                && gs <= e
+            {
+                let (a, b) = (gs.max(s), ge.min(e + MIN_GAP_NS));
+                if b > a {
+                    out.push((a, b));
+                }
+            }
+        }
+        intervals::union(out)
     }
     /// Step ranges inside the window.
     fn steps_in_window(&self) -> Vec<&model::NvtxRange> {
@@ -197,6 +269,7 @@ fn devices(p: &Profile, scope: &ResolvedScope) -> Result<(Vec<Dev>, Vec<DeviceWi
             .map(|(i, _)| i)
             .collect();
         let kt = intervals::clipped_length(&ku, window.bounds());
+        let idle = intervals::gaps_in_window(&all_ops, window.bounds(), 0);
         described.push(DeviceWindow {
             device: d,
             window,
@@ -210,6 +283,7 @@ fn devices(p: &Profile, scope: &ResolvedScope) -> Result<(Vec<Dev>, Vec<DeviceWi
             kernels: idx,
             kernel_union: ku,
             all_union: all_ops,
+            idle,
             kernel_time_in_window: kt,
         });
     }
@@ -225,16 +299,101 @@ pub fn evaluate(p: &Profile, scope: &Scope) -> Result<Vec<Finding>> {
 struct Ctx<'a> {
     p: &'a Profile,
     devs: Vec<Dev>,
+    regions: RegionIndex<'a>,
     findings: Vec<Finding>,
+    /// Per finding (same order): the measured idle intervals behind its time at stake.
+    idle_of: Vec<Vec<Interval>>,
     checked: Vec<RuleCheck>,
 }
 
 struct Draft {
     dev: usize,
     at_stake: i64,
+    stake: Stake,
+    basis: String,
+    /// Measured idle intervals (for `Stake::GpuIdle`; their union length is `at_stake`).
+    idle: Vec<Interval>,
+    regions: Vec<RegionStake>,
+    /// Advice for the region at fault, put before the rule's generic fix.
+    fix: Option<String>,
     title: String,
     evidence: Vec<String>,
     data: serde_json::Value,
+}
+
+impl Draft {
+    /// A finding whose time at stake is measured GPU idle time: `at_stake` is the union of `idle`.
+    fn idle(dev: usize, idle: Vec<Interval>, basis: impl Into<String>) -> Draft {
+        let idle = intervals::union(idle);
+        Draft {
+            dev,
+            at_stake: intervals::length(&idle),
+            stake: Stake::GpuIdle,
+            basis: basis.into(),
+            idle,
+            regions: Vec::new(),
+            fix: None,
+            title: String::new(),
+            evidence: Vec::new(),
+            data: serde_json::Value::Null,
+        }
+    }
+    /// A finding whose time at stake is an estimate of busy time the fix shortens.
+    fn estimate(dev: usize, at_stake: i64, basis: impl Into<String>) -> Draft {
+        Draft {
+            dev,
+            at_stake,
+            stake: if at_stake > 0 {
+                Stake::Estimate
+            } else {
+                Stake::None
+            },
+            basis: basis.into(),
+            idle: Vec::new(),
+            regions: Vec::new(),
+            fix: None,
+            title: String::new(),
+            evidence: Vec::new(),
+            data: serde_json::Value::Null,
+        }
+    }
+    fn text(mut self, title: String, evidence: Vec<String>, data: serde_json::Value) -> Draft {
+        self.title = title;
+        self.evidence = evidence;
+        self.data = data;
+        self
+    }
+}
+
+/// Sum `(region, ns)` pairs into the regions of a finding, most first (at most 5).
+fn region_stakes(
+    items: impl Iterator<Item = (Option<String>, i64)>,
+    total: i64,
+) -> Vec<RegionStake> {
+    let mut m: BTreeMap<String, (i64, u64)> = BTreeMap::new();
+    for (r, ns) in items {
+        let Some(r) = r else { continue };
+        let e = m.entry(r).or_default();
+        e.0 += ns;
+        e.1 += 1;
+    }
+    let mut v: Vec<RegionStake> = m
+        .into_iter()
+        .filter(|(_, (ns, _))| *ns > 0)
+        .map(|(region, (ns, n))| RegionStake {
+            region,
+            at_stake_ns: ns,
+            pct_of_finding: pct1(ns, total.max(1)),
+            events: n,
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.at_stake_ns
+            .cmp(&a.at_stake_ns)
+            .then(a.region.cmp(&b.region))
+    });
+    v.truncate(5);
+    v
 }
 
 impl Ctx<'_> {
@@ -246,37 +405,59 @@ impl Ctx<'_> {
         });
     }
 
-    /// Keep the draft with the most time at stake (share of its own window).
-    fn emit(&mut self, id: &str, drafts: Vec<Draft>, why: &str, fix: &str, verify: &str) {
-        let Some(best) = drafts.into_iter().max_by(|a, b| {
-            let sa = self.devs[a.dev].share(a.at_stake);
-            let sb = self.devs[b.dev].share(b.at_stake);
-            sa.partial_cmp(&sb)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(b.dev.cmp(&a.dev))
-        }) else {
-            return;
+    /// Where measured idle intervals sit: the region the device's process is in at each one's midpoint.
+    fn idle_regions(&self, dev: usize, idle: &[Interval]) -> Vec<RegionStake> {
+        let Some(&pid) = self.devs[dev].global_pids.first() else {
+            return Vec::new();
         };
-        let dev = &self.devs[best.dev];
-        let share = dev.share(best.at_stake);
-        self.findings.push(Finding {
-            id: id.into(),
-            title: best.title,
-            severity: Severity::from_share(share),
-            time_at_stake_ns: best.at_stake,
-            share_pct: share,
-            device: Some(dev.device),
-            window: Some(dev.window),
-            evidence: best.evidence,
-            why: why.into(),
-            fix: fix.into(),
-            verify: verify.into(),
-            data: best.data,
-        });
+        let total = intervals::length(idle);
+        region_stakes(
+            idle.iter()
+                .map(|&(s, e)| (self.regions.region(pid, s + (e - s) / 2), e - s)),
+            total,
+        )
+    }
+
+    /// One finding per device draft: every device with the problem is reported.
+    fn emit(&mut self, id: &str, drafts: Vec<Draft>, why: &str, fix: &str, verify: &str) {
+        let mut shares = Vec::new();
+        for d in drafts {
+            let dev = &self.devs[d.dev];
+            let share = dev.share(d.at_stake);
+            shares.push(format!("device {}: {share}%", dev.device));
+            let mut data = d.data;
+            if let serde_json::Value::Object(m) = &mut data {
+                m.insert("window_ns".into(), json!(dev.window.length_ns));
+            }
+            self.findings.push(Finding {
+                id: id.into(),
+                title: d.title,
+                severity: Severity::from_share(share),
+                time_at_stake_ns: d.at_stake,
+                share_pct: share,
+                stake: d.stake,
+                basis: d.basis,
+                regions: d.regions,
+                device: Some(dev.device),
+                window: Some(dev.window),
+                evidence: d.evidence,
+                why: why.into(),
+                fix: match d.fix {
+                    Some(f) => format!("{f} {fix}"),
+                    None => fix.into(),
+                },
+                verify: verify.into(),
+                data,
+            });
+            self.idle_of.push(d.idle);
+        }
+        if shares.is_empty() {
+            return;
+        }
         self.checked.push(RuleCheck {
             id: id.into(),
             status: "finding".into(),
-            detail: format!("{share}% of the analysis window at stake"),
+            detail: format!("of the analysis window at stake: {}", shares.join(", ")),
         });
     }
 }
@@ -291,12 +472,15 @@ pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
     let mut cx = Ctx {
         p,
         devs,
+        regions: RegionIndex::new(p)?,
         findings: Vec::new(),
+        idle_of: Vec::new(),
         checked: Vec::new(),
     };
     if cx.devs.is_empty() {
         return Ok(Rules {
             findings: Vec::new(),
+            overlaps: Vec::new(),
             highest: Severity::Info,
             verdict: "no GPU activity in scope: nothing to analyse".into(),
             windows: described,
@@ -310,6 +494,7 @@ pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
     rule_sync_memcpy(&mut cx)?;
     rule_sync_apis(&mut cx)?;
     rule_sync_every_iteration(&mut cx)?;
+    rule_allocator_churn(&mut cx)?;
     rule_launch_bound(&mut cx)?;
     rule_fp32_simt_gemm(&mut cx)?;
     rule_exposed_communication(&mut cx)?;
@@ -317,6 +502,7 @@ pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
     rule_dominant_kernel(&mut cx)?;
     rule_step_variance(&mut cx)?;
     rule_first_step(&mut cx)?;
+    let overlaps = overlaps(&cx);
     let mut findings = cx.findings;
     findings.sort_by(|a, b| {
         b.severity
@@ -327,16 +513,22 @@ pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
                     .unwrap_or(std::cmp::Ordering::Equal),
             )
             .then(a.id.cmp(&b.id))
+            .then(a.device.cmp(&b.device))
     });
     let highest = findings.first().map_or(Severity::Info, |f| f.severity);
     let verdict = match findings.first() {
         Some(f) if f.severity > Severity::Info => format!(
-            "{} ({:?}: {} at stake, {}% of the analysis window on device {})",
+            "{} ({:?}: {} of GPU time at stake, {}% of the analysis window on device {}{})",
             f.title,
             f.severity,
             ms(f.time_at_stake_ns),
             f.share_pct,
-            f.device.unwrap_or(0)
+            f.device.unwrap_or(0),
+            if f.stake == Stake::Estimate {
+                "; an estimate"
+            } else {
+                ""
+            }
         ),
         Some(_) => {
             "nothing significant: every finding is below 1% of the analysis window (info only)"
@@ -346,11 +538,66 @@ pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
     };
     Ok(Rules {
         findings,
+        overlaps,
         highest,
         verdict,
         windows: described,
         checked: cx.checked,
     })
+}
+
+/// Per device: the findings' shares summed, and the union of their measured idle time.
+fn overlaps(cx: &Ctx) -> Vec<StakeOverlap> {
+    let mut out = Vec::new();
+    for d in &cx.devs {
+        let mine: Vec<usize> = (0..cx.findings.len())
+            .filter(|&i| cx.findings[i].device == Some(d.device))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let sum: f64 = mine.iter().map(|&i| cx.findings[i].share_pct).sum();
+        let union = intervals::length(&intervals::union(
+            mine.iter()
+                .flat_map(|&i| cx.idle_of[i].iter().copied())
+                .collect(),
+        ));
+        let idle_sum: i64 = mine
+            .iter()
+            .filter(|&&i| cx.findings[i].stake == Stake::GpuIdle)
+            .map(|&i| cx.findings[i].time_at_stake_ns)
+            .sum();
+        let estimated: i64 = mine
+            .iter()
+            .filter(|&&i| cx.findings[i].stake == Stake::Estimate)
+            .map(|&i| cx.findings[i].time_at_stake_ns)
+            .sum();
+        let sum = (sum * 100.0).round() / 100.0;
+        let note = if idle_sum > union {
+            format!(
+                "findings explain the same idle time: their measured idle sums to {} but its union is {} ({}% of the window); \
+                 shares are not additive",
+                ms(idle_sum),
+                ms(union),
+                d.share(union)
+            )
+        } else {
+            format!(
+                "the measured idle time at stake does not overlap between findings ({} in all, {}% of the window)",
+                ms(union),
+                d.share(union)
+            )
+        };
+        out.push(StakeOverlap {
+            device: d.device,
+            sum_share_pct: sum,
+            idle_union_ns: union,
+            idle_union_pct: d.share(union),
+            estimated_ns: estimated,
+            note,
+        });
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -427,7 +674,10 @@ fn rule_gpu_starvation(cx: &mut Ctx) -> Result<()> {
     let mut drafts = Vec::new();
     for (st, group) in starved.into_iter().zip(groups) {
         let (i, d, g, [total, copying, idle, min, max]) = st;
-        let listed = group.gaps;
+        let mut listed = group.gaps;
+        for gp in &mut listed {
+            gaps::copy_cause(gp, &d.all_union);
+        }
         let mut causes: BTreeMap<String, usize> = BTreeMap::new();
         for gp in &listed {
             *causes.entry(gp.cause.clone()).or_default() += 1;
@@ -444,9 +694,10 @@ fn rule_gpu_starvation(cx: &mut Ctx) -> Result<()> {
                 )
             })
             .map(|c| c.name.clone());
+        let idle_iv = intervals::intersect(&g, &d.idle);
         let mut evidence = vec![
             format!(
-                "{} idle gaps > 1 ms on device {} in the {} window, {} in all ({}% of it), {}–{} each",
+                "{} gaps > 1 ms between kernels on device {} in the {} window, {} in all ({}% of it), {}–{} each",
                 g.len(),
                 d.device,
                 d.window.kind.as_str(),
@@ -468,20 +719,32 @@ fn rule_gpu_starvation(cx: &mut Ctx) -> Result<()> {
             ));
         }
         if copying > 0 {
-            evidence.push(format!("the GPU was copying (memcpy/memset) for {} of the gap time: not counted as at stake", ms(copying)));
+            evidence.push(format!(
+                "the GPU was copying (memcpy/memset) for {} of the gap time: not counted as at stake",
+                ms(copying)
+            ));
         }
-        evidence.push(format!("causes of the 5 largest: {causes:?}"));
-        drafts.push(Draft {
-            dev: i,
-            at_stake: idle,
-            title: format!("GPU starvation: {} kernel gaps over 1 ms, GPU idle {}% of the window", g.len(), d.share(idle)),
+        evidence.push(format!(
+            "causes of the {} largest: {causes:?}",
+            listed.len()
+        ));
+        let mut dr = Draft::idle(
+            i,
+            idle_iv,
+            "GPU idle (no kernel, copy or memset) inside gaps longer than 1 ms between kernels",
+        );
+        dr.regions = cx.idle_regions(i, &dr.idle);
+        drafts.push(dr.text(
+            format!("GPU starvation: {} kernel gaps over 1 ms, GPU idle {}% of the window", g.len(), d.share(idle)),
             evidence,
-            data: json!({
-                "gaps": g.len(), "total_ns": total, "copying_ns": copying, "min_ns": min, "max_ns": max,
+            json!({
+                "gaps": g.len(), "total_ns": total, "total_pct": d.share(total), "copying_ns": copying,
+                "idle_ns": idle, "idle_pct": d.share(idle), "min_ns": min, "max_ns": max, "causes": causes,
+                "listed": listed.len(),
                 "largest": listed.iter().map(|g| json!({"start_ns": g.start_ns, "length_ns": g.length_ns,
-                    "cause": g.cause, "next_kernel": g.kernel_after})).collect::<Vec<_>>(),
+                    "cause": g.cause, "explanation": g.explanation, "next_kernel": g.kernel_after})).collect::<Vec<_>>(),
             }),
-        });
+        ));
     }
     if drafts.is_empty() {
         cx.skip(
@@ -536,11 +799,17 @@ fn rule_host_bound_steps(cx: &mut Ctx) -> Result<()> {
             continue;
         }
         let ratio = stats::round_ratio((cpu_med * 100.0) as i128, (gpu_med * 100.0) as i128, 100);
-        drafts.push(Draft {
-            dev: i,
-            at_stake: excess.min(d.window.length_ns),
-            title: format!("Host-bound steps: CPU step time is {ratio}x the GPU time per step"),
-            evidence: vec![
+        let step_iv = intervals::union(steps.iter().map(|r| (r.start, r.end)).collect());
+        let mut dr = Draft::idle(
+            i,
+            intervals::intersect(&d.idle, &step_iv),
+            "GPU idle (no kernel, copy or memset) inside the steps' CPU time ranges",
+        );
+        let idle_ns = dr.at_stake;
+        dr.regions = cx.idle_regions(i, &dr.idle);
+        drafts.push(dr.text(
+            format!("Host-bound steps: CPU step time is {ratio}x the GPU time per step"),
+            vec![
                 format!(
                     "{} steps in the {} window: median CPU step {} vs median GPU-projected time {} (union of the kernels each step launches, any thread of the process)",
                     steps.len(),
@@ -548,10 +817,11 @@ fn rule_host_bound_steps(cx: &mut Ctx) -> Result<()> {
                     ms(cpu_med as i64),
                     ms(gpu_med as i64)
                 ),
-                format!("the GPU idles {} of the steps' CPU time in total", ms(excess)),
+                format!("the GPU sits idle for {} of the steps' time ({}% of the window)", ms(idle_ns), d.share(idle_ns)),
             ],
-            data: json!({"steps": steps.len(), "cpu_median_ns": cpu_med, "gpu_median_ns": gpu_med, "ratio": ratio, "excess_ns": excess}),
-        });
+            json!({"steps": steps.len(), "cpu_median_ns": cpu_med, "gpu_median_ns": gpu_med, "ratio": ratio,
+                "excess_ns": excess, "idle_ns": idle_ns, "idle_pct": d.share(idle_ns)}),
+        ));
     }
     if drafts.is_empty() {
         cx.skip(
@@ -576,47 +846,57 @@ fn rule_host_bound_steps(cx: &mut Ctx) -> Result<()> {
 
 fn rule_low_utilization(cx: &mut Ctx) -> Result<()> {
     let id = "low_utilization";
-    if cx.findings.iter().any(|f| f.id == "host_bound_steps") {
-        cx.skip(
-            id,
-            "not_applicable",
-            "host_bound_steps already accounts for the idle time inside the steps",
-        );
-        return Ok(());
-    }
     let mut drafts = Vec::new();
     for (i, d) in cx.devs.iter().enumerate() {
+        if cx
+            .findings
+            .iter()
+            .any(|f| f.id == "host_bound_steps" && f.device == Some(d.device))
+        {
+            continue;
+        }
         let busy = d.kernel_time_in_window;
         let pct = pct2(busy, d.len());
-        if pct >= 50.0 {
-            continue;
-        }
-        // Idle not already counted as gaps over 1 ms: many short bubbles.
-        let big: i64 = gaps::gaps_for(d.window, &d.kernel_union, MIN_GAP_NS)
-            .iter()
-            .map(|(s, e)| e - s)
-            .sum();
         let all_busy = intervals::clipped_length(&d.all_union, d.window.bounds());
-        let small = d.window.length_ns - all_busy - big;
-        if small <= 0 {
+        let all_pct = pct2(all_busy, d.len());
+        if all_pct >= 50.0 {
             continue;
         }
-        drafts.push(Draft {
-            dev: i,
-            at_stake: small,
-            title: format!("Low GPU utilization: kernels busy {pct}% of the window, idle in many short bubbles"),
-            evidence: vec![
-                format!("kernel union {} of a {} {} window ({pct}%)", ms(busy), ms(d.window.length_ns), d.window.kind.as_str()),
-                format!("{} of idle time is in gaps shorter than 1 ms (gaps over 1 ms are reported by gpu_starvation)", ms(small)),
+        // Idle stretches shorter than 1 ms (longer ones are gpu_starvation's), counted one by one.
+        let short: Vec<Interval> = d
+            .idle
+            .iter()
+            .copied()
+            .filter(|(s, e)| e - s < MIN_GAP_NS)
+            .collect();
+        if short.is_empty() {
+            continue;
+        }
+        let longest = short.iter().map(|(s, e)| e - s).max().unwrap_or(0);
+        let n = short.len();
+        let mut dr = Draft::idle(
+            i,
+            short,
+            "GPU idle (no kernel, copy or memset) in stretches shorter than 1 ms",
+        );
+        let small = dr.at_stake;
+        dr.regions = cx.idle_regions(i, &dr.idle);
+        drafts.push(dr.text(
+            format!("Low GPU utilization: kernels, copies and memsets busy {all_pct}% of the window, idle in many short bubbles"),
+            vec![
+                format!("kernels, copies and memsets busy {} of a {} {} window ({all_pct}%; kernels alone {pct}%)", ms(all_busy), ms(d.window.length_ns), d.window.kind.as_str()),
+                format!("{n} idle stretches shorter than 1 ms hold {} of idle time (the longest {}); longer ones are gpu_starvation's", ms(small), ms(longest)),
             ],
-            data: json!({"busy_ns": busy, "busy_pct": pct, "short_idle_ns": small, "long_gap_idle_ns": big}),
-        });
+            json!({"busy_ns": busy, "busy_pct": pct, "all_ops_busy_ns": all_busy, "all_ops_busy_pct": all_pct,
+                "short_idle_ns": small, "short_gaps": n, "longest_short_ns": longest}),
+        ));
     }
     if drafts.is_empty() {
         cx.skip(
             id,
             "below_threshold",
-            "busy at least 50% of the window, or the idle time is all in long gaps",
+            "kernels, copies and memsets busy at least 50% of the window, the idle time all in long gaps, \
+             or host_bound_steps already accounts for it",
         );
         return Ok(());
     }
@@ -678,6 +958,7 @@ fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
         let mut at_stake = 0i64;
         let mut dirs: BTreeMap<String, (u64, i64)> = BTreeMap::new();
         let mut largest: Option<(i64, i64, i64, String)> = None;
+        let mut per_region = Vec::new();
         for m in cx.p.memcpys()?.iter().filter(|m| m.device == d.device) {
             if m.src_kind != Some(pageable) && m.dst_kind != Some(pageable) {
                 continue;
@@ -706,7 +987,9 @@ fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
             e.1 += m.bytes;
             let ideal = (m.bytes as f64 / pinned_bandwidth(cx.p, m.copy_kind)?) as i64;
             let (s, e) = (m.start.max(d.window.start_ns), m.end.min(d.window.end_ns));
-            at_stake += ((e - s) - ideal).max(0);
+            let excess = ((e - s) - ideal).max(0);
+            at_stake += excess;
+            per_region.push((cx.regions.region(call.global_tid, call.start), excess));
         }
         total_everywhere += n_all;
         if n_all == 0 {
@@ -729,16 +1012,25 @@ fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
                 ms(*dur)
             ));
         }
-        drafts.push(Draft {
-            dev: i,
+        let mut dr = Draft::estimate(
+            i,
             at_stake,
-            title: format!(
+            "the copies' time beyond what the same bytes take at the best pinned bandwidth of this profile \
+             (20 GB/s when it has no pinned copy of 1 MB or more)",
+        );
+        dr.regions = region_stakes(per_region.into_iter(), at_stake);
+        let largest_json = largest.as_ref().map(
+            |(b, s, dur, dir)| json!({"bytes": b, "start_ns": s, "dur_ns": dur, "direction": dir}),
+        );
+        drafts.push(dr.text(
+            format!(
                 "Async memcpy with pageable host memory ({n_all} {}, {n_in} in the window)",
                 if n_all == 1 { "copy" } else { "copies" }
             ),
             evidence,
-            data: json!({"copies": n_all, "in_window": n_in, "bytes_in_window": bytes_in, "by_direction": dirs}),
-        });
+            json!({"copies": n_all, "in_window": n_in, "bytes_in_window": bytes_in, "by_direction": dirs,
+                "largest": largest_json}),
+        ));
     }
     if drafts.is_empty() {
         cx.skip(
@@ -760,39 +1052,166 @@ fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
+/// Blocking host calls of one device's process: what they cost the GPU.
+struct Blocking {
+    draft: Draft,
+    /// name → (calls, total ns, max ns).
+    names: BTreeMap<String, (u64, i64, i64)>,
+    blocked_ns: i64,
+    busy_while_blocked_ns: i64,
+    /// "previous call → this call" → count: the API pattern producing the calls.
+    patterns: BTreeMap<String, u64>,
+}
+
+/// The CUDA call made just before `api[idx]` on the same thread, with a copy's direction and memory kind.
+fn preceding_call(cx: &Ctx, idx: usize, copies: &HashMap<(i64, i64), String>) -> Option<String> {
+    let api = cx.p.api().ok()?;
+    let me = &api[idx];
+    let prev = api[..idx]
+        .iter()
+        .rev()
+        .take(256)
+        .find(|a| a.global_tid == me.global_tid)?;
+    let name = calls::api_display_name(cx.p.string(prev.name));
+    Some(
+        match copies.get(&(model::process_key(prev.global_tid), prev.correlation)) {
+            Some(c) => format!("{name} ({c})"),
+            None => name.to_string(),
+        },
+    )
+}
+
+/// Copy labels by (process, correlation): "Device-to-Host, Pageable".
+fn copy_labels(cx: &Ctx, d: &Dev) -> Result<HashMap<(i64, i64), String>> {
+    let opers = cx.p.memcpy_oper_labels()?;
+    let kinds = cx.p.mem_kind_labels()?;
+    let mut m = HashMap::new();
+    for c in cx.p.memcpys()?.iter().filter(|c| c.device == d.device) {
+        let host = [c.src_kind, c.dst_kind]
+            .into_iter()
+            .flatten()
+            .filter_map(|k| kinds.get(&k))
+            .find(|l| !l.eq_ignore_ascii_case("Device"))
+            .cloned();
+        let dir = opers.get(&c.copy_kind).cloned().unwrap_or_default();
+        m.insert(
+            (c.global_pid, c.correlation),
+            match host {
+                Some(h) => format!("{dir}, {h}"),
+                None => dir,
+            },
+        );
+    }
+    Ok(m)
+}
+
+/// Cost of the calls of `api` (by index) that `pick` selects, on device `i`'s GPU.
+fn blocking(
+    cx: &Ctx,
+    i: usize,
+    pick: impl Fn(usize) -> bool,
+    basis: &str,
+) -> Result<Option<Blocking>> {
+    let d = &cx.devs[i];
+    let api = cx.p.api()?;
+    let copies = copy_labels(cx, d)?;
+    let mut names: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
+    let mut blocked = Vec::new();
+    let mut per_region = Vec::new();
+    let mut patterns: BTreeMap<String, u64> = BTreeMap::new();
+    let mut drains = Vec::new();
+    for (ai, a) in api.iter().enumerate() {
+        if !d.in_process(a.global_tid) || !d.contains(a.start, a.end) || !pick(ai) {
+            continue;
+        }
+        let n = calls::api_display_name(cx.p.string(a.name));
+        let e = names.entry(n.to_string()).or_default();
+        e.0 += 1;
+        e.1 += a.dur();
+        e.2 = e.2.max(a.dur());
+        let (s, en) = (a.start.max(d.window.start_ns), a.end.min(d.window.end_ns));
+        blocked.push((s, en));
+        let drain = d.drain(std::iter::once((s, en)));
+        per_region.push((
+            cx.regions.region(a.global_tid, a.start),
+            intervals::length(&drain),
+        ));
+        drains.extend(drain);
+        if let Some(prev) = preceding_call(cx, ai, &copies) {
+            *patterns.entry(format!("{prev} → {n}")).or_default() += 1;
+        }
+    }
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let blocked = intervals::union(blocked);
+    let blocked_ns = intervals::length(&blocked);
+    let busy = intervals::length(&intervals::intersect(&blocked, &d.all_union));
+    let mut draft = Draft::idle(i, drains, basis);
+    draft.regions = region_stakes(per_region.into_iter(), draft.at_stake);
+    Ok(Some(Blocking {
+        draft,
+        names,
+        blocked_ns,
+        busy_while_blocked_ns: busy,
+        patterns,
+    }))
+}
+
+const DRAIN_BASIS: &str = "GPU idle (no kernel, copy or memset) from when the host blocked in the call, or the GPU ran \
+     out of work during it, until new work reached the GPU, at most 1 ms past the call's return";
+
+impl Blocking {
+    /// The shared evidence: blocked time, how much of it the GPU worked through, the idle it explains, the pattern.
+    fn evidence(&self, d: &Dev, what: &str) -> Vec<String> {
+        let n: u64 = self.names.values().map(|v| v.0).sum();
+        let mut ev = vec![
+            format!(
+                "{n} {what} in the {} window (count, total ns, max ns): {:?}",
+                d.window.kind.as_str(),
+                self.names
+            ),
+            format!(
+                "the host is blocked {} in them; the GPU works through {} of that, so only the idle time counts: {} ({}% of the window)",
+                ms(self.blocked_ns),
+                ms(self.busy_while_blocked_ns),
+                ms(self.draft.at_stake),
+                d.share(self.draft.at_stake)
+            ),
+        ];
+        let mut pats: Vec<(&String, &u64)> = self.patterns.iter().collect();
+        pats.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (p, c) in pats.iter().take(2) {
+            ev.push(format!("API pattern: {p} in {c} of {n} calls"));
+        }
+        ev
+    }
+    fn data(&self, d: &Dev) -> serde_json::Value {
+        json!({"calls": self.names, "count": self.names.values().map(|v| v.0).sum::<u64>(),
+            "blocked_ns": self.blocked_ns, "busy_while_blocked_ns": self.busy_while_blocked_ns,
+            "idle_ns": self.draft.at_stake, "idle_pct": d.share(self.draft.at_stake), "patterns": self.patterns})
+    }
+}
+
 fn rule_sync_memcpy(cx: &mut Ctx) -> Result<()> {
     let id = "sync_memcpy_memset";
     let api = cx.p.api()?;
     let mut drafts = Vec::new();
-    for (i, d) in cx.devs.iter().enumerate() {
-        let mut names: BTreeMap<String, (u64, i64)> = BTreeMap::new();
-        let mut iv = Vec::new();
-        for a in api
-            .iter()
-            .filter(|a| d.in_process(a.global_tid) && d.contains(a.start, a.end))
-        {
-            let n = calls::api_display_name(cx.p.string(a.name));
-            if calls::is_sync_memcpy_api(n) || calls::is_sync_memset_api(n) {
-                let e = names.entry(n.to_string()).or_default();
-                e.0 += 1;
-                e.1 += a.dur();
-                iv.push((a.start.max(d.window.start_ns), a.end.min(d.window.end_ns)));
-            }
-        }
-        if names.is_empty() {
+    for i in 0..cx.devs.len() {
+        let pick = |ai: usize| {
+            let n = calls::api_display_name(cx.p.string(api[ai].name));
+            calls::is_sync_memcpy_api(n) || calls::is_sync_memset_api(n)
+        };
+        let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
-        }
-        let at = intervals::length(&intervals::union(iv));
-        drafts.push(Draft {
-            dev: i,
-            at_stake: at,
-            title: "Synchronous memcpy/memset API calls".into(),
-            evidence: vec![format!(
-                "blocking calls in the {} window (count, ns): {names:?}",
-                d.window.kind.as_str()
-            )],
-            data: json!({"calls": names}),
-        });
+        };
+        let d = &cx.devs[i];
+        let ev = b.evidence(d, "blocking memcpy/memset calls");
+        let data = b.data(d);
+        drafts.push(
+            b.draft
+                .text("Synchronous memcpy/memset API calls".into(), ev, data),
+        );
     }
     if drafts.is_empty() {
         cx.skip(
@@ -816,36 +1235,23 @@ fn rule_sync_apis(cx: &mut Ctx) -> Result<()> {
     let id = "cuda_api_sync";
     let api = cx.p.api()?;
     let mut drafts = Vec::new();
-    for (i, d) in cx.devs.iter().enumerate() {
-        let mut names: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
-        let mut iv = Vec::new();
-        for a in api
-            .iter()
-            .filter(|a| d.in_process(a.global_tid) && d.contains(a.start, a.end))
-        {
-            let n = calls::api_display_name(cx.p.string(a.name));
-            if calls::api_kind(n) == CallKind::HostSync {
-                let e = names.entry(n.to_string()).or_default();
-                e.0 += 1;
-                e.1 += a.dur();
-                e.2 = e.2.max(a.dur());
-                iv.push((a.start.max(d.window.start_ns), a.end.min(d.window.end_ns)));
-            }
-        }
-        if names.is_empty() {
+    for i in 0..cx.devs.len() {
+        let pick = |ai: usize| {
+            calls::api_kind(calls::api_display_name(cx.p.string(api[ai].name)))
+                == CallKind::HostSync
+        };
+        let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
-        }
-        let at = intervals::length(&intervals::union(iv));
-        drafts.push(Draft {
-            dev: i,
-            at_stake: at,
-            title: format!("Host synchronization: {} blocked in sync calls", ms(at)),
-            evidence: vec![format!(
-                "sync calls of the device's process in the {} window (count, total ns, max ns): {names:?}",
-                d.window.kind.as_str()
-            )],
-            data: json!({"calls": names, "union_ns": at}),
-        });
+        };
+        let d = &cx.devs[i];
+        let ev = b.evidence(d, "sync calls of the device's process");
+        let data = b.data(d);
+        let title = format!(
+            "Host synchronization: the GPU idles {} around sync calls (host blocked {})",
+            ms(b.draft.at_stake),
+            ms(b.blocked_ns)
+        );
+        drafts.push(b.draft.text(title, ev, data));
     }
     if drafts.is_empty() {
         cx.skip(
@@ -858,10 +1264,11 @@ fn rule_sync_apis(cx: &mut Ctx) -> Result<()> {
     cx.emit(
         id,
         drafts,
-        "While the host waits in a synchronization call it issues no work; after it returns the GPU starts from an empty queue.",
+        "While the host waits in a synchronization call it issues no work; once the GPU has drained its queue it sits idle \
+         until the host returns and launches again. Blocking while the GPU is still busy costs the GPU nothing.",
         "Remove syncs from the loop: avoid .item(), .cpu(), print(tensor) and torch.cuda.synchronize() per step; \
          order work with CUDA events/cudaStreamWaitEvent instead of host waits; accumulate metrics on the GPU.",
-        "Re-profile and check aisp_profile_summary cuda_api_sum: the sync rows inside the steps should shrink or vanish.",
+        "Re-profile and check aisp_profile_rules: the GPU idle time at stake of cuda_api_sync should shrink.",
     );
     Ok(())
 }
@@ -870,18 +1277,21 @@ fn rule_sync_every_iteration(cx: &mut Ctx) -> Result<()> {
     let id = "host_sync_every_iteration";
     let api = cx.p.api()?;
     let mut drafts = Vec::new();
-    for (i, d) in cx.devs.iter().enumerate() {
-        let steps = d.steps_in_window();
+    for i in 0..cx.devs.len() {
+        let steps = cx.devs[i].steps_in_window();
         if steps.len() < 3 {
             continue;
         }
         let mut with_sync = 0usize;
-        let mut per_step = Vec::new();
-        let mut names: BTreeMap<String, u64> = BTreeMap::new();
+        let mut in_steps: Vec<bool> = vec![false; api.len()];
         for r in &steps {
             let lo = api.partition_point(|a| a.start < r.start);
-            let mut t = 0i64;
-            for a in api[lo..].iter().take_while(|a| a.start < r.end) {
+            let mut any = false;
+            for (k, a) in api[lo..]
+                .iter()
+                .enumerate()
+                .take_while(|(_, a)| a.start < r.end)
+            {
                 if a.end > r.end
                     || model::process_key(a.global_tid) != model::process_key(r.global_tid)
                 {
@@ -889,30 +1299,31 @@ fn rule_sync_every_iteration(cx: &mut Ctx) -> Result<()> {
                 }
                 let n = calls::api_display_name(cx.p.string(a.name));
                 if calls::api_kind(n) == CallKind::HostSync || calls::is_sync_memcpy_api(n) {
-                    t += a.dur();
-                    *names.entry(n.to_string()).or_default() += 1;
+                    in_steps[lo + k] = true;
+                    any = true;
                 }
             }
-            if t > 0 {
+            if any {
                 with_sync += 1;
             }
-            per_step.push(t);
         }
         if with_sync * 5 < steps.len() * 4 {
             continue;
         }
-        let total: i64 = per_step.iter().sum();
-        let med = stats::median(&mut per_step.clone());
-        drafts.push(Draft {
-            dev: i,
-            at_stake: total,
-            title: format!("A host sync in every iteration ({with_sync} of {} steps)", steps.len()),
-            evidence: vec![
-                format!("{with_sync} of {} steps in the window call a blocking API; median {} per step", steps.len(), ms(med as i64)),
-                format!("calls: {names:?}"),
-            ],
-            data: json!({"steps": steps.len(), "steps_with_sync": with_sync, "median_ns": med, "calls": names}),
-        });
+        let n_steps = steps.len();
+        let Some(b) = blocking(cx, i, |ai| in_steps[ai], DRAIN_BASIS)? else {
+            continue;
+        };
+        let d = &cx.devs[i];
+        let mut ev = vec![format!(
+            "{with_sync} of {n_steps} steps in the window call a blocking API"
+        )];
+        ev.extend(b.evidence(d, "blocking calls inside the steps"));
+        let mut data = b.data(d);
+        data["steps"] = json!(n_steps);
+        data["steps_with_sync"] = json!(with_sync);
+        let title = format!("A host sync in every iteration ({with_sync} of {n_steps} steps)");
+        drafts.push(b.draft.text(title, ev, data));
     }
     if drafts.is_empty() {
         cx.skip(
@@ -933,9 +1344,74 @@ fn rule_sync_every_iteration(cx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
+/// Allocation/release calls in the window below which allocation is setup, not churn.
+const MIN_CHURN_CALLS: u64 = 10;
+
+fn rule_allocator_churn(cx: &mut Ctx) -> Result<()> {
+    let id = "allocator_churn";
+    let api = cx.p.api()?;
+    let mut drafts = Vec::new();
+    for i in 0..cx.devs.len() {
+        let pick = |ai: usize| {
+            calls::api_kind(calls::api_display_name(cx.p.string(api[ai].name)))
+                == CallKind::Allocation
+        };
+        let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
+            continue;
+        };
+        let d = &cx.devs[i];
+        let n: u64 = b.names.values().map(|v| v.0).sum();
+        // A few allocations are setup (a new shape, a first batch); churn repeats.
+        if n < MIN_CHURN_CALLS {
+            continue;
+        }
+        let ev = b.evidence(
+            d,
+            "allocation/release calls (cudaMalloc, cudaFree and kin) in the steady state",
+        );
+        let data = b.data(d);
+        let title = format!(
+            "Allocator churn: {n} allocation/release calls in the {} window, GPU idle {} around them",
+            d.window.kind.as_str(),
+            ms(b.draft.at_stake)
+        );
+        drafts.push(b.draft.text(title, ev, data));
+    }
+    if drafts.is_empty() {
+        cx.skip(
+            id,
+            "below_threshold",
+            "fewer than 10 cudaMalloc/cudaFree (or driver allocation) calls in the analysis window",
+        );
+        return Ok(());
+    }
+    cx.emit(
+        id,
+        drafts,
+        "cudaMalloc and cudaFree in the steady state mean the caching allocator gives memory back and asks again: \
+         each call costs tens to hundreds of microseconds of CPU, and cudaFree waits for the whole device to finish.",
+        "Do not call torch.cuda.empty_cache() (or gc-driven frees) inside the loop; keep tensor shapes steady so blocks \
+         are reused; preallocate buffers; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+        "Re-profile: aisp_profile_summary cuda_api_sum should show no cudaMalloc/cudaFree inside the steps.",
+    );
+    Ok(())
+}
+
+/// Kernels that update optimizer state one tensor at a time (PyTorch's
+/// single-tensor Adam/AdamW/SGD paths: lerp, addcmul, addcdiv per parameter).
+/// Matched on kernel names, never on NVTX range names.
+fn is_per_tensor_optimizer_math(demangled: &str) -> bool {
+    !demangled.contains("multi_tensor")
+        && (demangled.contains("addcdiv")
+            || demangled.contains("lerp_kernel")
+            || demangled.contains("lerp_scalar"))
+}
+
 fn rule_launch_bound(cx: &mut Ctx) -> Result<()> {
     let id = "launch_bound_tiny_kernels";
     let kernels = cx.p.kernels()?;
+    let api = cx.p.api()?;
+    let launches = &cx.p.launch_index()?.kernel_launch;
     let mut drafts = Vec::new();
     for (i, d) in cx.devs.iter().enumerate() {
         let ks: Vec<&Kernel> = d.kernels.iter().map(|&k| &kernels[k]).collect();
@@ -948,38 +1424,118 @@ fn rule_launch_bound(cx: &mut Ctx) -> Result<()> {
             .filter(|k| k.dur() < SHORT_KERNEL_NS)
             .map(|k| k.dur())
             .sum();
-        // Time at stake: the short bubbles (< 1 ms) right before tiny kernels, which is launch overhead.
-        let mut bubbles = 0i64;
-        let mut watermark = i64::MIN;
-        for k in &ks {
-            if watermark != i64::MIN && k.start > watermark && k.dur() < SHORT_KERNEL_NS {
-                let g = k.start - watermark;
-                if g < MIN_GAP_NS {
-                    bubbles += g;
+        // Time at stake: idle bubbles under 1 ms that end with a kernel whose
+        // launch call had not returned when the GPU ran out of work — the GPU
+        // waited for that launch. Kernels of a replayed CUDA graph are launched
+        // long before they run, so a graph's inter-kernel gaps never count.
+        let mut bubbles = Vec::new();
+        // region → (kernels launched, per-tensor optimizer kernels, occurrences by range start)
+        let mut per_region: BTreeMap<String, (u64, u64, std::collections::BTreeSet<i64>)> =
+            BTreeMap::new();
+        let mut bubble_regions = Vec::new();
+        for &k in &d.kernels {
+            let kk = &kernels[k];
+            let Some(a) = launches[k].map(|a| &api[a as usize]) else {
+                continue;
+            };
+            let range = cx.regions.innermost(a.global_tid, a.start);
+            if let Some(r) = range {
+                let e = per_region
+                    .entry(super::regions::fold_name(&r.name))
+                    .or_default();
+                e.0 += 1;
+                if is_per_tensor_optimizer_math(cx.p.string(kk.demangled_name)) {
+                    e.1 += 1;
                 }
+                e.2.insert(r.start);
             }
-            watermark = watermark.max(k.end);
+            let gi = d.idle.partition_point(|g| g.1 < kk.start);
+            let Some(&(gs, ge)) = d.idle.get(gi) else {
+                continue;
+            };
+            if ge != kk.start || ge - gs >= MIN_GAP_NS || a.end <= gs {
+                continue;
+            }
+            bubbles.push((gs, ge));
+            bubble_regions.push((range.map(|r| super::regions::fold_name(&r.name)), ge - gs));
         }
         let rate = tiny as f64 / (d.window.length_ns as f64 / 1e9);
-        drafts.push(Draft {
-            dev: i,
-            at_stake: bubbles,
-            title: format!(
-                "Launch-bound: {tiny} kernels under 5 us ({}% of kernels)",
+        let mut dr = Draft::idle(
+            i,
+            bubbles,
+            "GPU idle in bubbles under 1 ms that end when a kernel arrives whose launch call had not returned \
+             when the GPU ran out of work (the GPU waited for the launch)",
+        );
+        let waited = dr.idle.len();
+        dr.regions = region_stakes(bubble_regions.into_iter(), dr.at_stake);
+        let mut evidence = vec![
+            format!(
+                "{tiny} of {} kernels in the {} window run under 5 us ({}% of their time), {:.0} tiny launches per second",
+                ks.len(),
+                d.window.kind.as_str(),
+                pct1(tiny_time, ks.iter().map(|k| k.dur()).sum()),
+                rate
+            ),
+            format!(
+                "the GPU waited for a launch {waited} times, {} of idle in all ({}% of the window)",
+                ms(dr.at_stake),
+                d.share(dr.at_stake)
+            ),
+        ];
+        let mut region_json = serde_json::Value::Null;
+        if let Some(top) = dr.regions.first().cloned() {
+            let (launched, optim, occ) = per_region
+                .get(&top.region)
+                .map(|(a, b, c)| (*a, *b, c.len() as u64))
+                .unwrap_or((0, 0, 0));
+            let per_occ = launched / occ.max(1);
+            evidence.push(format!(
+                "most of it in NVTX region `{}`: {} ({}% of the time at stake) over {occ} occurrences, {per_occ} kernels launched per occurrence",
+                top.region,
+                ms(top.at_stake_ns),
+                top.pct_of_finding
+            ));
+            let advice = if optim * 4 >= launched && optim > 0 {
+                evidence.push(format!(
+                    "{optim} of the {launched} kernels launched in `{}` are per-tensor optimizer updates (lerp/addcdiv one parameter at a time)",
+                    top.region
+                ));
+                format!(
+                    "In `{}`: the optimizer updates one parameter tensor at a time; use the multi-tensor or fused \
+                     implementation (torch.optim.Adam/AdamW/SGD with foreach=True, or fused=True), which launches a \
+                     handful of kernels per step instead of {per_occ}.",
+                    top.region
+                )
+            } else if occ >= 3 && per_occ >= 10 {
+                format!(
+                    "In `{}`: the same region runs {occ} times, launching {per_occ} kernels each while the GPU waits; \
+                     capture one occurrence in a CUDA graph (torch.cuda.CUDAGraph with static input buffers, or \
+                     torch.compile(mode=\"reduce-overhead\")) so it is launched once.",
+                    top.region
+                )
+            } else {
+                format!(
+                    "In `{}`: fuse its small kernels (torch.compile) or give each kernel more work (batch size).",
+                    top.region
+                )
+            };
+            region_json = json!({"region": top.region, "at_stake_ns": top.at_stake_ns, "pct_of_finding": top.pct_of_finding,
+                "occurrences": occ, "kernels_launched": launched, "kernels_per_occurrence": per_occ,
+                "per_tensor_optimizer_kernels": optim});
+            dr.fix = Some(advice);
+        }
+        let stake = dr.at_stake;
+        drafts.push(dr.text(
+            format!(
+                "Launch-bound: {tiny} kernels under 5 us ({}% of kernels), the GPU waits on launches",
                 pct1(tiny as i64, ks.len() as i64)
             ),
-            evidence: vec![
-                format!(
-                    "{tiny} of {} kernels in the {} window run under 5 us ({}% of their time), {:.0} tiny launches per second",
-                    ks.len(),
-                    d.window.kind.as_str(),
-                    pct1(tiny_time, ks.iter().map(|k| k.dur()).sum()),
-                    rate
-                ),
-                format!("{} of GPU idle sits in sub-millisecond bubbles before tiny kernels", ms(bubbles)),
-            ],
-            data: json!({"tiny": tiny, "kernels": ks.len(), "tiny_time_ns": tiny_time, "bubbles_ns": bubbles, "tiny_per_s": rate}),
-        });
+            evidence,
+            json!({"tiny": tiny, "kernels": ks.len(), "tiny_pct": pct1(tiny as i64, ks.len() as i64),
+                "tiny_time_ns": tiny_time, "tiny_time_pct": pct1(tiny_time, ks.iter().map(|k| k.dur()).sum()),
+                "bubbles": waited, "bubbles_ns": stake, "idle_pct": d.share(stake),
+                "tiny_per_s": rate, "top_region": region_json}),
+        ));
     }
     if drafts.is_empty() {
         cx.skip(
@@ -1029,23 +1585,26 @@ fn rule_fp32_simt_gemm(cx: &mut Ctx) -> Result<()> {
         let share_kernel = pct1(time, all);
         // TF32 tensor cores have 7–8x the dense FP32 peak on A100/H100/H200; assume 4x in practice.
         let at = time - time / 4;
-        drafts.push(Draft {
-            dev: i,
-            at_stake: at,
-            title: format!("fp32 GEMMs on CUDA cores: {share_kernel}% of kernel time could run on tensor cores"),
-            evidence: vec![
+        let dr = Draft::estimate(
+            i,
+            at,
+            "three quarters of the fp32 SIMT GEMM time: TF32/BF16 tensor cores run these GEMMs at least 4x faster",
+        );
+        drafts.push(dr.text(
+            format!("fp32 GEMMs on CUDA cores: {share_kernel}% of kernel time could run on tensor cores"),
+            vec![
                 format!("{n} fp32 SIMT GEMM kernels (FFMA, not tensor cores) take {} = {share_kernel}% of kernel time in the window", ms(time)),
                 format!(
-                    "top: {} ({} calls, {})",
+                    "top: `{}` ({} calls, {})",
                     cx.p.string(top[0].0),
                     top[0].1.0,
                     ms(top[0].1.1)
                 ),
                 "estimate: TF32 or BF16 tensor cores run them at least 4x faster (7–8x peak on A100/H100)".to_string(),
             ],
-            data: json!({"kernels": n, "time_ns": time, "share_of_kernel_time_pct": share_kernel,
+            json!({"kernels": n, "time_ns": time, "share_of_kernel_time_pct": share_kernel,
                 "top": top.iter().take(3).map(|(id, (c, t))| json!({"name": cx.p.string(*id), "count": c, "time_ns": t})).collect::<Vec<_>>()}),
-        });
+        ));
     }
     if drafts.is_empty() {
         cx.skip(
@@ -1094,15 +1653,19 @@ fn rule_exposed_communication(cx: &mut Ctx) -> Result<()> {
         }
         ns.sort_unstable();
         ns.dedup();
-        drafts.push(Draft {
-            dev: i,
-            at_stake: o.communication_only_ns,
-            title: if shared {
+        let dr = Draft::estimate(
+            i,
+            o.communication_only_ns,
+            "NCCL kernel time not overlapped with compute kernels; an upper bound: part of it is this rank \
+             waiting inside the collective for slower ranks, which overlap cannot remove",
+        );
+        drafts.push(dr.text(
+            if shared {
                 "Communication serialized with compute on the same stream".to_string()
             } else {
                 format!("Exposed communication: only {}% of NCCL time hidden behind compute", o.overlap_pct)
             },
-            evidence: vec![
+            vec![
                 format!(
                     "device {}: NCCL {} in the {} window, {} of it overlapped with compute ({}%), {} exposed",
                     d.device,
@@ -1113,9 +1676,16 @@ fn rule_exposed_communication(cx: &mut Ctx) -> Result<()> {
                     ms(o.communication_only_ns)
                 ),
                 format!("NCCL streams {ns:?}; shares a stream with compute: {shared}"),
+                "caveat: NCCL kernel time includes waiting for the other ranks to arrive at the collective; \
+                 exposed time on a rank that arrives early is mostly that wait (aisp_profile_nccl, aisp_profile_ranks)"
+                    .to_string(),
             ],
-            data: serde_json::to_value(&o).unwrap_or_default(),
-        });
+            {
+                let mut v = serde_json::to_value(&o).unwrap_or_default();
+                v["streams"] = json!(ns);
+                v
+            },
+        ));
     }
     if drafts.is_empty() {
         cx.skip(
@@ -1175,25 +1745,41 @@ fn rule_h2d_per_step(cx: &mut Ctx) -> Result<()> {
             continue;
         }
         let n_steps = d.steps_in_window().len() as i64;
-        let steps = n_steps.max(1);
-        drafts.push(Draft {
-            dev: i,
-            at_stake: exposed,
-            title: if n_steps > 0 {
-                format!("Heavy host-to-device traffic: {} MB per step, {} not overlapped", bytes / steps / 1_000_000, ms(exposed))
+        let dr = Draft::estimate(
+            i,
+            exposed,
+            "host-to-device copy time not overlapped with kernels: hidden by prefetching on a side stream \
+             (up to the compute time available) or gone when the data stays on the GPU",
+        );
+        let mb = bytes / 1_000_000;
+        let mb_per_step = if n_steps > 0 {
+            bytes / n_steps / 1_000_000
+        } else {
+            0
+        };
+        let mut evidence = vec![format!(
+            "{} H2D copies, {bytes} bytes in the {} window: {} of copy time, {} not overlapped with kernels ({}% of the window)",
+            copies.len(),
+            d.window.kind.as_str(),
+            ms(copy_time),
+            ms(exposed),
+            d.share(exposed)
+        )];
+        if n_steps > 0 {
+            evidence.push(format!(
+                "{n_steps} steps in the window: {mb_per_step} MB per step"
+            ));
+        }
+        drafts.push(dr.text(
+            if n_steps > 0 {
+                format!("Heavy host-to-device traffic: {mb_per_step} MB per step, {} not overlapped with kernels", ms(exposed))
             } else {
-                format!("Heavy host-to-device traffic: {} MB, {} not overlapped with kernels", bytes / 1_000_000, ms(exposed))
+                format!("Heavy host-to-device traffic: {mb} MB, {} not overlapped with kernels (no steps)", ms(exposed))
             },
-            evidence: vec![format!(
-                "{} H2D copies, {bytes} bytes in the {} window ({} steps): {} of copy time, {} not overlapped with kernels",
-                copies.len(),
-                d.window.kind.as_str(),
-                steps,
-                ms(copy_time),
-                ms(exposed)
-            )],
-            data: json!({"copies": copies.len(), "bytes": bytes, "copy_time_ns": copy_time, "exposed_ns": exposed, "steps": steps}),
-        });
+            evidence,
+            json!({"copies": copies.len(), "bytes": bytes, "mb": mb, "mb_per_step": mb_per_step, "copy_time_ns": copy_time,
+                "exposed_ns": exposed, "exposed_pct": d.share(exposed), "steps": n_steps}),
+        ));
     }
     if drafts.is_empty() {
         cx.skip(
@@ -1238,14 +1824,17 @@ fn rule_dominant_kernel(cx: &mut Ctx) -> Result<()> {
             continue;
         }
         let share = pct1(time, all);
-        drafts.push(Draft {
-            dev: i,
-            // Informational: how much faster the kernel could be is not in the trace.
-            at_stake: 0,
-            title: format!("One kernel dominates: {} is {share}% of kernel time", cx.p.string(name)),
-            evidence: vec![format!("{} runs {n} times for {} of {} kernel time in the window", cx.p.string(name), ms(time), ms(all))],
-            data: json!({"kernel": cx.p.string(name), "count": n, "time_ns": time, "share_of_kernel_time_pct": share}),
-        });
+        // Informational: how much faster the kernel could be is not in the trace.
+        let dr = Draft::estimate(
+            i,
+            0,
+            "none: how much faster the kernel could run is not in the trace",
+        );
+        drafts.push(dr.text(
+            format!("One kernel dominates: `{}` is {share}% of kernel time", cx.p.string(name)),
+            vec![format!("`{}` runs {n} times for {} of {} kernel time in the window", cx.p.string(name), ms(time), ms(all))],
+            json!({"kernel": cx.p.string(name), "count": n, "time_ns": time, "all_ns": all, "share_of_kernel_time_pct": share}),
+        ));
     }
     if drafts.is_empty() {
         cx.skip(id, "below_threshold", "no kernel over 50% of kernel time");
@@ -1276,6 +1865,7 @@ fn rule_step_variance(cx: &mut Ctx) -> Result<()> {
         // autotuning, a second lazy load): when that step is the slowest, it
         // is a one-time cost, not intermittent variance, so leave it out.
         let mut warmup_note = None;
+        let first_of_window = steps[0].dur();
         if steps.len() >= 6 {
             let first = steps[0].dur();
             let mut rest: Vec<i64> = steps[1..].iter().map(|r| r.dur()).collect();
@@ -1310,13 +1900,18 @@ fn rule_step_variance(cx: &mut Ctx) -> Result<()> {
             ms(max)
         )];
         evidence.extend(warmup_note);
-        drafts.push(Draft {
-            dev: i,
-            at_stake: excess,
-            title: format!("Step time varies: slowest step {:.2}x the median", max as f64 / med.max(1.0)),
+        let dr = Draft::estimate(
+            i,
+            excess,
+            "the steps' CPU time above the median step, summed: what evening them out would save at most",
+        );
+        let ratio = max as f64 / med.max(1.0);
+        drafts.push(dr.text(
+            format!("Step time varies: slowest step {ratio:.2}x the median"),
             evidence,
-            data: json!({"steps": steps.len(), "median_ns": med, "max_ns": max, "cv_pct": cv, "slowest": slowest}),
-        });
+            json!({"steps": steps.len(), "median_ns": med, "max_ns": max, "cv_pct": cv, "slowest": slowest,
+                "ratio": ratio, "excess_ns": excess, "first_ns": first_of_window}),
+        ));
     }
     if drafts.is_empty() {
         cx.skip(
@@ -1354,22 +1949,23 @@ fn rule_first_step(cx: &mut Ctx) -> Result<()> {
         }
         // One-time cost outside the steady window: it matters only for short runs.
         let inside = d.contains(first.start, first.end);
-        drafts.push(Draft {
-            dev: i,
-            at_stake: if inside { first.dur() - med as i64 } else { 0 },
-            title: format!(
-                "First step is {:.1}x a typical step (warm-up, lazy module loading)",
-                first.dur() as f64 / med.max(1.0)
-            ),
-            evidence: vec![format!(
-                "{} takes {} vs a median {} for the other steps; outside the analysis window: {}",
+        let dr = Draft::estimate(
+            i,
+            if inside { first.dur() - med as i64 } else { 0 },
+            "the first step's CPU time above the median step, when it lies inside the analysis window",
+        );
+        let ratio = first.dur() as f64 / med.max(1.0);
+        drafts.push(dr.text(
+            format!("First step is {ratio:.1}x a typical step (warm-up, lazy module loading)"),
+            vec![format!(
+                "`{}` takes {} vs a median {} for the other steps; outside the analysis window: {}",
                 first.name,
                 ms(first.dur()),
                 ms(med as i64),
                 !inside
             )],
-            data: json!({"first_ns": first.dur(), "median_ns": med}),
-        });
+            json!({"first_ns": first.dur(), "median_ns": med, "ratio": ratio, "first": first.name}),
+        ));
     }
     if drafts.is_empty() {
         cx.skip(

@@ -59,6 +59,26 @@ impl Hints {
     };
 }
 
+/// Where a tool appears in `tools/list` by default (every tool answers
+/// `tools/call` whatever its tier).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// The `core` toolset: orient, triage, route, and the first look at a profile.
+    Core,
+    /// Listed by default besides core: the everyday questions of each domain.
+    Default,
+    /// Listed once its domain is enabled (`aisp_list_domains` with `enable`,
+    /// `--tools <domain>` or `--tools all`). New operations start here.
+    Domain,
+}
+
+/// At most this many characters (Python `json.dumps`) for one tool's whole MCP definition.
+pub const TOOL_DEFINITION_BUDGET: usize = 8_192;
+/// At most this many characters for the default listing's names, descriptions and input schemas.
+pub const DEFAULT_LISTING_BUDGET: usize = 40_000;
+/// At most this many characters for the `core` listing, counted the same way.
+pub const CORE_LISTING_BUDGET: usize = 12_000;
+
 /// Everything about an operation except its types and its code.
 #[derive(Debug, Clone, Copy)]
 pub struct OpSpec {
@@ -76,6 +96,8 @@ pub struct OpSpec {
     /// how long it takes.
     pub description: &'static str,
     pub hints: Hints,
+    /// Where the tool is listed by default; see [`Tier`].
+    pub tier: Tier,
     /// Needs a usable NVIDIA GPU; without one the call fails with `gpu_unavailable`.
     pub needs_gpu: bool,
     /// Takes `timeout_s` and `async`, reports progress and honours cancellation.
@@ -101,6 +123,7 @@ impl OpSpec {
             summary: "",
             description: "",
             hints: Hints::READ_ONLY,
+            tier: Tier::Domain,
             needs_gpu: false,
             long_running: false,
             executes_commands: false,
@@ -286,14 +309,48 @@ impl ToolDef {
 
     /// The output schema: the operation's output, the error envelope and, for
     /// long-running operations, the job ticket.
+    ///
+    /// Fitted so that the tool's whole definition stays within
+    /// [`TOOL_DEFINITION_BUDGET`] (see [`schema::fit_output_schema`]).
     pub fn output_schema(&self) -> &Arc<JsonObject> {
         self.output_schema.get_or_init(|| {
             let spec = self.spec();
-            Arc::new(schema::with_alternatives(
-                self.op.output_schema(),
-                spec.long_running,
-            ))
+            let mut out = schema::with_alternatives(self.op.output_schema(), spec.long_running);
+            let rest = self.definition_len_without_output();
+            schema::fit_output_schema(&mut out, TOOL_DEFINITION_BUDGET.saturating_sub(rest));
+            Arc::new(out)
         })
+    }
+
+    /// What the definition besides the output schema takes, counted generously:
+    /// name, title (twice: the tool's and the annotations'), description,
+    /// input schema, and the fixed keys of annotations and `_meta` (about 450
+    /// characters, plus the domain name).
+    fn definition_len_without_output(&self) -> usize {
+        let spec = self.spec();
+        let text = |s: &str| schema::python_json_len(&Value::String(s.to_string()));
+        text(&self.name)
+            + 2 * text(spec.title)
+            + text(spec.description)
+            + schema::python_json_len(&Value::Object((*self.input_schema).clone()))
+            + text(spec.domain)
+            + 600
+    }
+
+    /// The characters this tool adds to a listing as the budgets count them:
+    /// `len(json.dumps({"name", "description", "input_schema"}))` in Python.
+    pub fn listed_len(&self) -> usize {
+        let mut m = Map::new();
+        m.insert("name".into(), Value::String(self.name.clone()));
+        m.insert(
+            "description".into(),
+            Value::String(self.spec().description.to_string()),
+        );
+        m.insert(
+            "input_schema".into(),
+            Value::Object((*self.input_schema).clone()),
+        );
+        schema::python_json_len(&Value::Object(m))
     }
 }
 
@@ -334,45 +391,40 @@ pub fn find_op(domain: &str, name: &str) -> Option<&'static ToolDef> {
         .find(|t| t.spec().domain == domain && t.spec().name == name)
 }
 
-/// Which tools `tools/list` shows. Hidden tools still answer `tools/call`.
+/// Which tools `tools/list` shows at the start of a session. Hidden tools
+/// still answer `tools/call`, and an MCP session can list more with
+/// `aisp_list_domains` and `enable`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Toolset {
+    /// Tiers core and default (the server's default).
+    Default,
     All,
+    /// Tier core only.
     Core,
+    /// Whole domains; `core` and `default` name those tiers.
     Domains(Vec<String>),
 }
 
-/// The `core` toolset: enough to orient, triage and find the rest.
-pub const CORE_TOOLS: &[&str] = &[
-    "aisp_status",
-    "aisp_triage",
-    "aisp_suggest_tools",
-    "aisp_list_domains",
-    "aisp_ask",
-    "aisp_gpu_info",
-    "aisp_profile_summary",
-    "aisp_profile_rules",
-    "aisp_job_status",
-];
-
 impl Toolset {
-    /// Parse `all`, `core` or a comma-separated list of domains.
+    /// Parse `default`, `all`, `core` or a comma-separated list of domains
+    /// (which may include `core` and `default`).
     pub fn parse(text: &str) -> Result<Toolset, String> {
         let text = text.trim();
         match text {
-            "" | "all" => Ok(Toolset::All),
+            "" | "default" => Ok(Toolset::Default),
+            "all" => Ok(Toolset::All),
             "core" => Ok(Toolset::Core),
             list => {
                 let known = domain_names();
                 let mut domains = Vec::new();
                 for d in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-                    if d == "core" {
+                    if d == "core" || d == "default" {
                         domains.push(d.to_string());
                         continue;
                     }
                     if !known.contains(&d) {
                         return Err(format!(
-                            "unknown toolset or domain `{d}`; use all, core or a comma-separated list of: {}",
+                            "unknown toolset or domain `{d}`; use default, all, core or a comma-separated list of: {}",
                             known.join(", ")
                         ));
                     }
@@ -384,15 +436,15 @@ impl Toolset {
     }
 
     pub fn includes(&self, tool: &ToolDef) -> bool {
+        let tier = tool.spec().tier;
         match self {
+            Toolset::Default => tier != Tier::Domain,
             Toolset::All => true,
-            Toolset::Core => CORE_TOOLS.contains(&tool.name.as_str()),
-            Toolset::Domains(domains) => domains.iter().any(|d| {
-                if d == "core" {
-                    CORE_TOOLS.contains(&tool.name.as_str())
-                } else {
-                    d == tool.spec().domain
-                }
+            Toolset::Core => tier == Tier::Core,
+            Toolset::Domains(domains) => domains.iter().any(|d| match d.as_str() {
+                "core" => tier == Tier::Core,
+                "default" => tier != Tier::Domain,
+                d => d == tool.spec().domain,
             }),
         }
     }
@@ -556,6 +608,36 @@ mod tests {
         );
     }
 
+    /// Input fields become CLI flags beside the global ones: `format` would
+    /// shadow `--format json|table` (the export kind is `kind`), `json` the
+    /// `--json` object, and so on.
+    #[test]
+    fn no_input_field_collides_with_a_global_cli_flag() {
+        const RESERVED: &[&str] = &[
+            "format",
+            "json",
+            "home",
+            "log_level",
+            "allow_exec",
+            "help",
+            "version",
+        ];
+        for tool in tools() {
+            let props = tool
+                .input_schema
+                .get("properties")
+                .and_then(Value::as_object);
+            for name in props.into_iter().flat_map(|p| p.keys()) {
+                assert!(
+                    !RESERVED.contains(&name.as_str()),
+                    "{}: input field `{name}` collides with the CLI's global --{}; rename it (e.g. `kind`)",
+                    tool.name,
+                    name.replace('_', "-")
+                );
+            }
+        }
+    }
+
     #[test]
     fn executes_commands_implies_open_world_and_not_read_only() {
         for tool in tools() {
@@ -573,6 +655,7 @@ mod tests {
     #[test]
     fn toolsets_parse_and_filter() {
         assert_eq!(Toolset::parse("all").unwrap(), Toolset::All);
+        assert_eq!(Toolset::parse("").unwrap(), Toolset::Default);
         assert_eq!(Toolset::parse("core").unwrap(), Toolset::Core);
         assert!(Toolset::parse("nonsense").is_err());
         let core: Vec<_> = tools()
@@ -581,8 +664,9 @@ mod tests {
             .map(|t| t.name.clone())
             .collect();
         for name in &core {
-            assert!(CORE_TOOLS.contains(&name.as_str()));
+            assert_eq!(find(name).unwrap().spec().tier, Tier::Core);
         }
         assert!(core.contains(&"aisp_status".to_string()));
+        assert!(core.contains(&"aisp_list_domains".to_string()));
     }
 }

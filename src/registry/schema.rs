@@ -18,22 +18,188 @@ pub fn input_schema<T: JsonSchema>() -> JsonObject {
         .for_deserialize()
         .into_generator();
     let schema = generator.into_root_schema_for::<T>();
-    finish(schema, true)
+    let mut value = Value::Object(finish(schema, true));
+    drop_number_formats(&mut value);
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
 }
 
 /// The output schema of `T`: how it serializes, with `$defs` where needed.
 ///
-/// schemars annotates Rust number types with formats no JSON Schema validator
-/// knows (`uint32`, `double`, ...); they constrain nothing (the `minimum: 0` of
-/// unsigned types stays) and cost a twentieth of `tools/list`, so outputs drop them.
+/// An output schema is for the client that validates `structuredContent`; the
+/// model reads the result itself, whose field names carry their units. So
+/// outputs keep what validation uses (types, `required`, enums, nesting, shared
+/// `$defs`) and drop what it does not: prose (`description`, `title`), the
+/// `$schema` URI, numeric bounds (aisp's own output never breaks them) and the
+/// Rust number formats schemars adds (`uint32`, `double`, ...), which no JSON
+/// Schema validator knows. Field documentation stays in the Rust types and the
+/// README. (Inputs keep their descriptions: the model fills them in.)
 pub fn output_schema<T: JsonSchema>() -> JsonObject {
     let generator = SchemaSettings::draft2020_12()
         .for_serialize()
         .into_generator();
     let schema = generator.into_root_schema_for::<T>();
     let mut out = finish(schema, false);
-    out.values_mut().for_each(drop_number_formats);
-    out
+    out.remove("$schema");
+    let mut value = Value::Object(out);
+    drop_number_formats(&mut value);
+    for_each_subschema(&mut value, &mut |schema| {
+        let description = schema.remove("description");
+        for key in [
+            "title",
+            "examples",
+            "default",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+        ] {
+            schema.remove(key);
+        }
+        // A field of any JSON value keeps its prose: `{}` is not portable.
+        if schema.is_empty()
+            && let Some(d) = description
+        {
+            schema.insert("description".into(), d);
+        }
+    });
+    match value {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+/// Call `f` on every subschema of `value` (itself included), following the
+/// keywords that hold schemas, so that a property named `description` is never
+/// taken for the keyword.
+pub fn for_each_subschema(value: &mut Value, f: &mut dyn FnMut(&mut JsonObject)) {
+    let Value::Object(obj) = value else {
+        return;
+    };
+    f(obj);
+    for key in ["properties", "$defs", "definitions", "patternProperties"] {
+        if let Some(Value::Object(map)) = obj.get_mut(key) {
+            map.values_mut().for_each(|v| for_each_subschema(v, f));
+        }
+    }
+    for key in ["items", "additionalProperties", "not", "contains"] {
+        if let Some(v) = obj.get_mut(key) {
+            for_each_subschema(v, f);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(items)) = obj.get_mut(key) {
+            items.iter_mut().for_each(|v| for_each_subschema(v, f));
+        }
+    }
+}
+
+/// Loosen an output schema until it is at most `budget` characters (counted
+/// as [`python_json_len`]): the largest object definition in `$defs` becomes
+/// `{"type": "object"}`, again and again, and definitions nothing refers to any
+/// more are dropped. The result still validates every output the full schema
+/// does; it checks less deep down. Used only for the few outputs that nest
+/// whole reports (triage embeds the system context), so that every tool's
+/// definition fits the listing budget.
+pub fn fit_output_schema(schema: &mut JsonObject, budget: usize) {
+    loop {
+        if python_json_len(&Value::Object(schema.clone())) <= budget {
+            return;
+        }
+        let Some(Value::Object(defs)) = schema.get_mut("$defs") else {
+            return;
+        };
+        let largest = defs
+            .iter()
+            .filter(|(_, d)| {
+                d.get("type").and_then(Value::as_str) == Some("object")
+                    && d.get("properties").is_some()
+            })
+            .map(|(name, d)| (python_json_len(d), name.clone()))
+            .max();
+        let Some((_, name)) = largest else {
+            return;
+        };
+        defs.insert(name, json!({"type": "object"}));
+        drop_unreferenced_defs(schema);
+    }
+}
+
+/// Remove `$defs` entries that no `$ref` reaches from the root.
+fn drop_unreferenced_defs(schema: &mut JsonObject) {
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::String(r)) = o.get("$ref")
+                    && let Some(name) = r.strip_prefix("#/$defs/")
+                {
+                    out.push(name.to_string());
+                }
+                o.iter()
+                    .filter(|(k, _)| *k != "$defs")
+                    .for_each(|(_, v)| refs(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let Some(Value::Object(defs)) = schema.get("$defs") else {
+        return;
+    };
+    let mut reached = std::collections::BTreeSet::new();
+    let mut todo = Vec::new();
+    refs(&Value::Object(schema.clone()), &mut todo);
+    while let Some(name) = todo.pop() {
+        if reached.insert(name.clone())
+            && let Some(d) = defs.get(&name)
+        {
+            refs(d, &mut todo);
+        }
+    }
+    if let Some(Value::Object(defs)) = schema.get_mut("$defs") {
+        defs.retain(|name, _| reached.contains(name));
+        if defs.is_empty() {
+            schema.remove("$defs");
+        }
+    }
+}
+
+/// The length of `value` as Python's default `json.dumps` writes it: `", "`
+/// and `": "` separators and ASCII-only output (`\uXXXX` for every non-ASCII
+/// character, two of them for characters outside the BMP). This is how the
+/// tool-listing budgets are counted, so clients and tests agree on the numbers.
+pub fn python_json_len(value: &Value) -> usize {
+    match value {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => n.to_string().len(),
+        Value::String(s) => python_str_len(s),
+        Value::Array(items) => {
+            2 + items.iter().map(python_json_len).sum::<usize>() + 2 * items.len().saturating_sub(1)
+        }
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| python_str_len(k) + 2 + python_json_len(v))
+                .sum::<usize>()
+                + 2 * map.len().saturating_sub(1)
+        }
+    }
+}
+
+fn python_str_len(s: &str) -> usize {
+    2 + s
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            ' '..='~' => 1,
+            c if (c as u32) > 0xFFFF => 12,
+            _ => 6,
+        })
+        .sum::<usize>()
 }
 
 /// Remove schemars' Rust number formats (`"format": "uint32"`, `"double"`, ...).
@@ -426,9 +592,60 @@ mod tests {
             s["properties"]["when"]["anyOf"],
             json!([{"type": "string"}, {"type": "null"}])
         );
-        assert_eq!(s["properties"]["n"]["type"], "integer");
-        assert_eq!(s["properties"]["n"]["minimum"], 0);
+        assert_eq!(s["properties"]["n"], json!({"type": "integer"}));
         assert!(!text.contains("uint32"), "{text}");
+    }
+
+    #[test]
+    fn python_lengths_match_json_dumps() {
+        // Each expected length is `len(json.dumps(v))` in Python 3.
+        let cases = [
+            (json!({"a": [1, 2], "b": null}), 24),
+            (json!("s\u{d7}s \u{3bc}s \u{2014} \"q\" \\ \n"), 37),
+            (json!("\u{1F600}"), 14),
+            (json!({}), 2),
+            (json!([]), 2),
+            (json!({"x": {"y": true, "z": 1.5}}), 28),
+        ];
+        for (v, expected) in cases {
+            assert_eq!(python_json_len(&v), expected, "{v}");
+        }
+    }
+
+    #[test]
+    fn outputs_are_fitted_by_loosening_the_largest_definitions() {
+        let mut s = with_alternatives(output_schema::<Nested>(), false);
+        let full = python_json_len(&Value::Object(s.clone()));
+        fit_output_schema(&mut s, full - 1);
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(python_json_len(&Value::Object(s.clone())) < full);
+        assert!(text.contains(r#""Big":{"type":"object"}"#), "{text}");
+        assert!(
+            !text.contains("Inner"),
+            "unreferenced defs are dropped: {text}"
+        );
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Nested {
+        big: Big,
+        small: u8,
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Big {
+        a: Inner,
+        b: Inner,
+        c: String,
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Inner {
+        x: u32,
+        y: Option<String>,
     }
 
     #[test]

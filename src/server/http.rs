@@ -196,7 +196,7 @@ pub fn router(app: Arc<AppState>, policy: Policy, shutdown: CancellationToken) -
         .enforce_origin_validation()
         .with_cancellation_token(shutdown);
     let mcp = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.new_session()),
         LocalSessionManager::default().into(),
         mcp_config,
     );

@@ -1,61 +1,127 @@
 //! The MCP face of the registry: `tools/list`, `tools/call` (with progress and
 //! cancellation), and prompts, over any rmcp transport.
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
-    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListToolsResult,
-    MetaObject, PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptArgument,
-    PromptMessage, ProtocolVersion, ResultType, Role, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, Prompt,
+    PromptArgument, PromptMessage, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResultType, Role,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
+use super::stdio::EncodedListing;
 use crate::app::AppState;
 use crate::context::{Progress, ProgressSink};
 use crate::dispatch::{self, CallOptions};
 use crate::error::OpError;
-use crate::registry::{self, ToolDef};
+use crate::registry::{self, ToolDef, Toolset};
 
 /// What the server tells a model about where to start.
 pub const INSTRUCTIONS: &str = "aisp is a GPU performance engineer's toolkit. \
 Start with aisp_triage for an overview of this machine and the next steps, or aisp_suggest_tools with your task \
-in plain words to find the right tool (all tools answer tools/call even when the server shows a smaller toolset). \
+in plain words to find the right tool. The tool list starts with the everyday tools: aisp_list_domains with \
+enable: [\"<domain>\"] lists a domain's other tools (the server sends notifications/tools/list_changed), and \
+every tool answers tools/call, listed or not. \
 To explain a slow training or inference run from an Nsight Systems export (.sqlite or .nsys-rep), call \
-aisp_profile_rules with its path, then aisp_profile_summary, aisp_profile_gaps or aisp_profile_nvtx for detail. \
+aisp_profile_rules with its path, then aisp_profile_kernels, aisp_profile_gaps or aisp_profile_nvtx for detail. \
 Long-running tools accept async: true and return a job_id to poll with aisp_job_status. \
-Every failure is a result with isError: true and {error: {kind, message, hint}}: follow the hint.";
+Every failure is a result with isError: true and {error: {kind, message, hint}}: follow the hint. \
+Prompts: slow_training_step, out_of_memory, multi_gpu_scaling, inference_latency, compare_before_after. \
+Resource aisp://guide/getting-started: this guidance in one page.";
 
-/// The MCP server: cheap to clone (the HTTP transport makes one per request).
+/// The MCP server. Clones share the session; [`AispServer::new_session`]
+/// starts another (the HTTP transport makes one per MCP session).
 #[derive(Clone)]
 pub struct AispServer {
     app: Arc<AppState>,
-    /// The tools `tools/list` shows (the toolset), encoded once for stdio.
-    listing: Arc<super::stdio::EncodedListing>,
+    session: Arc<SessionTools>,
+}
+
+/// What one MCP session lists: the configured toolset plus the domains the
+/// session enabled with `aisp_list_domains` and `enable`.
+pub struct SessionTools {
+    toolset: Toolset,
+    enabled: Mutex<BTreeSet<String>>,
+    listing: Mutex<Arc<EncodedListing>>,
+}
+
+impl SessionTools {
+    pub fn new(toolset: Toolset) -> SessionTools {
+        let listing = listing_for(&toolset, &BTreeSet::new());
+        SessionTools {
+            toolset,
+            enabled: Mutex::new(BTreeSet::new()),
+            listing: Mutex::new(listing),
+        }
+    }
+
+    /// The listing `tools/list` answers with now.
+    pub fn current(&self) -> Arc<EncodedListing> {
+        Arc::clone(&self.listing.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// List these domains' tools too; true when the listing changed.
+    pub fn enable(&self, domains: &[String]) -> bool {
+        let mut enabled = self.enabled.lock().unwrap_or_else(|e| e.into_inner());
+        enabled.extend(domains.iter().cloned());
+        let next = listing_for(&self.toolset, &enabled);
+        let mut listing = self.listing.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = next.names() != listing.names();
+        *listing = next;
+        changed
+    }
+
+    /// Whether this session's listing can change (it cannot once everything is listed).
+    fn can_change(&self) -> bool {
+        self.toolset != Toolset::All
+    }
+}
+
+/// The listing for a toolset plus enabled domains, made once per combination
+/// and shared by every session that has it (its JSON is encoded once too).
+fn listing_for(toolset: &Toolset, enabled: &BTreeSet<String>) -> Arc<EncodedListing> {
+    type Cache = Mutex<HashMap<(String, Vec<String>), Arc<EncodedListing>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (
+        format!("{toolset:?}"),
+        enabled.iter().cloned().collect::<Vec<_>>(),
+    );
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    Arc::clone(cache.entry(key).or_insert_with(|| {
+        let listed = registry::tools()
+            .iter()
+            .filter(|t| toolset.includes(t) || enabled.contains(t.spec().domain))
+            .map(mcp_tool)
+            .collect::<Vec<Tool>>();
+        Arc::new(EncodedListing::new(listed))
+    }))
 }
 
 impl AispServer {
     pub fn new(app: Arc<AppState>) -> AispServer {
-        let toolset = app.config.tools.clone();
-        let listed = registry::tools()
-            .iter()
-            .filter(|t| toolset.includes(t))
-            .map(mcp_tool)
-            .collect::<Vec<Tool>>();
-        AispServer {
-            app,
-            listing: Arc::new(super::stdio::EncodedListing::new(listed)),
-        }
+        let session = Arc::new(SessionTools::new(app.config.tools.clone()));
+        AispServer { app, session }
     }
 
-    /// The listing this server answers `tools/list` with, for transports that
-    /// send it pre-encoded.
-    pub fn encoded_listing(&self) -> Arc<super::stdio::EncodedListing> {
-        Arc::clone(&self.listing)
+    /// A server for another MCP session: same process state, its own listing.
+    pub fn new_session(&self) -> AispServer {
+        AispServer::new(Arc::clone(&self.app))
+    }
+
+    /// What this session lists, for transports that send the listing pre-encoded.
+    pub fn session_tools(&self) -> Arc<SessionTools> {
+        Arc::clone(&self.session)
     }
 
     pub fn app(&self) -> &Arc<AppState> {
@@ -162,9 +228,15 @@ impl ProgressForwarder {
 
 impl ServerHandler for AispServer {
     fn get_info(&self) -> ServerConfig {
-        let mut caps = ServerCapabilities::builder().enable_tools().build();
+        let mut caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
         if !crate::prompts::all().is_empty() {
             caps.prompts = Some(Default::default());
+        }
+        if !crate::resources::all().is_empty() {
+            caps.resources = Some(Default::default());
         }
         ServerConfig::new(caps)
             .with_server_info(
@@ -182,13 +254,18 @@ impl ServerHandler for AispServer {
         let modern = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-        let mut result = ListToolsResult::with_all_items(self.listing.tools().to_vec());
+        let mut result = ListToolsResult::with_all_items(self.session.current().tools().to_vec());
         result.result_type = Some(ResultType::COMPLETE);
         if modern {
-            // The list is fixed for the life of the process and the same for everyone.
-            result = result
-                .with_ttl_ms(3_600_000)
-                .with_cache_scope(CacheScope::Public);
+            result = if self.session.can_change() {
+                // This session's list grows when it enables a domain.
+                result.with_cache_scope(CacheScope::Private)
+            } else {
+                // Everything is listed: the same for everyone while the process lives.
+                result
+                    .with_ttl_ms(3_600_000)
+                    .with_cache_scope(CacheScope::Public)
+            };
         }
         Ok(result)
     }
@@ -224,6 +301,15 @@ impl ServerHandler for AispServer {
         }
         if let Err(e) = &outcome {
             tracing::info!(tool = %tool.name, kind = %e.kind, "call failed: {}", e.message);
+        }
+        if let Ok(value) = &outcome
+            && let Some(domains) = crate::ops::core::domains_to_enable(&tool.name, value)
+            && self.session.enable(&domains)
+        {
+            // Clients that follow list_changed fetch tools/list again.
+            if let Err(e) = context.peer.notify_tool_list_changed().await {
+                tracing::debug!("could not send tools/list_changed: {e}");
+            }
         }
         Ok(call_tool_result(outcome).into())
     }
@@ -271,5 +357,69 @@ impl ServerHandler for AispServer {
                 .with_description(prompt.description)
                 .into(),
         )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let resources = crate::resources::all()
+            .iter()
+            .map(|r| {
+                Resource::new(r.uri, r.name)
+                    .with_title(r.title)
+                    .with_description(r.description)
+                    .with_mime_type(r.mime_type)
+                    .with_size(r.text.len() as u64)
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let Some(r) = crate::resources::find(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "resource not found: {} (resources/list names them; the guide is {})",
+                    request.uri,
+                    crate::resources::GUIDE_URI
+                ),
+                None,
+            ));
+        };
+        let contents = ResourceContents::TextResourceContents {
+            uri: r.uri.to_string(),
+            mime_type: Some(r.mime_type.to_string()),
+            text: r.text.to_string(),
+            meta: None,
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The instructions name only real tools, every prompt and the guide.
+    #[test]
+    fn the_instructions_stay_true() {
+        for word in INSTRUCTIONS.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("aisp_") {
+                assert!(registry::find(word).is_some(), "unknown tool {word}");
+            }
+        }
+        for p in crate::prompts::all() {
+            assert!(INSTRUCTIONS.contains(p.name), "prompt {} is named", p.name);
+        }
+        for r in crate::resources::all() {
+            assert!(INSTRUCTIONS.contains(r.uri), "resource {} is named", r.uri);
+        }
+        assert!(INSTRUCTIONS.contains(crate::ops::core::LIST_DOMAINS_TOOL));
     }
 }

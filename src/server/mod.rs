@@ -33,7 +33,7 @@ pub async fn serve_stdio(app: Arc<AppState>) -> Result<(), ServeError> {
     app.spawn_gpu_probe();
     let server = AispServer::new(app);
     let (read, write) = rmcp::transport::stdio_pipes();
-    let transport = stdio::StdioTransport::new(read, write, server.encoded_listing());
+    let transport = stdio::StdioTransport::new(read, write, server.session_tools());
     let running = server
         .serve(transport)
         .await

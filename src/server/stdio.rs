@@ -1,7 +1,7 @@
-//! MCP over stdin/stdout, with the tool listing encoded once.
+//! MCP over stdin/stdout, with each tool listing encoded once.
 //!
-//! The listing is fixed for the life of the process, but it is large (every
-//! tool's input and output schemas, several hundred KB of JSON), and rmcp
+//! A session's listing changes only when it enables a domain, and each
+//! listing is large (every listed tool's input and output schemas), and rmcp
 //! serializes each answer from its `serde_json::Value` tree on every
 //! `tools/list`: measured at about 5 ms per answer with 85 tools, almost all of
 //! it JSON escaping. This transport encodes the `tools` array the first time it
@@ -26,6 +26,8 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
+use super::mcp::SessionTools;
+
 /// One frame to write, with an optional acknowledgement once it is flushed.
 type Frame = (Vec<u8>, Option<oneshot::Sender<std::io::Result<()>>>);
 
@@ -46,6 +48,11 @@ impl EncodedListing {
     /// The listed tools, in `tools/list` order.
     pub fn tools(&self) -> &[Tool] {
         &self.tools
+    }
+
+    /// The listed tools' names, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.iter().map(|t| t.name.as_ref()).collect()
     }
 
     /// Whether `tools` is this listing: the same tools (the same schema
@@ -133,11 +140,11 @@ impl AsyncWrite for FrameSink {
     }
 }
 
-/// The stdio transport: rmcp's reader, one writer task, the encoded listing.
+/// The stdio transport: rmcp's reader, one writer task, the session's encoded listing.
 pub struct StdioTransport<R: tokio::io::AsyncRead> {
     reader: AsyncRwTransport<RoleServer, R, FrameSink>,
     frames: mpsc::UnboundedSender<Frame>,
-    listing: Arc<EncodedListing>,
+    session: Arc<SessionTools>,
 }
 
 impl<R> StdioTransport<R>
@@ -145,7 +152,7 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
 {
     /// Read from `read`, write whole frames to `write` (one task owns it).
-    pub fn new<W>(read: R, write: W, listing: Arc<EncodedListing>) -> StdioTransport<R>
+    pub fn new<W>(read: R, write: W, session: Arc<SessionTools>) -> StdioTransport<R>
     where
         W: AsyncWrite + Send + Unpin + 'static,
     {
@@ -173,7 +180,7 @@ where
         StdioTransport {
             reader: AsyncRwTransport::new_server(read, sink),
             frames,
-            listing,
+            session,
         }
     }
 }
@@ -189,7 +196,9 @@ where
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let frames = self.frames.clone();
-        let listing = Arc::clone(&self.listing);
+        // The listing as it is now: a session that enabled a domain since
+        // this answer was made is simply not spliced (the check is by identity).
+        let listing = self.session.current();
         async move {
             let bytes = encode(item, &listing)?;
             let (ack, done) = oneshot::channel();

@@ -103,3 +103,17 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// [`isolate`] for a tokio command (rmcp's child-process transport).
+pub fn isolate_tokio(cmd: &mut tokio::process::Command, home: &Path) {
+    cmd.env("AISP_HOME", home)
+        .env("AISP_CONFIG", home.join("no-config.toml"))
+        .env_remove("AISP_TOOLS")
+        .env_remove("AISP_ALLOW_EXEC")
+        .env_remove("AISP_TOKEN")
+        .env_remove("AISP_LLM_BASE_URL")
+        .env_remove("AISP_LLM_MODEL")
+        .env_remove("AISP_LLM_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env("RUST_LOG", "warn");
+}
