@@ -181,7 +181,8 @@ fn clean_error(v: &Value) -> Result<(), String> {
 async fn start(home: &Path) -> RunningService<RoleClient, ()> {
     let home = home.to_path_buf();
     let cmd = tokio::process::Command::new(common::aisp_bin()).configure(|c| {
-        c.arg("serve");
+        // Every tool listed, not the default toolset.
+        c.args(["serve", "--tools", "all"]);
         c.env("AISP_HOME", &home)
             .env("AISP_CONFIG", home.join("none.toml"))
             .env_remove("AISP_TOOLS")

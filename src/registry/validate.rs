@@ -321,7 +321,14 @@ impl Checker<'_> {
                 }
             }
             for (k, v) in obj {
-                let sub = props.and_then(|p| p.get(k));
+                let sub = props.and_then(|p| p.get(k)).or_else(|| {
+                    // Maps with integer keys (`{"^-?\\d+$": ...}`) and the like.
+                    s.get("patternProperties")
+                        .and_then(Value::as_object)?
+                        .iter()
+                        .find(|(pattern, _)| pattern_matches(pattern, k))
+                        .map(|(_, schema)| schema)
+                });
                 let sub = match sub {
                     Some(sub) => Some(sub),
                     None => match s.get("additionalProperties") {
@@ -374,6 +381,22 @@ impl Checker<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether `key` matches a `patternProperties` pattern (compiled once per pattern).
+fn pattern_matches(pattern: &str, key: &str) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<regex::Regex>>>> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    cache
+        .entry(pattern.to_string())
+        .or_insert_with(|| regex::Regex::new(pattern).ok())
+        .as_ref()
+        .is_some_and(|re| re.is_match(key))
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -440,6 +463,18 @@ mod tests {
         );
         assert!(check(&schema, &json!({"price": 2, "device": null}), Mode::Input).is_ok());
         assert!(check(&schema, &json!({"price": 2, "device": null}), Mode::Output).is_err());
+    }
+
+    #[test]
+    fn pattern_properties_are_followed() {
+        let schema = obj(json!({
+            "type": "object",
+            "properties": {"m": {"type": "object", "additionalProperties": false,
+                "patternProperties": {"^-?\\d+$": {"type": "string"}}}}
+        }));
+        assert!(check(&schema, &json!({"m": {"0": "a", "-3": "b"}}), Mode::Output).is_ok());
+        assert!(check(&schema, &json!({"m": {"0": 1}}), Mode::Output).is_err());
+        assert!(check(&schema, &json!({"m": {"x": "a"}}), Mode::Output).is_err());
     }
 
     #[test]
