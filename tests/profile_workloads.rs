@@ -28,7 +28,8 @@ fn rules(workload: &str) -> Value {
     let t = registry::find("aisp_profile_rules").unwrap();
     t.op.call_json(
         &OpContext::detached(AppState::for_tests()),
-        json!({"path": path.display().to_string()}),
+        // `detail`: these tests check each finding's structured `data` against SQL.
+        json!({"path": path.display().to_string(), "detail": true}),
     )
     .unwrap_or_else(|e| panic!("{workload}: {e}"))
 }

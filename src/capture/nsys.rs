@@ -167,9 +167,124 @@ pub fn export_args(report: &Path, sqlite: &Path) -> Vec<String> {
     ]
 }
 
+/// How a launcher starts one process per rank, and the variable holding the rank there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launcher {
+    /// `torchrun`, `srun`, `mpirun` or `other`.
+    pub kind: &'static str,
+    /// The environment variable each rank's process sees its global rank in.
+    pub rank_var: &'static str,
+}
+
+/// Recognise a launcher command (`torchrun ...`, `python -m torch.distributed.run ...`, `srun ...`, `mpirun ...`).
+pub fn launcher_of(launcher: &[String]) -> Launcher {
+    let base = |s: &str| {
+        Path::new(s)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let first = launcher.first().map(|s| base(s)).unwrap_or_default();
+    if first == "torchrun"
+        || launcher
+            .iter()
+            .any(|a| a == "torch.distributed.run" || a == "torch.distributed.launch")
+    {
+        Launcher {
+            kind: "torchrun",
+            rank_var: "RANK",
+        }
+    } else if first == "srun" {
+        Launcher {
+            kind: "srun",
+            rank_var: "SLURM_PROCID",
+        }
+    } else if first == "mpirun" || first == "mpiexec" {
+        Launcher {
+            kind: "mpirun",
+            rank_var: "OMPI_COMM_WORLD_RANK",
+        }
+    } else {
+        Launcher {
+            kind: "other",
+            rank_var: "RANK",
+        }
+    }
+}
+
+/// Per-rank capture: nsys runs inside the launcher, once per rank, each
+/// writing `<dir>/rank_<rank>.nsys-rep` (`%q{VAR}` is expanded by nsys in each
+/// rank's environment). torchrun runs its "script" with `--no-python` so that
+/// the script can be nsys itself. Returns the argv (launcher first).
+pub fn per_rank_argv(
+    launcher: &[String],
+    nsys: &Path,
+    opts: &NsysOptions,
+    dir: &Path,
+    command: &[String],
+) -> Vec<String> {
+    let l = launcher_of(launcher);
+    let mut argv: Vec<String> = launcher.to_vec();
+    if l.kind == "torchrun"
+        && !launcher
+            .iter()
+            .any(|a| a == "--no-python" || a == "--no_python")
+    {
+        argv.push("--no-python".into());
+    }
+    argv.push(nsys.display().to_string());
+    let base = dir.join(format!("rank_%q{{{}}}", l.rank_var));
+    argv.extend(opts.profile_args(&base, command));
+    argv
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_rank_capture_puts_nsys_inside_the_launcher() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let opts = NsysOptions {
+            preset: NsysPreset::Light,
+            trace: None,
+            capture_range: CaptureRange::None,
+            nvtx_range: None,
+            duration_s: None,
+            delay_s: None,
+            force_overwrite: true,
+        };
+        let argv = per_rank_argv(
+            &v(&["torchrun", "--nproc_per_node=2"]),
+            Path::new("/opt/nsys"),
+            &opts,
+            Path::new("/runs/r1"),
+            &v(&["python3", "train.py"]),
+        );
+        assert_eq!(
+            &argv[..4],
+            &v(&["torchrun", "--nproc_per_node=2", "--no-python", "/opt/nsys"])[..]
+        );
+        assert!(
+            argv.contains(&"--output=/runs/r1/rank_%q{RANK}".to_string()),
+            "{argv:?}"
+        );
+        assert_eq!(&argv[argv.len() - 2..], &v(&["python3", "train.py"])[..]);
+        let srun = per_rank_argv(
+            &v(&["srun", "-n", "16"]),
+            Path::new("nsys"),
+            &opts,
+            Path::new("/r"),
+            &v(&["python3", "t.py"]),
+        );
+        assert_eq!(&srun[..4], &v(&["srun", "-n", "16", "nsys"])[..]);
+        assert!(srun.contains(&"--output=/r/rank_%q{SLURM_PROCID}".to_string()));
+        assert_eq!(
+            launcher_of(&v(&["python3", "-m", "torch.distributed.run"])).rank_var,
+            "RANK"
+        );
+    }
 
     fn cmd() -> Vec<String> {
         vec![

@@ -96,6 +96,8 @@ pub struct Trace {
     /// `distributedInfo.rank`, when the trace records it.
     pub rank: Option<i64>,
     pub world_size: Option<i64>,
+    /// `baseTimeNanoseconds`: the wall-clock time `ts` counts from (cross-rank clock alignment).
+    pub base_time_ns: Option<i64>,
     /// Device id → name (`deviceProperties`).
     pub device_names: BTreeMap<i64, String>,
     pub gpu_ops: Vec<GpuOp>,
@@ -234,6 +236,9 @@ struct RawTrace<'a> {
     device_properties: Vec<RawDevice>,
     #[serde(rename = "distributedInfo", default)]
     distributed_info: Option<RawDistributed>,
+    /// Wall-clock ns the trace's `ts` count from (read as an exact integer).
+    #[serde(rename = "baseTimeNanoseconds", default)]
+    base_time_ns: Option<serde_json::Value>,
 }
 
 /// Microseconds as JSON text (`4461650758935.304`) → integer ns, exactly.
@@ -315,6 +320,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Trace, TraceError> {
             .distributed_info
             .as_ref()
             .and_then(|d| d.world_size.int()),
+        base_time_ns: raw.base_time_ns.as_ref().and_then(|v| {
+            v.as_i64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        }),
         ..Trace::default()
     };
     for d in raw.device_properties {

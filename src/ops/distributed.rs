@@ -1197,6 +1197,9 @@ pub struct SlurmInput {
     /// Network between nodes for the NCCL settings (default infiniband).
     #[serde(default)]
     pub network: Option<Network>,
+    /// Profile every rank with Nsight Systems into this shared folder and digest on each node (then `aisp profile ranks DIR/digests`).
+    #[serde(default)]
+    pub profile_dir: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -1271,6 +1274,7 @@ It does not submit anything. Use it to move a working single-node script onto a 
             script_args: &args,
             launcher,
             env: &env,
+            profile_dir: i.profile_dir.as_deref(),
         });
         notes.push(format!(
             "launcher docs: {} and {}",

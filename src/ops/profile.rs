@@ -36,6 +36,7 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Rules,
     &Compare,
     &Export,
+    &super::profile_ranks::ProfileRanks,
     &capture::ProfileNsys,
     &capture::ProfileNcu,
     &capture::NcuSummaryOp,
@@ -865,7 +866,12 @@ pub struct Rules;
 
 scoped_input! {
     /// Arguments of `rules`.
-    RulesInput {}
+    RulesInput {
+        /// Also give info-level findings in full (evidence, why, fix, verify, data); by default they are
+        /// listed by title and time at stake only.
+        #[serde(default)]
+        detail: Option<bool>,
+    }
 }
 
 impl Operation for Rules {
@@ -892,7 +898,59 @@ impl Operation for Rules {
     };
 
     fn run(&self, ctx: &OpContext, input: RulesInput) -> Result<Self::Output, OpError> {
-        scoped(ctx, "rules", &input, profile::rules::run)
+        // A folder or glob of exports: the cross-rank findings of the set (profile::ranks).
+        if profile::ranks::is_set(&input.path) {
+            let rules = super::profile_ranks::rules_for_set(ctx, &input.path)?;
+            // The first export's version; a folder of digests has none.
+            let export = match profile::ranks::expand(&input.path)
+                .ok()
+                .and_then(|f| f.into_iter().next())
+            {
+                Some(first) => open_profile(ctx, &first.display().to_string())?
+                    .version()
+                    .clone(),
+                None => ExportVersion {
+                    product: None,
+                    product_version: None,
+                    schema_version: None,
+                },
+            };
+            // The cross-rank findings are few and keep their data (what the evidence sentences are built from).
+            return Ok(Answer {
+                path: input.path.clone(),
+                export,
+                scope: None,
+                result: rules,
+                left_out: Vec::new(),
+            });
+        }
+        let mut out = scoped(ctx, "rules", &input, profile::rules::run)?;
+        if !input.detail.unwrap_or(false) {
+            // `data` repeats the evidence as structured facts, and info findings cost under 1 % of their
+            // window: by default their title and time at stake say enough, and a multi-GPU export would
+            // otherwise spend most of the answer on them.
+            let mut brief = 0;
+            for f in &mut out.result.findings {
+                f.data = serde_json::Value::Null;
+                if f.severity == profile::rules::Severity::Info {
+                    f.evidence.clear();
+                    f.why.clear();
+                    f.fix.clear();
+                    f.verify.clear();
+                    f.window = None;
+                    brief += 1;
+                }
+            }
+            out.left_out.push(format!(
+                "each finding's structured `data`{}: pass \"detail\": true",
+                if brief > 0 {
+                    format!(", and the evidence, why, fix, verify and window of the {brief} info-level finding(s) (under 1 % of their window each; `windows` gives each device's window)")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        Ok(out)
     }
 }
 

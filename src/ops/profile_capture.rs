@@ -442,6 +442,9 @@ pub struct NsysInput {
     /// Run aisp_profile_info and aisp_profile_rules on the export (default true).
     #[serde(default)]
     pub analyze: Option<bool>,
+    /// Per-rank capture: a launcher (["torchrun", "--nproc_per_node=8"], ["srun", "-n", "64"]) to run nsys inside, one report per rank.
+    #[serde(default)]
+    pub launcher: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -453,6 +456,9 @@ pub struct NsysOutput {
     pub info: Option<Map<String, Value>>,
     /// The top findings of `aisp_profile_rules` (at most 5).
     pub top_findings: Vec<Map<String, Value>>,
+    /// Per-rank capture: exports and aisp_profile_ranks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<Map<String, Value>>,
 }
 
 impl Operation for ProfileNsys {
@@ -498,17 +504,31 @@ impl Operation for ProfileNsys {
                  {\"capture_range\": \"nvtx\", \"nvtx_range\": \"step_5\"}.",
             )
         })?;
+        if let Some(l) = &input.launcher {
+            check_command(l, None, None)?;
+        }
         let nsys = discover(ctx, Profiler::Nsys, &cmd.env)?;
         let mut s = Session::start(ctx, CaptureKind::Nsys, &cmd, Some(&nsys))?;
         let mut out = None;
-        let result = nsys_capture(
-            &mut s,
-            &cmd,
-            &opts,
-            &nsys,
-            input.analyze.unwrap_or(true),
-            &mut out,
-        );
+        let result = match &input.launcher {
+            Some(l) => nsys_capture_per_rank(
+                &mut s,
+                &cmd,
+                l,
+                &opts,
+                &nsys,
+                input.analyze.unwrap_or(true),
+                &mut out,
+            ),
+            None => nsys_capture(
+                &mut s,
+                &cmd,
+                &opts,
+                &nsys,
+                input.analyze.unwrap_or(true),
+                &mut out,
+            ),
+        };
         s.finish(&result.as_ref().map(|_| ()).map_err(Clone::clone));
         result?;
         out.ok_or_else(|| OpError::internal("the nsys capture produced no result"))
@@ -641,6 +661,123 @@ fn nsys_capture(
         capture: info_of(s, profiler_command, Some(nsys.clone()), &out),
         info,
         top_findings: top,
+        ranks: None,
+    });
+    Ok(())
+}
+
+/// Per-rank capture: nsys inside the launcher, one report per rank, each
+/// exported, then the set analysed by `aisp_profile_ranks`.
+fn nsys_capture_per_rank(
+    s: &mut Session<'_>,
+    cmd: &UserCommand,
+    launcher: &[String],
+    opts: &NsysOptions,
+    nsys: &ToolInfo,
+    analyze: bool,
+    result: &mut Option<NsysOutput>,
+) -> Result<(), OpError> {
+    let argv = nsys_cmd::per_rank_argv(launcher, Path::new(&nsys.path), opts, &s.dir, &cmd.argv);
+    let mut spec = CommandSpec::new(PathBuf::from(&argv[0]), argv[1..].to_vec());
+    spec.cwd = cmd.cwd.clone();
+    spec.env = cmd.env.iter().cloned().chain(opts.env()).collect();
+    let profiler_command = spec.argv();
+    let _gpu = s.wait_for_gpu()?;
+    let out = s.run("launcher with nsys per rank", spec, "nsys-profile")?;
+    s.rec.exit_code = out.exit_code.map(i64::from);
+    drop(_gpu);
+    s.artifact("profile_stdout", &s.dir.join("nsys-profile.stdout.log"));
+    s.artifact("profile_stderr", &s.dir.join("nsys-profile.stderr.log"));
+    let mut reports: Vec<PathBuf> = std::fs::read_dir(&s.dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.extension().is_some_and(|e| e == "nsys-rep")
+                        && p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("rank_"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    reports.sort();
+    if reports.is_empty() {
+        return Err(OpError::invalid_input(
+            format!(
+                "no rank wrote a report ({}): the launcher or the program may have failed before any CUDA activity.{}",
+                out.status_text(),
+                out.tails_text()
+            ),
+            "Check that the launcher runs the program on its own first (torchrun needs the program as an \
+             executable after --no-python, e.g. [\"python3\", \"train.py\"]). The logs are in the run folder.",
+        ));
+    }
+    if let Some(n) = exit_note(&out) {
+        s.notes.push(n);
+    }
+    let mut exports = Vec::new();
+    for report in &reports {
+        s.ctx.check_cancelled()?;
+        let stem = report
+            .file_stem()
+            .and_then(|n| n.to_str())
+            .unwrap_or("rank")
+            .to_string();
+        let sqlite = report.with_extension("sqlite");
+        s.artifact(&format!("nsys_rep_{stem}"), report);
+        let mut export = CommandSpec::new(&nsys.path, nsys_cmd::export_args(report, &sqlite));
+        export.env = cmd.env.clone();
+        let ex = s.run("nsys export", export, &format!("nsys-export-{stem}"))?;
+        if sqlite.is_file() {
+            s.artifact(&format!("sqlite_{stem}"), &sqlite);
+            exports.push(sqlite.display().to_string());
+        } else {
+            s.notes.push(format!(
+                "nsys export of {} wrote nothing ({})",
+                report.display(),
+                ex.status_text()
+            ));
+        }
+    }
+    let mut ranks = Map::new();
+    ranks.insert("exports".into(), json!(exports));
+    let mut top = Vec::new();
+    if analyze && !exports.is_empty() {
+        s.progress("analysing the set of rank exports".into());
+        let dir = s.dir.display().to_string();
+        match s
+            .ctx
+            .call_tool("aisp_profile_ranks", json!({ "path": dir }))
+        {
+            Ok(v) => {
+                for f in v
+                    .get("findings")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .take(5)
+                {
+                    s.rec.findings.push(format!(
+                        "[{}] {}",
+                        f.get("severity").and_then(Value::as_str).unwrap_or("?"),
+                        f.get("title").and_then(Value::as_str).unwrap_or("")
+                    ));
+                    if let Some(m) = as_object(f) {
+                        top.push(m);
+                    }
+                }
+                ranks.insert("analysis".into(), v);
+            }
+            Err(e) => s.notes.push(analysis_note("aisp_profile_ranks", &e)),
+        }
+    }
+    *result = Some(NsysOutput {
+        capture: info_of(s, profiler_command, Some(nsys.clone()), &out),
+        info: None,
+        top_findings: top,
+        ranks: Some(ranks),
     });
     Ok(())
 }
@@ -1321,6 +1458,18 @@ pub struct TraceOutput {
     /// What this default answer leaves out, and the argument that brings it back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<String>,
+    /// Several ranks: aisp_profile_ranks' answer and findings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<TraceRanks>,
+}
+
+/// The cross-rank view of Kineto traces.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TraceRanks {
+    /// As aisp_profile_ranks' `set`.
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
+    pub set: crate::profile::ranks::RankSet,
+    pub findings: Vec<crate::profile::rules::Finding>,
 }
 
 impl Operation for ProfileTrace {
@@ -1387,6 +1536,18 @@ the JSON text. Under a second for traces of tens of MB.",
             top: input.top.unwrap_or(default_top).clamp(1, 500),
             steps: input.steps.unwrap_or(10).min(10_000),
         };
+        let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        let mut digests: Vec<_> = traces
+            .iter()
+            .flat_map(crate::profile::ranks::kineto::digest_trace)
+            .collect();
+        let ranks = if digests.len() > 1 {
+            let set = crate::profile::ranks::merge(&mut digests, names.clone(), Vec::new())?;
+            let findings = crate::profile::ranks::findings::findings(&set.cross_rank);
+            Some(TraceRanks { set, findings })
+        } else {
+            None
+        };
         let mut analysis = kineto::analyze(&traces, limits);
         let mut left_out = Vec::new();
         if input.top.is_none() {
@@ -1415,9 +1576,10 @@ the JSON text. Under a second for traces of tens of MB.",
             analysis.findings.truncate(findings);
         }
         Ok(TraceOutput {
-            files: files.iter().map(|f| f.display().to_string()).collect(),
+            files: names,
             analysis,
             left_out,
+            ranks,
         })
     }
 }

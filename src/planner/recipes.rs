@@ -183,6 +183,17 @@ pub struct SlurmJob<'a> {
     pub script_args: &'a [String],
     pub launcher: Launcher,
     pub env: &'a [EnvSetting],
+    /// Capture one Nsight Systems report per rank into this folder (shared storage) and digest each
+    /// node's reports on that node (`aisp profile ranks --digest-only`), for `aisp profile ranks DIR/digests`.
+    pub profile_dir: Option<&'a str>,
+}
+
+/// `nsys profile` for one rank: reports named `<host>_rank_<RANK>` (nsys expands `%h` and `%q{RANK}`).
+fn nsys_per_rank(dir: &str) -> String {
+    format!(
+        "nsys profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --force-overwrite=true --output={}",
+        shell_quote(&format!("{}/%h_rank_%q{{RANK}}", dir.trim_end_matches('/')))
+    )
 }
 
 fn shell_quote(s: &str) -> String {
@@ -252,17 +263,44 @@ pub fn slurm_script(j: &SlurmJob) -> String {
             out.push_str("  --rdzv-id=\"$SLURM_JOB_ID\" \\\n");
             out.push_str("  --rdzv-backend=c10d \\\n");
             out.push_str("  --rdzv-endpoint=\"$MASTER_ADDR:$MASTER_PORT\" \\\n");
-            out.push_str(&format!("  {}\n", cmd.trim_end()));
+            match j.profile_dir {
+                Some(d) => out.push_str(&format!(
+                    "  --no-python {} \\\n  python3 {}\n",
+                    nsys_per_rank(d),
+                    cmd.trim_end()
+                )),
+                None => out.push_str(&format!("  {}\n", cmd.trim_end())),
+            }
         }
         Launcher::Srun => {
             out.push_str(
                 "# One task per GPU; Slurm binds each to the cores nearest its GPU (NUMA).\n",
             );
             out.push_str("srun --gpus-per-task=1 --cpu-bind=cores --gpu-bind=closest \\\n");
-            out.push_str("  bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS; exec python ");
-            out.push_str(&cmd.trim_end().replace('\'', "'\\''"));
+            out.push_str("  bash -c 'export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS; exec ");
+            let program = match j.profile_dir {
+                Some(d) => format!("{} python {}", nsys_per_rank(d), cmd.trim_end()),
+                None => format!("python {}", cmd.trim_end()),
+            };
+            out.push_str(&program.replace('\'', "'\\''"));
             out.push_str("'\n");
         }
+    }
+    if let Some(d) = j.profile_dir {
+        let d = d.trim_end_matches('/');
+        out.push_str(&format!(
+            "\n# Export and digest each node's rank reports on that node, all in parallel (aisp profile ranks\n\
+             # --digest-only writes Parquet digests); then merge anywhere from the digests alone:\n\
+             #   aisp profile ranks {merge}\n\
+             srun --ntasks-per-node=1 --gpus-per-node=0 bash -c 'for f in {dir}/\"$(hostname)\"_rank_*.nsys-rep; do\n\
+             \x20 (nsys export --type=sqlite --force-overwrite=true --output=\"${{f%.nsys-rep}}.sqlite\" \"$f\" >/dev/null \\\n\
+             \x20  && aisp profile ranks \"${{f%.nsys-rep}}.sqlite\" --digest-only --write-digests {digests} >/dev/null) &\n\
+             done\n\
+             wait'\n",
+            dir = shell_quote(d).replace('\'', "'\\''"),
+            digests = shell_quote(&format!("{d}/digests")).replace('\'', "'\\''"),
+            merge = shell_quote(&format!("{d}/digests")),
+        ));
     }
     out
 }
@@ -399,6 +437,38 @@ mod tests {
     }
 
     #[test]
+    fn slurm_script_profiles_each_rank_and_digests_on_each_node() {
+        let job = |launcher| SlurmJob {
+            job_name: "x",
+            nodes: 2,
+            gpus_per_node: 4,
+            cpus_per_gpu: None,
+            time_limit: "1:00:00",
+            partition: None,
+            account: None,
+            script: "t.py",
+            script_args: &[],
+            launcher,
+            env: &[],
+            profile_dir: Some("/shared/prof/"),
+        };
+        let t = slurm_script(&job(Launcher::Torchrun));
+        assert!(t.contains("  --no-python nsys profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --force-overwrite=true --output='/shared/prof/%h_rank_%q{RANK}' \\\n  python3 t.py\n"), "{t}");
+        assert!(
+            t.contains("bash -c 'for f in /shared/prof/\"$(hostname)\"_rank_*.nsys-rep; do"),
+            "{t}"
+        );
+        assert!(t.contains("aisp profile ranks \"${f%.nsys-rep}.sqlite\" --digest-only --write-digests /shared/prof/digests >/dev/null) &"), "{t}");
+        assert!(t.contains("#   aisp profile ranks /shared/prof/digests\n"));
+        let s = slurm_script(&job(Launcher::Srun));
+        assert!(s.contains("exec nsys profile --trace=cuda,nvtx"), "{s}");
+        assert!(
+            s.contains("--output='\\''/shared/prof/%h_rank_%q{RANK}'\\'' python t.py'"),
+            "{s}"
+        );
+    }
+
+    #[test]
     fn slurm_script_launches_one_torchrun_per_node() {
         let e = vec![
             env("NCCL_DEBUG", "WARN", "", None, NCCL_ENV_URL),
@@ -417,6 +487,7 @@ mod tests {
             script_args: &args,
             launcher: Launcher::Torchrun,
             env: &e,
+            profile_dir: None,
         });
         assert!(s.contains("#SBATCH --nodes=2\n#SBATCH --gpus-per-node=8\n#SBATCH --ntasks-per-node=1\n#SBATCH --cpus-per-task=96\n"));
         assert!(s.contains(
@@ -438,6 +509,7 @@ mod tests {
                 script_args: &[],
                 launcher: Launcher::Srun,
                 env: &[],
+                profile_dir: None,
             }
         });
         assert!(

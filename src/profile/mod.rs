@@ -50,6 +50,7 @@ pub mod nccl;
 pub mod nsysrep;
 pub mod nvtx;
 pub mod overlap;
+pub mod ranks;
 pub mod regions;
 pub mod rules;
 pub mod schema;

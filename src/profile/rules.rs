@@ -108,16 +108,22 @@ pub struct Finding {
     pub regions: Vec<RegionStake>,
     pub device: Option<i64>,
     /// The analysis window the share is of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
     /// Facts with numbers, names and timestamps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<String>,
     /// Why this costs time.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub why: String,
     /// What to change.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub fix: String,
     /// How to check the fix worked.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub verify: String,
-    /// The same facts as structured data.
+    /// The same facts as structured data (left out of `aisp_profile_rules` answers unless `detail`).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub data: serde_json::Value,
 }
 

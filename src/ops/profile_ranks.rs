@@ -1,0 +1,221 @@
+//! `profile ranks`: a set of Nsight Systems exports (one per rank or node) as
+//! one run. The work lives in [`crate::profile::ranks`].
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::context::OpContext;
+use crate::error::OpError;
+use crate::profile::ranks::{self, RankSet, store};
+use crate::profile::rules::{Finding, Rules, Severity};
+use crate::registry::{Hints, OpSpec, Operation};
+
+pub struct ProfileRanks;
+
+/// Arguments of `ranks`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RanksInput {
+    /// A folder of exports (one per rank or node), a glob in the file name (`run/rank_*.sqlite`), one multi-process export, or a folder of digests.
+    pub path: String,
+    /// More exports of the same run.
+    #[serde(default)]
+    pub paths: Option<Vec<String>>,
+    /// Write each export's digest (Parquet) into this folder.
+    #[serde(default)]
+    pub write_digests: Option<String>,
+    /// Digest only, no merge (the per-node step of a cluster run).
+    #[serde(default)]
+    pub digest_only: bool,
+    /// Digest worker threads (default: the cores).
+    #[serde(default)]
+    pub threads: Option<usize>,
+}
+
+/// The set's answer.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RanksOutput {
+    pub path: String,
+    /// `exports` or `digests`.
+    pub source: String,
+    /// Digest folders written.
+    pub digests_written: Vec<String>,
+    /// Wall time of the digest and merge steps.
+    pub digest_ms: u64,
+    pub merge_ms: u64,
+    /// identities, rank_note, alignment {reference_file, domains [{file, ranks, offset_ns, residual_ns, method, ...}],
+    /// residual_ns}, cross_rank {ranks, collectives, stragglers, slow_nodes, imbalance, heat_map, resolution_ns,
+    /// notes}, skipped (see README "Many ranks"). Null with digest_only.
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub set: Option<RankSet>,
+    /// Cross-rank findings (straggler, skew-dominated collectives, slow node).
+    pub findings: Vec<Finding>,
+}
+
+/// Digest and merge the set named by `path` (+ `paths`), or read digests.
+pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, OpError> {
+    let t0 = Instant::now();
+    let folders = if Path::new(&input.path).is_dir() {
+        store::digest_folders(Path::new(&input.path))
+    } else {
+        Vec::new()
+    };
+    let mut written = Vec::new();
+    let (mut digests, files, skipped, source) = if !folders.is_empty() {
+        let mut d = Vec::new();
+        for f in &folders {
+            ctx.check_cancelled()?;
+            d.extend(store::read(f)?);
+        }
+        let files = folders.iter().map(|f| f.display().to_string()).collect();
+        (d, files, Vec::new(), "digests")
+    } else {
+        let mut files = ranks::expand(&input.path)?;
+        for p in input.paths.iter().flatten() {
+            files.extend(ranks::expand(p)?);
+        }
+        files.sort();
+        files.dedup();
+        let files: Vec<PathBuf> = files
+            .into_iter()
+            .map(|f| {
+                super::profile_capture::profile_ref(ctx, &f.display().to_string())
+                    .map(PathBuf::from)
+            })
+            .collect::<Result<_, _>>()?;
+        let threads = input
+            .threads
+            .unwrap_or_else(|| ranks::default_threads(files.len()))
+            .clamp(1, 64);
+        let total = files.len() as f64;
+        let (d, skipped) =
+            ranks::digest::digest_files(&files, threads, &|| ctx.is_cancelled(), &|done| {
+                ctx.progress(done as f64, Some(total), "digesting exports")
+            })
+            .map_err(|e| match e {
+                crate::profile::ProfileError::Cancelled => ctx.stop_error(),
+                e => e.into(),
+            })?;
+        let names = files.iter().map(|f| f.display().to_string()).collect();
+        (d, names, skipped, "exports")
+    };
+    if let Some(out) = &input.write_digests {
+        let mut by_file: Vec<(String, Vec<&ranks::RankDigest>)> = Vec::new();
+        for d in &digests {
+            match by_file.iter_mut().find(|(f, _)| *f == d.identity.file) {
+                Some((_, v)) => v.push(d),
+                None => by_file.push((d.identity.file.clone(), vec![d])),
+            }
+        }
+        for (file, ds) in by_file {
+            let dir = store::digest_dir(Path::new(out), &file);
+            store::write(&dir, &ds)?;
+            written.push(dir.display().to_string());
+        }
+    }
+    let digest_ms = t0.elapsed().as_millis() as u64;
+    let t1 = Instant::now();
+    let (set, findings) = if input.digest_only {
+        (None, Vec::new())
+    } else {
+        let set = ranks::merge(&mut digests, files, skipped)?;
+        let findings = ranks::findings::findings(&set.cross_rank);
+        (Some(set), findings)
+    };
+    Ok(RanksOutput {
+        path: input.path.clone(),
+        source: source.into(),
+        digests_written: written,
+        digest_ms,
+        merge_ms: t1.elapsed().as_millis() as u64,
+        set,
+        findings,
+    })
+}
+
+/// `rules` over a set: the cross-rank findings in the `rules` answer shape.
+pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
+    let out = analyse_set(
+        ctx,
+        &RanksInput {
+            path: path.into(),
+            paths: None,
+            write_digests: None,
+            digest_only: false,
+            threads: None,
+        },
+    )?;
+    let findings = out.findings;
+    let highest = findings
+        .iter()
+        .map(|f| f.severity)
+        .max()
+        .unwrap_or(Severity::Info);
+    let verdict = match findings.first() {
+        Some(f) => format!(
+            "{} ({:.1} % of the median rank's window at stake)",
+            f.title, f.share_pct
+        ),
+        None => match out.set.as_ref().and_then(|s| s.alignment.residual_ns) {
+            Some(r) => format!(
+                "no cross-rank problem above the clock residual ({r} ns): no straggler, no skew-dominated collective"
+            ),
+            None => {
+                "insufficient signal: the clocks of the set could not be aligned by collectives"
+                    .into()
+            }
+        },
+    };
+    Ok(Rules {
+        findings,
+        // Cross-rank stakes are per-collective estimates on every device, not per-device idle unions.
+        overlaps: Vec::new(),
+        highest,
+        verdict,
+        windows: Vec::new(),
+        checked: Vec::new(),
+    })
+}
+
+impl Operation for ProfileRanks {
+    type Input = RanksInput;
+    type Output = RanksOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Cross-rank analysis of a set of exports",
+        summary: "Many ranks as one run: per-rank identity, clock alignment, step time, busy, exposed communication, stragglers, arrival skew vs transfer, imbalance, rank x step heat map.",
+        description: "Reads a set of Nsight Systems exports (one per rank or node: a folder, a glob, a list, or one \
+multi-process export) as one run. Ranks come from RANK in the recorded environment, the file name, or order (the mapping \
+is shown). Clocks are aligned by session start (utcEpochNs), refined by matching collective ends; each export's offset \
+and residual are reported, and nothing finer than the residual is concluded. Answers per rank: step time, busy, compute, \
+exposed communication, time waiting at collectives; per collective kind: arrival skew vs transfer, bus bandwidth when \
+sizes are recorded; stragglers with evidence; slow nodes; imbalance; heat map; findings. Exports are digested in \
+parallel (one per worker); write_digests stores Parquet digests, and a folder of digests is merged without the exports \
+(cluster runs: digest where the files are, merge anywhere). Seconds per GB.",
+        hints: Hints {
+            read_only: false,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        },
+        long_running: true,
+        positional: &["path"],
+        intents: &[
+            "which rank is the straggler",
+            "compare ranks",
+            "multi node profile",
+            "per rank nsys reports",
+            "arrival skew",
+            "cross rank analysis",
+            "align clocks across ranks",
+        ],
+        example: r#"{"path": "runs/job42/"}"#,
+        ..OpSpec::new("profile", "ranks")
+    };
+
+    fn run(&self, ctx: &OpContext, input: RanksInput) -> Result<Self::Output, OpError> {
+        analyse_set(ctx, &input)
+    }
+}

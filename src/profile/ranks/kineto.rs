@@ -1,0 +1,194 @@
+//! Rank digests from PyTorch profiler (Kineto) traces, so that per-rank
+//! traces get the same cross-rank answers as Nsight Systems exports.
+//!
+//! What the trace allows: kernels with device, stream and exact times;
+//! `ProfilerStep#N` annotations as steps, kernels attributed to a step when
+//! their launching runtime call (by correlation id) starts inside it;
+//! `distributedInfo.rank` as the recorded rank; `baseTimeNanoseconds` as the
+//! session start (Kineto `ts` counts from it). What it lacks: hostname and
+//! process-wide launch threads are not distinguished (a trace is one
+//! process), message sizes are not recorded.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::digest::{ClassRow, CollectiveRow, RankDigest, RankIdentity, StepRow, WindowFigures};
+use crate::kineto::Trace;
+use crate::kineto::trace::OpClass;
+use crate::profile::classify;
+use crate::profile::intervals::{self, Interval};
+use crate::profile::nccl::Collective;
+use crate::profile::windows::{Window, WindowKind};
+
+/// Digest every device of a trace (one rank per device).
+pub fn digest_trace(t: &Trace) -> Vec<RankDigest> {
+    let launch: HashMap<i64, i64> = t
+        .runtime
+        .iter()
+        .filter_map(|r| r.correlation.map(|c| (c, r.start_ns)))
+        .collect();
+    let pid = t.runtime.first().map_or(0, |r| r.pid);
+    let mut devices: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+    for (i, op) in t.gpu_ops.iter().enumerate() {
+        if op.class != OpClass::Memory {
+            devices.entry(op.device).or_default().push(i);
+        }
+    }
+    let single = devices.len() == 1;
+    let mut steps_sorted: Vec<&crate::kineto::trace::CpuOp> = t.steps.iter().collect();
+    steps_sorted.sort_by_key(|s| (s.start_ns, s.dur_ns));
+    devices
+        .into_iter()
+        .enumerate()
+        .map(|(i, (device, ops))| {
+            let (mut compute, mut comm) = (Vec::<Interval>::new(), Vec::<Interval>::new());
+            let mut coll = Vec::new();
+            let mut classes: BTreeMap<&'static str, (u64, i64)> = BTreeMap::new();
+            let mut sum = 0;
+            for &k in &ops {
+                let op = &t.gpu_ops[k];
+                let iv = (op.start_ns, op.end_ns());
+                sum += op.dur_ns;
+                if op.class == OpClass::Communication {
+                    comm.push(iv);
+                    coll.push((iv.0, iv.1, op.stream, Collective::of(&op.name)));
+                } else {
+                    compute.push(iv);
+                }
+                let c = classify::classify(&op.name, &op.name, [0; 3], [0; 3]).class;
+                let e = classes.entry(c.as_str()).or_default();
+                e.0 += 1;
+                e.1 += op.dur_ns;
+            }
+            let compute_u = intervals::union(compute);
+            let comm_u = intervals::union(comm);
+            let all_u = intervals::union(compute_u.iter().chain(&comm_u).copied().collect());
+            let figures = |w: Window| {
+                let b = w.bounds();
+                let c = intervals::clip(&compute_u, b);
+                let n = intervals::clip(&comm_u, b);
+                let both = intervals::length(&intervals::intersect(&c, &n));
+                let nl = intervals::length(&n);
+                WindowFigures {
+                    window: w,
+                    busy_ns: intervals::clipped_length(&all_u, b),
+                    compute_ns: intervals::length(&c),
+                    communication_ns: nl,
+                    overlap_ns: both,
+                    exposed_communication_ns: nl - both,
+                }
+            };
+            let mut windows = Vec::new();
+            if let (Some(f), Some(l)) = (all_u.first(), all_u.last()) {
+                windows.push(figures(Window::new(WindowKind::Span, f.0, l.1)));
+            }
+            if let Some(first) = steps_sorted.first() {
+                let end = steps_sorted
+                    .iter()
+                    .map(|s| s.start_ns + s.dur_ns)
+                    .max()
+                    .unwrap_or(first.start_ns);
+                windows.push(figures(Window::new(WindowKind::Steps, first.start_ns, end)));
+                if let Some(second) = steps_sorted.get(1) {
+                    windows.push(figures(Window::new(
+                        WindowKind::Steady,
+                        second.start_ns,
+                        end,
+                    )));
+                }
+            }
+            let steps = steps_sorted
+                .iter()
+                .enumerate()
+                .map(|(idx, s)| {
+                    let (s0, s1) = (s.start_ns, s.start_ns + s.dur_ns);
+                    let (mut c, mut n) = (Vec::new(), Vec::new());
+                    let mut count = 0u32;
+                    for &k in &ops {
+                        let op = &t.gpu_ops[k];
+                        let inside = op
+                            .correlation
+                            .and_then(|c| launch.get(&c))
+                            .is_some_and(|&ls| ls >= s0 && ls < s1);
+                        if !inside {
+                            continue;
+                        }
+                        count += 1;
+                        if op.class == OpClass::Communication {
+                            n.push((op.start_ns, op.end_ns()));
+                        } else {
+                            c.push((op.start_ns, op.end_ns()));
+                        }
+                    }
+                    let c = intervals::union(c);
+                    let n = intervals::union(n);
+                    let both = intervals::length(&intervals::intersect(&c, &n));
+                    let (cl, nl) = (intervals::length(&c), intervals::length(&n));
+                    StepRow {
+                        index: idx as u32,
+                        name: s.name.clone(),
+                        cpu_start_ns: s0,
+                        cpu_end_ns: s1,
+                        gpu_union_ns: cl + nl - both,
+                        compute_ns: cl,
+                        communication_ns: nl,
+                        exposed_communication_ns: nl - both,
+                        kernels: count,
+                    }
+                })
+                .collect();
+            coll.sort_by_key(|c| (c.0, c.1));
+            let mut seqs: BTreeMap<Collective, u32> = BTreeMap::new();
+            let collectives = coll
+                .into_iter()
+                .map(|(s, e, stream, kind)| {
+                    let seq = seqs.entry(kind).or_default();
+                    let row = CollectiveRow {
+                        kind,
+                        seq: *seq,
+                        start_ns: s,
+                        end_ns: e,
+                        stream,
+                        compute_overlap_ns: intervals::clipped_length(&compute_u, (s, e)),
+                        bytes: None,
+                    };
+                    *seq += 1;
+                    row
+                })
+                .collect();
+            let mut classes: Vec<ClassRow> = classes
+                .into_iter()
+                .map(|(c, (n, total))| ClassRow {
+                    class: c.to_string(),
+                    kernels: n,
+                    total_ns: total,
+                })
+                .collect();
+            classes.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.class.cmp(&b.class)));
+            RankDigest {
+                identity: RankIdentity {
+                    rank: i as u32,
+                    rank_source: "order".into(),
+                    env_rank: if single {
+                        t.rank.and_then(|r| u32::try_from(r).ok())
+                    } else {
+                        None
+                    },
+                    local_rank: None,
+                    world_size: t.world_size.and_then(|w| u32::try_from(w).ok()),
+                    file: t.path.display().to_string(),
+                    pid,
+                    device,
+                    hostname: None,
+                    gpu: t.device_names.get(&device).cloned(),
+                    utc_epoch_ns: t.base_time_ns,
+                },
+                kernels: ops.len() as u64,
+                kernel_sum_ns: sum,
+                windows,
+                steps,
+                collectives,
+                classes,
+            }
+        })
+        .collect()
+}
