@@ -16,6 +16,7 @@ pub mod context;
 pub mod dispatch;
 pub mod error;
 pub mod gpu;
+pub mod input_file;
 pub mod jobs;
 pub mod kineto;
 pub mod knowledge;
