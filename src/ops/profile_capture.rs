@@ -1531,7 +1531,8 @@ the JSON text. Under a second for traces of tens of MB.",
             })?);
         }
         // Default lists share one budget over the ranks, so 8 ranks do not answer 8x as much.
-        let default_top = if traces.len() > 1 { 3 } else { 10 };
+        // With several ranks the cross-rank answer comes too, so each rank lists less.
+        let default_top = if traces.len() > 1 { 2 } else { 10 };
         let limits = Limits {
             top: input.top.unwrap_or(default_top).clamp(1, 500),
             steps: input.steps.unwrap_or(10).min(10_000),
@@ -1566,7 +1567,10 @@ the JSON text. Under a second for traces of tens of MB.",
                 "steps past the first 10 of each rank: pass \"steps\": {steps_total}"
             ));
         }
-        let findings = input.findings.unwrap_or(6).max(1);
+        let findings = input
+            .findings
+            .unwrap_or(if traces.len() > 1 { 4 } else { 6 })
+            .max(1);
         if analysis.findings.len() > findings {
             left_out.push(format!(
                 "{} less severe findings: pass \"findings\": {}",
