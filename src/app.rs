@@ -14,11 +14,17 @@ use crate::store::Store;
 pub struct AppState {
     pub config: Config,
     store: OnceLock<Result<Arc<Store>, OpError>>,
+    /// Set when the store was found damaged at open and rebuilt.
+    store_recovery: OnceLock<crate::store::recover::StoreRecovery>,
     gpu: OnceLock<GpuAvailability>,
     pub jobs: JobManager,
     /// Held by work that must have the GPU to itself (captures, benchmarks):
     /// concurrent runs distort each other's measurements.
     gpu_queue: Mutex<()>,
+    /// Slots for calls that read user files (`limits.heavy_calls`).
+    heavy_pool: Arc<tokio::sync::Semaphore>,
+    /// Calls waiting for a heavy slot (for progress messages and `aisp_status`).
+    pub heavy_waiting: std::sync::atomic::AtomicUsize,
     pub started_at: Instant,
 }
 
@@ -32,9 +38,13 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     pub fn new(config: Config) -> Arc<AppState> {
+        let heavy = config.heavy_calls.max(1);
         Arc::new(AppState {
+            heavy_pool: Arc::new(tokio::sync::Semaphore::new(heavy)),
+            heavy_waiting: std::sync::atomic::AtomicUsize::new(0),
             config,
             store: OnceLock::new(),
+            store_recovery: OnceLock::new(),
             gpu: OnceLock::new(),
             jobs: JobManager::default(),
             gpu_queue: Mutex::new(()),
@@ -57,12 +67,29 @@ impl AppState {
     /// The store, opened (and migrated) on first use.
     pub fn store(&self) -> Result<&Arc<Store>, OpError> {
         let opened = self.store.get_or_init(|| {
-            let store = Store::open(&self.config.store_path()).map_err(OpError::from)?;
+            let (store, recovery) = Store::open_healing(
+                &self.config.store_path(),
+                crate::store::migrations::MIGRATIONS,
+            )
+            .map_err(OpError::from)?;
+            if let Some(r) = recovery {
+                let _ = self.store_recovery.set(r);
+            }
             let store = Arc::new(store);
             self.jobs.recover_orphans(&store);
             Ok(store)
         });
         opened.as_ref().map_err(Clone::clone)
+    }
+
+    /// What was done about a damaged store, if it was.
+    pub fn store_recovery(&self) -> Option<&crate::store::recover::StoreRecovery> {
+        self.store_recovery.get()
+    }
+
+    /// The pool that bounds concurrent file-reading calls.
+    pub fn heavy_pool(&self) -> &Arc<tokio::sync::Semaphore> {
+        &self.heavy_pool
     }
 
     /// GPU availability, probing on first use (blocks: call off the async runtime).

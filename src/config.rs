@@ -14,11 +14,19 @@
 //! | `nccl_lib`     | `AISP_NCCL_LIB`                     | path of libnccl.so for NCCL benchmarks    |
 //! | `nsys`         | `AISP_NSYS`                         | the `nsys` binary captures use            |
 //! | `ncu`          | `AISP_NCU`                          | the `ncu` binary captures use             |
+//! | `limits.kineto_trace_mib` | `AISP_MAX_KINETO_TRACE_MIB` | cap on a Kineto trace JSON (decompressed) |
+//! | `limits.ncu_csv_mib`      | `AISP_MAX_NCU_CSV_MIB`      | cap on one Nsight Compute CSV page        |
+//! | `limits.nsight_export_mib`| `AISP_MAX_NSIGHT_EXPORT_MIB`| cap on an Nsight Systems export           |
+//! | `limits.heavy_calls`      | `AISP_HEAVY_CALLS`          | file-reading calls run at once (others queue) |
+//! | `http.header_timeout_s`   | `AISP_HTTP_HEADER_TIMEOUT_S`| time a client has to send request headers |
+//! | `http.body_timeout_s`     | `AISP_HTTP_BODY_TIMEOUT_S`  | time a client has to send a request body  |
+//! | `http.max_connections`    | `AISP_HTTP_MAX_CONNECTIONS` | open connections (more wait to be accepted) |
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::input_file::InputLimits;
 use crate::registry::Toolset;
 
 /// Where the configuration came from, for `aisp_status` and error messages.
@@ -34,8 +42,44 @@ pub struct Config {
     pub nsys: Option<PathBuf>,
     /// The Nsight Compute CLI to use instead of searching PATH and the usual folders.
     pub ncu: Option<PathBuf>,
+    /// Size caps per kind of input file.
+    pub limits: InputLimits,
+    /// How many calls that read user files (profiles, traces, CSV pages) run
+    /// at once; the rest wait their turn, so memory stays bounded under load.
+    pub heavy_calls: usize,
+    pub http: HttpLimits,
     /// The config file that was read, if any.
     pub file: Option<PathBuf>,
+}
+
+/// What a slow or idle HTTP client may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// A connection that has not sent a request's headers in this time is closed.
+    pub header_timeout: std::time::Duration,
+    /// A request body not received in full in this time is answered 408
+    /// (responses, streamed or not, have no such limit).
+    pub body_timeout: std::time::Duration,
+    /// Connections served at once; further ones wait in the listen backlog.
+    pub max_connections: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_timeout: std::time::Duration::from_secs(10),
+            body_timeout: std::time::Duration::from_secs(30),
+            max_connections: 1024,
+        }
+    }
+}
+
+/// Default for `limits.heavy_calls`: the cores, between 2 and 8.
+pub fn default_heavy_calls() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(2, 8)
 }
 
 #[derive(Clone, Default)]
@@ -95,6 +139,27 @@ struct FileConfig {
     ncu: Option<PathBuf>,
     #[serde(default)]
     llm: FileLlm,
+    #[serde(default)]
+    limits: FileLimits,
+    #[serde(default)]
+    http: FileHttp,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    kineto_trace_mib: Option<u64>,
+    ncu_csv_mib: Option<u64>,
+    nsight_export_mib: Option<u64>,
+    heavy_calls: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHttp {
+    header_timeout_s: Option<f64>,
+    body_timeout_s: Option<f64>,
+    max_connections: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -111,7 +176,8 @@ struct FileLlm {
 pub struct Overrides {
     pub home: Option<PathBuf>,
     pub tools: Option<String>,
-    pub allow_exec: bool,
+    /// `--allow-exec` (Some(true)) or `--no-allow-exec` (Some(false)).
+    pub allow_exec: Option<bool>,
     pub token: Option<String>,
 }
 
@@ -133,9 +199,14 @@ impl Config {
             .or_else(|| default_file.map(Path::to_path_buf));
         let (file, used) = match &file_path {
             Some(path) if path.exists() => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                let text = crate::input_file::read_text_capped(
+                    path,
+                    crate::input_file::InputKind::ConfigFile,
+                    &InputLimits::default(),
+                )
+                .map_err(|e| ConfigError::Read {
                     path: path.clone(),
-                    source,
+                    source: std::io::Error::other(e.to_string()),
                 })?;
                 let parsed: FileConfig =
                     toml::from_str(&text).map_err(|source| ConfigError::Parse {
@@ -162,9 +233,109 @@ impl Config {
             .unwrap_or_else(|| "default".into());
         let tools = Toolset::parse(&tools_text).map_err(ConfigError::Invalid)?;
 
-        let allow_exec = overrides.allow_exec
-            || env("AISP_ALLOW_EXEC").map(|v| truthy(&v)).unwrap_or(false)
-            || file.allow_exec.unwrap_or(false);
+        // Later sources win, in both directions: AISP_ALLOW_EXEC=0 or
+        // --no-allow-exec turn off `allow_exec = true` from the file.
+        let allow_exec = overrides
+            .allow_exec
+            .or_else(|| env("AISP_ALLOW_EXEC").map(|v| truthy(&v)))
+            .or(file.allow_exec)
+            .unwrap_or(false);
+
+        let mib = |key: &str, var: &str, from_file: Option<u64>, default: u64| {
+            let value = match env(var) {
+                Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
+                    ConfigError::Invalid(format!("{var}={v} is not a whole number of MiB"))
+                })?),
+                None => from_file,
+            };
+            match value {
+                Some(0) => Err(ConfigError::Invalid(format!(
+                    "{key} must be at least 1 (MiB)"
+                ))),
+                Some(v) => Ok(v.saturating_mul(1 << 20)),
+                None => Ok(default),
+            }
+        };
+        let defaults = InputLimits::default();
+        let limits = InputLimits {
+            kineto_trace_bytes: mib(
+                "limits.kineto_trace_mib",
+                "AISP_MAX_KINETO_TRACE_MIB",
+                file.limits.kineto_trace_mib,
+                defaults.kineto_trace_bytes,
+            )?,
+            ncu_csv_bytes: mib(
+                "limits.ncu_csv_mib",
+                "AISP_MAX_NCU_CSV_MIB",
+                file.limits.ncu_csv_mib,
+                defaults.ncu_csv_bytes,
+            )?,
+            nsight_export_bytes: mib(
+                "limits.nsight_export_mib",
+                "AISP_MAX_NSIGHT_EXPORT_MIB",
+                file.limits.nsight_export_mib,
+                defaults.nsight_export_bytes,
+            )?,
+        };
+        let count =
+            |key: &str, var: &str, from_file: Option<u64>| -> Result<Option<usize>, ConfigError> {
+                let value = match env(var) {
+                    Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
+                        ConfigError::Invalid(format!("{var}={v} is not a whole number"))
+                    })?),
+                    None => from_file,
+                };
+                match value {
+                    Some(0) => Err(ConfigError::Invalid(format!("{key} must be at least 1"))),
+                    Some(v) => Ok(Some(v.min(1 << 20) as usize)),
+                    None => Ok(None),
+                }
+            };
+        let seconds =
+            |key: &str, var: &str, from_file: Option<f64>, default: std::time::Duration| {
+                let value = match env(var) {
+                    Some(v) => Some(v.trim().parse::<f64>().map_err(|_| {
+                        ConfigError::Invalid(format!("{var}={v} is not a number of seconds"))
+                    })?),
+                    None => from_file,
+                };
+                match value {
+                    Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+                        Ok(std::time::Duration::from_secs_f64(s))
+                    }
+                    Some(s) => Err(ConfigError::Invalid(format!(
+                        "{key} must be a number of seconds between 0 and 86400, not {s}"
+                    ))),
+                    None => Ok(default),
+                }
+            };
+        let heavy_calls = count(
+            "limits.heavy_calls",
+            "AISP_HEAVY_CALLS",
+            file.limits.heavy_calls,
+        )?
+        .unwrap_or_else(default_heavy_calls);
+        let http_defaults = HttpLimits::default();
+        let http = HttpLimits {
+            header_timeout: seconds(
+                "http.header_timeout_s",
+                "AISP_HTTP_HEADER_TIMEOUT_S",
+                file.http.header_timeout_s,
+                http_defaults.header_timeout,
+            )?,
+            body_timeout: seconds(
+                "http.body_timeout_s",
+                "AISP_HTTP_BODY_TIMEOUT_S",
+                file.http.body_timeout_s,
+                http_defaults.body_timeout,
+            )?,
+            max_connections: count(
+                "http.max_connections",
+                "AISP_HTTP_MAX_CONNECTIONS",
+                file.http.max_connections,
+            )?
+            .unwrap_or(http_defaults.max_connections),
+        };
 
         let token = overrides
             .token
@@ -197,6 +368,9 @@ impl Config {
             nccl_lib,
             nsys,
             ncu,
+            limits,
+            heavy_calls,
+            http,
             file: used,
         })
     }
@@ -213,6 +387,9 @@ impl Config {
             nccl_lib: None,
             nsys: None,
             ncu: None,
+            limits: InputLimits::default(),
+            heavy_calls: default_heavy_calls(),
+            http: HttpLimits::default(),
             file: None,
         }
     }
@@ -286,12 +463,92 @@ mod tests {
 
         let flags = Overrides {
             home: Some("/from/flag".into()),
-            allow_exec: true,
+            allow_exec: Some(true),
             ..Overrides::default()
         };
         let cfg = Config::load_with(&flags, &env, Some(&file)).unwrap();
         assert_eq!(cfg.home, PathBuf::from("/from/flag"));
         assert!(cfg.allow_exec);
+    }
+
+    #[test]
+    fn environment_and_flags_can_turn_off_allow_exec_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "allow_exec = true\n").unwrap();
+        let load = |o: &Overrides, e: &[(&str, &str)]| {
+            Config::load_with(o, &env_of(e), Some(&file))
+                .unwrap()
+                .allow_exec
+        };
+        let none = Overrides::default();
+        assert!(load(&none, &[]), "the file alone allows");
+        assert!(
+            !load(&none, &[("AISP_ALLOW_EXEC", "0")]),
+            "the environment wins over the file"
+        );
+        assert!(!load(&none, &[("AISP_ALLOW_EXEC", "false")]));
+        let off = Overrides {
+            allow_exec: Some(false),
+            ..Overrides::default()
+        };
+        assert!(
+            !load(&off, &[("AISP_ALLOW_EXEC", "1")]),
+            "--no-allow-exec wins over both"
+        );
+        let on = Overrides {
+            allow_exec: Some(true),
+            ..Overrides::default()
+        };
+        std::fs::write(&file, "allow_exec = false\n").unwrap();
+        assert!(
+            load(&on, &[("AISP_ALLOW_EXEC", "0")]),
+            "--allow-exec wins over both"
+        );
+    }
+
+    #[test]
+    fn limits_and_http_settings_come_from_file_and_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "[limits]\nkineto_trace_mib = 10\nheavy_calls = 3\n[http]\nheader_timeout_s = 2.5\nmax_connections = 600\n",
+        )
+        .unwrap();
+        let env = env_of(&[
+            ("AISP_MAX_KINETO_TRACE_MIB", "20"),
+            ("AISP_HTTP_BODY_TIMEOUT_S", "7"),
+        ]);
+        let cfg = Config::load_with(&Overrides::default(), &env, Some(&file)).unwrap();
+        assert_eq!(cfg.limits.kineto_trace_bytes, 20 << 20);
+        assert_eq!(
+            cfg.limits.ncu_csv_bytes,
+            InputLimits::default().ncu_csv_bytes
+        );
+        assert_eq!(cfg.heavy_calls, 3);
+        assert_eq!(
+            cfg.http.header_timeout,
+            std::time::Duration::from_millis(2500)
+        );
+        assert_eq!(cfg.http.body_timeout, std::time::Duration::from_secs(7));
+        assert_eq!(cfg.http.max_connections, 600);
+        let defaults = Config::load_with(&Overrides::default(), &env_of(&[]), None).unwrap();
+        assert_eq!(defaults.http, HttpLimits::default());
+        assert!(defaults.http.max_connections >= 512);
+        for bad in [
+            ("AISP_HEAVY_CALLS", "0"),
+            ("AISP_MAX_NCU_CSV_MIB", "lots"),
+            ("AISP_HTTP_HEADER_TIMEOUT_S", "-1"),
+        ] {
+            assert!(
+                matches!(
+                    Config::load_with(&Overrides::default(), &env_of(&[bad]), None),
+                    Err(ConfigError::Invalid(_))
+                ),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

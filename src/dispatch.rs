@@ -16,7 +16,7 @@ use crate::app::AppState;
 use crate::context::{OpContext, ProgressSink};
 use crate::error::OpError;
 use crate::jobs::{JobState, JobTicket};
-use crate::registry::{self, ToolDef};
+use crate::registry::{self, ToolDef, validate};
 
 /// How long an operation may take to wind down after its deadline or a
 /// cancellation before the caller is answered without it.
@@ -90,9 +90,158 @@ pub fn split_run_control(tool: &ToolDef, args: Value) -> Result<(Value, RunContr
     Ok((Value::Object(obj), control))
 }
 
+/// Echoed input strings longer than this are cut in answers and errors.
+pub const ECHO_LIMIT: usize = 256;
+
+/// `s` as an answer may repeat it: whole up to [`ECHO_LIMIT`] characters, else
+/// its start and how long it was.
+pub fn cut_for_echo(s: &str) -> String {
+    let n = s.chars().count();
+    if n <= ECHO_LIMIT {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(ECHO_LIMIT).collect();
+    format!("{head}… [cut: {n} characters in all]")
+}
+
+/// The argument strings too long to echo whole.
+fn long_strings(args: &Value, out: &mut Vec<String>) {
+    match args {
+        Value::String(s) if s.chars().count() > ECHO_LIMIT => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| long_strings(v, out)),
+        Value::Object(obj) => {
+            for (k, v) in obj {
+                if k.chars().count() > ECHO_LIMIT {
+                    out.push(k.clone());
+                }
+                long_strings(v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Replace every copy of a long argument in `text` by its cut form.
+fn cut_echoes_in(text: &mut String, long: &[String]) {
+    for l in long {
+        if text.contains(l.as_str()) {
+            *text = text.replace(l.as_str(), &cut_for_echo(l));
+        }
+        // serde and Debug quote strings with escapes; match the escaped form too.
+        let escaped = serde_json::to_string(l).unwrap_or_default();
+        let escaped = escaped.trim_matches('"');
+        if escaped != l && text.contains(escaped) {
+            *text = text.replace(escaped, &cut_for_echo(escaped));
+        }
+    }
+    // A message is prose: whatever else made it long (a long path inside a
+    // longer argument, an escaped form we did not foresee) is cut too.
+    const MESSAGE_LIMIT: usize = 4 * ECHO_LIMIT;
+    if text.chars().count() > MESSAGE_LIMIT {
+        let n = text.chars().count();
+        let head: String = text.chars().take(MESSAGE_LIMIT).collect();
+        *text = format!("{head}… [cut: {n} characters in all]");
+    }
+}
+
+fn cut_echoes_in_value(v: &mut Value, long: &[String]) {
+    match v {
+        Value::String(s) => {
+            for l in long {
+                if s.contains(l.as_str()) {
+                    *s = s.replace(l.as_str(), &cut_for_echo(l));
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|x| cut_echoes_in_value(x, long)),
+        Value::Object(obj) => obj.values_mut().for_each(|x| cut_echoes_in_value(x, long)),
+        _ => {}
+    }
+}
+
+/// Cut echoed long arguments out of an answer or error (the one place that does).
+fn cut_echoes(result: &mut Result<Value, OpError>, args: &Value) {
+    let mut long = Vec::new();
+    long_strings(args, &mut long);
+    match result {
+        Ok(v) if !long.is_empty() => cut_echoes_in_value(v, &long),
+        Ok(_) => {}
+        Err(e) => {
+            cut_echoes_in(&mut e.message, &long);
+            cut_echoes_in(&mut e.hint, &long);
+        }
+    }
+}
+
+/// Hold an answer to its tool's output schema. A number that overflowed to
+/// infinity or NaN serializes as `null`, which a client rejects as invalid
+/// structured content: say which argument magnitudes to fix instead.
+fn check_output(tool: &ToolDef, value: &Value) -> Result<(), OpError> {
+    match validate::check(tool.output_schema(), value, validate::Mode::Output) {
+        Ok(()) => Ok(()),
+        Err(v) => {
+            tracing::warn!(tool = %tool.name, violation = %v, "answer does not match its output schema");
+            let overflow = value
+                .pointer(&json_pointer(&v.path))
+                .is_some_and(Value::is_null);
+            if overflow {
+                Err(OpError::invalid_input(
+                    format!(
+                        "{} could not compute `{}`: the arguments lead to a number out of range                          (infinite or undefined)",
+                        tool.name, v.path
+                    ),
+                    "Check the magnitudes of the numeric arguments (e.g. 1e308 overflows) and pass realistic values.",
+                ))
+            } else {
+                Err(OpError::internal(format!(
+                    "{} produced an answer that does not match its output schema: {v}",
+                    tool.name
+                )))
+            }
+        }
+    }
+}
+
+/// `a.b[2].c` → `/a/b/2/c`.
+fn json_pointer(path: &str) -> String {
+    let mut out = String::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let mut rest = part;
+        if let Some(i) = rest.find('[') {
+            out.push('/');
+            out.push_str(&rest[..i]);
+            rest = &rest[i..];
+        } else {
+            out.push('/');
+            out.push_str(rest);
+            continue;
+        }
+        for idx in rest.split('[').filter(|s| !s.is_empty()) {
+            out.push('/');
+            out.push_str(idx.trim_end_matches(']'));
+        }
+    }
+    out
+}
+
+/// Check arguments against the input schema: JSON types, ranges, names.
+fn check_schema(tool: &ToolDef, args: &Value) -> Result<(), OpError> {
+    validate::check(&tool.input_schema, args, validate::Mode::Input).map_err(|v| {
+        OpError::invalid_input(
+            format!("invalid arguments for {}: {v}", tool.name),
+            format!(
+                "Fix that argument and call again (the input schema is in tools/list and `aisp schemas`). \
+                 Example: {}",
+                tool.spec().example
+            ),
+        )
+    })
+}
+
 /// The checks that come before running anything.
 fn preflight(app: &AppState, tool: &ToolDef, args: &Value) -> Result<(), OpError> {
     let spec = tool.spec();
+    check_schema(tool, args)?;
     tool.op.check_args(args.clone())?;
     if spec.executes_commands && !app.config.allow_exec {
         return Err(OpError::exec_not_allowed(format!(
@@ -111,6 +260,18 @@ fn preflight(app: &AppState, tool: &ToolDef, args: &Value) -> Result<(), OpError
 
 /// Call a tool. The single entry point of every front end.
 pub async fn invoke(
+    app: &Arc<AppState>,
+    tool: &'static ToolDef,
+    args: Value,
+    opts: CallOptions,
+) -> Result<Value, OpError> {
+    let echo_source = args.clone();
+    let mut result = invoke_inner(app, tool, args, opts).await;
+    cut_echoes(&mut result, &echo_source);
+    result
+}
+
+async fn invoke_inner(
     app: &Arc<AppState>,
     tool: &'static ToolDef,
     args: Value,
@@ -154,8 +315,24 @@ async fn run(
     );
     let ctx_for_stop = ctx.clone();
     let started = Instant::now();
+    // Calls that read user files wait for a slot: memory stays bounded by the
+    // pool, not by how many clients call at once. The slot goes with the work
+    // and is freed when it ends, even if the caller stopped waiting.
+    let permit = if is_heavy(tool) {
+        match acquire_heavy(app, &ctx, &cancel, deadline).await {
+            Ok(p) => Some(p),
+            Err(e) => return Err(e),
+        }
+    } else {
+        None
+    };
     tracing::debug!(tool = %tool.name, "call started");
-    let mut handle = tokio::task::spawn_blocking(move || tool.op.call_json(&ctx, args));
+    let mut handle = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let out = tool.op.call_json(&ctx, args)?;
+        check_output(tool, &out)?;
+        Ok(out)
+    });
 
     let deadline_sleep = async {
         match deadline {
@@ -192,6 +369,85 @@ async fn run(
         "call finished"
     );
     outcome
+}
+
+/// Operations that read files the user names (profiles, traces, CSV pages).
+/// Commands and GPU work queue on the GPU lock instead; long-running ones
+/// (`aisp_ask`, an investigation that may wait minutes on an LLM) would hold
+/// a slot while idle, so they are left out too.
+pub fn is_heavy(tool: &ToolDef) -> bool {
+    let spec = tool.spec();
+    if spec.executes_commands || spec.needs_gpu || spec.long_running {
+        return false;
+    }
+    const FILE_ARGS: [&str; 6] = [
+        "path",
+        "paths",
+        "details_path",
+        "profile",
+        "before",
+        "after",
+    ];
+    tool.input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|p| FILE_ARGS.iter().any(|k| p.contains_key(*k)))
+}
+
+/// Wait for a heavy-call slot, telling the caller where it stands.
+async fn acquire_heavy(
+    app: &Arc<AppState>,
+    ctx: &OpContext,
+    cancel: &CancellationToken,
+    deadline: Option<Instant>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, OpError> {
+    let pool = Arc::clone(app.heavy_pool());
+    if let Ok(p) = Arc::clone(&pool).try_acquire_owned() {
+        return Ok(p);
+    }
+    let waiting = app
+        .heavy_waiting
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        + 1;
+    let _left = scopeguard(|| {
+        app.heavy_waiting
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    });
+    ctx.progress(
+        0.0,
+        None,
+        format!(
+            "queued: {} file-reading calls run at once, {waiting} waiting",
+            app.config.heavy_calls
+        ),
+    );
+    let deadline_sleep = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        p = pool.acquire_owned() => p.map_err(|_| OpError::internal("the call pool was closed")),
+        _ = cancel.cancelled() => Err(OpError::cancelled()),
+        _ = deadline_sleep => {
+            ctx.cancel_for_timeout();
+            Err(ctx.stop_error())
+        }
+    }
+}
+
+/// Run `f` when dropped.
+fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
 
 fn joined_to_result(
@@ -427,6 +683,72 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind, crate::error::ErrorKind::Cancelled);
         assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn file_reading_calls_are_the_pooled_ones() {
+        let heavy = |n: &str| is_heavy(registry::find(n).unwrap());
+        assert!(heavy("aisp_profile_summary"));
+        assert!(heavy("aisp_profile_trace"));
+        assert!(heavy("aisp_profile_ncu_summary"));
+        assert!(heavy("aisp_profile_compare"));
+        assert!(!heavy("aisp_status"));
+        assert!(
+            !heavy("aisp_ask"),
+            "long-running: would hold a slot while waiting on an LLM"
+        );
+        assert!(!heavy("aisp_profile_nsys"), "runs a command");
+    }
+
+    #[test]
+    fn echoed_long_arguments_are_cut_once_saying_so() {
+        let long = "z".repeat(5000);
+        let args = json!({"path": long});
+        let mut r: Result<Value, OpError> = Err(OpError::not_found(
+            format!("{long} does not exist"),
+            "Check the path.",
+        ));
+        cut_echoes(&mut r, &args);
+        let e = r.unwrap_err();
+        assert!(
+            e.message.contains("[cut: 5000 characters in all]"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.len() < 400, "{}", e.message.len());
+        let mut ok: Result<Value, OpError> = Ok(json!({"path": long, "n": 1}));
+        cut_echoes(&mut ok, &args);
+        assert!(ok.unwrap()["path"].as_str().unwrap().len() < 400);
+    }
+
+    #[test]
+    fn an_answer_with_an_overflowed_number_is_an_error_not_null() {
+        let tool = registry::find("aisp_status").unwrap();
+        // `tool_count` is an integer in the schema; infinity would serialize as null.
+        let good = invoke_blocking_status();
+        assert!(check_output(tool, &good).is_ok());
+        let mut bad = good.clone();
+        bad["tool_count"] = Value::Null;
+        let err = check_output(tool, &bad).unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::InvalidInput);
+        assert!(err.message.contains("tool_count"), "{}", err.message);
+    }
+
+    fn invoke_blocking_status() -> Value {
+        let app = AppState::for_tests();
+        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable("test", false));
+        let ctx = OpContext::new(
+            Arc::clone(&app),
+            "aisp_status",
+            CancellationToken::new(),
+            None,
+            None,
+        );
+        registry::find("aisp_status")
+            .unwrap()
+            .op
+            .call_json(&ctx, json!({}))
+            .unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

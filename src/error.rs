@@ -172,6 +172,14 @@ impl std::error::Error for OpError {}
 
 impl From<crate::store::StoreError> for OpError {
     fn from(err: crate::store::StoreError) -> Self {
+        if crate::store::recover::is_corruption(&err) {
+            return OpError::new(
+                ErrorKind::Internal,
+                format!("the aisp store is damaged: {err}"),
+                "aisp repairs a damaged store when it opens it: restart the server (aisp_status then says what \
+                 was kept), or move $AISP_HOME/aisp.sqlite aside yourself.",
+            );
+        }
         OpError::new(
             ErrorKind::Internal,
             format!("the aisp store failed: {err}"),

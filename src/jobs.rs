@@ -315,8 +315,13 @@ impl JobManager {
             })
             .unwrap_or_default();
         let me = std::process::id() as i64;
-        let err =
-            OpError::internal("the aisp process running this job exited before the job finished");
+        // Not a bug: the server was stopped or killed while the job ran.
+        let err = OpError::new(
+            crate::error::ErrorKind::Internal,
+            "the aisp process running this job exited (stopped or killed) before the job finished; \
+             its result is lost",
+            "Start the job again; keep the server running until aisp_job_status says it finished.",
+        );
         let err_text = serde_json::to_string(&err).unwrap_or_default();
         for (id, pid) in rows {
             if pid != me && process_alive(pid) {
@@ -445,6 +450,9 @@ mod tests {
         JobManager::default().recover_orphans(&store);
         let rec = JobManager::default().status(&store, "job_dead").unwrap();
         assert_eq!(rec.state, JobState::Failed);
-        assert!(rec.error.unwrap().message.contains("exited"));
+        let err = rec.error.unwrap();
+        assert!(err.message.contains("exited"));
+        assert!(!err.hint.contains("bug"), "{}", err.hint);
+        assert!(err.hint.contains("again"), "{}", err.hint);
     }
 }

@@ -212,7 +212,7 @@ fn ncu_program_output_lines_are_skipped() {
 }
 
 fn kineto() -> aisp::kineto::Trace {
-    aisp::kineto::load(&data("train_good.kineto.json.xz")).unwrap()
+    aisp::kineto::load(&data("train_good.kineto.json.xz"), &Default::default()).unwrap()
 }
 
 #[test]
@@ -229,7 +229,7 @@ fn kineto_xz_and_plain_json_load_the_same_events() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let plain = dir.join("train_good.kineto.json");
     std::fs::write(&plain, &bytes).unwrap();
-    let from_json = aisp::kineto::load(&plain).unwrap();
+    let from_json = aisp::kineto::load(&plain, &Default::default()).unwrap();
     assert_eq!(from_xz.events, 5895);
     assert_eq!(from_json.events, 5895);
     assert_eq!(from_xz.gpu_ops, from_json.gpu_ops);
@@ -489,8 +489,11 @@ fn ncu_full_set_gives_warp_stalls_and_a_roofline_in_real_units() {
 #[test]
 fn two_real_ddp_ranks_are_compared() {
     let load = |r: u32| {
-        aisp::kineto::load(&data(&format!("ddp.rank{r}.kineto.json.xz")))
-            .unwrap_or_else(|e| panic!("rank {r}: {e}"))
+        aisp::kineto::load(
+            &data(&format!("ddp.rank{r}.kineto.json.xz")),
+            &Default::default(),
+        )
+        .unwrap_or_else(|e| panic!("rank {r}: {e}"))
     };
     let a = aisp::kineto::analyze(&[load(0), load(1)], Limits::default());
     let c = a.cross_rank.unwrap();

@@ -305,6 +305,7 @@ fn nsys_rep_without_nsys_says_what_to_install() {
     let opts = aisp::profile::OpenOptions {
         cache_dir: Some(dir.path().join("cache")),
         nsys: Some(dir.path().join("no-nsys-here")),
+        ..Default::default()
     };
     let e = aisp::profile::open_with(&rep, &opts).unwrap_err();
     let op: aisp::OpError = e.into();

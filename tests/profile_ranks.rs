@@ -347,7 +347,13 @@ fn kineto_traces_per_rank_get_the_same_cross_rank_answers() {
     let dir = profile_common::data_dir().join("capture");
     let traces: Vec<aisp::kineto::Trace> = [0, 1]
         .iter()
-        .map(|r| aisp::kineto::load(&dir.join(format!("ddp.rank{r}.kineto.json.xz"))).unwrap())
+        .map(|r| {
+            aisp::kineto::load(
+                &dir.join(format!("ddp.rank{r}.kineto.json.xz")),
+                &Default::default(),
+            )
+            .unwrap()
+        })
         .collect();
     assert_eq!(traces[0].base_time_ns, Some(1_790_857_026_000_000_000));
     let mut d: Vec<RankDigest> = traces

@@ -334,7 +334,8 @@ pub enum ResolveError {
 pub fn resolve_profile_ref(store: &Store, reference: &str) -> Result<PathBuf, ResolveError> {
     let reference = reference.trim();
     let as_path = PathBuf::from(reference);
-    if as_path.exists() {
+    // A link loop or dangling link is "there" too: its reader says what is wrong with it.
+    if crate::input_file::something_at(&as_path) {
         return Ok(as_path);
     }
     if !looks_like_run_id(reference) {

@@ -73,7 +73,16 @@ pub fn command() -> Command {
                 .long("allow-exec")
                 .global(true)
                 .action(ArgAction::SetTrue)
+                .overrides_with("no-allow-exec")
                 .help("Allow operations that run a command you supply (profiler captures) [env: AISP_ALLOW_EXEC=1]"),
+        )
+        .arg(
+            Arg::new("no-allow-exec")
+                .long("no-allow-exec")
+                .global(true)
+                .action(ArgAction::SetTrue)
+                .overrides_with("allow-exec")
+                .help("Refuse operations that run a command you supply, whatever the config file or AISP_ALLOW_EXEC say"),
         )
         .arg(
             Arg::new("format")
@@ -286,7 +295,13 @@ pub fn main() -> ExitCode {
     let overrides = Overrides {
         home: matches.get_one::<PathBuf>("home").cloned(),
         tools: sub.try_get_one::<String>("tools").ok().flatten().cloned(),
-        allow_exec: matches.get_flag("allow-exec"),
+        allow_exec: if matches.get_flag("allow-exec") {
+            Some(true)
+        } else if matches.get_flag("no-allow-exec") {
+            Some(false)
+        } else {
+            None
+        },
         token: sub.try_get_one::<String>("token").ok().flatten().cloned(),
     };
     match name {
@@ -455,7 +470,7 @@ fn serve(m: &ArgMatches, overrides: &Overrides, dashboard: bool) -> ExitCode {
                 let shutdown = CancellationToken::new();
                 let s2 = shutdown.clone();
                 tokio::spawn(async move {
-                    let _ = tokio::signal::ctrl_c().await;
+                    wait_for_stop_signal().await;
                     s2.cancel();
                 });
                 server::http::serve(app, opts, shutdown).await
@@ -463,8 +478,9 @@ fn serve(m: &ArgMatches, overrides: &Overrides, dashboard: bool) -> ExitCode {
             _ => server::serve_stdio(app).await,
         }
     });
-    // Blocking threads may still be winding down cancelled work; do not wait on them.
-    rt.shutdown_timeout(std::time::Duration::from_millis(500));
+    // Blocking threads may still be winding down cancelled work (or probing the
+    // GPU); do not wait on them: the process is exiting.
+    rt.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(server::ServeError::Config(msg)) => {
@@ -475,6 +491,22 @@ fn serve(m: &ArgMatches, overrides: &Overrides, dashboard: bool) -> ExitCode {
             eprintln!("aisp: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM, whichever comes first.
+async fn wait_for_stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
     }
 }
 

@@ -10,17 +10,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::input_file::{CappedBuffer, InputKind, InputLimits};
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// Not a regular file, missing, or over the size cap.
+    #[error(transparent)]
+    Input(#[from] crate::input_file::InputFileError),
     #[error("{path} is gzip-compressed; decompress it first (`gunzip -k {path}`)")]
     Gzip { path: PathBuf },
     #[error("cannot decompress {path}: {message}")]
@@ -273,20 +272,22 @@ pub fn us_text_to_ns(text: &str) -> Option<i64> {
 }
 
 /// Decode a file's bytes (plain, or xz by magic number).
-fn read_text(path: &Path) -> Result<String, TraceError> {
-    let bytes = std::fs::read(path).map_err(|source| TraceError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+/// Both the file and its decompressed text are capped at the Kineto limit.
+fn read_text(path: &Path, limits: &InputLimits) -> Result<String, TraceError> {
+    let kind = InputKind::KinetoTrace;
+    let bytes = crate::input_file::read_capped(path, kind, limits)?;
     let bytes = if bytes.starts_with(&[0xFD, b'7', b'z', b'X', b'Z', 0x00]) {
-        let mut out = Vec::new();
-        lzma_rs::xz_decompress(&mut bytes.as_slice(), &mut out).map_err(|e| {
-            TraceError::Decompress {
+        let mut out = CappedBuffer::new(limits.for_kind(kind));
+        if let Err(e) = lzma_rs::xz_decompress(&mut bytes.as_slice(), &mut out) {
+            if out.exceeded {
+                return Err(out.error(path, kind).into());
+            }
+            return Err(TraceError::Decompress {
                 path: path.to_path_buf(),
                 message: e.to_string(),
-            }
-        })?;
-        out
+            });
+        }
+        out.buf
     } else if bytes.starts_with(&[0x1F, 0x8B]) {
         return Err(TraceError::Gzip {
             path: path.to_path_buf(),
@@ -301,8 +302,8 @@ fn read_text(path: &Path) -> Result<String, TraceError> {
 }
 
 /// Load and index one trace file.
-pub fn load(path: &Path) -> Result<Trace, TraceError> {
-    let text = read_text(path)?;
+pub fn load(path: &Path, limits: &InputLimits) -> Result<Trace, TraceError> {
+    let text = read_text(path, limits)?;
     parse(path, &text)
 }
 
@@ -460,17 +461,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let gz = dir.path().join("t.json.gz");
         std::fs::write(&gz, [0x1F, 0x8B, 8, 0]).unwrap();
-        assert!(matches!(load(&gz), Err(TraceError::Gzip { .. })));
+        assert!(matches!(
+            load(&gz, &InputLimits::default()),
+            Err(TraceError::Gzip { .. })
+        ));
         let bad = dir.path().join("t.json");
         std::fs::write(&bad, "{\"nope\": 1}").unwrap();
-        let err = load(&bad).unwrap_err();
+        let err = load(&bad, &InputLimits::default()).unwrap_err();
         assert!(
             err.to_string().contains("not a Chrome/Kineto trace JSON"),
             "{err}"
         );
         assert!(matches!(
-            load(&dir.path().join("missing.json")),
-            Err(TraceError::Read { .. })
+            load(&dir.path().join("missing.json"), &InputLimits::default()),
+            Err(TraceError::Input(
+                crate::input_file::InputFileError::NotFound { .. }
+            ))
         ));
     }
 }

@@ -82,7 +82,12 @@ impl Figure {
 /// The closest known names to `wanted`, for "did you mean" hints.
 pub(crate) fn closest<'a>(wanted: &str, known: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let wanted = wanted.to_ascii_lowercase();
+    let n = wanted.chars().count();
+    // The distance is at least the difference in length, and only distances
+    // up to 3 are kept: skip the quadratic work for names that cannot qualify
+    // (a megabyte of input would otherwise take minutes).
     let mut scored: Vec<(usize, &str)> = known
+        .filter(|k| k.chars().count().abs_diff(n) <= 3)
         .map(|k| (edit_distance(&wanted, &k.to_ascii_lowercase()), k))
         .collect();
     scored.sort();

@@ -544,6 +544,7 @@ pub struct ScalingInput {
     pub gpus_per_node: Option<u32>,
     /// Planner mode: sequence length (default 4096).
     #[serde(default)]
+    #[schemars(range(max = 100000000))]
     pub seq_len: Option<u32>,
     /// Planner mode: sequences per step, kept fixed across counts (default 4M tokens / seq_len).
     #[serde(default)]
@@ -752,12 +753,17 @@ pub struct WhatifInput {
     pub architecture: Option<Architecture>,
     /// Memory each GPU may use, GB.
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e6))]
     pub max_vram_gb: Option<f64>,
     /// Per-token decode latency limit, ms (history mode: median time limit).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e9))]
     pub max_latency_ms: Option<f64>,
     /// Total decode tokens/s required (history mode: not used).
     #[serde(default)]
+    #[schemars(range(min = 0, max = 1e12))]
     pub min_tokens_per_s: Option<f64>,
     /// Most GPUs per replica (default 8).
     #[serde(default)]
@@ -767,6 +773,7 @@ pub struct WhatifInput {
     pub gpu_types: Option<Vec<String>>,
     /// Tokens of context per sequence (default 2048).
     #[serde(default)]
+    #[schemars(range(max = 1000000000))]
     pub context_tokens: Option<u64>,
 }
 

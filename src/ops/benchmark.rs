@@ -271,6 +271,8 @@ pub struct RunInput {
     pub size: Option<SizeClass>,
     /// Seconds of timed repetitions per variant after warm-up (default 1, 0.05 to 120).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 86400))]
     pub time_budget_s: Option<f64>,
     /// CUDA device ordinal (default 0).
     #[serde(default)]

@@ -31,6 +31,7 @@ pub struct StatusOutput {
     pub cuda_driver_version: Option<String>,
     /// The SQLite store holding jobs, benchmark history and captures.
     pub store_path: String,
+    pub store: StoreStatus,
     pub llm: LlmStatus,
     /// Whether tools that run user-supplied commands (profiler captures) may run.
     pub exec_allowed: bool,
@@ -38,6 +39,18 @@ pub struct StatusOutput {
     pub config_file: Option<String>,
     /// Number of tools this server offers (all of them answer tools/call).
     pub tool_count: usize,
+}
+
+/// Whether the store opened sound, and what was done if it was damaged.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StoreStatus {
+    /// True when the store opened and passed its integrity check (after a repair, if one was needed).
+    pub ok: bool,
+    /// Why the store cannot be used, when it cannot.
+    pub error: Option<String>,
+    /// Set when the store was found damaged at start: where the damaged file
+    /// went, which rows were kept, which tables lost rows.
+    pub repaired: Option<crate::store::recover::StoreRecovery>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -90,6 +103,14 @@ impl Operation for Status {
             driver_version: gpu.driver_version.clone(),
             cuda_driver_version: gpu.cuda_driver_version.clone(),
             store_path: app.config.store_path().display().to_string(),
+            store: {
+                let opened = app.store();
+                StoreStatus {
+                    ok: opened.is_ok(),
+                    error: opened.err().map(|e| e.message),
+                    repaired: app.store_recovery().cloned(),
+                }
+            },
             llm: LlmStatus {
                 configured: llm.configured(),
                 base_url: llm.base_url.clone(),

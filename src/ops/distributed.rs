@@ -55,6 +55,8 @@ pub struct PlanInput {
     pub architecture: Option<Architecture>,
     /// Not enough here: give model or architecture.
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Catalog GPU id, e.g. `h100-sxm`; default: the local GPU.
     #[serde(default)]
@@ -79,15 +81,23 @@ pub struct PlanInput {
     pub dtype: Option<Dtype>,
     /// Fraction of dense peak reached (default 0.5).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub compute_efficiency: Option<f64>,
     /// Default 0.9.
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub usable_memory_fraction: Option<f64>,
     /// GB/s per direction inside a node (default: catalog).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e6))]
     pub intra_node_gb_per_s: Option<f64>,
     /// GB/s per GPU per direction between nodes (default 50).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e6))]
     pub inter_node_gb_per_s: Option<f64>,
     /// Pin tensor parallel.
     #[serde(default)]
@@ -441,6 +451,8 @@ pub struct NcclInput {
     pub network: Option<Network>,
     /// Network bandwidth per GPU per direction, GB/s (default 50).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e6))]
     pub inter_node_gb_per_s: Option<f64>,
     /// The job uses tensor/sequence parallelism (Megatron-style).
     #[serde(default)]
@@ -537,6 +549,8 @@ pub struct FsdpInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
@@ -561,6 +575,8 @@ pub struct FsdpInput {
     pub dtype: Option<Dtype>,
     /// Fraction of device memory usable (default 0.9).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub usable_memory_fraction: Option<f64>,
 }
 
@@ -823,6 +839,8 @@ pub struct TensorParallelInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
@@ -1008,6 +1026,8 @@ pub struct PipelineInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Pipeline stages.
     pub pp: u32,
@@ -1287,21 +1307,28 @@ pub struct CostEstimateInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions (dense model), instead of model/architecture.
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Training tokens (default 20 × parameters, the Chinchilla-optimal count).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e18))]
     pub tokens: Option<f64>,
     /// GPUs the run uses, for wall-clock time (default 8).
     #[serde(default)]
     pub gpus: Option<u32>,
     /// Model FLOPs utilization to assume, fraction (default 0.40; Llama 3 reports 38–43% in BF16).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub mfu: Option<f64>,
     /// Restrict to these catalog GPU ids (default: every GPU with a public BF16 peak).
     #[serde(default)]
     pub gpu_types: Option<Vec<String>>,
     /// Your price per GPU-hour in USD, applied to every GPU type instead of the catalog ranges.
     #[serde(default)]
+    #[schemars(range(min = 0, max = 1e4))]
     pub price_usd_per_gpu_hour: Option<f64>,
 }
 

@@ -290,6 +290,8 @@ pub struct BandwidthInput {
     pub sizes_mib: Option<Vec<u64>>,
     /// Seconds of timed repetitions per copy method and size (default 0.5).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 86400))]
     pub time_budget_s: Option<f64>,
 }
 

@@ -598,6 +598,8 @@ pub struct TensorCoresInput {
     pub precisions: Option<Vec<String>>,
     /// Seconds of timed repetitions per measurement (default 0.5).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 86400))]
     pub time_budget_s: Option<f64>,
 }
 
@@ -920,6 +922,8 @@ pub struct NcclInput {
     pub step_factor: Option<u64>,
     /// Seconds of timed repetitions per size (default 0.3).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 86400))]
     pub time_budget_s: Option<f64>,
 }
 

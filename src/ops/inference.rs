@@ -54,12 +54,16 @@ pub struct KvCacheInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Tokens per sequence (prompt + output); default 4096.
     #[serde(default)]
+    #[schemars(range(max = 100000000))]
     pub seq_len: Option<u64>,
     /// Concurrent sequences (default 1).
     #[serde(default)]
+    #[schemars(range(max = 1000000))]
     pub batch: Option<u64>,
     /// KV-cache element format (default fp16).
     #[serde(default)]
@@ -181,6 +185,8 @@ pub struct EstimateInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions (dense); no KV or attention terms then.
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
@@ -196,18 +202,24 @@ pub struct EstimateInput {
     pub kv_dtype: Option<Dtype>,
     /// Prompt tokens (default 1024).
     #[serde(default)]
+    #[schemars(range(max = 100000000))]
     pub prompt_tokens: Option<u64>,
     /// Generated tokens (default 256).
     #[serde(default)]
+    #[schemars(range(max = 100000000))]
     pub output_tokens: Option<u64>,
     /// Concurrent sequences for the headline numbers (default 1).
     #[serde(default)]
     pub batch: Option<u32>,
     /// Fraction of peak FLOP/s reached (default 0.7, llm-analysis's inference guidance).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub compute_efficiency: Option<f64>,
     /// Fraction of peak memory bandwidth reached (default 0.9).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub memory_efficiency: Option<f64>,
     /// Use measured roofs from benchmark history when they exist (default true).
     #[serde(default)]
@@ -401,6 +413,8 @@ pub struct VllmInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// The model path or Hugging Face id to put on the command line (default: derived from the catalog source).
     #[serde(default)]
@@ -431,6 +445,8 @@ pub struct VllmInput {
     pub kv_dtype: Option<Dtype>,
     /// gpu_memory_utilization (default 0.9, vLLM's default; 0.95 for the memory goal).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1))]
     pub gpu_memory_utilization: Option<f64>,
     /// A smaller draft model for speculative decoding (latency goal only).
     #[serde(default)]
@@ -864,6 +880,8 @@ pub struct QuantizationInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions (dense).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
@@ -873,6 +891,7 @@ pub struct QuantizationInput {
     pub gpus: Option<u32>,
     /// Tokens per sequence for the KV and batch figures (default 4096).
     #[serde(default)]
+    #[schemars(range(max = 100000000))]
     pub seq_len: Option<u64>,
 }
 
@@ -1059,23 +1078,33 @@ pub struct DeployInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions: accepted, but this operation needs the shape (model or architecture).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Catalog GPU id (default: the local GPU).
     #[serde(default)]
     pub gpu: Option<String>,
     /// Requests per second to serve.
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e9))]
     pub requests_per_s: f64,
     /// Mean prompt tokens (default 1024).
     #[serde(default)]
+    #[schemars(range(max = 100000000))]
     pub prompt_tokens: Option<u64>,
     /// Mean output tokens (default 256).
     #[serde(default)]
+    #[schemars(range(max = 100000000))]
     pub output_tokens: Option<u64>,
     /// Inter-token latency target, ms.
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e7))]
     pub itl_ms: Option<f64>,
     /// Time-to-first-token target, ms (prefill only; queueing not modeled).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e7))]
     pub ttft_ms: Option<f64>,
     /// Weight format (default bf16).
     #[serde(default)]
@@ -1088,6 +1117,7 @@ pub struct DeployInput {
     pub max_gpus_per_replica: Option<u32>,
     /// Your price per GPU-hour in USD (default: the catalog range).
     #[serde(default)]
+    #[schemars(range(min = 0, max = 1e4))]
     pub price_usd_per_gpu_hour: Option<f64>,
 }
 
@@ -1180,6 +1210,8 @@ pub struct CostPerToken;
 pub struct CostPerTokenInput {
     /// Measured tokens/s for the whole deployment; if absent, estimated from model + gpu.
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e12))]
     pub tokens_per_s: Option<f64>,
     /// GPUs the deployment uses (default 1).
     #[serde(default)]
@@ -1195,21 +1227,26 @@ pub struct CostPerTokenInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions, for an estimate.
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Concurrent sequences for the estimate (default: the decode crossover batch, capped by memory).
     #[serde(default)]
     pub batch: Option<u32>,
     /// Context tokens per sequence for the estimate (default 2048).
     #[serde(default)]
+    #[schemars(range(max = 100000000))]
     pub context_tokens: Option<u64>,
     /// Weight format for the estimate (default bf16).
     #[serde(default)]
     pub weights: Option<WeightFormat>,
     /// Your price per GPU-hour in USD (default: the catalog range).
     #[serde(default)]
+    #[schemars(range(min = 0, max = 1e4))]
     pub price_usd_per_gpu_hour: Option<f64>,
     /// Electricity price per kWh, to add energy at the GPUs' board power.
     #[serde(default)]
+    #[schemars(range(min = 0, max = 100))]
     pub electricity_usd_per_kwh: Option<f64>,
 }
 

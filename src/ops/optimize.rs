@@ -38,6 +38,8 @@ pub struct RecommendInput {
     pub architecture: Option<Architecture>,
     /// Parameters in billions (dense model).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 1e5))]
     pub params_b: Option<f64>,
     /// Catalog GPU id (default: the local GPU, if the catalog knows it).
     #[serde(default)]
@@ -56,6 +58,7 @@ pub struct RecommendInput {
     pub workload: Option<Workload>,
     /// Sequence length in tokens (decides long-context techniques).
     #[serde(default)]
+    #[schemars(range(max = 100000000))]
     pub seq_len: Option<u32>,
     /// The precision the workload computes in now (fp32 makes TF32 and mixed precision relevant).
     #[serde(default)]

@@ -89,6 +89,15 @@ impl From<ProfileError> for OpError {
                 "Capture again with the needed trace enabled, e.g. `nsys profile -t cuda,nvtx,osrt`.",
             ),
             ProfileError::Cancelled => OpError::cancelled(),
+            ProfileError::Input(e) => OpError::from(e),
+            ProfileError::BadOutput(_) => OpError::invalid_input(
+                msg,
+                "Choose an output path that is a new file or a regular file (with overwrite: true).",
+            ),
+            ProfileError::OutputExists { .. } => OpError::invalid_input(
+                msg,
+                "Pass overwrite: true to replace it, or choose another output path.",
+            ),
         }
     }
 }
@@ -106,6 +115,7 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
     let options = profile::OpenOptions {
         cache_dir: Some(ctx.app().config.cache_dir()),
         nsys: None,
+        max_bytes: Some(ctx.app().config.limits.nsight_export_bytes),
     };
     Ok(profile::open_with(&PathBuf::from(path), &options)?)
 }
@@ -996,6 +1006,18 @@ window (start_ns/end_ns). Milliseconds.",
             .filter(|k| !k.is_empty())
             .unwrap_or_else(|| profile::search::ALL_KINDS.to_vec());
         let pattern = input.pattern.clone();
+        // SQLite refuses LIKE patterns past 50,000 bytes ("pattern too complex");
+        // no kernel, NVTX or API name comes near this.
+        const MAX_PATTERN: usize = 4096;
+        if pattern.len() > MAX_PATTERN {
+            return Err(OpError::invalid_input(
+                format!(
+                    "the search pattern is {} bytes long; at most {MAX_PATTERN} are searched",
+                    pattern.len()
+                ),
+                "Search for a distinctive part of the name, e.g. \"gemm\" or \"nccl*AllReduce*\".",
+            ));
+        }
         scoped(ctx, "search", &input, |p, s| {
             profile::search::search(p, s, &pattern, &kinds, l)
         })

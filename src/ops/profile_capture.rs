@@ -24,6 +24,7 @@ use crate::capture::tools::{self, Profiler, SearchPlaces, ToolError, ToolInfo};
 use crate::capture::torch::{self as torch_cmd, StepOn, TorchOptions};
 use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
+use crate::input_file::{self, InputKind};
 use crate::kineto;
 use crate::ncu;
 use crate::registry::{Hints, OpSpec, Operation};
@@ -374,7 +375,7 @@ fn as_object(v: Value) -> Option<Map<String, Value>> {
 /// export; anything else (a path, even a missing one, so that the caller's own
 /// error names it) is returned as given.
 pub fn profile_ref(ctx: &OpContext, reference: &str) -> Result<String, OpError> {
-    if Path::new(reference).exists() || !record::looks_like_run_id(reference) {
+    if input_file::something_at(Path::new(reference)) || !record::looks_like_run_id(reference) {
         return Ok(reference.to_string());
     }
     let store = ctx.app().store()?;
@@ -1123,14 +1124,15 @@ reports made elsewhere or to look again at a capture. Milliseconds for CSV; a fe
         let mut texts: Vec<String> = Vec::new();
         for src in &sources {
             if src.extension().is_some_and(|e| e == "ncu-rep") {
+                // ncu would block on a FIFO just as we would.
+                input_file::check_regular(src, InputKind::NsightExport, &ctx.app().config.limits)?;
                 texts.extend(import_report(ctx, src)?);
             } else {
-                texts.push(std::fs::read_to_string(src).map_err(|e| {
-                    OpError::invalid_input(
-                        format!("cannot read {}: {e}", src.display()),
-                        "Pass a readable .ncu-rep or CSV file.",
-                    )
-                })?);
+                texts.push(input_file::read_text_capped(
+                    src,
+                    InputKind::NcuCsv,
+                    &ctx.app().config.limits,
+                )?);
             }
         }
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -1391,7 +1393,7 @@ fn torch_capture(
     let mut loaded = Vec::new();
     for t in &traces {
         s.ctx.check_cancelled()?;
-        match kineto::load(t) {
+        match kineto::load(t, &s.ctx.app().config.limits) {
             Ok(tr) => loaded.push(tr),
             Err(e) => s.notes.push(format!("{e}")),
         }
@@ -1520,8 +1522,8 @@ the JSON text. Under a second for traces of tens of MB.",
         let mut traces = Vec::new();
         for f in &files {
             ctx.check_cancelled()?;
-            traces.push(kineto::load(f).map_err(|e| match e {
-                kineto::TraceError::Read { .. } => OpError::not_found(e.to_string(), "Check the path."),
+            traces.push(kineto::load(f, &ctx.app().config.limits).map_err(|e| match e {
+                kineto::TraceError::Input(e) => OpError::from(e),
                 other => OpError::invalid_input(
                     other.to_string(),
                     "Pass the JSON that torch.profiler's export_chrome_trace (or tensorboard_trace_handler) wrote.",
@@ -1529,7 +1531,8 @@ the JSON text. Under a second for traces of tens of MB.",
             })?);
         }
         // Default lists share one budget over the ranks, so 8 ranks do not answer 8x as much.
-        let default_top = if traces.len() > 1 { 3 } else { 10 };
+        // With several ranks the cross-rank answer comes too, so each rank lists less.
+        let default_top = if traces.len() > 1 { 2 } else { 10 };
         let limits = Limits {
             top: input.top.unwrap_or(default_top).clamp(1, 500),
             steps: input.steps.unwrap_or(10).min(10_000),
@@ -1564,7 +1567,10 @@ the JSON text. Under a second for traces of tens of MB.",
                 "steps past the first 10 of each rank: pass \"steps\": {steps_total}"
             ));
         }
-        let findings = input.findings.unwrap_or(6).max(1);
+        let findings = input
+            .findings
+            .unwrap_or(if traces.len() > 1 { 4 } else { 6 })
+            .max(1);
         if analysis.findings.len() > findings {
             left_out.push(format!(
                 "{} less severe findings: pass \"findings\": {}",
@@ -1584,7 +1590,7 @@ the JSON text. Under a second for traces of tens of MB.",
 
 fn resolve_traces(ctx: &OpContext, reference: &str) -> Result<Vec<PathBuf>, OpError> {
     let as_path = PathBuf::from(reference);
-    if !as_path.exists() && record::looks_like_run_id(reference) {
+    if !input_file::something_at(&as_path) && record::looks_like_run_id(reference) {
         let store = ctx.app().store()?;
         if let Some(rec) = record::get(store, reference)? {
             if rec.kind != CaptureKind::Torch {
@@ -1604,7 +1610,7 @@ fn resolve_traces(ctx: &OpContext, reference: &str) -> Result<Vec<PathBuf>, OpEr
             });
         }
     }
-    if !as_path.exists() {
+    if !input_file::something_at(&as_path) {
         return Err(OpError::not_found(
             format!("{reference} does not exist"),
             "Pass a trace file, a folder of per-rank traces, or a run id from aisp_profile_list.",

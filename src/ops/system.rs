@@ -35,6 +35,8 @@ pub struct Monitor;
 pub struct MonitorInput {
     /// How long to sample, in seconds (default 5, at most 3600).
     #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    #[schemars(range(max = 3600))]
     pub duration_s: Option<f64>,
     /// Time between samples in milliseconds (default 500, at least 50).
     #[serde(default)]

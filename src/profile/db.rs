@@ -37,23 +37,19 @@ impl FileIdentity {
 }
 
 fn identity_and_header(path: &Path) -> Result<(FileIdentity, Vec<u8>)> {
-    let meta = std::fs::metadata(path).map_err(|e| not_found_or_io(path, e))?;
-    if !meta.is_file() {
-        return Err(ProfileError::invalid(path, "it is not a regular file"));
-    }
+    // Opened without blocking and checked with fstat: a FIFO or device named
+    // as a profile is refused before anything reads it.
+    let (file, meta) = crate::input_file::open_regular(path)?;
     let mtime_ns = meta
         .modified()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_nanos() as i128)
         .unwrap_or(0);
-    let mut file = std::fs::File::open(path).map_err(|e| not_found_or_io(path, e))?;
     let mut head = Vec::with_capacity(HEADER_BYTES.min(meta.len() as usize));
-    (&mut file)
-        .take(HEADER_BYTES as u64)
+    file.take(HEADER_BYTES as u64)
         .read_to_end(&mut head)
-        .map_err(|source| ProfileError::Io {
-            what: "cannot read",
+        .map_err(|source| crate::input_file::InputFileError::Io {
             path: path.to_path_buf(),
             source,
         })?;
@@ -67,20 +63,6 @@ fn identity_and_header(path: &Path) -> Result<(FileIdentity, Vec<u8>)> {
         },
         head,
     ))
-}
-
-fn not_found_or_io(path: &Path, e: std::io::Error) -> ProfileError {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        ProfileError::NotFound {
-            path: path.to_path_buf(),
-        }
-    } else {
-        ProfileError::Io {
-            what: "cannot open",
-            path: path.to_path_buf(),
-            source: e,
-        }
-    }
 }
 
 /// What the 100-byte SQLite header says about a file.
@@ -172,8 +154,18 @@ fn uri_for(path: &Path) -> String {
 }
 
 /// Open `path` read-only after checking its header. Never writes to it.
-pub fn open_readonly(path: &Path) -> Result<OpenedDb> {
+pub fn open_readonly(path: &Path, max_bytes: u64) -> Result<OpenedDb> {
     let (identity, head) = identity_and_header(path)?;
+    if identity.size > max_bytes {
+        return Err(crate::input_file::InputFileError::TooLarge {
+            path: path.to_path_buf(),
+            kind: crate::input_file::InputKind::NsightExport,
+            size: Some(identity.size),
+            limit_mib: max_bytes >> 20,
+            what: crate::input_file::InputKind::NsightExport.what(),
+        }
+        .into());
+    }
     let header = check_header(path, &head, identity.size)?;
     let conn = Connection::open_with_flags(
         uri_for(path),

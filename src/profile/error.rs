@@ -40,9 +40,18 @@ pub enum ProfileError {
     /// empty window, a range name that does not occur).
     #[error("{0}")]
     BadArgument(String),
+    /// An export's output path names something that is not a file to write (a FIFO, a device, a folder).
+    #[error("{0}")]
+    BadOutput(String),
+    /// An export's output file exists and overwriting was not asked for.
+    #[error("{path} exists")]
+    OutputExists { path: PathBuf },
     /// The profile lacks what the question needs (e.g. no NVTX table).
     #[error("{0}")]
     Missing(String),
+    /// Not a regular file, over the size cap, a link loop...
+    #[error(transparent)]
+    Input(#[from] crate::input_file::InputFileError),
     /// The caller cancelled or the deadline passed.
     #[error("cancelled")]
     Cancelled,

@@ -50,11 +50,19 @@ fn io_err<'a>(path: &'a Path, what: &'static str) -> impl Fn(std::io::Error) -> 
 
 /// Create the output file (refusing to overwrite unless asked) and its folder.
 fn create(output: &Path, overwrite: bool) -> Result<std::io::BufWriter<std::fs::File>> {
-    if output.exists() && !overwrite {
-        return Err(ProfileError::BadArgument(format!(
-            "{} exists; pass overwrite: true to replace it",
+    // Opening a FIFO for writing waits for a reader; a device is not a file to fill.
+    if let Ok(meta) = std::fs::metadata(output)
+        && !meta.is_file()
+    {
+        return Err(ProfileError::BadOutput(format!(
+            "{} is not a regular file; exports are written to a new or regular file",
             output.display()
         )));
+    }
+    if output.exists() && !overwrite {
+        return Err(ProfileError::OutputExists {
+            path: output.to_path_buf(),
+        });
     }
     if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io_err(dir, "cannot create the folder"))?;

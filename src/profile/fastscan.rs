@@ -58,11 +58,29 @@ impl Geometry {
             return bad("bad page size");
         }
         let reserved = head[20] as usize;
+        // SQLite's own floor: a usable page of at least 480 bytes.
+        if page_size - reserved < 480 {
+            return bad("reserved bytes leave too little of each page");
+        }
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let file_pages = len / page_size as u64;
+        // The header's page count counts when its "version valid for" matches
+        // the change counter; SQLite then refuses a file shorter than that
+        // (a truncated copy), and so do we.
+        let be32 = |o: usize| u32::from_be_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+        let in_header = be32(28) as u64;
+        let pages = if in_header > 0 && be32(92) == be32(24) {
+            if in_header > file_pages {
+                return bad("the file is shorter than its header says (truncated)");
+            }
+            in_header
+        } else {
+            file_pages
+        };
         Ok(Geometry {
             page_size,
             usable: page_size - reserved,
-            pages: len / page_size as u64,
+            pages,
         })
     }
 }
@@ -313,7 +331,8 @@ where
     I: Fn() -> A + Sync,
     F: Fn(&mut A, &[i64]) + Sync,
 {
-    let file = File::open(path).map_err(|e| Unsupported(format!("{}: {e}", path.display())))?;
+    let (file, _) = crate::input_file::open_regular(path)
+        .map_err(|e| Unsupported(format!("{}: {e}", path.display())))?;
     let g = Geometry::read(&file, path)?;
     // Column position → slot in the row handed to `row` (each wanted column once).
     let width = cols

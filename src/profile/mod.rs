@@ -97,6 +97,8 @@ pub struct OpenOptions {
     pub cache_dir: Option<PathBuf>,
     /// An explicit `nsys` binary; default: PATH, then the usual install folders.
     pub nsys: Option<PathBuf>,
+    /// The largest export (or report) accepted; default [`crate::input_file::InputLimits`]'s.
+    pub max_bytes: Option<u64>,
 }
 
 /// An opened Nsight Systems export. Not `Sync`: use one per thread.
@@ -136,7 +138,18 @@ pub fn open(path: &Path) -> Result<Profile> {
 
 /// Open with explicit options (cache folder, `nsys` binary).
 pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Profile> {
+    let max_bytes = options
+        .max_bytes
+        .unwrap_or(crate::input_file::InputLimits::default().nsight_export_bytes);
     let db_path = if nsysrep::is_report(path) {
+        crate::input_file::check_regular(
+            path,
+            crate::input_file::InputKind::NsightExport,
+            &crate::input_file::InputLimits {
+                nsight_export_bytes: max_bytes,
+                ..Default::default()
+            },
+        )?;
         let cache_dir = options
             .cache_dir
             .clone()
@@ -145,7 +158,7 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Profile> {
     } else {
         path.to_path_buf()
     };
-    let opened = db::open_readonly(&db_path)?;
+    let opened = db::open_readonly(&db_path, max_bytes)?;
     let schema = Schema::load(&opened.conn, &db_path)?;
     let tables = Tables::from_schema(&schema);
     let has_events = tables.kernel.is_some()
@@ -531,17 +544,39 @@ impl Profile {
             let s = scope.start_ns.unwrap_or(i64::MIN).max(s0);
             let e = scope.end_ns.unwrap_or(i64::MAX).min(e0);
             if e <= s {
-                return Err(ProfileError::BadArgument(format!(
-                    "the window is empty: start_ns {} is not before end_ns {}",
-                    scope.start_ns.map_or("-".into(), |v| v.to_string()),
-                    scope.end_ns.map_or("-".into(), |v| v.to_string())
-                )));
+                let from = trim_source.as_deref().unwrap_or("the profile");
+                return Err(ProfileError::BadArgument(
+                    match (scope.start_ns, scope.end_ns) {
+                        (Some(a), Some(b)) if a >= b => {
+                            format!("the window is empty: start_ns {a} is not before end_ns {b}")
+                        }
+                        (Some(a), _) => format!(
+                            "the window is empty: start_ns {a} is not before the window's end, {e} ns (from {})",
+                            if scope.end_ns.is_some() {
+                                "end_ns"
+                            } else {
+                                from
+                            }
+                        ),
+                        (None, Some(b)) => format!(
+                            "the window is empty: end_ns {b} is not after the window's start, {s} ns (from {from})"
+                        ),
+                        (None, None) => "the window is empty".to_string(),
+                    },
+                ));
             }
             let (first, last) = self.activity_bounds()?;
             if first < last && (e <= first || s >= last) {
+                let bound = |v: i64| match v {
+                    i64::MIN => "the start".to_string(),
+                    i64::MAX => "the end".to_string(),
+                    v => v.to_string(),
+                };
                 return Err(ProfileError::BadArgument(format!(
-                    "the window [{s}, {e}) misses the capture: its CUDA activity spans {first} to {last} ns \
-                     (timestamps are absolute, in the export's own timebase)"
+                    "the window [{}, {}) misses the capture: its CUDA activity spans {first} to {last} ns \
+                     (timestamps are absolute, in the export's own timebase)",
+                    bound(s),
+                    bound(e)
                 )));
             }
             trim = Some((s, e));

@@ -7,6 +7,7 @@
 //! schemas are all derived from it. Nothing else lists operations.
 
 pub mod schema;
+pub mod validate;
 
 use std::sync::{Arc, OnceLock};
 
@@ -217,9 +218,16 @@ pub fn parse_input<I: DeserializeOwned>(spec: &OpSpec, args: Value) -> Result<I,
             "Pass the arguments as an object, e.g. {}.",
         ));
     }
-    serde_json::from_value(args).map_err(|e| {
+    serde_path_to_error::deserialize(args).map_err(|e| {
+        let path = e.path().to_string();
+        let what = json_words(&e.into_inner().to_string());
+        let at = if path == "." || path.is_empty() {
+            String::new()
+        } else {
+            format!("`{path}`: ")
+        };
         OpError::invalid_input(
-            format!("invalid arguments for {}: {e}", spec.tool_name()),
+            format!("invalid arguments for {}: {at}{what}", spec.tool_name()),
             format!(
                 "Check the argument names and types against the input schema \
                  (`aisp schemas` or tools/list). Example: {}",
@@ -227,6 +235,47 @@ pub fn parse_input<I: DeserializeOwned>(spec: &OpSpec, args: Value) -> Result<I,
             ),
         )
     })
+}
+
+/// serde's message in JSON words: `expected u32` → `expected an integer from 0
+/// to 4294967295`, `expected struct Architecture` → `expected an object`.
+pub fn json_words(serde_message: &str) -> String {
+    use regex::Regex;
+    static RULES: OnceLock<Vec<(Regex, &'static str)>> = OnceLock::new();
+    let rules = RULES.get_or_init(|| {
+        [
+            (r"\bu8\b", "an integer from 0 to 255"),
+            (r"\bu16\b", "an integer from 0 to 65535"),
+            (r"\bu32\b", "an integer from 0 to 4294967295"),
+            (r"\b(u64|u128|usize)\b", "a non-negative integer"),
+            (r"\bi8\b", "an integer from -128 to 127"),
+            (r"\bi16\b", "an integer from -32768 to 32767"),
+            (r"\bi32\b", "an integer from -2147483648 to 2147483647"),
+            (r"\b(i64|i128|isize)\b", "an integer"),
+            (r"\b(f32|f64)\b", "a number"),
+            (r"\b(struct|tuple struct) \w+", "an object"),
+            (r"\bstruct variant \w+::\w+", "an object"),
+            (r"\benum \w+", "one of the allowed values"),
+            (r"\ba map\b", "an object"),
+            (r"\bmap\b", "an object"),
+            (r"\ba sequence\b", "an array"),
+            (r"\bsequence\b", "an array"),
+            (r"\ba borrowed string\b", "a string"),
+            (r"\bunit value\b", "null"),
+            (r"\bfloating point `([^`]*)`", "number $1"),
+            (r"\binteger `([^`]*)`", "integer $1"),
+            (r"\bboolean `([^`]*)`", "$1"),
+            (r"\bOption value\b", "a value or null"),
+        ]
+        .into_iter()
+        .filter_map(|(re, to)| Regex::new(re).ok().map(|r| (r, to)))
+        .collect()
+    });
+    let mut text = serde_message.to_string();
+    for (re, to) in rules {
+        text = re.replace_all(&text, *to).into_owned();
+    }
+    text
 }
 
 /// Every operation, in the order the domains and their lists give.

@@ -216,6 +216,9 @@ pub fn router(app: Arc<AppState>, policy: Policy, shutdown: CancellationToken) -
         mcp_config,
     );
     let policy = Arc::new(policy);
+    let mcp = Router::new()
+        .fallback_service(mcp)
+        .layer(middleware::from_fn(session_delete_status));
     Router::new()
         .nest_service("/mcp", mcp)
         .route("/api/tools", get(list_tools))
@@ -228,7 +231,84 @@ pub fn router(app: Arc<AppState>, policy: Policy, shutdown: CancellationToken) -
         .merge(crate::dashboard::router(app, policy))
 }
 
-/// Serve until `shutdown` is cancelled (Ctrl-C at the CLI).
+/// Read a request's body within the body timeout (and under a size cap), so a
+/// client that promises more than it sends cannot hold a connection and a
+/// task. Responses are not limited: progress and SSE streams last as long as
+/// the work.
+async fn body_deadline(State(limits): State<BodyLimits>, request: Request, next: Next) -> Response {
+    use http_body_util::BodyExt;
+    let has_body = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim() != "0")
+        || request.headers().contains_key(header::TRANSFER_ENCODING);
+    if !has_body {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, limits.max_body_bytes);
+    match tokio::time::timeout(limits.timeout, limited.collect()).await {
+        Ok(Ok(collected)) => {
+            let request = Request::from_parts(parts, axum::body::Body::from(collected.to_bytes()));
+            next.run(request).await
+        }
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => denied(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_input",
+            &format!(
+                "the request body is larger than {} MiB",
+                limits.max_body_bytes >> 20
+            ),
+            "Send smaller arguments; files are passed by path, not by content.",
+        ),
+        Ok(Err(e)) => denied(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            &format!("the request body could not be read: {e}"),
+            "Send the whole body that Content-Length announces.",
+        ),
+        Err(_) => denied(
+            StatusCode::REQUEST_TIMEOUT,
+            "timeout",
+            &format!(
+                "the request body did not arrive within {} s",
+                limits.timeout.as_secs_f64()
+            ),
+            "Send the whole body at once; the limit is `http.body_timeout_s` (AISP_HTTP_BODY_TIMEOUT_S).",
+        ),
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BodyLimits {
+    timeout: std::time::Duration,
+    max_body_bytes: usize,
+}
+
+/// rmcp answers a session DELETE with 202; the streamable HTTP spec's clients
+/// (the Python SDK among them) expect 200 or 204 and report anything else as
+/// a failed termination.
+async fn session_delete_status(request: Request, next: Next) -> Response {
+    let is_delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if is_delete && response.status() == StatusCode::ACCEPTED {
+        let (mut parts, _) = response.into_parts();
+        parts.status = StatusCode::NO_CONTENT;
+        parts.headers.remove(header::CONTENT_LENGTH);
+        parts.headers.remove(header::CONTENT_TYPE);
+        response = Response::from_parts(parts, axum::body::Body::empty());
+    }
+    response
+}
+
+/// Serve until `shutdown` is cancelled (Ctrl-C or SIGTERM at the CLI).
+///
+/// The accept loop is our own rather than `axum::serve` because that one
+/// exposes neither a header read timeout nor a connection limit: a client
+/// that sends half its headers (or nothing) is disconnected after
+/// `http.header_timeout_s`, and at most `http.max_connections` connections
+/// are served at once (more wait in the listen backlog, not refused).
 pub async fn serve(
     app: Arc<AppState>,
     opts: HttpOptions,
@@ -246,12 +326,69 @@ pub async fn serve(
     tracing::info!(addr = %local, token = policy.token.is_some(), "serving MCP at /mcp and the API at /api");
     // Tests and scripts read the bound address from stderr when binding port 0.
     eprintln!("aisp: listening on http://{local} (dashboard at /, MCP at /mcp, API at /api)");
-    let app_router = router(app, policy, shutdown.clone());
-    axum::serve(listener, app_router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .map_err(ServeError::Http)
+    let limits = app.config.http;
+    let app_router = router(app, policy, shutdown.clone()).layer(middleware::from_fn_with_state(
+        BodyLimits {
+            timeout: limits.body_timeout,
+            max_body_bytes: MAX_BODY_BYTES,
+        },
+        body_deadline,
+    ));
+    let max_connections = limits.max_connections.clamp(1, 1 << 20);
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&slots).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors and the like: wait a little rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app_router.clone());
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_timeout);
+            let conn = builder.serve_connection(io, service).with_upgrades();
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(SHUTDOWN_GRACE, conn).await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    // Every slot back means every connection closed: idle ones close at once,
+    // busy ones get a short grace.
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, slots.acquire_many(max_connections as u32)).await;
+    Ok(())
 }
+
+/// The largest request body read (arguments are JSON; files go by path).
+const MAX_BODY_BYTES: usize = 64 << 20;
+
+/// How long shutdown waits for connections that are mid-request.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(150);
 
 async fn list_tools() -> Response {
     let tools: Vec<Value> = registry::tools()

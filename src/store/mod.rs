@@ -10,6 +10,7 @@
 //! immediate (write) transaction so only one process applies a migration.
 
 pub mod migrations;
+pub mod recover;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -29,6 +30,8 @@ pub enum StoreError {
         path: PathBuf,
         source: rusqlite::Error,
     },
+    #[error("the store {path} is damaged: {problem}")]
+    Damaged { path: PathBuf, problem: String },
     #[error(
         "the store {path} was written by a newer aisp (component {component} is at version {found}, this build knows {known})"
     )]
@@ -98,6 +101,32 @@ impl Store {
     }
 
     pub fn open_with(path: &Path, migrations: &[Migration]) -> Result<Store, StoreError> {
+        Self::open_healing(path, migrations).map(|(store, _)| store)
+    }
+
+    /// Open, and if the file is damaged move it aside, start a fresh store with
+    /// every row that can still be read, and say what happened.
+    pub fn open_healing(
+        path: &Path,
+        migrations: &[Migration],
+    ) -> Result<(Store, Option<recover::StoreRecovery>), StoreError> {
+        match Self::open_checked(path, migrations) {
+            Ok(store) => Ok((store, None)),
+            Err(e) if recover::is_corruption(&e) && path.exists() => {
+                let problem = match &e {
+                    StoreError::Damaged { problem, .. } => problem.clone(),
+                    StoreError::Sqlite { source, .. } => source.to_string(),
+                    other => other.to_string(),
+                };
+                let (store, report) =
+                    recover::recover(path, problem, |p| Self::open_checked(p, migrations))?;
+                Ok((store, Some(report)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open_checked(path: &Path, migrations: &[Migration]) -> Result<Store, StoreError> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
                 path: dir.to_path_buf(),
@@ -124,6 +153,13 @@ impl Store {
             .map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(sql)?;
+        // A damaged file is found here, before anything writes to it.
+        if let Some(problem) = recover::check_integrity(&conn).map_err(sql)? {
+            return Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                problem,
+            });
+        }
         let mut store = Store {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
