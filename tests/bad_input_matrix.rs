@@ -456,12 +456,12 @@ async fn errors_name_the_argument_in_json_words_with_the_right_kind() {
         m.len()
     );
     // An existing export output: the overwrite hint only.
-    let out = dir.path().join("report.html");
+    let out = dir.path().join("trace.perfetto.json");
     std::fs::write(&out, "x").unwrap();
     let e = error_of(
         &c,
         "aisp_profile_export",
-        json!({"path": mock, "format": "html", "output": out.display().to_string()}),
+        json!({"path": mock, "kind": "perfetto", "output": out.display().to_string()}),
     )
     .await;
     let hint = e["hint"].as_str().unwrap();

@@ -124,11 +124,8 @@ fn write_table(path: &Path, t: &Table) -> Result<()> {
 type Row = BTreeMap<String, Field>;
 
 fn read_table(path: &Path) -> Result<Vec<Row>> {
-    let file = File::open(path).map_err(|e| ProfileError::Io {
-        what: "reading the digest",
-        path: path.to_path_buf(),
-        source: e,
-    })?;
+    // A digest path is the user's: never block on a FIFO or read a device.
+    let (file, _) = crate::input_file::open_regular(path)?;
     let reader = SerializedFileReader::new(file).map_err(|e| pq_err(path, e))?;
     let iter = reader.get_row_iter(None).map_err(|e| pq_err(path, e))?;
     let mut out = Vec::new();
