@@ -198,3 +198,32 @@ fn tools_lists_every_tool_in_table_mode() {
         );
     }
 }
+
+/// `aisp profile search ... | head -1`: the reader goes away after one line of a ~1 MB answer (past any pipe
+/// buffer); aisp ends quietly (no panic on EPIPE).
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = common::aisp(home.path())
+        .args(["--format", "json", "profile", "search"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/train_good.sqlite"
+        ))
+        .args(["*", "--limit", "5000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped here: the rest of the answer meets a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(first.trim(), "{");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

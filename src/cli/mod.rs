@@ -285,7 +285,17 @@ pub fn main() -> ExitCode {
         Some(pair) => pair,
         None => return ExitCode::from(2),
     };
-    init_logging(&matches, name == "serve" || name == "dashboard");
+    let serving = name == "serve" || name == "dashboard";
+    if !serving {
+        // A one-shot command piped into `head` should end quietly when the reader goes away, as any Unix
+        // tool does, instead of panicking in println! on EPIPE. Servers keep Rust's ignored SIGPIPE: a
+        // client closing its socket must not end the server.
+        // SAFETY: setting a signal disposition to its default before any thread is started.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+    init_logging(&matches, serving);
     let format = match matches.get_one::<String>("format").map(String::as_str) {
         Some("json") => Format::Json,
         Some(_) => Format::Table,
