@@ -297,25 +297,7 @@ pub fn digest_profile(p: &Profile, file: &Path) -> Result<Vec<RankDigest>> {
                 });
             }
         }
-        coll.sort_by_key(|c| (c.0, c.1));
-        let mut seqs: BTreeMap<Collective, u32> = BTreeMap::new();
-        let collectives = coll
-            .into_iter()
-            .map(|(s, e, stream, kind)| {
-                let seq = seqs.entry(kind).or_default();
-                let row = CollectiveRow {
-                    kind,
-                    seq: *seq,
-                    start_ns: s,
-                    end_ns: e,
-                    stream,
-                    compute_overlap_ns: intervals::clipped_length(&compute_u, (s, e)),
-                    bytes: None,
-                };
-                *seq += 1;
-                row
-            })
-            .collect();
+        let collectives = collective_rows(coll, &compute_u);
         let mut classes: Vec<ClassRow> = classes
             .into_iter()
             .map(|(c, (n, t))| ClassRow {
@@ -480,6 +462,32 @@ pub fn digest_files(
         }
     }
     Ok((digests, skipped))
+}
+
+/// Collective rows from `(start, end, stream, kind)` spans: numbered per kind in start order (the instance
+/// index the cross-rank alignment matches on), each with its overlap with the compute union.
+pub(crate) fn collective_rows(
+    mut coll: Vec<(i64, i64, i64, Collective)>,
+    compute_u: &[(i64, i64)],
+) -> Vec<CollectiveRow> {
+    coll.sort_by_key(|c| (c.0, c.1));
+    let mut seqs: BTreeMap<Collective, u32> = BTreeMap::new();
+    coll.into_iter()
+        .map(|(s, e, stream, kind)| {
+            let seq = seqs.entry(kind).or_default();
+            let row = CollectiveRow {
+                kind,
+                seq: *seq,
+                start_ns: s,
+                end_ns: e,
+                stream,
+                compute_overlap_ns: intervals::clipped_length(compute_u, (s, e)),
+                bytes: None,
+            };
+            *seq += 1;
+            row
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::digest::{ClassRow, CollectiveRow, RankDigest, RankIdentity, StepRow, WindowFigures};
+use super::digest::{ClassRow, RankDigest, RankIdentity, StepRow, WindowFigures};
 use crate::kineto::Trace;
 use crate::kineto::trace::OpClass;
 use crate::profile::classify;
@@ -136,25 +136,7 @@ pub fn digest_trace(t: &Trace) -> Vec<RankDigest> {
                     }
                 })
                 .collect();
-            coll.sort_by_key(|c| (c.0, c.1));
-            let mut seqs: BTreeMap<Collective, u32> = BTreeMap::new();
-            let collectives = coll
-                .into_iter()
-                .map(|(s, e, stream, kind)| {
-                    let seq = seqs.entry(kind).or_default();
-                    let row = CollectiveRow {
-                        kind,
-                        seq: *seq,
-                        start_ns: s,
-                        end_ns: e,
-                        stream,
-                        compute_overlap_ns: intervals::clipped_length(&compute_u, (s, e)),
-                        bytes: None,
-                    };
-                    *seq += 1;
-                    row
-                })
-                .collect();
+            let collectives = super::digest::collective_rows(coll, &compute_u);
             let mut classes: Vec<ClassRow> = classes
                 .into_iter()
                 .map(|(c, (n, total))| ClassRow {
