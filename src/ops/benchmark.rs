@@ -18,8 +18,15 @@ use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
 
-pub const OPERATIONS: &[&dyn DynOperation] =
-    &[&Targets, &Run, &Compare, &History, &Import, &SpeedTest];
+pub const OPERATIONS: &[&dyn DynOperation] = &[
+    &Targets,
+    &Run,
+    &Compare,
+    &History,
+    &Import,
+    &SpeedTest,
+    &crate::ops::kernel_lab::KernelLab,
+];
 
 // ---------------------------------------------------------------- shared helpers
 

@@ -17,6 +17,7 @@ pub mod gpu;
 pub mod hw;
 pub mod inference;
 pub mod job;
+pub mod kernel_lab;
 pub mod optimize;
 pub mod profile;
 pub mod profile_capture;
