@@ -168,9 +168,13 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
     if spec.compile_only {
         return compile_only(spec);
     }
-    crate::ops::benchmark::require_gpu(ctx)?;
-    if !crate::bench::libs::nvrtc_available() {
-        return Err(BenchError::NoNvrtc.into_op_error(ctx.tool()));
+    // AISP_KERNEL_LAB_WORKER names another worker program (the tests' fake,
+    // which needs neither a GPU nor NVRTC); the real worker needs both.
+    if std::env::var_os(runner::WORKER_ENV).is_none_or(|v| v.is_empty()) {
+        crate::ops::benchmark::require_gpu(ctx)?;
+        if !crate::bench::libs::nvrtc_available() {
+            return Err(BenchError::NoNvrtc.into_op_error(ctx.tool()));
+        }
     }
     let budget = spec.time_budget_s.unwrap_or(0.5);
     let limit = spec.time_limit_s.unwrap_or(30.0);
@@ -395,5 +399,248 @@ impl Operation for KernelLab {
 
     fn run(&self, ctx: &OpContext, input: LabSpec) -> Result<KernelOutput, OpError> {
         run_lab(ctx, &input)
+    }
+}
+
+// ---------------------------------------------------------------- the LLM loop
+
+pub struct KernelImprove;
+
+#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImproveInput {
+    /// An aisp_benchmark_kernel call with exactly one candidate: the kernel to improve.
+    pub lab: LabSpec,
+    /// Rounds of asking the model (default 3).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 8))]
+    pub rounds: Option<u32>,
+    /// What to aim for, e.g. "coalesce the writes" (optional).
+    #[serde(default)]
+    #[schemars(length(max = 2000))]
+    pub goal: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Round {
+    pub round: u32,
+    /// The model's own sentence about what it changed.
+    pub change: String,
+    /// ok, incorrect, compile_error, failed, or no_code (the reply had no code block).
+    pub status: String,
+    pub failure: Option<String>,
+    pub median_ms: Option<f64>,
+    /// The best kernel's median in the same run.
+    pub best_median_ms: Option<f64>,
+    /// Kept as the new best (correct and faster, 95% interval above 1).
+    pub kept: bool,
+    pub run_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ImproveOutput {
+    pub target: String,
+    pub model: Option<String>,
+    pub start_median_ms: Option<f64>,
+    pub best_median_ms: Option<f64>,
+    /// start / best: above 1 means the loop found a faster correct kernel.
+    pub speedup: Option<f64>,
+    /// Round whose kernel is best (0: the starting kernel).
+    pub best_round: u32,
+    pub best_source: String,
+    pub rounds: Vec<Round>,
+    /// What the kept changes were, in order.
+    pub explanation: String,
+}
+
+fn describe(row: &KernelRow, reference_median: Option<f64>) -> String {
+    let mut parts = vec![format!("status {}", row.status)];
+    if let Some(f) = &row.failure {
+        parts.push(format!("failure: {f}"));
+    }
+    if let Some(m) = row.median_ms {
+        parts.push(format!("median {m:.4} ms (p10 {:.4}, p90 {:.4})", row.p10_ms.unwrap_or(m), row.p90_ms.unwrap_or(m)));
+    }
+    if let Some(g) = row.gb_per_s {
+        parts.push(format!("{g:.0} GB/s"));
+    }
+    if let Some(t) = row.tflop_per_s {
+        parts.push(format!("{t:.2} TFLOP/s"));
+    }
+    if let Some(p) = row.pct_of_roof {
+        parts.push(format!("{p:.1}% of the measured roof"));
+    }
+    if let (Some(r), Some(m)) = (reference_median, row.median_ms) {
+        parts.push(format!("reference {r:.4} ms (speedup {:.2}x)", r / m));
+    }
+    if let Some(r) = &row.resources {
+        parts.push(format!(
+            "{} registers/thread, {} B static + {} B dynamic shared, {} B spills, theoretical occupancy {:.0}%",
+            r.registers_per_thread, r.static_shared_bytes, r.dynamic_shared_bytes, r.local_bytes_per_thread, r.theoretical_occupancy_pct
+        ));
+    }
+    parts.join("; ")
+}
+
+fn row_of<'a>(out: &'a KernelOutput, label: &str) -> Option<&'a KernelRow> {
+    out.results.last()?.kernels.iter().find(|k| k.kernel == label)
+}
+
+impl Operation for KernelImprove {
+    type Input = ImproveInput;
+    type Output = ImproveOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Improve a CUDA kernel with an LLM",
+        summary: "Asks the configured LLM for faster variants of a kernel for N rounds, checking and timing each with aisp_benchmark_kernel; keeps the best correct one.",
+        description: "Give the same arguments as aisp_benchmark_kernel (in `lab`) with one candidate. Each round sends the model the best kernel's source and its measurements (time, GB/s or TFLOP/s, % of roof, registers, occupancy, failures), compiles, checks and times its answer side by side with the best, and keeps it only if it is correct and faster (95% interval above 1). Returns every round (the model's stated change, status, medians, kept), the best source and the overall speedup. Needs an LLM endpoint (aisp_ai_status), a GPU and execution allowed.",
+        hints: Hints::RUNS_COMMAND,
+        needs_gpu: false,
+        long_running: true,
+        executes_commands: true,
+        intents: &["make my kernel faster with an llm", "optimize this cuda kernel automatically", "llm kernel optimization loop"],
+        example: r#"{"lab": {"name": "tr", "kernels": [{"entry": "tr", "source": "...", "launch": {"grid": ["cdiv(C,32)", "cdiv(R,32)"], "block": [32, 8]}}], "reference": "transpose", "args": [{"name": "x", "dtype": "f32", "shape": ["R", "C"]}, {"name": "y", "dtype": "f32", "shape": ["C", "R"], "role": "out"}, {"name": "R", "dtype": "i32", "value": "R"}, {"name": "C", "dtype": "i32", "value": "C"}], "sizes": [{"R": 4096, "C": 4096}]}, "rounds": 3}"#,
+        ..OpSpec::new("benchmark", "kernel_improve")
+    };
+
+    fn run(&self, ctx: &OpContext, input: ImproveInput) -> Result<ImproveOutput, OpError> {
+        use crate::bench::lab::improve;
+        use crate::llm::client::{ChatRequest, ClientOptions, LlmClient};
+        use async_openai::types::chat::ChatCompletionRequestMessage as Msg;
+
+        let mut lab = input.lab;
+        lab.compile_only = false;
+        lab.validate().map_err(invalid)?;
+        let cands: Vec<_> = lab.candidates().into_iter().cloned().collect();
+        let [start] = cands.as_slice() else {
+            return Err(invalid(format!("lab needs exactly one candidate (the kernel to improve), not {}", cands.len())));
+        };
+        let rounds = input.rounds.unwrap_or(3);
+        if !(1..=8).contains(&rounds) {
+            return Err(invalid(format!("rounds must be 1..=8, not {rounds}")));
+        }
+        let mut client = LlmClient::new(
+            &ctx.app().config.llm,
+            ClientOptions { request_timeout: Duration::from_secs(180), max_retries: 2, ..ClientOptions::default() },
+            ctx.cancellation_token().clone(),
+            ctx.deadline(),
+            None,
+        )
+        .map_err(|e| OpError::unsupported(format!("aisp_benchmark_kernel_improve needs an LLM: {e}"), "Configure one (AISP_LLM_BASE_URL and AISP_LLM_MODEL, or AISP_LLM_API_KEY); aisp_ai_status checks it."))?;
+        let reference_kernel = match lab.reference() {
+            Ok(Reference::Kernel(k)) => Some(k),
+            _ => None,
+        };
+        let context = {
+            let launch = start.launch.as_ref().or(lab.launch.as_ref());
+            format!(
+                "Launch: {}\nParameters (in order): {}\nSizes: {}\nReference: {}",
+                serde_json::to_string(&launch).unwrap_or_default(),
+                serde_json::to_string(&lab.args).unwrap_or_default(),
+                serde_json::to_string(&lab.sizes).unwrap_or_default(),
+                lab.reference
+            )
+        };
+        let mut best = crate::bench::lab::spec::Kernel { name: Some("round0".into()), ..start.clone() };
+        let mut best_round = 0;
+        let start_label = start.label().to_string();
+        // Round 0: measure the starting kernel.
+        let mut spec0 = lab.clone();
+        spec0.kernels = reference_kernel.iter().cloned().chain([best.clone()]).collect();
+        let first = run_lab(ctx, &spec0)?;
+        let reference_median = |o: &KernelOutput| o.results.last().and_then(|s| s.kernels.iter().find(|k| k.role == "reference")).and_then(|k| k.median_ms);
+        let start_row = row_of(&first, "round0").cloned();
+        let start_median = start_row.as_ref().filter(|r| r.status == "ok").and_then(|r| r.median_ms);
+        let mut best_desc = start_row.as_ref().map(|r| describe(r, reference_median(&first))).unwrap_or_default();
+        let mut best_median = start_median;
+        let mut last_attempt: Option<String> = None;
+        let mut out_rounds = Vec::new();
+        let mut kept_changes: Vec<String> = Vec::new();
+        for round in 1..=rounds {
+            ctx.check_cancelled()?;
+            ctx.progress(round as f64, Some(rounds as f64), format!("round {round}: asking the model"));
+            let prompt = improve::round_prompt(&best.source, &best.entry, &context, &best_desc, last_attempt.as_deref(), input.goal.as_deref());
+            let req = ChatRequest {
+                messages: vec![Msg::System(improve::SYSTEM_PROMPT.into()), Msg::User(prompt.into())],
+                no_tools: true,
+                ..Default::default()
+            };
+            let reply = client.chat(&req).map_err(|e| OpError::unsupported(format!("the LLM did not answer: {e}"), "aisp_ai_status checks the endpoint."))?;
+            let text = reply.content.unwrap_or_default();
+            let proposal = match improve::parse_reply(&text) {
+                Ok(p) => p,
+                Err(why) => {
+                    last_attempt = Some(format!("your reply could not be used: {why}"));
+                    out_rounds.push(Round { round, change: String::new(), status: "no_code".into(), failure: Some(why), median_ms: None, best_median_ms: best_median, kept: false, run_id: None });
+                    continue;
+                }
+            };
+            let label = format!("round{round}");
+            let cand = crate::bench::lab::spec::Kernel { name: Some(label.clone()), source: proposal.source.clone(), ..best.clone() };
+            let mut spec = lab.clone();
+            spec.kernels = reference_kernel.iter().cloned().chain([best.clone(), cand.clone()]).collect();
+            ctx.progress(round as f64, Some(rounds as f64), format!("round {round}: checking and timing"));
+            let res = run_lab(ctx, &spec)?;
+            let row = row_of(&res, &label).cloned();
+            let best_row = row_of(&res, best.label()).cloned();
+            let (status, failure, median) = row.as_ref().map_or(("failed".to_string(), Some("no result".to_string()), None), |r| (r.status.clone(), r.failure.clone(), r.median_ms));
+            let best_now = best_row.as_ref().filter(|r| r.status == "ok").and_then(|r| r.median_ms);
+            // Kept when correct and reliably faster than the best in the same run.
+            let kept = status == "ok"
+                && match (best_now, median) {
+                    (Some(b), Some(m)) => m < b && significantly_faster(ctx, &res, best.label(), &label),
+                    (None, Some(_)) => true,
+                    _ => false,
+                };
+            let attempt = row.as_ref().map(|r| describe(r, reference_median(&res))).unwrap_or_default();
+            last_attempt = Some(format!("{} -> {attempt}{}", proposal.change, if kept { " (kept: it is the new best)" } else { " (not kept)" }));
+            if kept {
+                kept_changes.push(format!("round {round}: {}", proposal.change));
+                best = cand;
+                best_round = round;
+                best_median = median;
+                best_desc = attempt;
+            } else if let Some(b) = best_now {
+                best_median = Some(b);
+            }
+            out_rounds.push(Round { round, change: proposal.change, status, failure, median_ms: median, best_median_ms: best_now, kept, run_id: res.run_id.clone() });
+        }
+        let explanation = if kept_changes.is_empty() {
+            format!("No round produced a correct kernel that was reliably faster than {start_label}; the starting kernel stays the best.")
+        } else {
+            format!("Kept {} change(s): {}.", kept_changes.len(), kept_changes.join("; "))
+        };
+        Ok(ImproveOutput {
+            target: lab.target(),
+            model: client.model().map(String::from),
+            start_median_ms: start_median,
+            best_median_ms: best_median,
+            speedup: match (start_median, best_median) {
+                (Some(s), Some(b)) if b > 0.0 => Some(s / b),
+                _ => None,
+            },
+            best_round,
+            best_source: best.source,
+            rounds: out_rounds,
+            explanation,
+        })
+    }
+}
+
+/// The candidate's speedup over `best` has a 95% interval above 1 (from the stored samples of that run).
+fn significantly_faster(ctx: &OpContext, res: &KernelOutput, best: &str, cand: &str) -> bool {
+    let (Some(run), Ok(store)) = (&res.run_id, ctx.app().store()) else {
+        return false;
+    };
+    let target = &res.target;
+    let suffix = res
+        .results
+        .last()
+        .filter(|_| res.results.len() > 1)
+        .map(|s| format!("@{}", size_label(&s.sizes)))
+        .unwrap_or_default();
+    let get = |v: &str| record::find(store, Some(run), target, &format!("{v}{suffix}")).ok().flatten().and_then(|r| r.samples_ms);
+    match (get(best), get(cand)) {
+        (Some(b), Some(c)) => stats::speedup_ci(&b, &c, 2000, 0.95).is_some_and(|ci| ci.ci_low > 1.0),
+        _ => false,
     }
 }

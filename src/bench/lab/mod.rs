@@ -10,6 +10,7 @@
 
 pub mod compile;
 pub mod expr;
+pub mod improve;
 pub mod runner;
 pub mod spec;
 pub mod tolerance;

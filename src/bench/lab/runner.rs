@@ -146,6 +146,7 @@ pub fn run(mut job: Job, opts: &Options) -> Result<Outcome, BenchError> {
             buf
         });
         let mut current: Option<usize> = None;
+        let began_at = job.start_at;
         let mut last = Instant::now();
         let mut fatal: Option<String> = None;
         let mut killed = false;
@@ -213,8 +214,10 @@ pub fn run(mut job: Job, opts: &Options) -> Result<Outcome, BenchError> {
                 out.items[item] = Some(failed(&job, item, why));
                 job.start_at = item + 1;
             }
+            // Stopped after reporting a kernel's CUDA error: go on in a fresh worker.
+            None if job.start_at < total && job.start_at > began_at => {}
             None if job.start_at < total => {
-                // Ended between kernels without finishing: a setup failure.
+                // Ended between kernels without reporting anything: a setup failure.
                 let why = fatal.unwrap_or_else(|| {
                     let how = status.map(|s| describe_exit(&s)).unwrap_or_else(|| "ended".into());
                     if killed {

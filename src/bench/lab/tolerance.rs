@@ -176,8 +176,13 @@ pub struct Mismatch {
     pub index: u64,
     /// The same index per dimension of the buffer's shape.
     pub at: Vec<u64>,
-    pub got: f64,
-    pub expected: f64,
+    /// null when NaN: an element never written keeps the NaN poison.
+    pub got: Option<f64>,
+    pub expected: Option<f64>,
+}
+
+fn finite_or_none(v: f64) -> Option<f64> {
+    (!v.is_nan()).then_some(v).filter(|v| v.is_finite())
 }
 
 /// One output buffer compared with the reference's.
@@ -238,8 +243,8 @@ pub fn compare(
                 first = Some(Mismatch {
                     index: i as u64,
                     at: unflatten(i as u64, shape),
-                    got: g,
-                    expected: w,
+                    got: finite_or_none(g),
+                    expected: finite_or_none(w),
                 });
             }
         }
@@ -292,7 +297,7 @@ mod tests {
         assert_eq!(bad.mismatches, 2);
         let first = bad.first_mismatch.unwrap();
         assert_eq!((first.index, first.at.clone()), (6, vec![1, 2]));
-        assert_eq!((first.got, first.expected), (7.0, 6.0));
+        assert_eq!((first.got, first.expected), (Some(7.0), Some(6.0)));
         assert_eq!(bad.max_abs_err, 1.0);
         // The relative part scales with the reference value.
         assert!(compare("y", &[1000.05], &[1000.0], &[1], (0.0, 1e-4)).passed);

@@ -570,6 +570,19 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
             emit(&Event::Item { item: ref_item_no, result: item });
         }
         if ref_cuda {
+            // The context is gone: this size's candidates cannot be checked.
+            for (j, cand) in candidates.iter().enumerate() {
+                let no = base + 1 + j;
+                if no >= job.start_at {
+                    let result = ItemResult {
+                        size: s,
+                        kernel: cand.label().to_string(),
+                        failure: Some("not run: the reference hit a CUDA error at this size".into()),
+                        ..Default::default()
+                    };
+                    emit(&Event::Item { item: no, result });
+                }
+            }
             return Ok(false);
         }
         for (j, cand) in candidates.iter().enumerate() {
@@ -622,7 +635,15 @@ pub fn mismatch_text(checks: &[Comparison]) -> String {
         Some(c) => match &c.first_mismatch {
             Some(m) => format!(
                 "incorrect: {} has {} of {} elements outside atol {:.0e} + rtol {:.0e}; first at index {} {:?}: got {}, expected {}",
-                c.buffer, c.mismatches, c.checked, c.atol, c.rtol, m.index, m.at, m.got, m.expected
+                c.buffer,
+                c.mismatches,
+                c.checked,
+                c.atol,
+                c.rtol,
+                m.index,
+                m.at,
+                m.got.map_or("NaN (never written)".to_string(), |v| v.to_string()),
+                m.expected.map_or("NaN".to_string(), |v| v.to_string())
             ),
             None => format!("incorrect: {} could not be compared ({} elements)", c.buffer, c.checked),
         },
