@@ -80,18 +80,22 @@ pub fn include_dirs() -> Vec<PathBuf> {
 
 /// Parse NVRTC's log: `name.cu(12): error: identifier "x" is undefined`,
 /// followed by the source line and a caret.
-pub fn parse_log(log: &str, source: &str) -> (Vec<Diagnostic>, Vec<Diagnostic>) {
-    let re = regex::Regex::new(r"^[^\n]*?\((\d+)\): (catastrophic error|error|warning)[^:]*: (.*)$")
+/// Only messages about `file` (the kernel's own source) are kept: NVRTC also
+/// reports on its generated `__nv_name_map` (a wrong entry name).
+pub fn parse_log(log: &str, source: &str, file: &str) -> (Vec<Diagnostic>, Vec<Diagnostic>) {
+    let re = regex::Regex::new(r"^([^\n]*?)\((\d+)\): (catastrophic error|error|warning)[^:]*: (.*)$")
         .expect("static regex");
     let lines: Vec<&str> = source.lines().collect();
     let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     for l in log.lines() {
-        if let Some(c) = re.captures(l) {
-            let line: u32 = c[1].parse().unwrap_or(0);
+        if let Some(c) = re.captures(l)
+            && &c[1] == file
+        {
+            let line: u32 = c[2].parse().unwrap_or(0);
             let d = Diagnostic {
                 line,
-                severity: if c[2].contains("error") { "error" } else { "warning" }.to_string(),
-                message: c[3].trim().to_string(),
+                severity: if c[3].contains("error") { "error" } else { "warning" }.to_string(),
+                message: c[4].trim().to_string(),
                 code: lines
                     .get((line as usize).wrapping_sub(1))
                     .map(|s| s.trim().chars().take(200).collect()),
@@ -135,6 +139,17 @@ fn cache_key(k: &Kernel, arch: &str, nvrtc: (i32, i32)) -> String {
     }
     h.update(format!("{}.{}", nvrtc.0, nvrtc.1).as_bytes());
     h.finalize().iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
+fn entry_missing(entry: &str) -> Diagnostic {
+    Diagnostic {
+        line: 0,
+        severity: "error".into(),
+        message: format!(
+            "entry `{entry}` is not a __global__ function of this source (check the name; templates need their arguments, e.g. kern<float>)"
+        ),
+        code: None,
+    }
 }
 
 /// Compile `k` for `arch`. `Ok(Err(report))` is a compile error in the
@@ -199,7 +214,7 @@ fn compile_uncached(k: &Kernel, arch: &str) -> Result<Result<Built, CompileRepor
         let compiled = result::compile_program(prog, &options(k, arch));
         let log = result::get_program_log(prog).map(c_text).unwrap_or_default();
         let log = log.trim().to_string();
-        let (errors, warnings) = parse_log(&log, &k.source);
+        let (errors, warnings) = parse_log(&log, &k.source, &format!("{label}.cu"));
         let mut report = CompileReport {
             ok: compiled.is_ok(),
             arch: arch.to_string(),
@@ -210,7 +225,9 @@ fn compile_uncached(k: &Kernel, arch: &str) -> Result<Result<Built, CompileRepor
             from_cache: false,
         };
         if compiled.is_err() {
-            if report.errors.is_empty() {
+            if report.errors.is_empty() && log.contains("__nv_name_map") {
+                report.errors.push(entry_missing(&k.entry));
+            } else if report.errors.is_empty() {
                 report.errors.push(Diagnostic {
                     line: 0,
                     severity: "error".into(),
@@ -224,15 +241,7 @@ fn compile_uncached(k: &Kernel, arch: &str) -> Result<Result<Built, CompileRepor
             let r = sys::nvrtcGetLoweredName(prog, entry.as_ptr(), &mut lowered);
             if r != sys::nvrtcResult::NVRTC_SUCCESS || lowered.is_null() {
                 report.ok = false;
-                report.errors.push(Diagnostic {
-                    line: 0,
-                    severity: "error".into(),
-                    message: format!(
-                        "entry `{}` is not a __global__ function of this source (check the name; templates need their arguments, e.g. kern<float>)",
-                        k.entry
-                    ),
-                    code: None,
-                });
+                report.errors.push(entry_missing(&k.entry));
                 Ok(Err(report))
             } else {
                 report.lowered_name = Some(CStr::from_ptr(lowered).to_string_lossy().into_owned());
@@ -265,12 +274,15 @@ mod tests {
     fn log_lines_become_diagnostics_with_the_source_line() {
         let src = "extern \"C\" __global__ void k(float* y) {\n  y[0] = x;\n}\n";
         let log = "k.cu(2): error: identifier \"x\" is undefined\n    y[0] = x;\n           ^\n\nk.cu(3): warning #177-D: variable \"z\" was declared but never referenced\n\n1 error detected in the compilation of \"k.cu\".";
-        let (e, w) = parse_log(log, src);
+        let (e, w) = parse_log(log, src, "k.cu");
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].line, 2);
         assert_eq!(e[0].message, "identifier \"x\" is undefined");
         assert_eq!(e[0].code.as_deref(), Some("y[0] = x;"));
         assert_eq!(w.len(), 1);
         assert_eq!((w[0].line, w[0].severity.as_str()), (3, "warning"));
+        // Messages about NVRTC's generated name map are not the kernel's lines.
+        let (e, _) = parse_log("__nv_name_map(2): error: identifier \"t\" is undefined", src, "k.cu");
+        assert!(e.is_empty());
     }
 }
