@@ -694,7 +694,7 @@ one run (baseline_variant, candidate_variant, optional run_id; the baseline defa
 variant in two runs (variant, baseline_run_id, candidate_run_id; e.g. before and after a driver update or on two \
 machines). Returns both sides' medians and metric values, the speedup (median ratio) with a 95% bootstrap interval, the \
 Mann-Whitney U p-value, whether it is significant (p < 0.05 and the interval excludes 1), a one-line verdict, and notes \
-when the GPUs or sizes differ. Needs no GPU; instant.",
+when the GPUs or sizes differ. Kernel-lab targets (kernel_<name>) work too; their baseline defaults to the reference. Needs no GPU; instant.",
         intents: &[
             "compare benchmark runs",
             "is the speedup significant",

@@ -12,12 +12,29 @@ use super::expr::{self, Vars};
 use super::tolerance::{Dtype, Tolerance};
 
 /// An integer, or an expression of the sizes (`"cdiv(N,256)"`, `"2*M*N*K"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Expr {
     Int(i64),
     Float(f64),
     Text(String),
+}
+
+/// A number or a string, with no description of its own (the tool's
+/// description explains expressions once; repeating it per field would cost
+/// the tool-listing budget).
+impl JsonSchema for Expr {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Expr".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"anyOf": [{"type": "number"}, {"type": "string"}]})
+    }
 }
 
 impl Expr {
@@ -47,11 +64,11 @@ impl Expr {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Launch {
-    /// Blocks per dimension, e.g. `["cdiv(N,32)", "cdiv(M,32)"]`.
+    /// Blocks, 1-3 dims.
     pub grid: Vec<Expr>,
-    /// Threads per dimension, e.g. `[32, 8]`.
+    /// Threads, 1-3 dims.
     pub block: Vec<Expr>,
-    /// Dynamic shared memory bytes (default 0).
+    /// Dynamic shared bytes.
     #[serde(default)]
     pub shared_bytes: Option<Expr>,
 }
@@ -60,18 +77,18 @@ pub struct Launch {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Kernel {
-    /// Label in results (default the entry name).
+    /// Label (default entry).
     #[serde(default)]
     pub name: Option<String>,
-    /// CUDA C++ source (NVRTC; no host code).
+    /// CUDA C++ (NVRTC, no host code).
     #[schemars(length(max = 200000))]
     pub source: String,
-    /// The `__global__` function to launch (extern "C" or C++).
+    /// __global__ function name.
     pub entry: String,
-    /// This kernel's own launch (default: the top-level `launch`).
+    /// Default: top-level launch.
     #[serde(default)]
     pub launch: Option<Launch>,
-    /// Extra NVRTC options: -D..., -maxrregcount=N, --use_fast_math, ...
+    /// NVRTC options: -D.., -maxrregcount=, --use_fast_math
     #[serde(default)]
     pub options: Vec<String>,
 }
@@ -87,17 +104,11 @@ impl Kernel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BuiltinOp {
-    /// y = x (cuMemcpyDtoD).
     Copy,
-    /// x [R,C] -> y [C,R].
     Transpose,
-    /// x [R,C] -> y [R], row sums ([N] -> [1]).
     ReduceSum,
-    /// Row softmax of x [R,C].
     Softmax,
-    /// Row layernorm of x [R,C], eps 1e-5, no affine.
     Layernorm,
-    /// C [M,N] = A [M,K] @ B [K,N], row-major, cuBLAS (FP32 accumulate, no TF32).
     Gemm,
 }
 
@@ -148,46 +159,41 @@ impl BuiltinOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// Read by the kernel (default).
     #[default]
     In,
-    /// Written: poisoned (0xFF) before every run, compared with the reference.
     Out,
-    /// Read and written: restored before every run, compared.
     Inout,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Init {
-    /// Random in `range` (default [-1, 1); integers: [0, 100)).
     #[default]
     Uniform,
     Zeros,
     Ones,
-    /// Element i holds i.
     Arange,
 }
 
-/// A kernel parameter, in the kernel's parameter order: a buffer (`shape`) or a scalar (`value`).
+/// A buffer (`shape`) or a scalar (`value`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Arg {
     pub name: String,
     pub dtype: Dtype,
-    /// Buffer: dimensions (row-major), e.g. `["M", "N"]`; passed as a device pointer.
+    /// Buffer dims, row-major.
     #[serde(default)]
     pub shape: Option<Vec<Expr>>,
-    /// Buffer: default in.
+    /// Default in; out is poisoned, inout restored, before each run.
     #[serde(default)]
     pub role: Option<Role>,
-    /// Buffer: default uniform.
+    /// Default uniform.
     #[serde(default)]
     pub init: Option<Init>,
-    /// Buffer with init uniform: [lo, hi).
+    /// Uniform [lo, hi) (default [-1,1), ints [0,100)).
     #[serde(default)]
     pub range: Option<[f64; 2]>,
-    /// Scalar: its value (number or size expression).
+    /// Scalar value.
     #[serde(default)]
     pub value: Option<Expr>,
 }
@@ -219,47 +225,47 @@ impl RoofChoice {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LabSpec {
-    /// Experiment name; results are stored as target `kernel_<name>` (default `lab`).
+    /// Results go to target kernel_<name> (default lab).
     #[serde(default)]
     pub name: Option<String>,
-    /// CUDA C++ kernels; all but the reference are candidates.
+    /// All but the reference are candidates.
     pub kernels: Vec<Kernel>,
-    /// What is correct: a built-in op (copy, transpose, reduce_sum, softmax, layernorm, gemm) or a kernel's name.
+    /// Built-in op or a kernel's name.
     pub reference: String,
-    /// Kernel parameters in order (shared by every kernel).
+    /// Kernel parameters in order.
     pub args: Vec<Arg>,
-    /// Default launch for every kernel (built-in ops need none).
+    /// Default launch.
     #[serde(default)]
     pub launch: Option<Launch>,
-    /// Size sweep: values of the names expressions use, e.g. `[{"N": 1024}, {"N": 4096}]`.
+    /// Size sweep: [{"N": 4096}, ...].
     #[serde(default)]
     pub sizes: Vec<BTreeMap<String, i64>>,
-    /// Bytes moved per launch (expression); default the sum of buffer sizes (inout twice).
+    /// Bytes per launch (default: all buffers, inout twice).
     #[serde(default)]
     pub bytes: Option<Expr>,
-    /// Floating-point operations per launch (expression, FMA = 2); gemm: 2*M*N*K by default.
+    /// FLOPs per launch (gemm: 2*M*N*K).
     #[serde(default)]
     pub flops: Option<Expr>,
-    /// Roof for pct_of_roof (default: fp32 or the gemm dtype's when flops are known, else memory).
+    /// Default: memory, or fp32/gemm dtype with flops.
     #[serde(default)]
     pub roof: Option<RoofChoice>,
     #[serde(default)]
     pub tolerance: Option<Tolerance>,
-    /// Seconds of timed repetitions per kernel (default 0.5).
+    /// Timing seconds per kernel (0.5).
     #[serde(default)]
     #[schemars(range(min = 0.05, max = 30))]
     pub time_budget_s: Option<f64>,
-    /// Seconds a kernel may go without finishing before its process is killed (default 30).
+    /// Kill a kernel after this many seconds (30).
     #[serde(default)]
     #[schemars(range(min = 2, max = 600))]
     pub time_limit_s: Option<f64>,
-    /// Compile only (no GPU needed): errors with line numbers.
+    /// Compile only; no GPU needed.
     #[serde(default)]
     pub compile_only: bool,
-    /// Architecture for compile_only, e.g. sm_90 (default this GPU's, else sm_90).
+    /// compile_only target (sm_90).
     #[serde(default)]
     pub arch: Option<String>,
-    /// CUDA device ordinal (default 0).
+    /// CUDA device (0).
     #[serde(default)]
     pub device: Option<u32>,
 }

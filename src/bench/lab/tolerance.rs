@@ -10,7 +10,6 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Element type of a buffer or scalar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {
@@ -146,14 +145,14 @@ pub fn f32_to_f16(x: f32) -> u16 {
     sign | h as u16
 }
 
-/// `|got - want| <= atol + rtol * |want|`; either may be overridden.
+/// Pass: |got-ref| <= atol + rtol*|ref|.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Tolerance {
-    /// Absolute tolerance (default per output dtype: f32 1e-4, f16 1e-3, bf16 1e-2, f64 1e-9, ints 0).
+    /// Default by dtype.
     #[serde(default)]
     pub atol: Option<f64>,
-    /// Relative tolerance (default: f32 1e-4, f16 1e-2, bf16 2e-2, f64 1e-7, ints 0).
+    /// Default by dtype.
     #[serde(default)]
     pub rtol: Option<f64>,
 }
