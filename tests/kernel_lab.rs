@@ -281,7 +281,7 @@ async fn the_llm_loop_verifies_every_round_and_keeps_the_best_correct_kernel() {
     assert_eq!(out["best_round"], 2);
     assert!((out["speedup"].as_f64().unwrap() - 2.0).abs() < 0.01, "{out}");
     assert!(out["best_source"].as_str().unwrap().contains("ms=0.5"));
-    assert_eq!(out["explanation"], "Kept 1 change(s): round 2: float4 loads and stores..");
+    assert_eq!(out["explanation"], "Kept 1 change(s): round 2: float4 loads and stores.");
     // Round 4 is slower than the best (0.6 vs 0.5 ms in one run): measured side by side, not kept.
     assert!((rounds[3]["best_median_ms"].as_f64().unwrap() - 0.5).abs() < 0.01, "{out}");
 

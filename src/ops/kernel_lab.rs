@@ -594,7 +594,7 @@ impl Operation for KernelImprove {
             let attempt = row.as_ref().map(|r| describe(r, reference_median(&res))).unwrap_or_default();
             last_attempt = Some(format!("{} -> {attempt}{}", proposal.change, if kept { " (kept: it is the new best)" } else { " (not kept)" }));
             if kept {
-                kept_changes.push(format!("round {round}: {}", proposal.change));
+                kept_changes.push(format!("round {round}: {}", proposal.change.trim_end_matches('.')));
                 best = cand;
                 best_round = round;
                 best_median = median;
