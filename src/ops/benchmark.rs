@@ -801,9 +801,15 @@ fn compare_kernel_lab(ctx: &OpContext, input: &CompareInput) -> Result<CompareOu
             "aisp_benchmark_history with this target lists the stored kernel-lab rows.",
         )
     };
-    if let (Some(v), Some(b), Some(c)) = (&input.variant, &input.baseline_run_id, &input.candidate_run_id) {
-        let base = record::find(store, Some(b), target, v)?.ok_or_else(|| missing(format!("{target}/{v} in run {b}")))?;
-        let cand = record::find(store, Some(c), target, v)?.ok_or_else(|| missing(format!("{target}/{v} in run {c}")))?;
+    if let (Some(v), Some(b), Some(c)) = (
+        &input.variant,
+        &input.baseline_run_id,
+        &input.candidate_run_id,
+    ) {
+        let base = record::find(store, Some(b), target, v)?
+            .ok_or_else(|| missing(format!("{target}/{v} in run {b}")))?;
+        let cand = record::find(store, Some(c), target, v)?
+            .ok_or_else(|| missing(format!("{target}/{v} in run {c}")))?;
         return compare_rows(target, &base, &cand);
     }
     let Some(cand_v) = &input.candidate_variant else {

@@ -89,7 +89,11 @@ fn row_status(r: &ItemResult) -> &'static str {
         "compile_error"
     } else if r.passed() && !r.samples_ms.is_empty() {
         "ok"
-    } else if r.failure.as_deref().is_some_and(|f| f.starts_with("incorrect")) {
+    } else if r
+        .failure
+        .as_deref()
+        .is_some_and(|f| f.starts_with("incorrect"))
+    {
         "incorrect"
     } else {
         "failed"
@@ -118,8 +122,18 @@ fn compile_only(spec: &LabSpec) -> Result<KernelOutput, OpError> {
         };
         kernels.push(KernelRow {
             kernel: k.label().to_string(),
-            role: if k.label() == spec.reference { "reference" } else { "candidate" }.into(),
-            status: if report.ok { "compiled" } else { "compile_error" }.into(),
+            role: if k.label() == spec.reference {
+                "reference"
+            } else {
+                "candidate"
+            }
+            .into(),
+            status: if report.ok {
+                "compiled"
+            } else {
+                "compile_error"
+            }
+            .into(),
             failure: (!report.ok).then(|| first_errors(&report.errors)),
             compile: Some(report),
             checks: Vec::new(),
@@ -149,7 +163,9 @@ fn compile_only(spec: &LabSpec) -> Result<KernelOutput, OpError> {
         }],
         fastest: None,
         saved: false,
-        notes: vec![format!("compile_only: compiled for {arch} with NVRTC; nothing was run.")],
+        notes: vec![format!(
+            "compile_only: compiled for {arch} with NVRTC; nothing was run."
+        )],
     })
 }
 
@@ -179,7 +195,9 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
     let budget = spec.time_budget_s.unwrap_or(0.5);
     let limit = spec.time_limit_s.unwrap_or(30.0);
     if !(0.05..=30.0).contains(&budget) || !(2.0..=600.0).contains(&limit) {
-        return Err(invalid("time_budget_s must be 0.05..30 and time_limit_s 2..600".into()));
+        return Err(invalid(
+            "time_budget_s must be 0.05..30 and time_limit_s 2..600".into(),
+        ));
     }
     let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
     let seed = rng::fresh_seed();
@@ -194,7 +212,11 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
     };
     let cancelled = || ctx.is_cancelled();
     let progress = |i: usize, n: usize, label: &str| {
-        ctx.progress(i as f64, Some(n as f64), format!("{label} (compile, check, time)"))
+        ctx.progress(
+            i as f64,
+            Some(n as f64),
+            format!("{label} (compile, check, time)"),
+        )
     };
     let opts = runner::Options {
         time_limit: Duration::from_secs_f64(limit),
@@ -219,7 +241,13 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
     {
         for (kind, value, when) in stored {
             if matches!(kind.as_str(), "tf32" | "bf16" | "fp16" | "fp8") {
-                out.roofs.tensor.insert(kind, Roof { value, how: format!("stored by an earlier aisp_hw_* run ({when})") });
+                out.roofs.tensor.insert(
+                    kind,
+                    Roof {
+                        value,
+                        how: format!("stored by an earlier aisp_hw_* run ({when})"),
+                    },
+                );
             }
         }
     }
@@ -253,7 +281,10 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
                 Ok(()) => saved = true,
                 Err(e) => notes.push(format!("results were not saved to the store: {e}")),
             },
-            Err(e) => notes.push(format!("results were not saved to the store: {}", e.message)),
+            Err(e) => notes.push(format!(
+                "results were not saved to the store: {}",
+                e.message
+            )),
         }
         run_id = Some(meta.run_id);
     }
@@ -261,13 +292,20 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
         s.kernels
             .iter()
             .filter(|k| k.role == "candidate" && k.status == "ok")
-            .min_by(|a, b| a.median_ms.partial_cmp(&b.median_ms).unwrap_or(std::cmp::Ordering::Equal))
+            .min_by(|a, b| {
+                a.median_ms
+                    .partial_cmp(&b.median_ms)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            })
             .map(|k| k.kernel.clone())
     });
     Ok(KernelOutput {
         run_id,
         target: spec.target(),
-        device: out.device.as_ref().map(|d| format!("{} (sm_{}{})", d.name, d.cc_major, d.cc_minor)),
+        device: out
+            .device
+            .as_ref()
+            .map(|d| format!("{} (sm_{}{})", d.name, d.cc_major, d.cc_minor)),
         results,
         fastest,
         saved,
@@ -276,7 +314,10 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
 }
 
 fn size_label(vars: &BTreeMap<String, i64>) -> String {
-    vars.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+    vars.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn build(
@@ -291,8 +332,15 @@ fn build(
     let mut rows = Vec::new();
     let mut missing_roof = None;
     for (s, r) in resolved.iter().enumerate() {
-        let metric = if r.flops.is_some() { Metric::TflopPerS } else { Metric::GbPerS };
-        let work = Work { bytes: r.bytes, flops: r.flops.unwrap_or(0.0) };
+        let metric = if r.flops.is_some() {
+            Metric::TflopPerS
+        } else {
+            Metric::GbPerS
+        };
+        let work = Work {
+            bytes: r.bytes,
+            flops: r.flops.unwrap_or(0.0),
+        };
         let roof = roof_for(out, r.roof);
         if roof.is_none() {
             missing_roof = Some(r.roof);
@@ -304,9 +352,19 @@ fn build(
             .map(|i| i.samples_ms.clone());
         let mut kernels = Vec::new();
         for k in 0..per {
-            let Some(item) = &out.items[s * per + k] else { continue };
-            let variant = if resolved.len() > 1 { format!("{}@{label}", item.kernel) } else { item.kernel.clone() };
-            let role = if item.reference { Role::Baseline } else { Role::Optimized };
+            let Some(item) = &out.items[s * per + k] else {
+                continue;
+            };
+            let variant = if resolved.len() > 1 {
+                format!("{}@{label}", item.kernel)
+            } else {
+                item.kernel.clone()
+            };
+            let role = if item.reference {
+                Role::Baseline
+            } else {
+                Role::Optimized
+            };
             let mut vr = VariantResult::new(&target, &variant, role, metric, &label);
             let status = row_status(item);
             vr.verified = item.passed();
@@ -324,9 +382,18 @@ fn build(
                 vr.failure = item.failure.clone();
             }
             let mut details = serde_json::Map::new();
-            details.insert("checks".into(), serde_json::to_value(&item.checks).unwrap_or_default());
-            details.insert("resources".into(), serde_json::to_value(&item.resources).unwrap_or_default());
-            details.insert("sizes".into(), serde_json::to_value(&r.vars).unwrap_or_default());
+            details.insert(
+                "checks".into(),
+                serde_json::to_value(&item.checks).unwrap_or_default(),
+            );
+            details.insert(
+                "resources".into(),
+                serde_json::to_value(&item.resources).unwrap_or_default(),
+            );
+            details.insert(
+                "sizes".into(),
+                serde_json::to_value(&r.vars).unwrap_or_default(),
+            );
             vr.details = details;
             let speedup = match (&ref_samples, item.reference, status == "ok") {
                 (Some(base), false, true) => stats::speedup_ci(base, &item.samples_ms, 2000, 0.95),
@@ -335,10 +402,18 @@ fn build(
             let secs = vr.median_ms.map(|m| m / 1000.0);
             kernels.push(KernelRow {
                 kernel: item.kernel.clone(),
-                role: if item.reference { "reference" } else { "candidate" }.into(),
+                role: if item.reference {
+                    "reference"
+                } else {
+                    "candidate"
+                }
+                .into(),
                 status: status.into(),
                 failure: item.failure.clone(),
-                compile: item.compile.clone().filter(|c| !c.ok || !c.warnings.is_empty()),
+                compile: item
+                    .compile
+                    .clone()
+                    .filter(|c| !c.ok || !c.warnings.is_empty()),
                 checks: item.checks.clone(),
                 median_ms: vr.median_ms,
                 p10_ms: vr.p10_ms,
@@ -459,7 +534,11 @@ fn describe(row: &KernelRow, reference_median: Option<f64>) -> String {
         parts.push(format!("failure: {f}"));
     }
     if let Some(m) = row.median_ms {
-        parts.push(format!("median {m:.4} ms (p10 {:.4}, p90 {:.4})", row.p10_ms.unwrap_or(m), row.p90_ms.unwrap_or(m)));
+        parts.push(format!(
+            "median {m:.4} ms (p10 {:.4}, p90 {:.4})",
+            row.p10_ms.unwrap_or(m),
+            row.p90_ms.unwrap_or(m)
+        ));
     }
     if let Some(g) = row.gb_per_s {
         parts.push(format!("{g:.0} GB/s"));
@@ -483,7 +562,11 @@ fn describe(row: &KernelRow, reference_median: Option<f64>) -> String {
 }
 
 fn row_of<'a>(out: &'a KernelOutput, label: &str) -> Option<&'a KernelRow> {
-    out.results.last()?.kernels.iter().find(|k| k.kernel == label)
+    out.results
+        .last()?
+        .kernels
+        .iter()
+        .find(|k| k.kernel == label)
 }
 
 impl Operation for KernelImprove {
@@ -497,7 +580,11 @@ impl Operation for KernelImprove {
         needs_gpu: false,
         long_running: true,
         executes_commands: true,
-        intents: &["make my kernel faster with an llm", "optimize this cuda kernel automatically", "llm kernel optimization loop"],
+        intents: &[
+            "make my kernel faster with an llm",
+            "optimize this cuda kernel automatically",
+            "llm kernel optimization loop",
+        ],
         example: r#"{"lab": {"name": "tr", "kernels": [{"entry": "tr", "source": "...", "launch": {"grid": ["cdiv(C,32)", "cdiv(R,32)"], "block": [32, 8]}}], "reference": "transpose", "args": [{"name": "x", "dtype": "f32", "shape": ["R", "C"]}, {"name": "y", "dtype": "f32", "shape": ["C", "R"], "role": "out"}, {"name": "R", "dtype": "i32", "value": "R"}, {"name": "C", "dtype": "i32", "value": "C"}], "sizes": [{"R": 4096, "C": 4096}]}, "rounds": 3}"#,
         ..OpSpec::new("benchmark", "kernel_improve")
     };
@@ -512,7 +599,10 @@ impl Operation for KernelImprove {
         lab.validate().map_err(invalid)?;
         let cands: Vec<_> = lab.candidates().into_iter().cloned().collect();
         let [start] = cands.as_slice() else {
-            return Err(invalid(format!("lab needs exactly one candidate (the kernel to improve), not {}", cands.len())));
+            return Err(invalid(format!(
+                "lab needs exactly one candidate (the kernel to improve), not {}",
+                cands.len()
+            )));
         };
         let rounds = input.rounds.unwrap_or(3);
         if !(1..=8).contains(&rounds) {
@@ -540,61 +630,141 @@ impl Operation for KernelImprove {
                 lab.reference
             )
         };
-        let mut best = crate::bench::lab::spec::Kernel { name: Some("round0".into()), ..start.clone() };
+        let mut best = crate::bench::lab::spec::Kernel {
+            name: Some("round0".into()),
+            ..start.clone()
+        };
         let mut best_round = 0;
         let start_label = start.label().to_string();
         // Round 0: measure the starting kernel.
         let mut spec0 = lab.clone();
-        spec0.kernels = reference_kernel.iter().cloned().chain([best.clone()]).collect();
+        spec0.kernels = reference_kernel
+            .iter()
+            .cloned()
+            .chain([best.clone()])
+            .collect();
         let first = run_lab(ctx, &spec0)?;
-        let reference_median = |o: &KernelOutput| o.results.last().and_then(|s| s.kernels.iter().find(|k| k.role == "reference")).and_then(|k| k.median_ms);
+        let reference_median = |o: &KernelOutput| {
+            o.results
+                .last()
+                .and_then(|s| s.kernels.iter().find(|k| k.role == "reference"))
+                .and_then(|k| k.median_ms)
+        };
         let start_row = row_of(&first, "round0").cloned();
-        let start_median = start_row.as_ref().filter(|r| r.status == "ok").and_then(|r| r.median_ms);
-        let mut best_desc = start_row.as_ref().map(|r| describe(r, reference_median(&first))).unwrap_or_default();
+        let start_median = start_row
+            .as_ref()
+            .filter(|r| r.status == "ok")
+            .and_then(|r| r.median_ms);
+        let mut best_desc = start_row
+            .as_ref()
+            .map(|r| describe(r, reference_median(&first)))
+            .unwrap_or_default();
         let mut best_median = start_median;
         let mut last_attempt: Option<String> = None;
         let mut out_rounds = Vec::new();
         let mut kept_changes: Vec<String> = Vec::new();
         for round in 1..=rounds {
             ctx.check_cancelled()?;
-            ctx.progress(round as f64, Some(rounds as f64), format!("round {round}: asking the model"));
-            let prompt = improve::round_prompt(&best.source, &best.entry, &context, &best_desc, last_attempt.as_deref(), input.goal.as_deref());
+            ctx.progress(
+                round as f64,
+                Some(rounds as f64),
+                format!("round {round}: asking the model"),
+            );
+            let prompt = improve::round_prompt(
+                &best.source,
+                &best.entry,
+                &context,
+                &best_desc,
+                last_attempt.as_deref(),
+                input.goal.as_deref(),
+            );
             let req = ChatRequest {
-                messages: vec![Msg::System(improve::SYSTEM_PROMPT.into()), Msg::User(prompt.into())],
+                messages: vec![
+                    Msg::System(improve::SYSTEM_PROMPT.into()),
+                    Msg::User(prompt.into()),
+                ],
                 no_tools: true,
                 ..Default::default()
             };
-            let reply = client.chat(&req).map_err(|e| OpError::unsupported(format!("the LLM did not answer: {e}"), "aisp_ai_status checks the endpoint."))?;
+            let reply = client.chat(&req).map_err(|e| {
+                OpError::unsupported(
+                    format!("the LLM did not answer: {e}"),
+                    "aisp_ai_status checks the endpoint.",
+                )
+            })?;
             let text = reply.content.unwrap_or_default();
             let proposal = match improve::parse_reply(&text) {
                 Ok(p) => p,
                 Err(why) => {
                     last_attempt = Some(format!("your reply could not be used: {why}"));
-                    out_rounds.push(Round { round, change: String::new(), status: "no_code".into(), failure: Some(why), median_ms: None, best_median_ms: best_median, kept: false, run_id: None });
+                    out_rounds.push(Round {
+                        round,
+                        change: String::new(),
+                        status: "no_code".into(),
+                        failure: Some(why),
+                        median_ms: None,
+                        best_median_ms: best_median,
+                        kept: false,
+                        run_id: None,
+                    });
                     continue;
                 }
             };
             let label = format!("round{round}");
-            let cand = crate::bench::lab::spec::Kernel { name: Some(label.clone()), source: proposal.source.clone(), ..best.clone() };
+            let cand = crate::bench::lab::spec::Kernel {
+                name: Some(label.clone()),
+                source: proposal.source.clone(),
+                ..best.clone()
+            };
             let mut spec = lab.clone();
-            spec.kernels = reference_kernel.iter().cloned().chain([best.clone(), cand.clone()]).collect();
-            ctx.progress(round as f64, Some(rounds as f64), format!("round {round}: checking and timing"));
+            spec.kernels = reference_kernel
+                .iter()
+                .cloned()
+                .chain([best.clone(), cand.clone()])
+                .collect();
+            ctx.progress(
+                round as f64,
+                Some(rounds as f64),
+                format!("round {round}: checking and timing"),
+            );
             let res = run_lab(ctx, &spec)?;
             let row = row_of(&res, &label).cloned();
             let best_row = row_of(&res, best.label()).cloned();
-            let (status, failure, median) = row.as_ref().map_or(("failed".to_string(), Some("no result".to_string()), None), |r| (r.status.clone(), r.failure.clone(), r.median_ms));
-            let best_now = best_row.as_ref().filter(|r| r.status == "ok").and_then(|r| r.median_ms);
+            let (status, failure, median) = row.as_ref().map_or(
+                ("failed".to_string(), Some("no result".to_string()), None),
+                |r| (r.status.clone(), r.failure.clone(), r.median_ms),
+            );
+            let best_now = best_row
+                .as_ref()
+                .filter(|r| r.status == "ok")
+                .and_then(|r| r.median_ms);
             // Kept when correct and reliably faster than the best in the same run.
             let kept = status == "ok"
                 && match (best_now, median) {
-                    (Some(b), Some(m)) => m < b && significantly_faster(ctx, &res, best.label(), &label),
+                    (Some(b), Some(m)) => {
+                        m < b && significantly_faster(ctx, &res, best.label(), &label)
+                    }
                     (None, Some(_)) => true,
                     _ => false,
                 };
-            let attempt = row.as_ref().map(|r| describe(r, reference_median(&res))).unwrap_or_default();
-            last_attempt = Some(format!("{} -> {attempt}{}", proposal.change, if kept { " (kept: it is the new best)" } else { " (not kept)" }));
+            let attempt = row
+                .as_ref()
+                .map(|r| describe(r, reference_median(&res)))
+                .unwrap_or_default();
+            last_attempt = Some(format!(
+                "{} -> {attempt}{}",
+                proposal.change,
+                if kept {
+                    " (kept: it is the new best)"
+                } else {
+                    " (not kept)"
+                }
+            ));
             if kept {
-                kept_changes.push(format!("round {round}: {}", proposal.change.trim_end_matches('.')));
+                kept_changes.push(format!(
+                    "round {round}: {}",
+                    proposal.change.trim_end_matches('.')
+                ));
                 best = cand;
                 best_round = round;
                 best_median = median;
@@ -602,12 +772,27 @@ impl Operation for KernelImprove {
             } else if let Some(b) = best_now {
                 best_median = Some(b);
             }
-            out_rounds.push(Round { round, change: proposal.change, status, failure, median_ms: median, best_median_ms: best_now, kept, run_id: res.run_id.clone() });
+            out_rounds.push(Round {
+                round,
+                change: proposal.change,
+                status,
+                failure,
+                median_ms: median,
+                best_median_ms: best_now,
+                kept,
+                run_id: res.run_id.clone(),
+            });
         }
         let explanation = if kept_changes.is_empty() {
-            format!("No round produced a correct kernel that was reliably faster than {start_label}; the starting kernel stays the best.")
+            format!(
+                "No round produced a correct kernel that was reliably faster than {start_label}; the starting kernel stays the best."
+            )
         } else {
-            format!("Kept {} change(s): {}.", kept_changes.len(), kept_changes.join("; "))
+            format!(
+                "Kept {} change(s): {}.",
+                kept_changes.len(),
+                kept_changes.join("; ")
+            )
         };
         Ok(ImproveOutput {
             target: lab.target(),
@@ -638,9 +823,16 @@ fn significantly_faster(ctx: &OpContext, res: &KernelOutput, best: &str, cand: &
         .filter(|_| res.results.len() > 1)
         .map(|s| format!("@{}", size_label(&s.sizes)))
         .unwrap_or_default();
-    let get = |v: &str| record::find(store, Some(run), target, &format!("{v}{suffix}")).ok().flatten().and_then(|r| r.samples_ms);
+    let get = |v: &str| {
+        record::find(store, Some(run), target, &format!("{v}{suffix}"))
+            .ok()
+            .flatten()
+            .and_then(|r| r.samples_ms)
+    };
     match (get(best), get(cand)) {
-        (Some(b), Some(c)) => stats::speedup_ci(&b, &c, 2000, 0.95).is_some_and(|ci| ci.ci_low > 1.0),
+        (Some(b), Some(c)) => {
+            stats::speedup_ci(&b, &c, 2000, 0.95).is_some_and(|ci| ci.ci_low > 1.0)
+        }
         _ => false,
     }
 }

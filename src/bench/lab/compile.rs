@@ -65,7 +65,11 @@ pub fn include_dirs() -> Vec<PathBuf> {
     }
     dirs.push(PathBuf::from("/usr/local/cuda/include"));
     for site in libs::python_site_dirs() {
-        for sub in ["nvidia/cu13/include", "nvidia/cuda_runtime/include", "nvidia/cuda_nvrtc/include"] {
+        for sub in [
+            "nvidia/cu13/include",
+            "nvidia/cuda_runtime/include",
+            "nvidia/cuda_nvrtc/include",
+        ] {
             dirs.push(site.join(sub));
         }
     }
@@ -83,8 +87,9 @@ pub fn include_dirs() -> Vec<PathBuf> {
 /// Only messages about `file` (the kernel's own source) are kept: NVRTC also
 /// reports on its generated `__nv_name_map` (a wrong entry name).
 pub fn parse_log(log: &str, source: &str, file: &str) -> (Vec<Diagnostic>, Vec<Diagnostic>) {
-    let re = regex::Regex::new(r"^([^\n]*?)\((\d+)\): (catastrophic error|error|warning)[^:]*: (.*)$")
-        .expect("static regex");
+    let re =
+        regex::Regex::new(r"^([^\n]*?)\((\d+)\): (catastrophic error|error|warning)[^:]*: (.*)$")
+            .expect("static regex");
     let lines: Vec<&str> = source.lines().collect();
     let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     for l in log.lines() {
@@ -94,7 +99,12 @@ pub fn parse_log(log: &str, source: &str, file: &str) -> (Vec<Diagnostic>, Vec<D
             let line: u32 = c[2].parse().unwrap_or(0);
             let d = Diagnostic {
                 line,
-                severity: if c[3].contains("error") { "error" } else { "warning" }.to_string(),
+                severity: if c[3].contains("error") {
+                    "error"
+                } else {
+                    "warning"
+                }
+                .to_string(),
                 message: c[4].trim().to_string(),
                 code: lines
                     .get((line as usize).wrapping_sub(1))
@@ -138,7 +148,11 @@ fn cache_key(k: &Kernel, arch: &str, nvrtc: (i32, i32)) -> String {
         h.update([0]);
     }
     h.update(format!("{}.{}", nvrtc.0, nvrtc.1).as_bytes());
-    h.finalize().iter().take(12).map(|b| format!("{b:02x}")).collect()
+    h.finalize()
+        .iter()
+        .take(12)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn entry_missing(entry: &str) -> Diagnostic {
@@ -166,10 +180,16 @@ pub fn compile(
     let key = cache_key(k, arch, version);
     let cached = cache_root.map(|root| {
         let dir = nvrtc::cache_dir(root, arch, version);
-        (dir.join(format!("lab-{key}.cubin")), dir.join(format!("lab-{key}.name")))
+        (
+            dir.join(format!("lab-{key}.cubin")),
+            dir.join(format!("lab-{key}.name")),
+        )
     });
     if let Some((cubin_path, name_path)) = &cached
-        && let (Ok(cubin), Ok(name)) = (std::fs::read(cubin_path), std::fs::read_to_string(name_path))
+        && let (Ok(cubin), Ok(name)) = (
+            std::fs::read(cubin_path),
+            std::fs::read_to_string(name_path),
+        )
         && !cubin.is_empty()
     {
         return Ok(Ok(Built {
@@ -189,7 +209,9 @@ pub fn compile(
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
             .and_then(|_| std::fs::write(cubin_path, &b.cubin))
-            .and_then(|_| std::fs::write(name_path, b.report.lowered_name.as_deref().unwrap_or("")));
+            .and_then(|_| {
+                std::fs::write(name_path, b.report.lowered_name.as_deref().unwrap_or(""))
+            });
         if let Err(e) = written {
             tracing::warn!(error = %e, "could not write the kernel-lab build cache");
         }
@@ -199,8 +221,9 @@ pub fn compile(
 
 fn compile_uncached(k: &Kernel, arch: &str) -> Result<Result<Built, CompileReport>, BenchError> {
     let label = k.label();
-    let src = CString::new(k.source.as_str())
-        .map_err(|_| BenchError::InvalidInput(format!("{label}: the source contains a NUL byte")))?;
+    let src = CString::new(k.source.as_str()).map_err(|_| {
+        BenchError::InvalidInput(format!("{label}: the source contains a NUL byte"))
+    })?;
     let name = CString::new(format!("{label}.cu"))
         .map_err(|_| BenchError::InvalidInput("bad kernel name".into()))?;
     let entry = CString::new(format!("&{}", k.entry))
@@ -212,7 +235,9 @@ fn compile_uncached(k: &Kernel, arch: &str) -> Result<Result<Built, CompileRepor
     let outcome = unsafe {
         let _ = sys::nvrtcAddNameExpression(prog, entry.as_ptr());
         let compiled = result::compile_program(prog, &options(k, arch));
-        let log = result::get_program_log(prog).map(c_text).unwrap_or_default();
+        let log = result::get_program_log(prog)
+            .map(c_text)
+            .unwrap_or_default();
         let log = log.trim().to_string();
         let (errors, warnings) = parse_log(&log, &k.source, &format!("{label}.cu"));
         let mut report = CompileReport {
@@ -231,7 +256,11 @@ fn compile_uncached(k: &Kernel, arch: &str) -> Result<Result<Built, CompileRepor
                 report.errors.push(Diagnostic {
                     line: 0,
                     severity: "error".into(),
-                    message: log.lines().next().unwrap_or("NVRTC failed without a message").to_string(),
+                    message: log
+                        .lines()
+                        .next()
+                        .unwrap_or("NVRTC failed without a message")
+                        .to_string(),
                     code: None,
                 });
             }
@@ -246,7 +275,9 @@ fn compile_uncached(k: &Kernel, arch: &str) -> Result<Result<Built, CompileRepor
             } else {
                 report.lowered_name = Some(CStr::from_ptr(lowered).to_string_lossy().into_owned());
                 let mut size = 0usize;
-                if sys::nvrtcGetCUBINSize(prog, &mut size) != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+                if sys::nvrtcGetCUBINSize(prog, &mut size) != sys::nvrtcResult::NVRTC_SUCCESS
+                    || size == 0
+                {
                     Err(BenchError::Other("nvrtcGetCUBINSize failed".into()))
                 } else {
                     let mut cubin = vec![0u8; size];
@@ -282,7 +313,11 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert_eq!((w[0].line, w[0].severity.as_str()), (3, "warning"));
         // Messages about NVRTC's generated name map are not the kernel's lines.
-        let (e, _) = parse_log("__nv_name_map(2): error: identifier \"t\" is undefined", src, "k.cu");
+        let (e, _) = parse_log(
+            "__nv_name_map(2): error: identifier \"t\" is undefined",
+            src,
+            "k.cu",
+        );
         assert!(e.is_empty());
     }
 }

@@ -228,7 +228,10 @@ pub fn eval(text: &str, vars: &Vars) -> Result<i64, String> {
     };
     let v = p.sum()?;
     if p.pos != p.toks.len() {
-        return Err(format!("unexpected {:?} after the expression", p.toks[p.pos]));
+        return Err(format!(
+            "unexpected {:?} after the expression",
+            p.toks[p.pos]
+        ));
     }
     Ok(v)
 }
@@ -263,12 +266,24 @@ mod tests {
         assert!(eval("K * 2", &v).unwrap_err().contains("unknown name `K`"));
         assert!(eval("N / 0", &v).unwrap_err().contains("division by zero"));
         assert!(eval("N ** 40", &v).unwrap_err().contains("overflow"));
-        assert!(eval("9223372036854775807 + 1", &v).unwrap_err().contains("overflow"));
-        assert!(eval("sqrt(N)", &v).unwrap_err().contains("unknown function"));
+        assert!(
+            eval("9223372036854775807 + 1", &v)
+                .unwrap_err()
+                .contains("overflow")
+        );
+        assert!(
+            eval("sqrt(N)", &v)
+                .unwrap_err()
+                .contains("unknown function")
+        );
         assert!(eval("cdiv(N)", &v).unwrap_err().contains("two arguments"));
         assert!(eval("(N", &v).unwrap_err().contains("`)`"));
         assert!(eval("N N", &v).is_err());
-        assert!(eval("N; rm -rf /", &v).unwrap_err().contains("unexpected character"));
+        assert!(
+            eval("N; rm -rf /", &v)
+                .unwrap_err()
+                .contains("unexpected character")
+        );
         assert!(eval("", &v).is_err());
         let deep = format!("{}1{}", "(".repeat(100), ")".repeat(100));
         assert!(eval(&deep, &v).unwrap_err().contains("nested"));

@@ -74,8 +74,17 @@ mod tests {
         let r = parse_reply("**CHANGE:** x\n```\nint a;\n```").unwrap();
         assert_eq!(r.source, "int a;");
         assert!(parse_reply("no code").unwrap_err().contains("no ```"));
-        assert!(parse_reply("```cuda\nint a;").unwrap_err().contains("not closed"));
+        assert!(
+            parse_reply("```cuda\nint a;")
+                .unwrap_err()
+                .contains("not closed")
+        );
         assert!(parse_reply("```cuda\n\n```").unwrap_err().contains("empty"));
-        assert!(parse_reply("```cuda\nint a;\n```").unwrap().change.contains("did not say"));
+        assert!(
+            parse_reply("```cuda\nint a;\n```")
+                .unwrap()
+                .change
+                .contains("did not say")
+        );
     }
 }

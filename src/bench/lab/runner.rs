@@ -47,8 +47,11 @@ pub fn worker_command() -> Result<(OsString, Vec<OsString>), BenchError> {
     if let Some(p) = std::env::var_os(WORKER_ENV).filter(|p| !p.is_empty()) {
         return Ok((p, Vec::new()));
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| BenchError::Other(format!("cannot find the aisp executable to start a worker: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| {
+        BenchError::Other(format!(
+            "cannot find the aisp executable to start a worker: {e}"
+        ))
+    })?;
     Ok((exe.into_os_string(), vec![WORKER_SUBCOMMAND.into()]))
 }
 
@@ -59,7 +62,11 @@ enum Msg {
 
 fn tail(s: &str, n: usize) -> String {
     let t: Vec<char> = s.chars().collect();
-    t[t.len().saturating_sub(n)..].iter().collect::<String>().trim().to_string()
+    t[t.len().saturating_sub(n)..]
+        .iter()
+        .collect::<String>()
+        .trim()
+        .to_string()
 }
 
 fn failed(job: &Job, item: usize, why: String) -> ItemResult {
@@ -68,7 +75,11 @@ fn failed(job: &Job, item: usize, why: String) -> ItemResult {
     let kernel = if k == 0 {
         job.spec.reference().map(|r| r.label()).unwrap_or_default()
     } else {
-        job.spec.candidates().get(k - 1).map(|c| c.label().to_string()).unwrap_or_default()
+        job.spec
+            .candidates()
+            .get(k - 1)
+            .map(|c| c.label().to_string())
+            .unwrap_or_default()
     };
     ItemResult {
         size,
@@ -94,9 +105,12 @@ pub fn run(mut job: Job, opts: &Options) -> Result<Outcome, BenchError> {
             return Err(BenchError::Cancelled);
         }
         if out.workers_started as usize > total + 1 {
-            return Err(BenchError::Other("the kernel-lab worker keeps failing; giving up".into()));
+            return Err(BenchError::Other(
+                "the kernel-lab worker keeps failing; giving up".into(),
+            ));
         }
-        job.measure_roofs = job.measure_roofs && out.roofs.memory.is_none() && out.workers_started == 0;
+        job.measure_roofs =
+            job.measure_roofs && out.roofs.memory.is_none() && out.workers_started == 0;
         out.workers_started += 1;
         let mut child = Command::new(&program)
             .args(&args)
@@ -164,7 +178,12 @@ pub fn run(mut job: Job, opts: &Options) -> Result<Outcome, BenchError> {
                         continue;
                     };
                     match ev {
-                        Event::Device { info, nvrtc, cublas, cuda_driver } => {
+                        Event::Device {
+                            info,
+                            nvrtc,
+                            cublas,
+                            cuda_driver,
+                        } => {
                             out.device = Some(info);
                             out.nvrtc = Some(nvrtc);
                             out.cublas = cublas;
@@ -207,9 +226,18 @@ pub fn run(mut job: Job, opts: &Options) -> Result<Outcome, BenchError> {
                         "killed after {limit:.0} s without finishing (time_limit_s): a hang, an endless loop, or too slow for the limit"
                     )
                 } else {
-                    let how = status.map(|s| describe_exit(&s)).unwrap_or_else(|| "ended".into());
+                    let how = status
+                        .map(|s| describe_exit(&s))
+                        .unwrap_or_else(|| "ended".into());
                     let t = tail(&stderr, 600);
-                    format!("the worker running this kernel crashed ({how}){}", if t.is_empty() { String::new() } else { format!(": {t}") })
+                    format!(
+                        "the worker running this kernel crashed ({how}){}",
+                        if t.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {t}")
+                        }
+                    )
                 };
                 out.items[item] = Some(failed(&job, item, why));
                 job.start_at = item + 1;

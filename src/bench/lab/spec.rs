@@ -329,10 +329,11 @@ fn is_ident(s: &str) -> bool {
 fn is_entry(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 256
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "_:<>, *&".contains(c))
-        && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
 }
 
 /// NVRTC options a kernel may add (no include paths, output files or host options).
@@ -378,7 +379,9 @@ fn check_kernel(k: &Kernel, what: &str, has_default_launch: bool) -> Result<(), 
     if let Some(n) = &k.name
         && !is_ident(n)
     {
-        return Err(format!("{what}: name `{n}` must be an identifier (letters, digits, _)"));
+        return Err(format!(
+            "{what}: name `{n}` must be an identifier (letters, digits, _)"
+        ));
     }
     if k.launch.is_none() && !has_default_launch {
         return Err(format!(
@@ -425,7 +428,10 @@ impl LabSpec {
 
     /// The candidates: every kernel but the reference.
     pub fn candidates(&self) -> Vec<&Kernel> {
-        self.kernels.iter().filter(|k| k.label() != self.reference).collect()
+        self.kernels
+            .iter()
+            .filter(|k| k.label() != self.reference)
+            .collect()
     }
 
     /// Check everything that needs no GPU; resolve every size point.
@@ -433,7 +439,9 @@ impl LabSpec {
         if let Some(n) = &self.name
             && (!is_ident(n) || n.len() > 64)
         {
-            return Err(format!("name `{n}` must be an identifier of at most 64 characters"));
+            return Err(format!(
+                "name `{n}` must be an identifier of at most 64 characters"
+            ));
         }
         if self.kernels.is_empty() || self.kernels.len() > MAX_CANDIDATES + 1 {
             return Err(format!(
@@ -481,21 +489,34 @@ impl LabSpec {
             names.push(&a.name);
             match (&a.shape, &a.value) {
                 (Some(_), Some(_)) => {
-                    return Err(format!("args.{}: give `shape` (buffer) or `value` (scalar), not both", a.name));
+                    return Err(format!(
+                        "args.{}: give `shape` (buffer) or `value` (scalar), not both",
+                        a.name
+                    ));
                 }
                 (None, None) => {
-                    return Err(format!("args.{}: give `shape` for a buffer or `value` for a scalar", a.name));
+                    return Err(format!(
+                        "args.{}: give `shape` for a buffer or `value` for a scalar",
+                        a.name
+                    ));
                 }
                 (None, Some(_)) if a.role.is_some() || a.init.is_some() || a.range.is_some() => {
-                    return Err(format!("args.{}: role, init and range are for buffers (this one has a value)", a.name));
+                    return Err(format!(
+                        "args.{}: role, init and range are for buffers (this one has a value)",
+                        a.name
+                    ));
                 }
                 _ => {}
             }
         }
-        if !self.args.iter().any(|a| {
-            a.shape.is_some() && matches!(a.role, Some(Role::Out) | Some(Role::Inout))
-        }) {
-            return Err("args: no buffer has role out or inout, so there is nothing to check".into());
+        if !self
+            .args
+            .iter()
+            .any(|a| a.shape.is_some() && matches!(a.role, Some(Role::Out) | Some(Role::Inout)))
+        {
+            return Err(
+                "args: no buffer has role out or inout, so there is nothing to check".into(),
+            );
         }
         self.points()
             .into_iter()
@@ -526,7 +547,10 @@ impl LabSpec {
                         .eval(vars)
                         .map_err(|e| format!("args.{}.shape[{i}]: {e}", a.name))?;
                     if v <= 0 {
-                        return Err(format!("args.{}.shape[{i}] is {v}; dimensions must be positive", a.name));
+                        return Err(format!(
+                            "args.{}.shape[{i}] is {v}; dimensions must be positive",
+                            a.name
+                        ));
                     }
                     dims.push(v as u64);
                 }
@@ -538,10 +562,17 @@ impl LabSpec {
                 total = total.saturating_add(bytes);
                 let role = a.role.unwrap_or_default();
                 moved += bytes as f64 * if role == Role::Inout { 2.0 } else { 1.0 };
-                let default_range = if a.dtype.is_float() { (-1.0, 1.0) } else { (0.0, 100.0) };
+                let default_range = if a.dtype.is_float() {
+                    (-1.0, 1.0)
+                } else {
+                    (0.0, 100.0)
+                };
                 let range = a.range.map(|[l, h]| (l, h)).unwrap_or(default_range);
                 if !(range.0.is_finite() && range.1.is_finite() && range.0 < range.1) {
-                    return Err(format!("args.{}.range must be [lo, hi) with lo < hi", a.name));
+                    return Err(format!(
+                        "args.{}.range must be [lo, hi) with lo < hi",
+                        a.name
+                    ));
                 }
                 args.push(ResolvedArg::Buffer {
                     name: a.name.clone(),
@@ -653,9 +684,15 @@ pub fn builtin_binding(args: &[ResolvedArg]) -> (Vec<&ResolvedArg>, Option<&Reso
         .iter()
         .filter(|a| matches!(a, ResolvedArg::Buffer { role: Role::In, .. }))
         .collect();
-    let out = args
-        .iter()
-        .find(|a| matches!(a, ResolvedArg::Buffer { role: Role::Out | Role::Inout, .. }));
+    let out = args.iter().find(|a| {
+        matches!(
+            a,
+            ResolvedArg::Buffer {
+                role: Role::Out | Role::Inout,
+                ..
+            }
+        )
+    });
     (ins, out)
 }
 
@@ -674,7 +711,10 @@ pub fn rows_cols(shape: &[u64]) -> (u64, u64) {
 }
 
 /// Check that a built-in op's buffers fit it; returns (M, N, K, dtype) for gemm.
-pub fn check_builtin(op: BuiltinOp, args: &[ResolvedArg]) -> Result<(u64, u64, u64, Dtype), String> {
+pub fn check_builtin(
+    op: BuiltinOp,
+    args: &[ResolvedArg],
+) -> Result<(u64, u64, u64, Dtype), String> {
     let (ins, out) = builtin_binding(args);
     let out = out.ok_or("the reference op needs an out buffer")?;
     let want_ins = if op == BuiltinOp::Gemm { 2 } else { 1 };
@@ -718,13 +758,18 @@ pub fn check_builtin(op: BuiltinOp, args: &[ResolvedArg]) -> Result<(u64, u64, u
         BuiltinOp::ReduceSum => {
             f32_only("reduce_sum")?;
             if yn != r {
-                return Err(format!("reduce_sum of in {xs:?} sums each row of {c}: out needs {r} elements, not {yn}"));
+                return Err(format!(
+                    "reduce_sum of in {xs:?} sums each row of {c}: out needs {r} elements, not {yn}"
+                ));
             }
         }
         BuiltinOp::Softmax | BuiltinOp::Layernorm => {
             f32_only(op.as_str())?;
             if xs != ys {
-                return Err(format!("{} needs out of in's shape {xs:?}, not {ys:?}", op.as_str()));
+                return Err(format!(
+                    "{} needs out of in's shape {xs:?}, not {ys:?}",
+                    op.as_str()
+                ));
             }
         }
         BuiltinOp::Gemm => {
@@ -777,7 +822,9 @@ mod tests {
         assert_eq!(r.len(), 2);
         assert_eq!(r[0].bytes, 2.0 * 1024.0 * 2048.0 * 4.0);
         assert_eq!(r[0].roof, RoofChoice::Memory);
-        assert!(matches!(&r[1].args[1], ResolvedArg::Buffer { shape, .. } if shape == &vec![50, 100]));
+        assert!(
+            matches!(&r[1].args[1], ResolvedArg::Buffer { shape, .. } if shape == &vec![50, 100])
+        );
         let l = resolve_launch(s.launch.as_ref().unwrap(), &r[1].vars).unwrap();
         assert_eq!((l.grid, l.block), ([2, 4, 1], [32, 8, 1]));
         assert_eq!(s.target(), "kernel_lab");
@@ -794,18 +841,45 @@ mod tests {
         bad(&|s| s.kernels.clear(), "kernels: give 1 to 9");
         bad(&|s| s.reference = "t".into(), "add a candidate");
         bad(&|s| s.reference = "matmul".into(), "neither a built-in op");
-        bad(&|s| s.args[1].shape = Some(vec![Expr::Text("R".into()), Expr::Text("C".into())]), "transpose needs");
+        bad(
+            &|s| s.args[1].shape = Some(vec![Expr::Text("R".into()), Expr::Text("C".into())]),
+            "transpose needs",
+        );
         bad(&|s| s.args[1].role = None, "nothing to check");
-        bad(&|s| s.args[2].value = Some(Expr::Text("K".into())), "unknown name `K`");
-        bad(&|s| s.launch.as_mut().unwrap().block = vec![Expr::Int(64), Expr::Int(32)], "2048 threads");
-        bad(&|s| s.launch.as_mut().unwrap().grid = vec![Expr::Int(0)], "grid[0] is 0");
+        bad(
+            &|s| s.args[2].value = Some(Expr::Text("K".into())),
+            "unknown name `K`",
+        );
+        bad(
+            &|s| s.launch.as_mut().unwrap().block = vec![Expr::Int(64), Expr::Int(32)],
+            "2048 threads",
+        );
+        bad(
+            &|s| s.launch.as_mut().unwrap().grid = vec![Expr::Int(0)],
+            "grid[0] is 0",
+        );
         bad(&|s| s.launch = None, "no launch");
-        bad(&|s| s.kernels[0].options = vec!["-I/etc".into()], "not allowed");
-        bad(&|s| s.kernels[0].entry = "t; system(\"x\")".into(), "not a kernel name");
-        bad(&|s| s.kernels.push(s.kernels[0].clone()), "labels must differ");
+        bad(
+            &|s| s.kernels[0].options = vec!["-I/etc".into()],
+            "not allowed",
+        );
+        bad(
+            &|s| s.kernels[0].entry = "t; system(\"x\")".into(),
+            "not a kernel name",
+        );
+        bad(
+            &|s| s.kernels.push(s.kernels[0].clone()),
+            "labels must differ",
+        );
         bad(&|s| s.args[0].name = "y".into(), "appears twice");
-        bad(&|s| s.args[0].shape = Some(vec![Expr::Int(1 << 20), Expr::Int(1 << 20)]), "GiB limit");
-        bad(&|s| s.args[2].role = Some(Role::Out), "role, init and range are for buffers");
+        bad(
+            &|s| s.args[0].shape = Some(vec![Expr::Int(1 << 20), Expr::Int(1 << 20)]),
+            "GiB limit",
+        );
+        bad(
+            &|s| s.args[2].role = Some(Role::Out),
+            "role, init and range are for buffers",
+        );
         bad(&|s| s.reference = "gemm".into(), "needs 2 in buffer");
         bad(&|s| s.args[0].range = Some([1.0, 1.0]), "lo < hi");
     }

@@ -74,8 +74,12 @@ impl Dtype {
             .map(|c| match self {
                 Dtype::F32 => f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
                 Dtype::F64 => f64::from_le_bytes(c.try_into().unwrap_or([0; 8])),
-                Dtype::F16 => crate::bench::verify::f16_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64,
-                Dtype::Bf16 => crate::bench::verify::bf16_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64,
+                Dtype::F16 => {
+                    crate::bench::verify::f16_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64
+                }
+                Dtype::Bf16 => {
+                    crate::bench::verify::bf16_to_f32(u16::from_le_bytes([c[0], c[1]])) as f64
+                }
                 Dtype::I32 => i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
                 Dtype::U32 => u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
                 Dtype::I64 => i64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f64,

@@ -19,7 +19,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::compile::{self, CompileReport};
-use super::spec::{self, BuiltinOp, Kernel, LabSpec, Reference, Resolved, ResolvedArg, ResolvedLaunch, Role};
+use super::spec::{
+    self, BuiltinOp, Kernel, LabSpec, Reference, Resolved, ResolvedArg, ResolvedLaunch, Role,
+};
 use super::tolerance::{self, Comparison, Dtype};
 use crate::bench::blas::{self, Blas};
 use crate::bench::cuda::{DevBuf, Function, Module, arg};
@@ -81,11 +83,25 @@ impl ItemResult {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    Device { info: DeviceInfo, nvrtc: String, cublas: Option<String>, cuda_driver: Option<String> },
-    Roofs { roofs: Roofs },
-    Start { item: usize },
-    Item { item: usize, result: ItemResult },
-    Fatal { error: String },
+    Device {
+        info: DeviceInfo,
+        nvrtc: String,
+        cublas: Option<String>,
+        cuda_driver: Option<String>,
+    },
+    Roofs {
+        roofs: Roofs,
+    },
+    Start {
+        item: usize,
+    },
+    Item {
+        item: usize,
+        result: ItemResult,
+    },
+    Fatal {
+        error: String,
+    },
 }
 
 /// Items per size: the reference, then the candidates.
@@ -104,10 +120,17 @@ fn emit(e: &Event) {
 /// a CUDA error, 2 bad job or setup failure.
 pub fn main() -> std::process::ExitCode {
     let mut line = String::new();
-    let job: Job = match std::io::stdin().lock().read_line(&mut line).map_err(|e| e.to_string()).and_then(|_| serde_json::from_str(&line).map_err(|e| e.to_string())) {
+    let job: Job = match std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())
+        .and_then(|_| serde_json::from_str(&line).map_err(|e| e.to_string()))
+    {
         Ok(j) => j,
         Err(e) => {
-            emit(&Event::Fatal { error: format!("bad job: {e}") });
+            emit(&Event::Fatal {
+                error: format!("bad job: {e}"),
+            });
             return std::process::ExitCode::from(2);
         }
     };
@@ -115,7 +138,9 @@ pub fn main() -> std::process::ExitCode {
         Ok(true) => std::process::ExitCode::SUCCESS,
         Ok(false) => std::process::ExitCode::from(3),
         Err(e) => {
-            emit(&Event::Fatal { error: e.to_string() });
+            emit(&Event::Fatal {
+                error: e.to_string(),
+            });
             std::process::ExitCode::from(2)
         }
     }
@@ -130,7 +155,10 @@ struct Buffers {
 }
 
 fn init_bytes(a: &ResolvedArg, index: usize, seed: u32) -> Vec<u8> {
-    let ResolvedArg::Buffer { dtype, init, range, .. } = a else {
+    let ResolvedArg::Buffer {
+        dtype, init, range, ..
+    } = a
+    else {
         return Vec::new();
     };
     let n = a.elements();
@@ -152,10 +180,16 @@ fn init_bytes(a: &ResolvedArg, index: usize, seed: u32) -> Vec<u8> {
 }
 
 fn setup(gpu: &Gpu, r: &Resolved, seed: u32) -> Result<Buffers, BenchError> {
-    let need: u64 = r.args.iter().map(|a| match a {
-        ResolvedArg::Buffer { dtype, role, .. } => a.elements() * dtype.bytes() as u64 * if *role == Role::Inout { 2 } else { 1 },
-        _ => 0,
-    }).sum();
+    let need: u64 = r
+        .args
+        .iter()
+        .map(|a| match a {
+            ResolvedArg::Buffer { dtype, role, .. } => {
+                a.elements() * dtype.bytes() as u64 * if *role == Role::Inout { 2 } else { 1 }
+            }
+            _ => 0,
+        })
+        .sum();
     let (free, _) = gpu.ctx.mem_info()?;
     if need as usize > free {
         return Err(BenchError::InvalidInput(format!(
@@ -164,7 +198,12 @@ fn setup(gpu: &Gpu, r: &Resolved, seed: u32) -> Result<Buffers, BenchError> {
             free as f64 / (1u64 << 30) as f64
         )));
     }
-    let mut b = Buffers { dev: Vec::new(), pristine: Vec::new(), params: Vec::new(), host: Vec::new() };
+    let mut b = Buffers {
+        dev: Vec::new(),
+        pristine: Vec::new(),
+        params: Vec::new(),
+        host: Vec::new(),
+    };
     for (i, a) in r.args.iter().enumerate() {
         match a {
             ResolvedArg::Buffer { dtype, role, .. } => {
@@ -187,7 +226,8 @@ fn setup(gpu: &Gpu, r: &Resolved, seed: u32) -> Result<Buffers, BenchError> {
                 let mut raw = Vec::new();
                 dtype.encode(*value, &mut raw);
                 raw.resize(8, 0);
-                b.params.push(u64::from_le_bytes(raw.try_into().unwrap_or([0; 8])));
+                b.params
+                    .push(u64::from_le_bytes(raw.try_into().unwrap_or([0; 8])));
                 b.dev.push(None);
                 b.pristine.push(None);
                 b.host.push(Vec::new());
@@ -217,15 +257,24 @@ impl Buffers {
     }
 
     fn download(&self, gpu: &Gpu, i: usize, dtype: Dtype) -> Result<Vec<f64>, BenchError> {
-        let d = self.dev[i].as_ref().ok_or_else(|| BenchError::Other("not a buffer".into()))?;
+        let d = self.dev[i]
+            .as_ref()
+            .ok_or_else(|| BenchError::Other("not a buffer".into()))?;
         Ok(dtype.decode(&d.download::<u8>(&gpu.stream)?))
     }
 }
 
 /// How one kernel (candidate, reference kernel or built-in) is launched.
 enum Runner {
-    Kernel { f: Function, launch: ResolvedLaunch },
-    Builtin { op: BuiltinOp, f: Option<Function>, blas: Option<Blas> },
+    Kernel {
+        f: Function,
+        launch: ResolvedLaunch,
+    },
+    Builtin {
+        op: BuiltinOp,
+        f: Option<Function>,
+        blas: Option<Blas>,
+    },
 }
 
 impl Runner {
@@ -235,16 +284,42 @@ impl Runner {
                 let mut ptrs: Vec<*mut std::ffi::c_void> = b.params.iter().map(arg).collect();
                 let g = launch.grid;
                 let bl = launch.block;
-                f.launch_shared(&gpu.stream, (g[0], g[1], g[2]), (bl[0], bl[1], bl[2]), launch.shared_bytes, &mut ptrs)
+                f.launch_shared(
+                    &gpu.stream,
+                    (g[0], g[1], g[2]),
+                    (bl[0], bl[1], bl[2]),
+                    launch.shared_bytes,
+                    &mut ptrs,
+                )
             }
-            Runner::Builtin { op, f, blas } => builtin_launch(gpu, *op, f.as_ref(), blas.as_ref(), b, r),
+            Runner::Builtin { op, f, blas } => {
+                builtin_launch(gpu, *op, f.as_ref(), blas.as_ref(), b, r)
+            }
         }
     }
 }
 
 fn bound(r: &Resolved) -> (Vec<usize>, usize) {
-    let ins: Vec<usize> = r.args.iter().enumerate().filter(|(_, a)| matches!(a, ResolvedArg::Buffer { role: Role::In, .. })).map(|(i, _)| i).collect();
-    let out = r.args.iter().position(|a| matches!(a, ResolvedArg::Buffer { role: Role::Out | Role::Inout, .. })).unwrap_or(0);
+    let ins: Vec<usize> = r
+        .args
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| matches!(a, ResolvedArg::Buffer { role: Role::In, .. }))
+        .map(|(i, _)| i)
+        .collect();
+    let out = r
+        .args
+        .iter()
+        .position(|a| {
+            matches!(
+                a,
+                ResolvedArg::Buffer {
+                    role: Role::Out | Role::Inout,
+                    ..
+                }
+            )
+        })
+        .unwrap_or(0);
     (ins, out)
 }
 
@@ -255,7 +330,14 @@ fn shape_of(a: &ResolvedArg) -> (Vec<u64>, Dtype) {
     }
 }
 
-fn builtin_launch(gpu: &Gpu, op: BuiltinOp, f: Option<&Function>, blas: Option<&Blas>, b: &Buffers, r: &Resolved) -> Result<(), BenchError> {
+fn builtin_launch(
+    gpu: &Gpu,
+    op: BuiltinOp,
+    f: Option<&Function>,
+    blas: Option<&Blas>,
+    b: &Buffers,
+    r: &Resolved,
+) -> Result<(), BenchError> {
     let (ins, out) = bound(r);
     let x = b.params[ins[0]];
     let y = b.params[out];
@@ -263,7 +345,9 @@ fn builtin_launch(gpu: &Gpu, op: BuiltinOp, f: Option<&Function>, blas: Option<&
     let (rows, cols) = spec::rows_cols(&xs);
     let (rows, cols) = (rows as i64, cols as i64);
     match op {
-        BuiltinOp::Copy => gpu.stream.copy_dtod(y, x, (rows * cols) as usize * xd.bytes()),
+        BuiltinOp::Copy => gpu
+            .stream
+            .copy_dtod(y, x, (rows * cols) as usize * xd.bytes()),
         BuiltinOp::Gemm => {
             let blas = blas.ok_or_else(|| BenchError::Other("no cuBLAS handle".into()))?;
             let (bs, _) = shape_of(&r.args[ins[1]]);
@@ -273,16 +357,34 @@ fn builtin_launch(gpu: &Gpu, op: BuiltinOp, f: Option<&Function>, blas: Option<&
                 Dtype::F16 => blas::DType::F16,
                 _ => blas::DType::F32,
             };
-            blas.gemm(xs[0] as usize, bs[1] as usize, xs[1] as usize, x, b.params[ins[1]], y, dt(xd), dt(cd), blas::Compute::F32)
+            blas.gemm(
+                xs[0] as usize,
+                bs[1] as usize,
+                xs[1] as usize,
+                x,
+                b.params[ins[1]],
+                y,
+                dt(xd),
+                dt(cd),
+                blas::Compute::F32,
+            )
         }
         BuiltinOp::Transpose => {
             let f = f.ok_or_else(|| BenchError::Other("no transpose kernel".into()))?;
             let (gx, gy) = ((cols + 31) / 32, (rows + 31) / 32);
             if gy > 65535 {
-                return Err(BenchError::InvalidInput(format!("built-in transpose handles at most {} rows", 65535 * 32)));
+                return Err(BenchError::InvalidInput(format!(
+                    "built-in transpose handles at most {} rows",
+                    65535 * 32
+                )));
             }
             let grid = (gx as u32, gy as u32, 1);
-            f.launch(&gpu.stream, grid, (32, 8, 1), &mut [arg(&x), arg(&y), arg(&rows), arg(&cols)])
+            f.launch(
+                &gpu.stream,
+                grid,
+                (32, 8, 1),
+                &mut [arg(&x), arg(&y), arg(&rows), arg(&cols)],
+            )
         }
         BuiltinOp::ReduceSum | BuiltinOp::Softmax | BuiltinOp::Layernorm => {
             let f = f.ok_or_else(|| BenchError::Other("no reference kernel".into()))?;
@@ -342,11 +444,22 @@ fn builtin_expected(op: BuiltinOp, r: &Resolved, b: &Buffers) -> (Option<Vec<usi
             let (m, k, n) = (xs[0] as usize, xs[1] as usize, bs[1] as usize);
             let total = m * n;
             let want = total.min(2048);
-            let idx: Vec<usize> = (0..want).map(|i| if want == total { i } else { (rng::hash(7, i as u64) as usize * 65_537 + i) % total }).collect();
-            let vals = idx.iter().map(|&e| {
-                let (i, j) = (e / n, e % n);
-                (0..k).map(|p| x[i * k + p] * bm[p * n + j]).sum()
-            }).collect();
+            let idx: Vec<usize> = (0..want)
+                .map(|i| {
+                    if want == total {
+                        i
+                    } else {
+                        (rng::hash(7, i as u64) as usize * 65_537 + i) % total
+                    }
+                })
+                .collect();
+            let vals = idx
+                .iter()
+                .map(|&e| {
+                    let (i, j) = (e / n, e % n);
+                    (0..k).map(|p| x[i * k + p] * bm[p * n + j]).sum()
+                })
+                .collect();
             (Some(idx), vals)
         }
     }
@@ -363,25 +476,42 @@ fn resources(gpu: &Gpu, f: &Function, l: &ResolvedLaunch) -> Result<Resources, B
         local_bytes_per_thread: local,
         max_threads_per_block: f.max_threads_per_block()?,
         blocks_per_sm: blocks,
-        theoretical_occupancy_pct: (blocks as f64 * threads as f64 / gpu.info.max_threads_per_sm.max(1) as f64 * 100.0).min(100.0),
+        theoretical_occupancy_pct: (blocks as f64 * threads as f64
+            / gpu.info.max_threads_per_sm.max(1) as f64
+            * 100.0)
+            .min(100.0),
     })
 }
 
 const REFERENCE_SOURCE: &str = include_str!("../../../kernels/lab_reference.cu");
 
-fn load(gpu: &Gpu, k: &Kernel, cache_root: &std::path::Path, item: &mut ItemResult) -> Result<Option<Function>, BenchError> {
+fn load(
+    gpu: &Gpu,
+    k: &Kernel,
+    cache_root: &std::path::Path,
+    item: &mut ItemResult,
+) -> Result<Option<Function>, BenchError> {
     match compile::compile(k, &gpu.info.arch, Some(cache_root))? {
         Err(report) => {
             item.failure = Some(format!(
                 "compile error: {}",
-                report.errors.iter().map(|d| format!("line {}: {}", d.line, d.message)).collect::<Vec<_>>().join("; ")
+                report
+                    .errors
+                    .iter()
+                    .map(|d| format!("line {}: {}", d.line, d.message))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ));
             item.compile = Some(report);
             Ok(None)
         }
         Ok(built) => {
             let m = Arc::new(Module::load(&gpu.ctx, &built.cubin)?);
-            let name = built.report.lowered_name.clone().unwrap_or_else(|| k.entry.clone());
+            let name = built
+                .report
+                .lowered_name
+                .clone()
+                .unwrap_or_else(|| k.entry.clone());
             item.compile = Some(built.report);
             Ok(Some(m.function(&name)?))
         }
@@ -389,13 +519,30 @@ fn load(gpu: &Gpu, k: &Kernel, cache_root: &std::path::Path, item: &mut ItemResu
 }
 
 fn reference_kernel(entry: &str) -> Kernel {
-    Kernel { name: Some("lab_reference".into()), source: REFERENCE_SOURCE.to_string(), entry: entry.to_string(), launch: None, options: Vec::new() }
+    Kernel {
+        name: Some("lab_reference".into()),
+        source: REFERENCE_SOURCE.to_string(),
+        entry: entry.to_string(),
+        launch: None,
+        options: Vec::new(),
+    }
 }
 
 /// Build the runner for kernel `k` (or the built-in op) at size `r`.
-fn prepare_runner(gpu: &Gpu, job: &Job, reference: &Reference, k: Option<&Kernel>, r: &Resolved, item: &mut ItemResult) -> Result<Option<Runner>, BenchError> {
+fn prepare_runner(
+    gpu: &Gpu,
+    job: &Job,
+    reference: &Reference,
+    k: Option<&Kernel>,
+    r: &Resolved,
+    item: &mut ItemResult,
+) -> Result<Option<Runner>, BenchError> {
     if let Some(k) = k {
-        let l = k.launch.as_ref().or(job.spec.launch.as_ref()).ok_or_else(|| BenchError::InvalidInput("no launch".into()))?;
+        let l = k
+            .launch
+            .as_ref()
+            .or(job.spec.launch.as_ref())
+            .ok_or_else(|| BenchError::InvalidInput("no launch".into()))?;
         let launch = spec::resolve_launch(l, &r.vars).map_err(BenchError::InvalidInput)?;
         let Some(f) = load(gpu, k, &job.cache_root, item)? else {
             return Ok(None);
@@ -429,30 +576,55 @@ fn prepare_runner(gpu: &Gpu, job: &Job, reference: &Reference, k: Option<&Kernel
             let mut scratch = ItemResult::default();
             match load(gpu, &reference_kernel(e), &job.cache_root, &mut scratch)? {
                 Some(f) => Some(f),
-                None => return Err(BenchError::Other(format!("built-in reference failed to compile: {:?}", scratch.failure))),
+                None => {
+                    return Err(BenchError::Other(format!(
+                        "built-in reference failed to compile: {:?}",
+                        scratch.failure
+                    )));
+                }
             }
         }
         None => None,
     };
-    let blas = if *op == BuiltinOp::Gemm { Some(Blas::new(gpu)?) } else { None };
+    let blas = if *op == BuiltinOp::Gemm {
+        Some(Blas::new(gpu)?)
+    } else {
+        None
+    };
     Ok(Some(Runner::Builtin { op: *op, f, blas }))
 }
 
 /// Run once on poisoned outputs and return every out/inout buffer.
-fn run_once(gpu: &Gpu, runner: &Runner, b: &Buffers, r: &Resolved) -> Result<Vec<(usize, Vec<f64>)>, BenchError> {
+fn run_once(
+    gpu: &Gpu,
+    runner: &Runner,
+    b: &Buffers,
+    r: &Resolved,
+) -> Result<Vec<(usize, Vec<f64>)>, BenchError> {
     b.prepare(gpu, r)?;
     runner.launch(gpu, b, r)?;
     gpu.sync()?;
     let mut outs = Vec::new();
     for (i, a) in r.args.iter().enumerate() {
-        if let ResolvedArg::Buffer { role: Role::Out | Role::Inout, dtype, .. } = a {
+        if let ResolvedArg::Buffer {
+            role: Role::Out | Role::Inout,
+            dtype,
+            ..
+        } = a
+        {
             outs.push((i, b.download(gpu, i, *dtype)?));
         }
     }
     Ok(outs)
 }
 
-fn time(gpu: &Gpu, job: &Job, runner: &Runner, b: &Buffers, r: &Resolved) -> Result<Vec<f64>, BenchError> {
+fn time(
+    gpu: &Gpu,
+    job: &Job,
+    runner: &Runner,
+    b: &Buffers,
+    r: &Resolved,
+) -> Result<Vec<f64>, BenchError> {
     let budget = Duration::from_secs_f64(job.time_budget_s);
     // One untimed-by-plan run to size the repetitions of slow kernels.
     let start = crate::bench::cuda::Event::new(&gpu.ctx)?;
@@ -491,10 +663,23 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
     if job.measure_roofs {
         let mut r = Roofs::default();
         let never = || false;
-        if let Ok(rows) = roofs::copy_bandwidth(&gpu, 256 << 20, job.seed, Duration::from_millis(300), &never, None, Some(&["cuMemcpyDtoD"]))
-            && let Some(d) = rows.iter().find(|x| x.value.is_some())
+        if let Ok(rows) = roofs::copy_bandwidth(
+            &gpu,
+            256 << 20,
+            job.seed,
+            Duration::from_millis(300),
+            &never,
+            None,
+            Some(&["cuMemcpyDtoD"]),
+        ) && let Some(d) = rows.iter().find(|x| x.value.is_some())
         {
-            r.memory = Some(Roof { value: d.value.unwrap_or(0.0), how: format!("cuMemcpyDtoD, 256 MiB, bytes read + written, median of {}", d.repetitions) });
+            r.memory = Some(Roof {
+                value: d.value.unwrap_or(0.0),
+                how: format!(
+                    "cuMemcpyDtoD, 256 MiB, bytes read + written, median of {}",
+                    d.repetitions
+                ),
+            });
         }
         if let Ok((tf, _, how)) = roofs::fma_peak(&gpu, false, Duration::from_millis(300), &never) {
             r.fp32 = Some(Roof { value: tf, how });
@@ -517,10 +702,16 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
             Reference::Kernel(k) => Some(k),
             Reference::Op(_) => None,
         };
-        let mut item = ItemResult { size: s, kernel: reference.label(), reference: true, ..Default::default() };
+        let mut item = ItemResult {
+            size: s,
+            kernel: reference.label(),
+            reference: true,
+            ..Default::default()
+        };
         let mut ref_outputs = None;
         let outcome = (|| -> Result<(), BenchError> {
-            let Some(runner) = prepare_runner(&gpu, job, &reference, ref_kernel, r, &mut item)? else {
+            let Some(runner) = prepare_runner(&gpu, job, &reference, ref_kernel, r, &mut item)?
+            else {
                 return Ok(());
             };
             let outs = run_once(&gpu, &runner, &b, r)?;
@@ -528,31 +719,73 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
                 let (idx, want) = builtin_expected(*op, r, &b);
                 let (_, out_i) = bound(r);
                 let (shape, dtype) = shape_of(&r.args[out_i]);
-                let got_all = &outs.iter().find(|(i, _)| *i == out_i).map(|(_, v)| v.clone()).unwrap_or_default();
+                let got_all = &outs
+                    .iter()
+                    .find(|(i, _)| *i == out_i)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
                 let got: Vec<f64> = match &idx {
                     Some(idx) => idx.iter().map(|&i| got_all[i]).collect(),
                     None => got_all.clone(),
                 };
-                let shape_cmp = if idx.is_some() { vec![got.len() as u64] } else { shape };
+                let shape_cmp = if idx.is_some() {
+                    vec![got.len() as u64]
+                } else {
+                    shape
+                };
                 let tol = job.spec.tolerance.unwrap_or_default().resolve(dtype);
-                let name = match &r.args[out_i] { ResolvedArg::Buffer { name, .. } => name.clone(), _ => String::new() };
-                let mut c = tolerance::compare(&format!("{name} (vs float64 CPU{})", if idx.is_some() { ", sampled entries" } else { "" }), &got, &want, &shape_cmp, tol);
+                let name = match &r.args[out_i] {
+                    ResolvedArg::Buffer { name, .. } => name.clone(),
+                    _ => String::new(),
+                };
+                let mut c = tolerance::compare(
+                    &format!(
+                        "{name} (vs float64 CPU{})",
+                        if idx.is_some() {
+                            ", sampled entries"
+                        } else {
+                            ""
+                        }
+                    ),
+                    &got,
+                    &want,
+                    &shape_cmp,
+                    tol,
+                );
                 if let (Some(idx), Some(m)) = (&idx, c.first_mismatch.as_mut()) {
                     m.index = idx[m.index as usize] as u64;
                 }
                 item.checks.push(c);
                 ref_outputs = Some(vec![(out_i, got_all.clone())]);
             } else {
-                item.checks = outs.iter().map(|(i, v)| {
-                    let name = match &r.args[*i] { ResolvedArg::Buffer { name, .. } => name.clone(), _ => String::new() };
-                    tolerance::Comparison { buffer: name, passed: true, checked: v.len() as u64, mismatches: 0, max_abs_err: 0.0, max_rel_err: 0.0, atol: 0.0, rtol: 0.0, first_mismatch: None }
-                }).collect();
+                item.checks = outs
+                    .iter()
+                    .map(|(i, v)| {
+                        let name = match &r.args[*i] {
+                            ResolvedArg::Buffer { name, .. } => name.clone(),
+                            _ => String::new(),
+                        };
+                        tolerance::Comparison {
+                            buffer: name,
+                            passed: true,
+                            checked: v.len() as u64,
+                            mismatches: 0,
+                            max_abs_err: 0.0,
+                            max_rel_err: 0.0,
+                            atol: 0.0,
+                            rtol: 0.0,
+                            first_mismatch: None,
+                        }
+                    })
+                    .collect();
                 ref_outputs = Some(outs);
             }
             if report_ref && item.passed() {
                 item.samples_ms = time(&gpu, job, &runner, &b, r)?;
             } else if !item.passed() {
-                item.failure = Some("the built-in reference disagrees with the float64 CPU computation".into());
+                item.failure = Some(
+                    "the built-in reference disagrees with the float64 CPU computation".into(),
+                );
                 ref_outputs = None;
             }
             Ok(())
@@ -567,7 +800,10 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
             ref_outputs = None;
         }
         if report_ref {
-            emit(&Event::Item { item: ref_item_no, result: item });
+            emit(&Event::Item {
+                item: ref_item_no,
+                result: item,
+            });
         }
         if ref_cuda {
             // The context is gone: this size's candidates cannot be checked.
@@ -577,7 +813,9 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
                     let result = ItemResult {
                         size: s,
                         kernel: cand.label().to_string(),
-                        failure: Some("not run: the reference hit a CUDA error at this size".into()),
+                        failure: Some(
+                            "not run: the reference hit a CUDA error at this size".into(),
+                        ),
                         ..Default::default()
                     };
                     emit(&Event::Item { item: no, result });
@@ -591,9 +829,14 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
                 continue;
             }
             emit(&Event::Start { item: no });
-            let mut item = ItemResult { size: s, kernel: cand.label().to_string(), ..Default::default() };
+            let mut item = ItemResult {
+                size: s,
+                kernel: cand.label().to_string(),
+                ..Default::default()
+            };
             let outcome = (|| -> Result<(), BenchError> {
-                let Some(runner) = prepare_runner(&gpu, job, &reference, Some(cand), r, &mut item)? else {
+                let Some(runner) = prepare_runner(&gpu, job, &reference, Some(cand), r, &mut item)?
+                else {
                     return Ok(());
                 };
                 let outs = run_once(&gpu, &runner, &b, r)?;
@@ -603,10 +846,18 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
                 };
                 for (i, w) in want {
                     let (shape, dtype) = shape_of(&r.args[*i]);
-                    let name = match &r.args[*i] { ResolvedArg::Buffer { name, .. } => name.clone(), _ => String::new() };
-                    let got = outs.iter().find(|(k, _)| k == i).map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+                    let name = match &r.args[*i] {
+                        ResolvedArg::Buffer { name, .. } => name.clone(),
+                        _ => String::new(),
+                    };
+                    let got = outs
+                        .iter()
+                        .find(|(k, _)| k == i)
+                        .map(|(_, v)| v.as_slice())
+                        .unwrap_or(&[]);
                     let tol = job.spec.tolerance.unwrap_or_default().resolve(dtype);
-                    item.checks.push(tolerance::compare(&name, got, w, &shape, tol));
+                    item.checks
+                        .push(tolerance::compare(&name, got, w, &shape, tol));
                 }
                 if item.passed() {
                     item.samples_ms = time(&gpu, job, &runner, &b, r)?;
@@ -620,7 +871,10 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
                 item.failure = Some(e.to_string());
                 item.cuda_error = cuda;
             }
-            emit(&Event::Item { item: no, result: item });
+            emit(&Event::Item {
+                item: no,
+                result: item,
+            });
             if cuda {
                 return Ok(false);
             }
@@ -642,10 +896,14 @@ pub fn mismatch_text(checks: &[Comparison]) -> String {
                 c.rtol,
                 m.index,
                 m.at,
-                m.got.map_or("NaN (never written)".to_string(), |v| v.to_string()),
+                m.got
+                    .map_or("NaN (never written)".to_string(), |v| v.to_string()),
                 m.expected.map_or("NaN".to_string(), |v| v.to_string())
             ),
-            None => format!("incorrect: {} could not be compared ({} elements)", c.buffer, c.checked),
+            None => format!(
+                "incorrect: {} could not be compared ({} elements)",
+                c.buffer, c.checked
+            ),
         },
         None => "incorrect".into(),
     }
