@@ -318,6 +318,25 @@ fn a_hung_or_crashed_kernel_is_its_own_failure_and_the_rest_run_in_a_fresh_worke
         v["significant"].as_bool().unwrap() && (v["speedup"].as_f64().unwrap() - 2.0).abs() < 0.01,
         "{v}"
     );
+
+    // And leaderboards rank them: the candidate and the reference of the run.
+    let mut cmd = common::aisp(home.path());
+    cmd.args([
+        "--format",
+        "json",
+        "analyze",
+        "leaderboards",
+        "--json",
+        r#"{"target":"kernel_iso"}"#,
+    ]);
+    let o = cmd.output().unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    let text = v.to_string();
+    assert!(
+        text.contains("\"fine\"") && text.contains("ref_copy"),
+        "{text} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 // ------------------------------------------------------------------ the LLM loop
