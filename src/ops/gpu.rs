@@ -23,6 +23,7 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Power,
     &Nvlink,
     &Bandwidth,
+    &super::gpu_clocks::Clocks,
 ];
 
 /// The `device` argument every GPU probe takes.
