@@ -120,6 +120,7 @@ impl Operation for Disk {
             random_block_bytes: kib(i.random_block_kib, 4),
             queue_depth: i.queue_depth.unwrap_or(1),
             time_limit,
+            allow_direct: true,
         };
         let cancelled = || ctx.is_cancelled();
         let report = disk::measure(&opts, &HostRoot::live(), &cancelled, &|m| {

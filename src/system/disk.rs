@@ -44,6 +44,8 @@ pub struct DiskOptions {
     pub queue_depth: u32,
     /// The whole run (four phases) stops at this time; each phase gets a quarter.
     pub time_limit: Duration,
+    /// Try O_DIRECT first (false: buffered with fdatasync + DONTNEED, as on filesystems without it).
+    pub allow_direct: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -429,7 +431,14 @@ pub fn free_bytes(dir: &Path) -> Option<u64> {
 }
 
 /// Create the test file, unlinked at once; `O_DIRECT` when the filesystem takes it.
-fn create_test_file(dir: &Path, notes: &mut Vec<String>) -> Result<(File, bool), DiskError> {
+fn create_test_file(
+    dir: &Path,
+    allow_direct: bool,
+    notes: &mut Vec<String>,
+) -> Result<(File, bool), DiskError> {
+    if !allow_direct {
+        return create_test_file_buffered(dir);
+    }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -534,10 +543,11 @@ pub fn measure(
     let mounts = host.read("/proc/self/mounts").unwrap_or_default();
     let mount = mount_of(&mounts, &dir);
     let fs = mount.as_ref().map(|m| m.2.clone());
-    let (file, direct) = create_test_file(&dir, &mut notes)?;
+    let (file, direct) = create_test_file(&dir, opts.allow_direct, &mut notes)?;
     if !direct {
         notes.push(format!(
-            "O_DIRECT is not supported on {} here: buffered I/O, each write phase ends with fdatasync inside the timing, and posix_fadvise(DONTNEED) drops the cached pages before each read phase",
+            "O_DIRECT {} on {} here: buffered I/O, each write phase ends with fdatasync inside the timing, and posix_fadvise(DONTNEED) drops the cached pages before each read phase",
+            if opts.allow_direct { "is not supported" } else { "was not asked for" },
             fs.as_deref().unwrap_or("this filesystem")
         ));
     }
@@ -629,6 +639,89 @@ mod tests {
         assert_eq!((mp.as_str(), fs.as_str()), ("/tmp", "tmpfs"));
         assert_eq!(mount_of(m, Path::new("/data x/y")).unwrap().2, "xfs");
         assert_eq!(mount_of(m, Path::new("/home")).unwrap().2, "ext4");
+    }
+
+    fn options(dir: &Path, allow_direct: bool) -> DiskOptions {
+        DiskOptions {
+            dir: dir.to_path_buf(),
+            file_bytes: 16 << 20,
+            block_bytes: 1 << 20,
+            random_block_bytes: 4096,
+            queue_depth: 2,
+            time_limit: Duration::from_secs(60),
+            allow_direct,
+        }
+    }
+
+    #[test]
+    fn both_cache_bypass_modes_measure_every_phase_and_leave_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        for direct in [true, false] {
+            let r = measure(
+                &options(d.path(), direct),
+                &HostRoot::live(),
+                &|| false,
+                &|_| {},
+            )
+            .unwrap();
+            let names: Vec<&str> = r.results.iter().map(|x| x.test.as_str()).collect();
+            assert_eq!(names, ["seq_write", "seq_read", "rand_read", "rand_write"]);
+            for x in &r.results {
+                // Each phase covers the 16 MiB file once: 16 blocks of 1 MiB or 4096 of 4 KiB.
+                assert_eq!(x.bytes, 16 << 20, "{x:?}");
+                assert!(!x.time_limited);
+                assert!(
+                    x.mb_per_s > 0.0 && x.latency_p50_us <= x.latency_p99_us,
+                    "{x:?}"
+                );
+                let iops = x.bytes as f64 / x.block_bytes as f64 / x.seconds;
+                assert!((x.iops - iops).abs() / iops < 0.05, "{x:?}");
+            }
+            if !direct {
+                assert_eq!(r.cache_bypass, "fadvise_dontneed");
+                assert!(
+                    r.notes
+                        .iter()
+                        .any(|n| n.contains("posix_fadvise(DONTNEED)"))
+                );
+            }
+            assert_eq!(
+                std::fs::read_dir(d.path()).unwrap().count(),
+                0,
+                "test file left behind"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_options_and_cancellation_are_errors_that_leave_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let mut o = options(d.path(), true);
+        o.block_bytes = 1000;
+        assert!(matches!(
+            measure(&o, &HostRoot::live(), &|| false, &|_| {}),
+            Err(DiskError::BadOption(_))
+        ));
+        let o = options(&d.path().join("missing"), true);
+        assert!(matches!(
+            measure(&o, &HostRoot::live(), &|| false, &|_| {}),
+            Err(DiskError::NotFound(_))
+        ));
+        let mut o = options(d.path(), true);
+        o.file_bytes = u64::MAX / 2;
+        assert!(matches!(
+            measure(&o, &HostRoot::live(), &|| false, &|_| {}),
+            Err(DiskError::NoSpace { .. })
+        ));
+        let e = measure(
+            &options(d.path(), true),
+            &HostRoot::live(),
+            &|| true,
+            &|_| {},
+        )
+        .unwrap_err();
+        assert!(matches!(e, DiskError::Cancelled));
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
     }
 
     #[test]
