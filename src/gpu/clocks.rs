@@ -321,15 +321,16 @@ pub fn lock(
             .map_err(|e| lock_error("SM", m, e, String::new()))?;
         locked.sm = true;
     }
-    if let Some(m) = memory_mhz
-        && let Err(e) = ctl.set_memory_locked(m, m)
-    {
-        let restored = match restore(ctl, locked) {
-            Ok(()) if locked.sm => "; the SM lock set before it was undone".to_string(),
-            Ok(()) => String::new(),
-            Err(r) => format!("; undoing the SM lock also failed ({r})"),
-        };
-        return Err(lock_error("memory", m, e, restored));
+    if let Some(m) = memory_mhz {
+        if let Err(e) = ctl.set_memory_locked(m, m) {
+            let restored = match restore(ctl, locked) {
+                Ok(()) if locked.sm => "; the SM lock set before it was undone".to_string(),
+                Ok(()) => String::new(),
+                Err(r) => format!("; undoing the SM lock also failed ({r})"),
+            };
+            return Err(lock_error("memory", m, e, restored));
+        }
+        locked.memory = true;
     }
     Ok(locked)
 }
