@@ -125,7 +125,10 @@ pub struct Sample {
 /// How much the clocks moved during sampling.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Stability {
+    /// Samples judged (those NVML did not flag `gpu_idle`).
     pub samples: u32,
+    /// Samples flagged `gpu_idle` (the load had not reached the GPU yet), left out of the judgment.
+    pub idle_samples: u32,
     pub seconds: f64,
     /// What ran on the GPU while sampling.
     pub load: String,
@@ -143,10 +146,24 @@ pub struct Stability {
 }
 
 /// Judge a series of samples (no GPU needed: tests feed it numbers).
-pub fn judge(samples: &[Sample], seconds: f64, load: &str) -> Option<Stability> {
-    if samples.is_empty() {
+pub fn judge(all: &[Sample], seconds: f64, load: &str) -> Option<Stability> {
+    const GPU_IDLE: u64 = 1;
+    if all.is_empty() {
         return None;
     }
+    // Idle samples are the GPU waiting for work, not clocks under load; judge
+    // them only when there is nothing else.
+    let busy: Vec<Sample> = all
+        .iter()
+        .copied()
+        .filter(|s| s.reasons & GPU_IDLE == 0)
+        .collect();
+    let idle_samples = if busy.is_empty() {
+        0
+    } else {
+        (all.len() - busy.len()) as u32
+    };
+    let samples: &[Sample] = if busy.is_empty() { all } else { &busy };
     let sm: Vec<f64> = samples.iter().map(|s| s.sm_mhz as f64).collect();
     let mean = sm.iter().sum::<f64>() / sm.len() as f64;
     let var = sm.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / sm.len() as f64;
@@ -185,6 +202,7 @@ pub fn judge(samples: &[Sample], seconds: f64, load: &str) -> Option<Stability> 
     };
     Some(Stability {
         samples: samples.len() as u32,
+        idle_samples,
         seconds: (seconds * 100.0).round() / 100.0,
         load: load.to_string(),
         sm_min_mhz: sm_min,
@@ -498,5 +516,14 @@ mod tests {
             j.verdict
         );
         assert!(judge(&[], 0.0, "none").is_none());
+        // Seen on an H100: the first sample is taken before the load reaches the GPU (345 MHz, gpu_idle).
+        let mut ramp = vec![s(345, 2619, 1)];
+        ramp.extend((0..47).map(|_| s(1980, 2619, 0)));
+        let j = judge(&ramp, 2.4, "FMA load").unwrap();
+        assert!(j.stable, "{}", j.verdict);
+        assert_eq!((j.samples, j.idle_samples, j.sm_min_mhz), (47, 1, 1980));
+        // All idle: judged as they are.
+        let j = judge(&[s(345, 2619, 1), s(345, 2619, 1)], 1.0, "no load").unwrap();
+        assert_eq!((j.samples, j.idle_samples), (2, 0));
     }
 }

@@ -111,9 +111,14 @@ fn sample_under_load(
     notes: &mut Vec<String>,
 ) -> Option<Stability> {
     let done = AtomicBool::new(false);
+    let loading = AtomicBool::new(false);
     let load_for = Duration::from_secs_f64(load_s);
     let (samples, seconds, load) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
+            // Sample once the load runs: module compilation and warm-up come first.
+            while !loading.load(Ordering::SeqCst) && !done.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             clocks::sample(
                 &nvml,
                 index,
@@ -122,13 +127,13 @@ fn sample_under_load(
                 &|| done.load(Ordering::SeqCst),
             )
         });
-        let started = Instant::now();
         let cancelled = || ctx.is_cancelled();
         let load =
             match crate::bench::device::Gpu::open(index as usize, &ctx.app().config.cache_dir()) {
                 Ok(gpu) => {
                     let mut what = "an FP32 FMA loop on every SM".to_string();
-                    while started.elapsed() < load_for && !cancelled() {
+                    let mut started: Option<Instant> = None;
+                    while started.is_none_or(|t| t.elapsed() < load_for) && !cancelled() {
                         if let Err(e) = crate::bench::roofs::fma_peak(
                             &gpu,
                             false,
@@ -138,11 +143,17 @@ fn sample_under_load(
                             what = format!("an FP32 FMA loop, stopped early: {e}");
                             break;
                         }
+                        if started.is_none() {
+                            started = Some(Instant::now());
+                            loading.store(true, Ordering::SeqCst);
+                        }
                     }
                     what
                 }
                 Err(e) => {
-                    while started.elapsed() < load_for && !cancelled() {
+                    loading.store(true, Ordering::SeqCst);
+                    let t = Instant::now();
+                    while t.elapsed() < load_for && !cancelled() {
                         std::thread::sleep(Duration::from_millis(50));
                     }
                     format!("no load (the CUDA harness could not start: {e}), idle clocks")

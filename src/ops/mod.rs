@@ -68,7 +68,7 @@ pub const DOMAINS: &[Domain] = &[
     },
     Domain {
         name: "hw",
-        description: "Measured hardware roofs: memory bandwidth, compute peaks per precision, PCIe, caches, tensor cores, peer-to-peer and NCCL.",
+        description: "Measured hardware roofs: memory bandwidth, compute peaks per precision, PCIe, caches, tensor cores, peer-to-peer and NCCL; the host's disk and network throughput.",
         operations: hw::OPERATIONS,
     },
     Domain {
