@@ -112,7 +112,8 @@ impl Operation for Disk {
             .remaining()
             .map(|r| r.saturating_sub(Duration::from_secs(2)))
             .unwrap_or(Duration::from_secs(60))
-            .clamp(Duration::from_secs(1), Duration::from_secs(600));
+            // A minute at most: random 4 KiB phases on a slow disk would otherwise run for minutes.
+            .clamp(Duration::from_secs(1), Duration::from_secs(60));
         let opts = DiskOptions {
             dir,
             file_bytes: file_mib << 20,
@@ -257,12 +258,15 @@ impl Operation for Network {
             None => {
                 let l = netbench::Listener::bind("127.0.0.1:0").map_err(net_error)?;
                 let addr = l.address.to_string();
+                // The local peer stops when the client is done, even after a failure.
+                let finished = std::sync::atomic::AtomicBool::new(false);
+                let server_stop = || stop() || finished.load(std::sync::atomic::Ordering::SeqCst);
                 std::thread::scope(|s| -> Result<TcpResult, OpError> {
                     let server = s.spawn(|| {
                         l.serve(
                             duration + Duration::from_secs(30),
                             streams + 1,
-                            &stop,
+                            &server_stop,
                             &|_| {},
                         )
                     });
@@ -273,6 +277,7 @@ impl Operation for Network {
                         let lat = netbench::latency(&addr, 2000, Duration::from_secs(5), &stop)?;
                         Ok((t, lat))
                     })();
+                    finished.store(true, std::sync::atomic::Ordering::SeqCst);
                     let _ = server.join();
                     let (throughput, latency) = measured.map_err(net_error)?;
                     Ok(TcpResult {
@@ -405,17 +410,16 @@ impl Network {
 
 pub struct NetworkListen;
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListenInput {
     /// Address to listen on (default 127.0.0.1:5201; 0.0.0.0:5201 for other hosts, which needs execution allowed).
     #[serde(default)]
     #[schemars(length(max = 256))]
     pub bind: Option<String>,
-    /// Stop after this many seconds (default 60, at most 3600).
-    #[serde(default)]
+    /// Stop after this many seconds (required: a listener always has a time limit; at most 3600).
     #[schemars(range(min = 1, max = 3600))]
-    pub duration_s: Option<u32>,
+    pub duration_s: u32,
     /// Stop after this many finished sessions (default 64).
     #[serde(default)]
     #[schemars(range(min = 1, max = 10000))]
@@ -458,7 +462,7 @@ impl Operation for NetworkListen {
                 "listening on {bind} opens a port to other hosts, which this aisp does not allow"
             )));
         }
-        let mut limit = Duration::from_secs(i.duration_s.unwrap_or(60).clamp(1, 3600) as u64);
+        let mut limit = Duration::from_secs(i.duration_s.clamp(1, 3600) as u64);
         if let Some(r) = ctx.remaining() {
             limit = limit.min(r.saturating_sub(Duration::from_secs(1)));
         }
