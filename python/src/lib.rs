@@ -82,6 +82,29 @@ impl Engine {
         self.app.config.allow_exec
     }
 
+    /// Seconds per call of `tool` with `args` through `dispatch::invoke` alone,
+    /// `n` calls made from Rust on this engine's runtime: what a call costs
+    /// without this front end, for the per-call overhead in BENCHMARKS.md.
+    fn _time_dispatch(&self, py: Python<'_>, tool: &str, args: &str, n: u32) -> PyResult<f64> {
+        let tool = registry::find(tool)
+            .ok_or_else(|| PyValueError::new_err(format!("no tool named `{tool}`")))?;
+        let args: Value =
+            serde_json::from_str(args).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let app = Arc::clone(&self.app);
+        let n = n.max(1);
+        py.detach(move || {
+            self.runtime.block_on(async move {
+                let started = std::time::Instant::now();
+                for _ in 0..n {
+                    dispatch::invoke(&app, tool, args.clone(), CallOptions::default())
+                        .await
+                        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                }
+                Ok(started.elapsed().as_secs_f64() / f64::from(n))
+            })
+        })
+    }
+
     /// Call the tool `tool` with `args` (a JSON object as text) through the
     /// dispatcher. Answers `(True, result_json)` or `(False, error_json)`;
     /// raises what the progress callback raised, or `KeyboardInterrupt`,
