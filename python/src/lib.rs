@@ -12,6 +12,7 @@
 //! the GIL back to run the Python progress callback and to check for signals,
 //! so Ctrl-C cancels the call instead of waiting for it.
 
+use std::mem::ManuallyDrop;
 use std::path::PathBuf;
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
@@ -42,7 +43,19 @@ enum Event {
 #[pyclass(frozen, module = "aisp._native")]
 struct Engine {
     app: Arc<AppState>,
-    runtime: tokio::runtime::Runtime,
+    /// Shut down in the background when the engine goes (see `Drop`).
+    runtime: ManuallyDrop<tokio::runtime::Runtime>,
+}
+
+impl Drop for Engine {
+    /// A dropped runtime waits for its blocking threads, which may be running
+    /// a job for tens of seconds, while Python holds the GIL; let them finish
+    /// (or see their cancellation) on their own instead.
+    fn drop(&mut self) {
+        // SAFETY: the runtime is taken once, here, and never used again.
+        let runtime = unsafe { ManuallyDrop::take(&mut self.runtime) };
+        runtime.shutdown_background();
+    }
 }
 
 #[pymethods]
@@ -66,7 +79,7 @@ impl Engine {
             .map_err(|e| PyValueError::new_err(format!("cannot start the aisp runtime: {e}")))?;
         Ok(Engine {
             app: AppState::new(config),
-            runtime,
+            runtime: ManuallyDrop::new(runtime),
         })
     }
 

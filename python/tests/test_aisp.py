@@ -146,7 +146,13 @@ def test_a_call_per_domain(engine, has_gpu, domain, tmp_path):
 def test_top_level_conveniences_are_the_short_tools(engine):
     assert engine.list_domains() == engine.core.list_domains()
     assert engine.recommend(model="llama-3.1-70b", gpus=8) == engine.optimize.recommend(model="llama-3.1-70b", gpus=8)
-    assert "checks" in engine.triage() or engine.triage()
+    triage, triage_cli = engine.triage(), cli("triage")
+    assert list(triage) == list(triage_cli)
+    assert (triage["gpu_available"], triage["exec_allowed"], triage["version"]) == (
+        triage_cli["gpu_available"],
+        triage_cli["exec_allowed"],
+        triage_cli["version"],
+    )
     assert engine.status()["tool_count"] == engine.core.status()["tool_count"]
     short = {t["method"] for t in aisp.tools() if t["short"]}
     assert {"status", "triage", "ask", "recommend", "list_domains"} <= short
