@@ -329,6 +329,8 @@ fn tool_json(t: &ToolDef) -> Value {
         "summary": s.summary,
         "long_running": s.long_running,
         "needs_gpu": s.needs_gpu,
+        "executes_commands": s.executes_commands,
+        "example": serde_json::from_str::<Value>(s.example).unwrap_or_else(|_| json!({})),
         "params": params,
         "doc": docstring(t),
     })
