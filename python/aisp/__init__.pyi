@@ -92,6 +92,9 @@ class GpuDomain:
     def bandwidth(self, *, device: Optional[int] = ..., sizes_mib: Optional[List[int]] = ..., time_budget_s: Optional[float] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """Device-memory bandwidth: copy kernels and cuMemcpyDtoD at several sizes, against the theoretical figure."""
         ...
+    def clocks(self, *, device: Optional[int] = ..., load_s: Optional[float] = ..., lock_sm_mhz: Optional[int] = ..., lock_memory_mhz: Optional[int] = ..., keep_locked: Optional[bool] = ..., reset: Optional[bool] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
+        """Current, application and max SM/memory clocks, whether a setting holds them, whether they stay stable under a short load; locks and restores clocks for benchmarks."""
+        ...
 
 class SystemDomain:
     """The host around the GPUs: software stack, dependencies, capabilities, kernel parameters, containers, CPU/NUMA, network, environment, triage."""
@@ -223,7 +226,7 @@ class BenchmarkDomain:
         ...
 
 class HwDomain:
-    """Measured hardware roofs: memory bandwidth, compute peaks per precision, PCIe, caches, tensor cores, peer-to-peer and NCCL."""
+    """Measured hardware roofs: memory bandwidth, compute peaks per precision, PCIe, caches, tensor cores, peer-to-peer and NCCL; the host's disk and network throughput."""
     def roofline(self, *, device: Optional[int] = ..., copy_mib: Optional[int] = ..., gemm_size: Optional[int] = ..., tensor: Optional[bool] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """Measures device-memory bandwidth and compute peaks per precision on this GPU, and the ridge points between them."""
         ...
@@ -241,6 +244,15 @@ class HwDomain:
         ...
     def nccl(self, *, devices: Optional[List[int]] = ..., min_bytes: Optional[int] = ..., max_bytes: Optional[int] = ..., step_factor: Optional[int] = ..., time_budget_s: Optional[float] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """NCCL all-reduce (sum, float32) over the GPUs of this host, one thread per GPU: time, algbw and busbw per message size."""
+        ...
+    def disk(self, *, path: Optional[str] = ..., file_mib: Optional[int] = ..., block_kib: Optional[int] = ..., random_block_kib: Optional[int] = ..., queue_depth: Optional[int] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
+        """Sequential and random read/write MB/s, IOPS and latency of a directory's filesystem (page cache excluded), and whether GPUDirect Storage is usable there."""
+        ...
+    def network(self, *, peer: Optional[str] = ..., seconds: Optional[int] = ..., streams: Optional[int] = ..., ib: Optional[bool] = ..., ib_peer: Optional[str] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
+        """Measured TCP throughput and round-trip latency (loopback or to an aisp peer) and ib_write_bw RDMA bandwidth, each against the link's rated speed."""
+        ...
+    def network_listen(self, *, duration_s: int, bind: Optional[str] = ..., max_sessions: Optional[int] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
+        """Listens for aisp_hw_network from another host for a limited time: sinks its throughput streams and echoes its latency pings."""
         ...
 
 class AnalyzeDomain:
@@ -336,6 +348,12 @@ class InferenceDomain:
         """Dollars per million tokens from a measured or roofline-estimated throughput and a dated GPU price (or yours), optionally with energy."""
         ...
 
+class HfDomain:
+    """Hugging Face models: search the Hub and read a model's config.json (Hub, local cache or folder) for the planners."""
+    def model(self, *, model: Optional[str] = ..., search: Optional[str] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+        """Search Hugging Face models, or read a model's config.json (Hub, local HF cache or folder) into the shape and parameter count the planners use."""
+        ...
+
 class ExportDomain:
     """Reports with charts for people: HTML and PDF of a profile, of two profiles before/after, or of benchmark history; benchmark history as CSV."""
     def csv(self, *, target: Optional[str] = ..., variant: Optional[str] = ..., run_id: Optional[str] = ..., device: Optional[str] = ..., limit: Optional[int] = ..., detailed: Optional[bool] = ..., output: Optional[str] = ..., overwrite: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
@@ -379,6 +397,7 @@ class Engine:
     optimize: OptimizeDomain
     distributed: DistributedDomain
     inference: InferenceDomain
+    hf: HfDomain
     export: ExportDomain
     ai: AiDomain
     home: str
