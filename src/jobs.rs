@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rusqlite::{OptionalExtension, params};
@@ -94,9 +94,22 @@ struct LiveJob {
 }
 
 /// In-memory view of the jobs this process runs.
-#[derive(Default)]
+///
+/// The table is the process's, shared by every `AppState` in it: the store
+/// records jobs by process id (see [`JobManager::recover_orphans`]), and a
+/// process may hold several states (Python engines created one after another
+/// in a notebook), none of which may take another's running jobs for orphans.
 pub struct JobManager {
-    live: Mutex<HashMap<String, LiveJob>>,
+    live: Arc<Mutex<HashMap<String, LiveJob>>>,
+}
+
+impl Default for JobManager {
+    fn default() -> Self {
+        static PROCESS_JOBS: OnceLock<Arc<Mutex<HashMap<String, LiveJob>>>> = OnceLock::new();
+        JobManager {
+            live: Arc::clone(PROCESS_JOBS.get_or_init(Default::default)),
+        }
+    }
 }
 
 pub fn now_rfc3339() -> String {

@@ -131,3 +131,14 @@ fn the_readme_first_commands_install_from_the_lockfile_and_work() {
         "{v}"
     );
 }
+
+#[test]
+fn the_python_stubs_match_the_code() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/aisp/__init__.pyi");
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == aisp::registry::python::stubs(),
+        "python/aisp/__init__.pyi is stale; run \
+         `cargo run -- schemas --write tool-schemas/ --python-stubs python/aisp/__init__.pyi`"
+    );
+}

@@ -121,6 +121,13 @@ pub fn command() -> Command {
                     .value_name("FILE")
                     .value_parser(value_parser!(PathBuf))
                     .help("Also regenerate the tool table between the markers in this README"),
+            )
+            .arg(
+                Arg::new("python-stubs")
+                    .long("python-stubs")
+                    .value_name("FILE")
+                    .value_parser(value_parser!(PathBuf))
+                    .help("Also write the Python API's type stubs (python/aisp/__init__.pyi)"),
             ),
     );
 
@@ -770,6 +777,15 @@ fn schemas_cmd(m: &ArgMatches) -> ExitCode {
                     readme::BEGIN,
                     readme::END
                 );
+                return ExitCode::from(1);
+            }
+        }
+    }
+    if let Some(stubs) = m.get_one::<PathBuf>("python-stubs") {
+        match std::fs::write(stubs, crate::registry::python::stubs()) {
+            Ok(()) => eprintln!("aisp: wrote the Python stubs to {}", stubs.display()),
+            Err(e) => {
+                eprintln!("aisp: cannot write {}: {e}", stubs.display());
                 return ExitCode::from(1);
             }
         }

@@ -6,6 +6,7 @@
 //! here into [`all`]; the MCP server, the CLI, the HTTP API and the generated
 //! schemas are all derived from it. Nothing else lists operations.
 
+pub mod python;
 pub mod schema;
 pub mod validate;
 
