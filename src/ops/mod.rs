@@ -19,6 +19,7 @@ pub mod inference;
 pub mod job;
 pub mod optimize;
 pub mod profile;
+pub mod profile_analyses;
 pub mod profile_capture;
 pub mod profile_ranks;
 pub mod system;
