@@ -88,19 +88,19 @@ impl Operation for NcuCompareOp {
     type Output = NcuCompareOutput;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Compare two Nsight Compute results",
-        summary: "Per-kernel deltas between two ncu reports or runs of the same kernels (duration, SOL %, occupancy, DRAM traffic, cache hit rates, top stall) with a faster/slower/unchanged verdict.",
+        summary: "Per-kernel deltas between two ncu reports or runs of the same kernels (duration, SOL %, occupancy, DRAM traffic, top stall) with a faster/slower/unchanged verdict.",
         description: "Answers 'did my kernel change help, and why?' from two Nsight Compute results of the same \
 kernels (before/after: .ncu-rep, CSV pages or ncu run ids): kernels matched by name, the mean per launch of \
-duration, SM and memory throughput % of peak, DRAM throughput, achieved occupancy, DRAM bandwidth and MB moved, L1/L2 \
-hit rates and registers on each side, the deltas, the top warp stall before → after (full set), and a verdict per \
+duration, SM and memory throughput % of peak, DRAM throughput, achieved occupancy, DRAM bandwidth and MB moved, hit \
+rates and registers on each side, the deltas, the top warp stall before → after (full set), and a verdict per \
 kernel and overall (faster/slower beyond a ±5 % noise band, else unchanged; not_comparable without durations). Kernels \
 on one side only are listed. For Nsight Systems exports use aisp_profile_compare.",
         positional: &["before", "after"],
         intents: &[
             "compare ncu reports",
             "ncu before and after",
-            "did my kernel get faster",
-            "compare kernel metrics",
+            "did my kernel change help",
+            "compare nsight compute kernel metrics",
             "ncu diff",
         ],
         example: r#"{"before": "baseline.ncu-rep", "after": "optimized.ncu-rep"}"#,
@@ -533,19 +533,19 @@ impl Operation for DataloaderOp {
     type Output = DataloaderOutput;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "DataLoader bottleneck analysis",
-        summary: "How long each training step waits on its DataLoader, whether workers keep up (prefetch depth, inferred utilisation) and the fix, from a PyTorch profiler trace.",
+        summary: "Time the training loop loses waiting on its DataLoader, whether the loader workers keep up (prefetch depth, inferred utilisation) and the fix, from a PyTorch profiler trace.",
         description: "Answers 'is my training input-bound?': from a PyTorch profiler trace of the training loop, the \
-time each step spent in DataLoader next() (per step, mean, max, share of step time), the iterator (worker processes \
-or the main process), how many steps found a batch ready (the prefetch depth actually reached), the workers' \
-utilisation inferred from the waits (worker processes are not traced), whether batches arrive from pinned memory, a loader_bound verdict \
-(waits over 10 % of step time) with its basis, how much faster loading must get, and the fix.",
+wait inside DataLoader next() per profiler step (mean, max, share of the loop's time), the iterator (worker processes \
+or the main process), how often a batch was ready (the prefetch depth actually reached), the workers' utilisation \
+inferred from the waits (worker processes are not traced), whether batches arrive from pinned memory, a loader_bound \
+verdict (waits over 10 % of the time) with its basis, how much faster loading must get, and the fix.",
         positional: &["path"],
         intents: &[
             "dataloader bottleneck",
             "input pipeline slow",
             "waiting on data",
             "num_workers",
-            "data loading time per step",
+            "is data loading the bottleneck",
         ],
         example: r#"{"path": "trace.json"}"#,
         ..OpSpec::new("analyze", "dataloader")

@@ -1269,10 +1269,10 @@ impl Operation for MemoryPatternsOp {
     type Output = MemoryPatternsOutput;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Memory access patterns per kernel (ncu)",
-        summary: "Per kernel: uncoalesced global loads/stores (sectors per request, bytes used), warp divergence and shared-memory bank conflicts, each with a verdict and the fix, from ncu counters.",
-        description: "Answers 'are my kernels' memory accesses coalesced, do warps diverge, do shared-memory accesses \
-conflict?' from Nsight Compute counters: global load/store sectors per request and the share of fetched bytes used, \
-active threads per warp instruction and divergent branches, bank conflicts and wavefronts per shared request. Each \
+        summary: "Per kernel: uncoalesced global loads/stores (sectors per request, bytes used), branch efficiency (active threads per instruction) and shared-memory bank conflicts, each with a verdict and the fix, from ncu counters.",
+        description: "Answers 'are my kernels' memory accesses coalesced, do their branches leave lanes idle, do \
+shared-memory accesses conflict?' from Nsight Compute counters: global load/store sectors per request and the share of fetched bytes used, \
+active threads per instruction and divergent branch targets, bank conflicts and wavefronts per shared request. Each \
 kernel gets flagged/clean/insufficient_signal with the numbers, the fix, ncu's own rule estimate when the details page \
 is given, and the kernel time at stake. Reads an existing report or CSV (`path`), or runs `command` under ncu with \
 exactly the counters needed (needs --allow-exec and a GPU). Cache hit rates: aisp_profile_ncu_summary.",
@@ -1280,13 +1280,11 @@ exactly the counters needed (needs --allow-exec and a GPU). Cache hit rates: ais
         long_running: true,
         positional: &["path"],
         intents: &[
-            "memory coalescing",
-            "uncoalesced memory access",
-            "warp divergence",
-            "bank conflicts",
-            "shared memory bank conflicts",
+            "are my kernel memory accesses coalesced",
+            "uncoalesced memory access in my kernels",
+            "branch efficiency of my kernels",
+            "find shared memory bank conflicts in my kernels",
             "sectors per request",
-            "branch efficiency",
         ],
         example: r#"{"path": "profile.ncu-rep"}"#,
         ..OpSpec::new("analyze", "memory_patterns")
