@@ -356,4 +356,38 @@ mod tests {
         assert_eq!(top[0].calls, 1);
         assert!(svg(&s, "t", CountUnit::Ns).unwrap().starts_with(b"<?xml"));
     }
+
+    /// The tables as Nsight Systems exports them (schema of the SQLite export:
+    /// COMPOSITE_EVENTS, SAMPLING_CALLCHAINS with stackDepth 0 at the leaf,
+    /// StringIds, ThreadNames). Not yet checked against a real export with CPU
+    /// samples: none of the fixtures has them.
+    #[test]
+    fn nsys_callchains_fold_leaf_last() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE ThreadNames (nameId INTEGER, priority INTEGER, globalTid INTEGER);
+             CREATE TABLE COMPOSITE_EVENTS (id INTEGER PRIMARY KEY, start INTEGER NOT NULL, cpu INTEGER,
+                 threadState INTEGER, globalTid INTEGER, cpuCycles INTEGER NOT NULL);
+             CREATE TABLE SAMPLING_CALLCHAINS (id INTEGER NOT NULL, symbol INTEGER NOT NULL, module INTEGER NOT NULL,
+                 unresolved INTEGER, originalIP INTEGER, stackDepth INTEGER NOT NULL, PRIMARY KEY (id, stackDepth));
+             INSERT INTO StringIds VALUES (1, 'main'), (2, 'work'), (3, 'memcpy'), (4, 'python3');
+             INSERT INTO ThreadNames VALUES (4, 0, 68719480881);
+             INSERT INTO COMPOSITE_EVENTS VALUES (1, 10, 0, 1, 68719480881, 0), (2, 20, 0, 1, 68719480881, 0),
+                 (3, 30, 0, 1, 68719480881, 0);
+             INSERT INTO SAMPLING_CALLCHAINS VALUES (1, 3, 0, 0, 0, 0), (1, 2, 0, 0, 0, 1), (1, 1, 0, 0, 0, 2),
+                 (2, 2, 0, 0, 0, 0), (2, 1, 0, 0, 0, 1), (3, 3, 0, 0, 0, 0), (3, 2, 0, 0, 0, 1), (3, 1, 0, 0, 0, 2);",
+        )
+        .unwrap();
+        let s = from_nsys(&c).unwrap();
+        // globalTid 68719480881 = pid 4096 << 24 | tid 4145.
+        assert_eq!(
+            s.folded_text(),
+            "python3 (4145);main;work 1\npython3 (4145);main;work;memcpy 2\n"
+        );
+        let top = top_self(&s, 1);
+        assert_eq!((top[0].frame.as_str(), top[0].self_count, top[0].calls), ("memcpy", 2, 2));
+        let empty = rusqlite::Connection::open_in_memory().unwrap();
+        assert!(matches!(from_nsys(&empty), Err(FlameError::NoSamples)));
+    }
 }

@@ -348,32 +348,34 @@ pub fn analyze(raw: &str, details: Option<&str>) -> Result<PatternReport, NcuErr
         let mut problems = Vec::new();
         let mut clean_notes = Vec::new();
 
-        // Coalescing: the worse direction decides.
-        let mut worst: Option<(&str, &GlobalAccess, f64)> = None;
+        // Coalescing: every direction under the threshold is reported; the
+        // worse one sets the severity and the stake.
+        let mut worst: Option<f64> = None;
+        let mut bad: Vec<String> = Vec::new();
         for (dir, a) in [("loads", &gl), ("stores", &gs)] {
             let Some(a) = a else { continue };
             let eff = a.efficiency_pct.or_else(|| {
                 (a.sectors_per_request > 16.0).then_some(100.0 * 16.0 / a.sectors_per_request)
             });
-            if let Some(e) = eff {
-                if worst.is_none_or(|w| e < w.2) {
-                    worst = Some((dir, a, e));
-                }
+            let Some(e) = eff else { continue };
+            worst = Some(worst.map_or(e, |w: f64| w.min(e)));
+            if e < COALESCED_MIN_PCT {
+                bad.push(format!(
+                    "global {dir}: {:.1} sectors per request, {} of the fetched bytes used ({:.0} excess sectors)",
+                    a.sectors_per_request,
+                    fmt_pct(e),
+                    a.excess_sectors.unwrap_or(0.0)
+                ));
             }
         }
-        if let Some((dir, a, e)) = worst {
-            if e < COALESCED_MIN_PCT {
+        if let Some(e) = worst {
+            if !bad.is_empty() {
                 let rule = ncu_rule(rec, &["UncoalescedGlobalAccess"]);
                 let (stake_ns, basis) = stake(duration, &rule, Some(1.0 - e / 100.0));
                 problems.push(Problem {
                     pattern: Pattern::UncoalescedGlobal,
                     severity: if e < 25.0 { "high" } else { "medium" }.into(),
-                    evidence: format!(
-                        "global {dir}: {:.1} sectors per request, {} of the fetched bytes used ({:.0} excess sectors)",
-                        a.sectors_per_request,
-                        fmt_pct(e),
-                        a.excess_sectors.unwrap_or(0.0)
-                    ),
+                    evidence: bad.join("; "),
                     fix: "Make consecutive threads touch consecutive addresses: index with threadIdx.x in the \
                           fastest-moving dimension, transpose through shared memory, or switch the data layout \
                           (array of structs → struct of arrays)."
