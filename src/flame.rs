@@ -386,7 +386,10 @@ mod tests {
             "python3 (4145);main;work 1\npython3 (4145);main;work;memcpy 2\n"
         );
         let top = top_self(&s, 1);
-        assert_eq!((top[0].frame.as_str(), top[0].self_count, top[0].calls), ("memcpy", 2, 2));
+        assert_eq!(
+            (top[0].frame.as_str(), top[0].self_count, top[0].calls),
+            ("memcpy", 2, 2)
+        );
         let empty = rusqlite::Connection::open_in_memory().unwrap();
         assert!(matches!(from_nsys(&empty), Err(FlameError::NoSamples)));
     }

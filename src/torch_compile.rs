@@ -235,7 +235,7 @@ pub fn parse_logs(text: &str) -> LogAnalysis {
         }
     }
     out.graph_breaks = merged.into_values().collect();
-    out.graph_breaks.sort_by(|a, b| b.count.cmp(&a.count));
+    out.graph_breaks.sort_by_key(|b| std::cmp::Reverse(b.count));
     out.recompiles = recs
         .into_iter()
         .map(|(id, f, loc, reasons)| Recompile {

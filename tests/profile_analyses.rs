@@ -117,10 +117,18 @@ fn memory_patterns_flag_each_lesson_baseline_and_clear_the_fixed_variants() {
     assert_eq!(k["divergence"]["divergent_branches"], 131_072.0);
     assert_eq!(k["problems"][0]["pattern"], "warp_divergence");
     assert_eq!(k["problems"][0]["ncu_rule"], "ThreadDivergence");
-    assert!(close(&k["problems"][0]["ncu_estimated_speedup_pct"], 38.76, 1e-9));
+    assert!(close(
+        &k["problems"][0]["ncu_estimated_speedup_pct"],
+        38.76,
+        1e-9
+    ));
     let k = kernel(&v, "predicated_select");
     assert_eq!(k["verdict"], "clean");
-    assert!(close(&k["divergence"]["threads_per_instruction"], 32.0, 1e-9));
+    assert!(close(
+        &k["divergence"]["threads_per_instruction"],
+        32.0,
+        1e-9
+    ));
     assert_eq!(k["divergence"]["divergent_branches"], 0.0);
 
     // transpose_bank_conflicts: naive has strided stores; smem_tiled fixes them
@@ -368,7 +376,12 @@ fn compile_analysis_finds_the_planted_graph_break_and_recompiles() {
     assert_eq!(b[0]["code"], "if h.mean().item() > 0.0:");
     assert_eq!(b[0]["count"], 2);
     assert_eq!(b[0]["compile_ids"], json!(["0/0", "0/1"]));
-    assert!(b[0]["fix"].as_str().unwrap().contains("capture_scalar_outputs"));
+    assert!(
+        b[0]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("capture_scalar_outputs")
+    );
     let r: Vec<(&str, &str)> = v["recompiles"]
         .as_array()
         .unwrap()
@@ -387,7 +400,10 @@ fn compile_analysis_finds_the_planted_graph_break_and_recompiles() {
     );
     let t = &v["timing"];
     assert_eq!(t["compile_ns"], 9_712_350_625_i64);
-    assert_eq!((t["frames"].as_u64(), t["graphs"].as_u64()), (Some(2), Some(5)));
+    assert_eq!(
+        (t["frames"].as_u64(), t["graphs"].as_u64()),
+        (Some(2), Some(5))
+    );
     assert_eq!(t["recompiled_graphs"], 3);
     assert_eq!(t["steady_step_ns"], 3_603_955);
     assert_eq!(t["steps"][0]["compile_ns"], 6_144_367_109_i64);
@@ -407,7 +423,11 @@ fn dataloader_wait_per_step_of_a_loader_bound_run() {
     let home = tempfile::tempdir().unwrap();
     let v = ok(
         home.path(),
-        &["analyze", "dataloader", &data("dataloader_bound.kineto.json.xz")],
+        &[
+            "analyze",
+            "dataloader",
+            &data("dataloader_bound.kineto.json.xz"),
+        ],
     );
     assert_eq!(v["iterator"], "_MultiProcessingDataLoaderIter");
     assert_eq!(v["loading_in"], "workers");
@@ -420,7 +440,10 @@ fn dataloader_wait_per_step_of_a_loader_bound_run() {
         .collect();
     assert_eq!(
         waits,
-        [58_607, 33_174_474, 13_054_094, 38_307_461, 15_347_227, 37_354_769, 14_441_894, 38_097_092]
+        [
+            58_607, 33_174_474, 13_054_094, 38_307_461, 15_347_227, 37_354_769, 14_441_894,
+            38_097_092
+        ]
     );
     assert!(close(&v["mean_wait_ns"], 23_729_452.25, 1e-6));
     assert!(close(&v["mean_step_ns"], 26_294_249.25, 1e-6));
@@ -435,7 +458,11 @@ fn dataloader_wait_per_step_of_a_loader_bound_run() {
     assert_eq!(v["h2d_copies_from"], "pinned");
     let fixes = v["fix"].as_array().unwrap();
     assert!(fixes[0].as_str().unwrap().starts_with("Raise num_workers"));
-    assert!(!fixes.iter().any(|f| f.as_str().unwrap().contains("pin_memory=True")));
+    assert!(
+        !fixes
+            .iter()
+            .any(|f| f.as_str().unwrap().contains("pin_memory=True"))
+    );
     assert_eq!(
         v["verdict_reason"],
         "the loop waited 23.7 ms of its 26.3 ms mean step on data (90.2 % of 8 steps, threshold 10 %); 1 steps found a batch ready"

@@ -44,7 +44,10 @@ pub const REFERENCE_NAMES: &[(&str, Option<&str>)] = &[
     ("analyze_comm_overlap", Some("aisp_profile_overlap")),
     ("analyze_dataloader", Some("aisp_analyze_dataloader")),
     ("analyze_energy", Some("aisp_analyze_power")),
-    ("analyze_memory_patterns", Some("aisp_analyze_memory_patterns")),
+    (
+        "analyze_memory_patterns",
+        Some("aisp_analyze_memory_patterns"),
+    ),
     ("analyze_pareto", Some("aisp_analyze_pareto")),
     ("analyze_scaling", Some("aisp_analyze_scaling")),
     ("analyze_stacking", Some("aisp_analyze_stacking")),

@@ -626,11 +626,15 @@ fn parse_details(records: &[Vec<String>], header: &[String]) -> Page {
     }
 }
 
-/// The raw page's table: header, units (empty when the CSV has none) and
-/// kernel rows. Errors as [`summarize`].
-pub(crate) fn raw_table(
-    text: &str,
-) -> Result<(Vec<String>, Vec<String>, Vec<Vec<String>>), NcuError> {
+/// A raw page as a table: header, units (empty when the CSV has none) and kernel rows.
+pub(crate) struct RawTable {
+    pub header: Vec<String>,
+    pub units: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// The raw page's table. Errors as [`summarize`].
+pub(crate) fn raw_table(text: &str) -> Result<RawTable, NcuError> {
     let records = csv_records(text)?;
     let start = records
         .iter()
@@ -643,7 +647,11 @@ pub(crate) fn raw_table(
         _ => vec![String::new(); header.len()],
     };
     rows.retain(|r| r.len() == header.len());
-    Ok((header, units, rows))
+    Ok(RawTable {
+        header,
+        units,
+        rows,
+    })
 }
 
 fn parse_page(text: &str) -> Result<Page, NcuError> {

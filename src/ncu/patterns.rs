@@ -162,9 +162,15 @@ pub struct PatternReport {
 }
 
 type Metrics = HashMap<String, f64>;
+/// Per kernel (result id) its counters, and the counters the page lacks.
+type RawMetrics = (Vec<(u64, Metrics)>, Vec<String>);
 
-fn raw_metrics(text: &str) -> Result<(Vec<(u64, Metrics)>, Vec<String>), NcuError> {
-    let (header, units, rows) = raw_table(text)?;
+fn raw_metrics(text: &str) -> Result<RawMetrics, NcuError> {
+    let super::RawTable {
+        header,
+        units,
+        rows,
+    } = raw_table(text)?;
     let idx: HashMap<&str, usize> = header
         .iter()
         .enumerate()
