@@ -366,12 +366,20 @@ pub fn analyze(raw: &str, details: Option<&str>) -> Result<PatternReport, NcuErr
             let Some(e) = eff else { continue };
             worst = Some(worst.map_or(e, |w: f64| w.min(e)));
             if e < COALESCED_MIN_PCT {
-                bad.push(format!(
-                    "global {dir}: {:.1} sectors per request, {} of the fetched bytes used ({:.0} excess sectors)",
-                    a.sectors_per_request,
-                    fmt_pct(e),
-                    a.excess_sectors.unwrap_or(0.0)
-                ));
+                bad.push(match a.excess_sectors {
+                    Some(x) => format!(
+                        "global {dir}: {:.1} sectors per request, {} of the fetched bytes used ({x:.0} excess sectors)",
+                        a.sectors_per_request,
+                        fmt_pct(e)
+                    ),
+                    // Without the requested-bytes counter, more than 16 sectors
+                    // per request (the most a 16-byte access needs) bounds the use.
+                    None => format!(
+                        "global {dir}: {:.1} sectors per request, at most {} of the fetched bytes used",
+                        a.sectors_per_request,
+                        fmt_pct(e)
+                    ),
+                });
             }
         }
         if let Some(e) = worst {

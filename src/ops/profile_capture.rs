@@ -1269,7 +1269,7 @@ impl Operation for MemoryPatternsOp {
     type Output = MemoryPatternsOutput;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Memory access patterns per kernel (ncu)",
-        summary: "Per kernel: uncoalesced global loads/stores (sectors per request, bytes used), branch efficiency (active threads per instruction) and shared-memory bank conflicts, each with a verdict and the fix, from ncu counters.",
+        summary: "Per kernel: uncoalesced global loads/stores (sectors per request, bytes used), branch efficiency (active threads per instruction) and shared-memory wavefronts per request, each with a verdict and the fix, from ncu counters.",
         description: "Answers 'are my kernels' memory accesses coalesced, do their branches leave lanes idle, do \
 shared-memory accesses conflict?' from Nsight Compute counters: global load/store sectors per request and the share of fetched bytes used, \
 active threads per instruction and divergent branch targets, bank conflicts and wavefronts per shared request. Each \
