@@ -19,6 +19,7 @@ pub mod dispatch;
 pub mod error;
 pub mod flame;
 pub mod gpu;
+pub mod hf;
 pub mod input_file;
 pub mod jobs;
 pub mod kineto;
