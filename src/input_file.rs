@@ -341,6 +341,35 @@ impl Write for CappedBuffer {
     }
 }
 
+/// Read a capped file as UTF-8 text, decompressing it first when it is xz
+/// (by magic number); the decompressed text is capped at the same limit.
+pub fn read_text_capped_xz(
+    path: &Path,
+    kind: InputKind,
+    limits: &InputLimits,
+) -> Result<String, InputFileError> {
+    let bytes = read_capped(path, kind, limits)?;
+    let bytes = if bytes.starts_with(&[0xFD, b'7', b'z', b'X', b'Z', 0x00]) {
+        let mut out = CappedBuffer::new(limits.for_kind(kind));
+        if let Err(e) = lzma_rs::xz_decompress(&mut bytes.as_slice(), &mut out) {
+            if out.exceeded {
+                return Err(out.error(path, kind));
+            }
+            return Err(InputFileError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(format!("not valid xz: {e}")),
+            });
+        }
+        out.buf
+    } else {
+        bytes
+    };
+    String::from_utf8(bytes).map_err(|e| InputFileError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })
+}
+
 /// Whether anything is at `path`, a dangling or looping link included
 /// (`Path::exists` says false for a link loop, which then reads as "missing").
 pub fn something_at(path: &Path) -> bool {

@@ -14,8 +14,10 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod dashboard;
+pub mod dataloader;
 pub mod dispatch;
 pub mod error;
+pub mod flame;
 pub mod gpu;
 pub mod hf;
 pub mod input_file;
@@ -35,5 +37,6 @@ pub mod server;
 pub mod store;
 pub mod suggest;
 pub mod system;
+pub mod torch_compile;
 
 pub use error::{ErrorKind, OpError};

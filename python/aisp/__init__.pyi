@@ -194,7 +194,16 @@ class ProfileDomain:
     def ncu_summary(self, *, path: str, details_path: Optional[str] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Per-kernel speed of light, occupancy and limiter, DRAM bandwidth, cache hit rates, roofline, warp stalls and rule messages from an existing .ncu-rep or ncu CSV."""
         ...
-    def torch(self, *, command: List[str], cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., wait: Optional[int] = ..., warmup: Optional[int] = ..., active: Optional[int] = ..., step_on: Optional[Literal['optimizer', 'none']] = ..., record_shapes: Optional[bool] = ..., profile_memory: Optional[bool] = ..., with_stack: Optional[bool] = ..., with_flops: Optional[bool] = ..., top: Optional[int] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
+    def ncu_compare(self, *, before: str, after: str, before_details: Optional[str] = ..., after_details: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+        """Per-kernel deltas between two ncu reports or runs of the same kernels (duration, SOL %, occupancy, DRAM traffic, top stall) with a faster/slower/unchanged verdict."""
+        ...
+    def flame(self, *, path: str, output_dir: Optional[str] = ..., top: Optional[int] = ..., operators: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+        """Aggregated call stacks as folded text and an SVG flame graph, plus the frames with the most self time, from a PyTorch trace recorded with stacks or an Nsight Systems export with CPU samples."""
+        ...
+    def compile(self, *, log: Optional[str] = ..., trace: Optional[str] = ..., run_id: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+        """Graph breaks and recompilations with their reasons and fixes from TORCH_LOGS output, and compile time vs run time from a trace of a torch.compile run."""
+        ...
+    def torch(self, *, command: List[str], cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., wait: Optional[int] = ..., warmup: Optional[int] = ..., active: Optional[int] = ..., step_on: Optional[Literal['optimizer', 'none']] = ..., record_shapes: Optional[bool] = ..., profile_memory: Optional[bool] = ..., with_stack: Optional[bool] = ..., with_flops: Optional[bool] = ..., top: Optional[int] = ..., compile_logs: Optional[bool] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """Runs a Python script under torch.profiler (schedule, shapes, memory, stack, FLOPs), writes the Kineto trace and analyses it."""
         ...
     def trace(self, *, paths: List[str], top: Optional[int] = ..., steps: Optional[int] = ..., findings: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
@@ -286,6 +295,12 @@ class AnalyzeDomain:
         ...
     def power(self, *, target: Optional[str] = ..., device: Optional[str] = ..., run_id: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Energy per run, mean power and performance per watt (GB/s/W, TFLOP/s/W) for benchmark results, and energy relative to each target's baseline."""
+        ...
+    def memory_patterns(self, *, path: Optional[str] = ..., details_path: Optional[str] = ..., command: Optional[List[str]] = ..., cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., kernel_regex: Optional[str] = ..., launch_skip: Optional[int] = ..., launch_count: Optional[int] = ..., limit: Optional[int] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
+        """Per kernel: uncoalesced global loads/stores (sectors per request, bytes used), branch efficiency (active threads per instruction) and shared-memory wavefronts per request, each with a verdict and the fix, from ncu counters."""
+        ...
+    def dataloader(self, *, path: str, limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+        """Time the training loop loses waiting on its DataLoader, whether the loader workers keep up (prefetch depth, inferred utilisation) and the fix, from a PyTorch profiler trace."""
         ...
 
 class OptimizeDomain:

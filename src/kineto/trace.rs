@@ -106,6 +106,14 @@ pub struct Trace {
     pub cpu_ops: Vec<CpuOp>,
     /// `ProfilerStep#N` annotations, in time order.
     pub steps: Vec<CpuOp>,
+    /// Other `user_annotation` events (record_function ranges such as
+    /// `enumerate(DataLoader)#...__next__` or a script's own `step_N`).
+    pub annotations: Vec<CpuOp>,
+    /// `python_function` events (traces recorded `with_stack=True`): one per
+    /// Python call, nested by time on their thread.
+    pub python_frames: Vec<CpuOp>,
+    /// Thread names from the `thread_name` metadata events, by (pid, tid).
+    pub thread_names: BTreeMap<(i64, i64), String>,
     /// Peak (allocated, reserved) bytes per CUDA device from `[memory]` events.
     pub memory_peaks: BTreeMap<i64, (i64, i64)>,
     /// Events read, by category (for the summary).
@@ -190,6 +198,9 @@ struct RawArgs {
     device_type: Lenient,
     #[serde(rename = "Device Id", default)]
     device_id: Lenient,
+    /// `thread_name` metadata: the thread's name.
+    #[serde(default)]
+    name: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -349,6 +360,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Trace, TraceError> {
             }
             continue;
         }
+        if ph == "M" && name == "thread_name" {
+            if let (Some(pid), Some(tid), Some(serde_json::Value::String(n))) =
+                (e.pid.int(), e.tid.int(), args.name)
+            {
+                t.thread_names.insert((pid, tid), n);
+            }
+            continue;
+        }
         if ph != "X" {
             continue;
         }
@@ -389,7 +408,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Trace, TraceError> {
                 dur_ns,
                 correlation: args.correlation.int(),
             }),
-            "cpu_op" | "user_annotation" => {
+            "cpu_op" | "user_annotation" | "python_function" => {
                 let op = CpuOp {
                     name: name.to_string(),
                     pid,
@@ -403,6 +422,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Trace, TraceError> {
                     t.steps.push(op);
                 } else if cat == "cpu_op" {
                     t.cpu_ops.push(op);
+                } else if cat == "user_annotation" {
+                    t.annotations.push(op);
+                } else {
+                    t.python_frames.push(op);
                 }
             }
             _ => {}
@@ -411,6 +434,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Trace, TraceError> {
     t.memory_peaks = peaks.into_iter().collect();
     t.gpu_ops.sort_by_key(|o| (o.start_ns, o.end_ns()));
     t.steps.sort_by_key(|s| s.start_ns);
+    t.annotations.sort_by_key(|s| s.start_ns);
     Ok(t)
 }
 

@@ -26,6 +26,9 @@
 //! | `roofline` | FP32/FP64 SASS op rates, `dram__bytes.sum.per_second` and their peaks (the roofline sections) | — |
 //! | `rules` | — | rows with a Rule Name |
 
+pub mod compare;
+pub mod patterns;
+
 use std::collections::{BTreeMap, HashMap};
 
 use schemars::JsonSchema;
@@ -129,6 +132,13 @@ fn to_bytes_per_cycle(value: f64, unit: &str) -> Option<f64> {
         return None;
     }
     Some(value * byte_prefix(&u[..i])?)
+}
+
+/// A byte count in bytes (`16.78 Mbyte` → 16,777,216... as printed).
+pub(crate) fn to_bytes(value: f64, unit: &str) -> Option<f64> {
+    let u = unit.trim();
+    let prefix = u.strip_suffix("byte")?;
+    Some(value * byte_prefix(prefix)?)
 }
 
 /// The multiplier of a byte unit's prefix (decimal K/M/G/T, binary Ki/Mi/Gi).
@@ -614,6 +624,34 @@ fn parse_details(records: &[Vec<String>], header: &[String]) -> Page {
         records,
         device_name: None,
     }
+}
+
+/// A raw page as a table: header, units (empty when the CSV has none) and kernel rows.
+pub(crate) struct RawTable {
+    pub header: Vec<String>,
+    pub units: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// The raw page's table. Errors as [`summarize`].
+pub(crate) fn raw_table(text: &str) -> Result<RawTable, NcuError> {
+    let records = csv_records(text)?;
+    let start = records
+        .iter()
+        .position(|r| r.first().is_some_and(|c| c == "ID"))
+        .ok_or(NcuError::NoTable)?;
+    let header = records[start].clone();
+    let mut rows = records[start + 1..].to_vec();
+    let units = match rows.first() {
+        Some(r) if r.first().is_some_and(|id| id.trim().is_empty()) => rows.remove(0),
+        _ => vec![String::new(); header.len()],
+    };
+    rows.retain(|r| r.len() == header.len());
+    Ok(RawTable {
+        header,
+        units,
+        rows,
+    })
 }
 
 fn parse_page(text: &str) -> Result<Page, NcuError> {

@@ -35,6 +35,8 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Whatif,
     &Stacking,
     &Power,
+    &super::profile_capture::MemoryPatternsOp,
+    &super::profile_analyses::DataloaderOp,
 ];
 
 fn history_rows(ctx: &OpContext, f: &Filter) -> Result<Vec<Row>, OpError> {

@@ -23,6 +23,7 @@ pub mod job;
 pub mod kernel_lab;
 pub mod optimize;
 pub mod profile;
+pub mod profile_analyses;
 pub mod profile_capture;
 pub mod profile_ranks;
 pub mod system;

@@ -1108,33 +1108,11 @@ reports made elsewhere or to look again at a capture. Milliseconds for CSV; a fe
 
     fn run(&self, ctx: &OpContext, input: NcuSummaryInput) -> Result<NcuSummaryOutput, OpError> {
         let limit = input.limit.unwrap_or(50).max(1);
-        let store = ctx.app().store()?;
-        let resolve = |r: &str| {
-            record::resolve_profile_ref(store, r).map_err(|e| {
-                OpError::not_found(
-                    e.to_string(),
-                    "Pass an existing .ncu-rep or .csv path, or a run id from aisp_profile_list.",
-                )
-            })
-        };
-        let mut sources = vec![resolve(&input.path)?];
+        let mut refs = vec![input.path.as_str()];
         if let Some(d) = &input.details_path {
-            sources.push(resolve(d)?);
+            refs.push(d);
         }
-        let mut texts: Vec<String> = Vec::new();
-        for src in &sources {
-            if src.extension().is_some_and(|e| e == "ncu-rep") {
-                // ncu would block on a FIFO just as we would.
-                input_file::check_regular(src, InputKind::NsightExport, &ctx.app().config.limits)?;
-                texts.extend(import_report(ctx, src)?);
-            } else {
-                texts.push(input_file::read_text_capped(
-                    src,
-                    InputKind::NcuCsv,
-                    &ctx.app().config.limits,
-                )?);
-            }
-        }
+        let (sources, texts) = read_ncu_sources(ctx, &refs)?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let summary = ncu::summarize(&refs, limit).map_err(ncu_error)?;
         Ok(NcuSummaryOutput {
@@ -1142,6 +1120,39 @@ reports made elsewhere or to look again at a capture. Milliseconds for CSV; a fe
             summary,
         })
     }
+}
+
+/// The CSV pages behind ncu references: a .ncu-rep (both pages, imported
+/// through a local ncu), a CSV page (plain or .xz), or an ncu run id.
+pub(super) fn read_ncu_sources(
+    ctx: &OpContext,
+    refs: &[&str],
+) -> Result<(Vec<PathBuf>, Vec<String>), OpError> {
+    let store = ctx.app().store()?;
+    let mut sources = Vec::new();
+    for r in refs {
+        sources.push(record::resolve_profile_ref(store, r).map_err(|e| {
+            OpError::not_found(
+                e.to_string(),
+                "Pass an existing .ncu-rep or .csv path, or a run id from aisp_profile_list.",
+            )
+        })?);
+    }
+    let mut texts: Vec<String> = Vec::new();
+    for src in &sources {
+        if src.extension().is_some_and(|e| e == "ncu-rep") {
+            // ncu would block on a FIFO just as we would.
+            input_file::check_regular(src, InputKind::NsightExport, &ctx.app().config.limits)?;
+            texts.extend(import_report(ctx, src)?);
+        } else {
+            texts.push(input_file::read_text_capped_xz(
+                src,
+                InputKind::NcuCsv,
+                &ctx.app().config.limits,
+            )?);
+        }
+    }
+    Ok((sources, texts))
 }
 
 /// The raw and details pages of a report, through a local ncu.
@@ -1203,6 +1214,205 @@ fn tempfile_dir(ctx: &OpContext) -> Result<PathBuf, OpError> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// aisp_analyze_memory_patterns
+
+pub struct MemoryPatternsOp;
+
+/// Arguments of `aisp_analyze_memory_patterns`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryPatternsInput {
+    /// An ncu report (.ncu-rep), its raw CSV page (plain or .xz), or an ncu run id. Either this or `command`.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The details CSV page of the same report (adds ncu's rule estimates).
+    #[serde(default)]
+    pub details_path: Option<String>,
+    /// Instead of `path`: run this program (argv) under ncu with the counters needed. Needs --allow-exec and a GPU.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// Working directory of `command`.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Environment variables added for `command`.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// With `command`: profile only kernels whose name matches this regex.
+    #[serde(default)]
+    pub kernel_regex: Option<String>,
+    /// With `command`: skip this many matching launches first.
+    #[serde(default)]
+    pub launch_skip: Option<u64>,
+    /// With `command`: profile at most this many launches (default 10).
+    #[serde(default)]
+    pub launch_count: Option<u64>,
+    /// Kernels listed (default 30, flagged first).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MemoryPatternsOutput {
+    /// The files read.
+    pub sources: Vec<String>,
+    #[serde(flatten)]
+    pub report: ncu::patterns::PatternReport,
+    /// The ncu run, when `command` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
+}
+
+impl Operation for MemoryPatternsOp {
+    type Input = MemoryPatternsInput;
+    type Output = MemoryPatternsOutput;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Memory access patterns per kernel (ncu)",
+        summary: "Per kernel: uncoalesced global loads/stores (sectors per request, bytes used), branch efficiency (active threads per instruction) and shared-memory wavefronts per request, each with a verdict and the fix, from ncu counters.",
+        description: "Answers 'are my kernels' memory accesses coalesced, do their branches leave lanes idle, do \
+shared-memory accesses conflict?' from Nsight Compute counters: global load/store sectors per request and the share of fetched bytes used, \
+active threads per instruction and divergent branch targets, bank conflicts and wavefronts per shared request. Each \
+kernel gets flagged/clean/insufficient_signal with the numbers, the fix, ncu's own rule estimate when the details page \
+is given, and the kernel time at stake. Reads an existing report or CSV (`path`), or runs `command` under ncu with \
+exactly the counters needed (needs --allow-exec and a GPU). Cache hit rates: aisp_profile_ncu_summary.",
+        hints: Hints::RUNS_COMMAND,
+        long_running: true,
+        positional: &["path"],
+        intents: &[
+            "are my kernel memory accesses coalesced",
+            "uncoalesced memory access in my kernels",
+            "branch efficiency of my kernels",
+            "find shared memory bank conflicts in my kernels",
+            "sectors per request",
+        ],
+        example: r#"{"path": "profile.ncu-rep"}"#,
+        ..OpSpec::new("analyze", "memory_patterns")
+    };
+
+    fn run(
+        &self,
+        ctx: &OpContext,
+        input: MemoryPatternsInput,
+    ) -> Result<MemoryPatternsOutput, OpError> {
+        let limit = input.limit.unwrap_or(30).max(1);
+        let example = "Pass \"path\": \"profile.ncu-rep\" (or its raw CSV page), or \"command\": [\"python3\", \"train.py\"] with --allow-exec.";
+        let (sources, texts, run_id) = match (&input.path, &input.command) {
+            (Some(_), Some(_)) => {
+                return Err(OpError::invalid_input(
+                    "give `path` or `command`, not both",
+                    example,
+                ));
+            }
+            (None, None) => {
+                return Err(OpError::invalid_input(
+                    "`path` or `command` is required",
+                    example,
+                ));
+            }
+            (Some(p), None) => {
+                let mut refs = vec![p.as_str()];
+                if let Some(d) = &input.details_path {
+                    refs.push(d);
+                }
+                let (src, texts) = read_ncu_sources(ctx, &refs)?;
+                (src, texts, None)
+            }
+            (None, Some(command)) => {
+                if !ctx.app().config.allow_exec {
+                    return Err(OpError::exec_not_allowed(
+                        "aisp_analyze_memory_patterns with `command` runs a command you supply, and command \
+                         execution is not allowed in this aisp.",
+                    ));
+                }
+                let cmd = check_command(command, input.cwd.as_deref(), input.env.as_ref())?;
+                let opts = NcuOptions {
+                    set: NcuSet::Basic,
+                    // ncu's rules for the same problems (uncoalesced accesses, thread divergence).
+                    sections: vec!["SourceCounters".into(), "WarpStateStats".into()],
+                    metrics: ncu::patterns::METRICS
+                        .iter()
+                        .map(|m| m.to_string())
+                        .collect(),
+                    kernel_regex: input.kernel_regex.clone(),
+                    launch_skip: input.launch_skip,
+                    launch_count: Some(input.launch_count.unwrap_or(10)),
+                    nvtx_include: Vec::new(),
+                    replay_mode: None,
+                    clock_control: ClockControl::None,
+                };
+                opts.validate()
+                    .map_err(|m| OpError::invalid_input(m, example))?;
+                let ncu_tool = discover(ctx, Profiler::Ncu, &cmd.env)?;
+                let mut s = Session::start(ctx, CaptureKind::Ncu, &cmd, Some(&ncu_tool))?;
+                let mut out = None;
+                let result = ncu_capture(&mut s, &cmd, &opts, &ncu_tool, 1, &mut out);
+                s.finish(&result.as_ref().map(|_| ()).map_err(Clone::clone));
+                result?;
+                let mut texts = Vec::new();
+                let mut src = Vec::new();
+                for page in ["raw", "details"] {
+                    let p = s.dir.join(format!("profile.{page}.csv"));
+                    if let Ok(t) = std::fs::read_to_string(&p) {
+                        texts.push(t);
+                        src.push(p);
+                    }
+                }
+                (src, texts, Some(s.rec.run_id.clone()))
+            }
+        };
+        let raw = texts
+            .iter()
+            .find(|t| ncu::detect_page(t) == Some(ncu::PageKind::Raw))
+            .ok_or_else(|| {
+                OpError::invalid_input(
+                    "no raw page among the inputs: the counters are read from `ncu --csv --page raw` (or a .ncu-rep)",
+                    "Pass the raw page (`ncu --import r.ncu-rep --csv --page raw > raw.csv`) as `path` and the details page as `details_path`.",
+                )
+            })?;
+        let details = texts
+            .iter()
+            .find(|t| ncu::detect_page(t) == Some(ncu::PageKind::Details))
+            .map(String::as_str);
+        let mut report = ncu::patterns::analyze(raw, details).map_err(ncu_error)?;
+        let mut left_out = Vec::new();
+        if !report.missing_metrics.is_empty() {
+            left_out.push(format!(
+                "{} counters were not collected ({}): the questions they answer are insufficient_signal. Capture \
+                 with this tool's `command`, or ncu --metrics with them.",
+                report.missing_metrics.len(),
+                report.missing_metrics.join(",")
+            ));
+        }
+        // Flagged kernels first (by time at stake), then the rest in report order.
+        report.kernels.sort_by(|a, b| {
+            let stake = |k: &ncu::patterns::KernelPatterns| {
+                k.problems
+                    .iter()
+                    .filter_map(|p| p.stake_ns)
+                    .fold(0.0, f64::max)
+            };
+            (b.verdict == "flagged")
+                .cmp(&(a.verdict == "flagged"))
+                .then(stake(b).total_cmp(&stake(a)))
+        });
+        if report.kernels.len() > limit {
+            left_out.push(format!(
+                "{} more kernels (raise `limit` to see them)",
+                report.kernels.len() - limit
+            ));
+            report.kernels.truncate(limit);
+        }
+        Ok(MemoryPatternsOutput {
+            sources: sources.iter().map(|p| p.display().to_string()).collect(),
+            report,
+            run_id,
+            left_out,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // aisp_profile_torch
 
 pub struct ProfileTorch;
@@ -1246,6 +1456,9 @@ pub struct TorchInput {
     /// Rows in each top list of the analysis (default 15).
     #[serde(default)]
     pub top: Option<usize>,
+    /// Log torch.compile graph breaks and recompilations (TORCH_LOGS=graph_breaks,recompiles) for aisp_profile_compile.
+    #[serde(default)]
+    pub compile_logs: Option<bool>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -1288,7 +1501,12 @@ in the command's Python. Takes the script's run time plus profiler overhead; hon
     };
 
     fn run(&self, ctx: &OpContext, input: TorchInput) -> Result<TorchOutput, OpError> {
-        let cmd = check_command(&input.command, input.cwd.as_deref(), input.env.as_ref())?;
+        let mut cmd = check_command(&input.command, input.cwd.as_deref(), input.env.as_ref())?;
+        if input.compile_logs == Some(true) && !cmd.env.iter().any(|(k, _)| k == "TORCH_LOGS") {
+            // Dynamo writes these records to stderr, which the capture keeps as the `stderr` artifact.
+            cmd.env
+                .push(("TORCH_LOGS".into(), "graph_breaks,recompiles".into()));
+        }
         let d = TorchOptions::default();
         let opts = TorchOptions {
             wait: input.wait.unwrap_or(d.wait),
