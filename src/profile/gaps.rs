@@ -429,7 +429,7 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
             );
         }
     }
-    if let Some(t) = &p.tables().osrt {
+    if p.tables().osrt.is_some() {
         // The OS runtime table can hold tens of millions of rows, and a long
         // gap can overlap millions of them (a thread polling in a loop):
         // aggregate per (gap, name id) inside the scan with a streaming union
@@ -438,10 +438,7 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
             rustc_hash::FxHashMap<(usize, i64), (u64, StreamingUnion)>,
             Vec<usize>,
         );
-        let parts = super::model::fold_osrt(
-            p.conn(),
-            t,
-            p.db_path(),
+        let parts = p.fold_osrt(
             Some((lo, hi)),
             OsrtAcc::default,
             |(m, fingers): &mut OsrtAcc, s, e, gtid, name| {
@@ -480,10 +477,7 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
                 rustc_hash::FxHashMap<(usize, i64), Vec<Interval>>,
                 Vec<usize>,
             );
-            let parts = super::model::fold_osrt(
-                p.conn(),
-                t,
-                p.db_path(),
+            let parts = p.fold_osrt(
                 Some((lo, hi)),
                 Redo::default,
                 |(m, fingers): &mut Redo, s, e, gtid, name| {

@@ -405,11 +405,8 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
     }
     let mut osrt = None;
     if want("osrt_sum") {
-        if let Some(t) = &tables.osrt {
-            let parts = model::fold_osrt(
-                p.conn(),
-                t,
-                p.db_path(),
+        if tables.osrt.is_some() {
+            let parts = p.fold_osrt(
                 scope.trim,
                 rustc_hash::FxHashMap::default,
                 |m: &mut rustc_hash::FxHashMap<i64, Vec<i64>>, s, e, gtid, name| {
