@@ -373,6 +373,9 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
         .filter_map(|s| s.bounds.last().map(|b| b.1))
         .max()
         .unwrap_or(0);
+    // Every gap of every group as one sorted union: OS runtime chunks far
+    // from all of them are skipped whole.
+    let near = intervals::union(sorted.iter().flat_map(|s| s.bounds.iter().copied()).collect());
     // Per gap (flat slot): (source, name) → what those calls did in it.
     type Acc = HashMap<(&'static str, String), Activity>;
     let mut acc: Vec<Acc> = (0..flat.len()).map(|_| HashMap::new()).collect();
@@ -438,8 +441,8 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
             rustc_hash::FxHashMap<(usize, i64), (u64, StreamingUnion)>,
             Vec<usize>,
         );
-        let parts = p.fold_osrt(
-            Some((lo, hi)),
+        let parts = p.fold_osrt_near(
+            &near,
             OsrtAcc::default,
             |(m, fingers): &mut OsrtAcc, s, e, gtid, name| {
                 visitor.visit(fingers, s, e, gtid, |slot, cs, ce| {
@@ -477,8 +480,8 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
                 rustc_hash::FxHashMap<(usize, i64), Vec<Interval>>,
                 Vec<usize>,
             );
-            let parts = p.fold_osrt(
-                Some((lo, hi)),
+            let parts = p.fold_osrt_near(
+                &near,
                 Redo::default,
                 |(m, fingers): &mut Redo, s, e, gtid, name| {
                     visitor.visit(fingers, s, e, gtid, |slot, cs, ce| {

@@ -431,6 +431,26 @@ impl Profile {
         })
     }
 
+    /// [`Profile::fold_osrt`] for a fold that only uses calls overlapping
+    /// `windows` (sorted, disjoint): chunks of calls far from all of them are skipped.
+    pub fn fold_osrt_near<A, I, F>(
+        &self,
+        windows: &[(i64, i64)],
+        init: I,
+        row: F,
+    ) -> Result<Vec<A>>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, i64, i64, i64, i64) + Sync,
+    {
+        let bounds = windows.first().map(|w| w.0).zip(windows.last().map(|w| w.1));
+        Ok(match self.osrt()? {
+            Some(calls) => calls.fold_near(bounds, Some(windows), fastscan::default_threads(), init, row),
+            None => Vec::new(),
+        })
+    }
+
     /// `ENUM_CUDA_MEMCPY_OPER` labels from the export (defaults when absent).
     pub fn memcpy_oper_labels(&self) -> Result<&HashMap<i64, String>> {
         self.table(&self.memcpy_oper, TableKind::MemcpyOperLabels, || {

@@ -174,10 +174,38 @@ impl OsrtCalls {
         I: Fn() -> A + Sync,
         F: Fn(&mut A, i64, i64, i64, i64) + Sync,
     {
+        self.fold_near(bounds, None, threads, init, row)
+    }
+
+    /// [`OsrtCalls::fold`], skipping whole chunks whose time span meets none
+    /// of `windows` (sorted by start, not overlapping): for callers that
+    /// only use rows overlapping those windows (gap attribution), the same
+    /// answer from a fraction of the rows.
+    pub fn fold_near<A, I, F>(
+        &self,
+        bounds: Option<(i64, i64)>,
+        windows: Option<&[(i64, i64)]>,
+        threads: usize,
+        init: I,
+        row: F,
+    ) -> Vec<A>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, i64, i64, i64, i64) + Sync,
+    {
+        let near = |c: &Chunk| {
+            windows.is_none_or(|w| {
+                // The first window ending after the chunk starts must start before it ends.
+                let i = w.partition_point(|&(_, e)| e <= c.min_start);
+                w.get(i).is_some_and(|&(s, _)| s < c.max_end)
+            })
+        };
         let wanted: Vec<&Chunk> = self
             .chunks
             .iter()
             .filter(|c| bounds.is_none_or(|(lo, hi)| c.max_end > lo && c.min_start < hi))
+            .filter(|c| near(c))
             .collect();
         let work = |chunks: &[&Chunk]| -> A {
             let mut acc = init();
@@ -260,5 +288,20 @@ mod tests {
         assert!(!inside.is_empty());
         assert_eq!(got, inside);
         assert!(super::super::loaded::Footprint::footprint(&t) < want.len() as u64 * 12);
+        // Skipping chunks far from the windows keeps every row that meets one.
+        let windows = [(1_000_100_000, 1_000_100_050), (1_001_500_000, 1_001_600_000)];
+        let meets = |s: i64, e: i64| windows.iter().any(|&(ws, we)| e > ws && s < we);
+        let near: Vec<_> = t
+            .fold_near(None, Some(&windows), 2, Vec::new, |v: &mut Vec<_>, s, e, g, n| {
+                if meets(s, e) {
+                    v.push((s, e, g, n))
+                }
+            })
+            .into_iter()
+            .flatten()
+            .collect();
+        let all: Vec<_> = want.iter().copied().filter(|r| meets(r.0, r.1)).collect();
+        assert!(!all.is_empty());
+        assert_eq!(near, all);
     }
 }
