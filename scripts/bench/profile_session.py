@@ -8,7 +8,7 @@ question's wall time (request written -> answer read), the total, the number of 
 notifications, and the server's peak RSS (VmHWM). Also times reading the file once through
 the page cache (`cat FILE > /dev/null`, warm) as the physical floor.
 
-usage: profile_session.py AISP FILE [--env K=V ...] [--label NAME] [--json OUT]
+usage: profile_session.py AISP FILE [--env K=V ...] [--label NAME] [--json OUT] [--save DIR]
 """
 
 import argparse
@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--env", action="append", default=[])
     ap.add_argument("--label", default="")
     ap.add_argument("--json")
+    ap.add_argument("--save", help="folder to write each answer's structuredContent into")
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="aisp-session-")
     env = dict(os.environ, AISP_HOME=home)
@@ -98,6 +99,10 @@ def main():
         total += dt
         res = reply.get("result", {})
         ok = "error" not in reply and not res.get("isError")
+        if a.save:
+            os.makedirs(a.save, exist_ok=True)
+            with open(os.path.join(a.save, f"{label}.json"), "w") as f:
+                json.dump(res.get("structuredContent", res), f)
         rows.append({"question": label, "tool": tool, "s": round(dt, 4), "ok": ok,
                      "progress": len(progress) - before})
     status = rpc(proc, {"jsonrpc": "2.0", "id": 99, "method": "tools/call",

@@ -490,7 +490,13 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
             let mut by_name: HashMap<i64, Durations> = HashMap::new();
             for part in parts {
                 for (k, v) in part {
-                    by_name.entry(k).or_default().append(v);
+                    // The first part's values move in; later parts extend them.
+                    match by_name.entry(k) {
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(v);
+                        }
+                        std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().append(v),
+                    }
                 }
             }
             let groups = by_name
