@@ -84,6 +84,11 @@ impl From<ProfileError> for OpError {
                 "aisp_profile_info lists the devices, processes and time range of the profile; \
                  aisp_profile_nvtx lists range names.",
             ),
+            ProfileError::BadSet(_) => OpError::invalid_input(
+                msg,
+                "Name a folder of per-rank exports (.sqlite or .nsys-rep), a glob in the file name such as \
+                 run/rank_*.sqlite, or one export.",
+            ),
             ProfileError::Missing(_) => OpError::invalid_input(
                 msg,
                 "Capture again with the needed trace enabled, e.g. `nsys profile -t cuda,nvtx,osrt`.",
@@ -108,6 +113,19 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
         return Err(OpError::invalid_input(
             "path is empty",
             "Pass the path of an Nsight Systems export, e.g. {\"path\": \"run.sqlite\"}.",
+        ));
+    }
+    if profile::ranks::is_set(path) {
+        let op = ctx.tool().trim_start_matches("aisp_profile_");
+        return Err(OpError::invalid_input(
+            format!(
+                "`{path}` names a set of exports (a folder or glob); {} reads one export",
+                ctx.tool()
+            ),
+            format!(
+                "Every rank at once: aisp_profile_ranks {{\"path\": \"{path}\", \"each\": \"{op}\"}} (its answer per export, with \
+                 the ranks each holds and the cross-rank analysis); one rank: pass its file."
+            ),
         ));
     }
     // The run id of an aisp_profile_nsys capture names its SQLite export.
