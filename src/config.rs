@@ -324,17 +324,19 @@ impl Config {
         )?
         .unwrap_or_else(default_heavy_calls);
         // 0 is allowed for both: keep no tables; report progress at once.
-        let whole = |var: &str, from_file: Option<u64>| -> Result<Option<u64>, ConfigError> {
-            match env(var) {
-                Some(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
-                    ConfigError::Invalid(format!("{var}={v} is not a whole number"))
-                }),
-                None => Ok(from_file),
-            }
-        };
-        let profile_tables_bytes = whole("AISP_PROFILE_TABLES_MIB", file.limits.profile_tables_mib)?
-            .map(|m| m.saturating_mul(1 << 20))
-            .unwrap_or(crate::profile::loaded::DEFAULT_BUDGET_BYTES);
+        let whole =
+            |var: &str, from_file: Option<u64>| -> Result<Option<u64>, ConfigError> {
+                match env(var) {
+                    Some(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
+                        ConfigError::Invalid(format!("{var}={v} is not a whole number"))
+                    }),
+                    None => Ok(from_file),
+                }
+            };
+        let profile_tables_bytes =
+            whole("AISP_PROFILE_TABLES_MIB", file.limits.profile_tables_mib)?
+                .map(|m| m.saturating_mul(1 << 20))
+                .unwrap_or(crate::profile::loaded::DEFAULT_BUDGET_BYTES);
         let progress_after = std::time::Duration::from_millis(
             whole("AISP_PROGRESS_AFTER_MS", file.limits.progress_after_ms)?
                 .unwrap_or(1000)

@@ -112,7 +112,11 @@ fn a_changed_file_is_read_again_and_its_old_tables_dropped() {
         )
         .unwrap();
     }
-    let after = call(&warm, "aisp_profile_kernels", json!({"path": path, "limit": 4}));
+    let after = call(
+        &warm,
+        "aisp_profile_kernels",
+        json!({"path": path, "limit": 4}),
+    );
     let cold = call(
         &app("changed-cold", 0),
         "aisp_profile_kernels",
@@ -147,7 +151,11 @@ fn the_budget_evicts_the_least_recently_used_file() {
     let s = tiny.profile_tables.status();
     assert!(s.evictions > 0, "{s:?}");
     assert!(s.used_bytes <= s.budget_bytes);
-    assert_eq!(s.files[0].path, b.display().to_string(), "newest first: {s:?}");
+    assert_eq!(
+        s.files[0].path,
+        b.display().to_string(),
+        "newest first: {s:?}"
+    );
     let loads = s.loads;
     // b is kept whole: asking again decodes nothing.
     call(&tiny, "aisp_profile_kernels", json!({"path": b}));
@@ -159,7 +167,11 @@ fn the_budget_evicts_the_least_recently_used_file() {
     // A budget smaller than a table: decoded for the call, not kept, and said so.
     let none = app("lru-none", 1);
     let got = call(&none, "aisp_profile_kernels", json!({"path": a}));
-    let want = call(&app("lru-none-cold", 0), "aisp_profile_kernels", json!({"path": a}));
+    let want = call(
+        &app("lru-none-cold", 0),
+        "aisp_profile_kernels",
+        json!({"path": a}),
+    );
     assert_eq!(body(got), body(want));
     let s = none.profile_tables.status();
     assert_eq!(s.used_bytes, 0);
@@ -202,7 +214,11 @@ fn scans_past_the_threshold_send_progress() {
         .collect();
     assert!(!osrt.is_empty(), "{seen:?}");
     let last = osrt.last().unwrap();
-    assert_eq!(Some(last.progress), last.total, "the last report says done: {seen:?}");
+    assert_eq!(
+        Some(last.progress),
+        last.total,
+        "the last report says done: {seen:?}"
+    );
 
     // Below the threshold: no progress.
     let mut cfg = Config::with_home(tmp_home("progress-quiet"));

@@ -462,7 +462,11 @@ where
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
                 }
                 if started.elapsed() >= p.after {
-                    p.tick(table, pages_done.load(std::sync::atomic::Ordering::Relaxed), total);
+                    p.tick(
+                        table,
+                        pages_done.load(std::sync::atomic::Ordering::Relaxed),
+                        total,
+                    );
                 }
             }
         }

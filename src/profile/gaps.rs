@@ -375,7 +375,12 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
         .unwrap_or(0);
     // Every gap of every group as one sorted union: OS runtime chunks far
     // from all of them are skipped whole.
-    let near = intervals::union(sorted.iter().flat_map(|s| s.bounds.iter().copied()).collect());
+    let near = intervals::union(
+        sorted
+            .iter()
+            .flat_map(|s| s.bounds.iter().copied())
+            .collect(),
+    );
     // Per gap (flat slot): (source, name) → what those calls did in it.
     type Acc = HashMap<(&'static str, String), Activity>;
     let mut acc: Vec<Acc> = (0..flat.len()).map(|_| HashMap::new()).collect();

@@ -186,7 +186,9 @@ impl TableCache {
         let stale: Vec<FileIdentity> = g
             .paths
             .iter()
-            .filter(|(k, p)| *k != id && (p.as_path() == path || (k.dev == id.dev && k.ino == id.ino)))
+            .filter(|(k, p)| {
+                *k != id && (p.as_path() == path || (k.dev == id.dev && k.ino == id.ino))
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for k in stale {
@@ -278,14 +280,7 @@ impl TableCache {
         g.clock += 1;
         let used = g.clock;
         g.paths.insert(key.0.clone(), path.to_path_buf());
-        if let Some(old) = g.items.insert(
-            key,
-            Item {
-                value,
-                bytes,
-                used,
-            },
-        ) {
+        if let Some(old) = g.items.insert(key, Item { value, bytes, used }) {
             g.bytes -= old.bytes;
         }
         g.bytes += bytes;

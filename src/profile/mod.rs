@@ -366,34 +366,42 @@ impl Profile {
 
     /// All kernels, sorted by start.
     pub fn kernels(&self) -> Result<&[Kernel]> {
-        self.table(&self.kernels, TableKind::Kernels, || match &self.tables.kernel {
-            Some(t) => model::load_kernels(&self.conn, t, &self.db_path, self.progress()),
-            None => Ok(Vec::new()),
+        self.table(&self.kernels, TableKind::Kernels, || {
+            match &self.tables.kernel {
+                Some(t) => model::load_kernels(&self.conn, t, &self.db_path, self.progress()),
+                None => Ok(Vec::new()),
+            }
         })
         .map(|v| v.as_slice())
     }
 
     /// All CUDA runtime/driver API calls, sorted by start.
     pub fn api(&self) -> Result<&[ApiCall]> {
-        self.table(&self.api, TableKind::CudaApi, || match &self.tables.runtime {
-            Some(t) => model::load_api(&self.conn, t, &self.db_path, self.progress()),
-            None => Ok(Vec::new()),
+        self.table(&self.api, TableKind::CudaApi, || {
+            match &self.tables.runtime {
+                Some(t) => model::load_api(&self.conn, t, &self.db_path, self.progress()),
+                None => Ok(Vec::new()),
+            }
         })
         .map(|v| v.as_slice())
     }
 
     pub fn memcpys(&self) -> Result<&[Memcpy]> {
-        self.table(&self.memcpy, TableKind::Memcpy, || match &self.tables.memcpy {
-            Some(t) => model::load_memcpy(&self.conn, t, &self.db_path),
-            None => Ok(Vec::new()),
+        self.table(&self.memcpy, TableKind::Memcpy, || {
+            match &self.tables.memcpy {
+                Some(t) => model::load_memcpy(&self.conn, t, &self.db_path),
+                None => Ok(Vec::new()),
+            }
         })
         .map(|v| v.as_slice())
     }
 
     pub fn memsets(&self) -> Result<&[Memset]> {
-        self.table(&self.memset, TableKind::Memset, || match &self.tables.memset {
-            Some(t) => model::load_memset(&self.conn, t, &self.db_path),
-            None => Ok(Vec::new()),
+        self.table(&self.memset, TableKind::Memset, || {
+            match &self.tables.memset {
+                Some(t) => model::load_memset(&self.conn, t, &self.db_path),
+                None => Ok(Vec::new()),
+            }
         })
         .map(|v| v.as_slice())
     }
@@ -433,32 +441,38 @@ impl Profile {
 
     /// [`Profile::fold_osrt`] for a fold that only uses calls overlapping
     /// `windows` (sorted, disjoint): chunks of calls far from all of them are skipped.
-    pub fn fold_osrt_near<A, I, F>(
-        &self,
-        windows: &[(i64, i64)],
-        init: I,
-        row: F,
-    ) -> Result<Vec<A>>
+    pub fn fold_osrt_near<A, I, F>(&self, windows: &[(i64, i64)], init: I, row: F) -> Result<Vec<A>>
     where
         A: Send,
         I: Fn() -> A + Sync,
         F: Fn(&mut A, i64, i64, i64, i64) + Sync,
     {
-        let bounds = windows.first().map(|w| w.0).zip(windows.last().map(|w| w.1));
+        let bounds = windows
+            .first()
+            .map(|w| w.0)
+            .zip(windows.last().map(|w| w.1));
         Ok(match self.osrt()? {
-            Some(calls) => calls.fold_near(bounds, Some(windows), fastscan::default_threads(), init, row),
+            Some(calls) => calls.fold_near(
+                bounds,
+                Some(windows),
+                fastscan::default_threads(),
+                init,
+                row,
+            ),
             None => Vec::new(),
         })
     }
 
     /// `ENUM_CUDA_MEMCPY_OPER` labels from the export (defaults when absent).
     pub fn memcpy_oper_labels(&self) -> Result<&HashMap<i64, String>> {
-        self.table(&self.memcpy_oper, TableKind::MemcpyOperLabels, || {
-            match &self.tables.memcpy_oper_enum {
+        self.table(
+            &self.memcpy_oper,
+            TableKind::MemcpyOperLabels,
+            || match &self.tables.memcpy_oper_enum {
                 Some(t) => model::load_enum(&self.conn, t, &self.db_path),
                 None => Ok(memory::default_memcpy_oper_labels()),
-            }
-        })
+            },
+        )
     }
 
     /// `ENUM_CUDA_MEM_KIND` labels from the export (empty when absent: kinds unknown).

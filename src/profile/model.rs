@@ -403,15 +403,22 @@ pub fn load_api(
     progress: Option<&super::ScanProgress>,
 ) -> Result<Vec<ApiCall>> {
     let cols = ["start", "end", "globalTid", "correlationId", "nameId"];
-    if let Some(parts) = fast_scan(path, t, &cols, progress, Vec::new, |acc: &mut Vec<ApiCall>, v| {
-        acc.push(ApiCall {
-            start: v[0],
-            end: v[1],
-            global_tid: v[2],
-            correlation: v[3],
-            name: v[4],
-        })
-    }) {
+    if let Some(parts) = fast_scan(
+        path,
+        t,
+        &cols,
+        progress,
+        Vec::new,
+        |acc: &mut Vec<ApiCall>, v| {
+            acc.push(ApiCall {
+                start: v[0],
+                end: v[1],
+                global_tid: v[2],
+                correlation: v[3],
+                name: v[4],
+            })
+        },
+    ) {
         let mut out: Vec<ApiCall> = parts.into_iter().flatten().collect();
         out.sort_by_key(|a| (a.start, a.end));
         out.shrink_to_fit();
@@ -574,9 +581,14 @@ pub fn load_osrt(
     use super::osrt::Encoder;
     let class = t.has("eventClass");
     let cols = ["start", "end", "globalTid", "nameId", "eventClass"];
-    if let Some(parts) = fast_scan(path, t, &cols, progress, Encoder::default, |e: &mut Encoder, v| {
-        e.row(v[0], v[1], v[2], v[3], class.then_some(v[4]))
-    }) {
+    if let Some(parts) = fast_scan(
+        path,
+        t,
+        &cols,
+        progress,
+        Encoder::default,
+        |e: &mut Encoder, v| e.row(v[0], v[1], v[2], v[3], class.then_some(v[4])),
+    ) {
         return Ok(Encoder::finish(parts));
     }
     let sql = format!(
@@ -608,9 +620,7 @@ impl super::loaded::Footprint for Strings {
     fn footprint(&self) -> u64 {
         let text: u64 = self.iter().map(|(_, v)| v.len() as u64).sum();
         let slot = std::mem::size_of::<Option<Box<str>>>() as u64;
-        self.dense.capacity() as u64 * slot
-            + self.sparse.capacity() as u64 * (slot + 9)
-            + text
+        self.dense.capacity() as u64 * slot + self.sparse.capacity() as u64 * (slot + 9) + text
     }
 }
 

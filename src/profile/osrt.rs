@@ -168,7 +168,13 @@ impl OsrtCalls {
     /// those overlapping `[lo, hi)`, on up to `threads` threads. Each thread
     /// folds a consecutive run of rows into its own accumulator; they come
     /// back in row order (merge them afterwards).
-    pub fn fold<A, I, F>(&self, bounds: Option<(i64, i64)>, threads: usize, init: I, row: F) -> Vec<A>
+    pub fn fold<A, I, F>(
+        &self,
+        bounds: Option<(i64, i64)>,
+        threads: usize,
+        init: I,
+        row: F,
+    ) -> Vec<A>
     where
         A: Send,
         I: Fn() -> A + Sync,
@@ -214,9 +220,12 @@ impl OsrtCalls {
                 let mut at = 0;
                 let mut start = 0i64;
                 for _ in 0..c.rows {
-                    let (Some(ds), Some(dur), Some(t), Some(n)) =
-                        (get(b, &mut at), get(b, &mut at), get(b, &mut at), get(b, &mut at))
-                    else {
+                    let (Some(ds), Some(dur), Some(t), Some(n)) = (
+                        get(b, &mut at),
+                        get(b, &mut at),
+                        get(b, &mut at),
+                        get(b, &mut at),
+                    ) else {
                         break;
                     };
                     start = start.wrapping_add(unzig(ds));
@@ -255,7 +264,13 @@ mod tests {
             .map(|i| {
                 let start = 1_000_000_000 + i * 37 - (i % 5) * 1000; // not monotonic
                 let end = start + (i % 7) * 1_000_000_007 + 3;
-                (start, end, (i % 9) << 24 | 77, 1000 + i % 13, Some(if i % 11 == 0 { 28 } else { 27 }))
+                (
+                    start,
+                    end,
+                    (i % 9) << 24 | 77,
+                    1000 + i % 13,
+                    Some(if i % 11 == 0 { 28 } else { 27 }),
+                )
             })
             .collect();
         let mut parts = vec![Encoder::default(), Encoder::default()];
@@ -272,7 +287,9 @@ mod tests {
         assert_eq!(t.calls, want.len() as u64);
         for threads in [1, 3] {
             let got: Vec<(i64, i64, i64, i64)> = t
-                .fold(None, threads, Vec::new, |v: &mut Vec<_>, s, e, g, n| v.push((s, e, g, n)))
+                .fold(None, threads, Vec::new, |v: &mut Vec<_>, s, e, g, n| {
+                    v.push((s, e, g, n))
+                })
                 .into_iter()
                 .flatten()
                 .collect();
@@ -280,23 +297,38 @@ mod tests {
         }
         let (lo, hi) = (1_000_500_000, 1_001_000_000);
         let got: Vec<_> = t
-            .fold(Some((lo, hi)), 2, Vec::new, |v: &mut Vec<_>, s, e, g, n| v.push((s, e, g, n)))
+            .fold(Some((lo, hi)), 2, Vec::new, |v: &mut Vec<_>, s, e, g, n| {
+                v.push((s, e, g, n))
+            })
             .into_iter()
             .flatten()
             .collect();
-        let inside: Vec<_> = want.iter().copied().filter(|r| r.1 > lo && r.0 < hi).collect();
+        let inside: Vec<_> = want
+            .iter()
+            .copied()
+            .filter(|r| r.1 > lo && r.0 < hi)
+            .collect();
         assert!(!inside.is_empty());
         assert_eq!(got, inside);
         assert!(super::super::loaded::Footprint::footprint(&t) < want.len() as u64 * 12);
         // Skipping chunks far from the windows keeps every row that meets one.
-        let windows = [(1_000_100_000, 1_000_100_050), (1_001_500_000, 1_001_600_000)];
+        let windows = [
+            (1_000_100_000, 1_000_100_050),
+            (1_001_500_000, 1_001_600_000),
+        ];
         let meets = |s: i64, e: i64| windows.iter().any(|&(ws, we)| e > ws && s < we);
         let near: Vec<_> = t
-            .fold_near(None, Some(&windows), 2, Vec::new, |v: &mut Vec<_>, s, e, g, n| {
-                if meets(s, e) {
-                    v.push((s, e, g, n))
-                }
-            })
+            .fold_near(
+                None,
+                Some(&windows),
+                2,
+                Vec::new,
+                |v: &mut Vec<_>, s, e, g, n| {
+                    if meets(s, e) {
+                        v.push((s, e, g, n))
+                    }
+                },
+            )
             .into_iter()
             .flatten()
             .collect();

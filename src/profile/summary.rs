@@ -204,20 +204,18 @@ fn time_report_of(
     limit: usize,
 ) -> TimeReport {
     let mut rows: Vec<TimeRow> = groups
-        .map(|(name, style, domain, s)| {
-            TimeRow {
-                time_pct: 0.0,
-                total_ns: s.total,
-                instances: s.count,
-                avg_ns: s.avg,
-                med_ns: s.med,
-                min_ns: s.min,
-                max_ns: s.max,
-                stddev_ns: s.stddev,
-                name,
-                style,
-                domain,
-            }
+        .map(|(name, style, domain, s)| TimeRow {
+            time_pct: 0.0,
+            total_ns: s.total,
+            instances: s.count,
+            avg_ns: s.avg,
+            med_ns: s.med,
+            min_ns: s.min,
+            max_ns: s.max,
+            stddev_ns: s.stddev,
+            name,
+            style,
+            domain,
         })
         .collect();
     let total: i64 = rows.iter().map(|r| r.total_ns).sum();
