@@ -289,7 +289,8 @@ impl TableCache {
     /// What is kept now.
     pub fn status(&self) -> CacheStatus {
         let g = self.lock();
-        let mut files: HashMap<&FileIdentity, (u64, Vec<(TableKind, u64)>)> = HashMap::new();
+        type PerFile = (u64, Vec<(TableKind, u64)>);
+        let mut files: HashMap<&FileIdentity, PerFile> = HashMap::new();
         for ((id, kind), item) in &g.items {
             let e = files.entry(id).or_default();
             e.0 = e.0.max(item.used);
@@ -313,7 +314,7 @@ impl TableCache {
                 )
             })
             .collect();
-        files.sort_by(|a, b| b.0.cmp(&a.0));
+        files.sort_by_key(|f| std::cmp::Reverse(f.0));
         CacheStatus {
             budget_bytes: g.budget,
             used_bytes: g.bytes,

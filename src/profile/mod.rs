@@ -112,12 +112,15 @@ pub struct OpenOptions {
     pub progress: Option<ScanProgress>,
 }
 
+/// `(table, pages read, pages in all)`.
+type ProgressReport = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
+
 /// Receives progress of long table scans: after `after` has passed, about
 /// four reports a second of `(table, pages read, pages in all)`.
 #[derive(Clone)]
 pub struct ScanProgress {
     pub after: Duration,
-    report: Arc<dyn Fn(&str, u64, u64) + Send + Sync>,
+    report: ProgressReport,
     last: Arc<Mutex<Option<Instant>>>,
 }
 
