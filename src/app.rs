@@ -25,6 +25,8 @@ pub struct AppState {
     heavy_pool: Arc<tokio::sync::Semaphore>,
     /// Calls waiting for a heavy slot (for progress messages and `aisp_status`).
     pub heavy_waiting: std::sync::atomic::AtomicUsize,
+    /// Decoded tables of recently used profiles (`limits.profile_tables_mib`).
+    pub profile_tables: Arc<crate::profile::loaded::TableCache>,
     pub started_at: Instant,
 }
 
@@ -42,6 +44,9 @@ impl AppState {
         Arc::new(AppState {
             heavy_pool: Arc::new(tokio::sync::Semaphore::new(heavy)),
             heavy_waiting: std::sync::atomic::AtomicUsize::new(0),
+            profile_tables: Arc::new(crate::profile::loaded::TableCache::new(
+                config.profile_tables_bytes,
+            )),
             config,
             store: OnceLock::new(),
             store_recovery: OnceLock::new(),

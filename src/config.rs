@@ -18,6 +18,8 @@
 //! | `limits.ncu_csv_mib`      | `AISP_MAX_NCU_CSV_MIB`      | cap on one Nsight Compute CSV page        |
 //! | `limits.nsight_export_mib`| `AISP_MAX_NSIGHT_EXPORT_MIB`| cap on an Nsight Systems export           |
 //! | `limits.heavy_calls`      | `AISP_HEAVY_CALLS`          | file-reading calls run at once (others queue) |
+//! | `limits.profile_tables_mib` | `AISP_PROFILE_TABLES_MIB` | decoded profile tables kept between calls (0: none) |
+//! | `limits.progress_after_ms` | `AISP_PROGRESS_AFTER_MS`   | a table scan longer than this sends progress |
 //! | `http.header_timeout_s`   | `AISP_HTTP_HEADER_TIMEOUT_S`| time a client has to send request headers |
 //! | `http.body_timeout_s`     | `AISP_HTTP_BODY_TIMEOUT_S`  | time a client has to send a request body  |
 //! | `http.max_connections`    | `AISP_HTTP_MAX_CONNECTIONS` | open connections (more wait to be accepted) |
@@ -47,6 +49,10 @@ pub struct Config {
     /// How many calls that read user files (profiles, traces, CSV pages) run
     /// at once; the rest wait their turn, so memory stays bounded under load.
     pub heavy_calls: usize,
+    /// Bytes of decoded profile tables kept between calls (`profile::loaded`; 0 keeps none).
+    pub profile_tables_bytes: u64,
+    /// A table scan that runs longer than this sends progress notifications.
+    pub progress_after: std::time::Duration,
     pub http: HttpLimits,
     /// The config file that was read, if any.
     pub file: Option<PathBuf>,
@@ -152,6 +158,8 @@ struct FileLimits {
     ncu_csv_mib: Option<u64>,
     nsight_export_mib: Option<u64>,
     heavy_calls: Option<u64>,
+    profile_tables_mib: Option<u64>,
+    progress_after_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -315,6 +323,25 @@ impl Config {
             file.limits.heavy_calls,
         )?
         .unwrap_or_else(default_heavy_calls);
+        // 0 is allowed for both: keep no tables; report progress at once.
+        let whole =
+            |var: &str, from_file: Option<u64>| -> Result<Option<u64>, ConfigError> {
+                match env(var) {
+                    Some(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
+                        ConfigError::Invalid(format!("{var}={v} is not a whole number"))
+                    }),
+                    None => Ok(from_file),
+                }
+            };
+        let profile_tables_bytes =
+            whole("AISP_PROFILE_TABLES_MIB", file.limits.profile_tables_mib)?
+                .map(|m| m.saturating_mul(1 << 20))
+                .unwrap_or(crate::profile::loaded::DEFAULT_BUDGET_BYTES);
+        let progress_after = std::time::Duration::from_millis(
+            whole("AISP_PROGRESS_AFTER_MS", file.limits.progress_after_ms)?
+                .unwrap_or(1000)
+                .min(86_400_000),
+        );
         let http_defaults = HttpLimits::default();
         let http = HttpLimits {
             header_timeout: seconds(
@@ -370,6 +397,8 @@ impl Config {
             ncu,
             limits,
             heavy_calls,
+            profile_tables_bytes,
+            progress_after,
             http,
             file: used,
         })
@@ -389,6 +418,8 @@ impl Config {
             ncu: None,
             limits: InputLimits::default(),
             heavy_calls: default_heavy_calls(),
+            profile_tables_bytes: crate::profile::loaded::DEFAULT_BUDGET_BYTES,
+            progress_after: std::time::Duration::from_secs(1),
             http: HttpLimits::default(),
             file: None,
         }

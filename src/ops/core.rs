@@ -39,6 +39,8 @@ pub struct StatusOutput {
     pub config_file: Option<String>,
     /// Number of tools this server offers (all of them answer tools/call).
     pub tool_count: usize,
+    /// Decoded profile tables kept in memory between calls, per file, under the budget.
+    pub profile_tables: crate::profile::loaded::CacheStatus,
 }
 
 /// Whether the store opened sound, and what was done if it was damaged.
@@ -119,6 +121,7 @@ impl Operation for Status {
             exec_allowed: app.config.allow_exec,
             config_file: app.config.file.as_ref().map(|p| p.display().to_string()),
             tool_count: registry::tools().len(),
+            profile_tables: ctx.app().profile_tables.status(),
         })
     }
 }

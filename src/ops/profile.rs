@@ -137,8 +137,27 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
         cache_dir: Some(ctx.app().config.cache_dir()),
         nsys: None,
         max_bytes: Some(ctx.app().config.limits.nsight_export_bytes),
+        tables: Some(ctx.app().profile_tables.clone()),
+        progress: Some(scan_progress(ctx)),
     };
     Ok(profile::open_with(&PathBuf::from(path), &options)?)
+}
+
+/// Progress of long table scans, sent as the call's progress notifications.
+fn scan_progress(ctx: &OpContext) -> profile::ScanProgress {
+    let ctx = ctx.clone();
+    profile::ScanProgress::new(
+        ctx.app().config.progress_after,
+        move |table, done, total| {
+            ctx.progress(
+                done as f64,
+                Some(total as f64),
+                format!(
+                    "reading {table}: {done} of {total} pages (decoded once, then kept in memory)"
+                ),
+            )
+        },
+    )
 }
 
 /// Every profile answer: the export's version, the scope it answers for, and the result.

@@ -15,8 +15,12 @@ use super::error::{ProfileError, Result};
 const HEADER_BYTES: usize = 64 * 1024;
 
 /// A file's identity: size, modification time and a hash of its first 64 KiB.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FileIdentity {
+    /// Device and inode: two paths to one file share them (the in-memory
+    /// table cache keys on them; the answer cache does not need them).
+    pub dev: u64,
+    pub ino: u64,
     pub size: u64,
     pub mtime_ns: i128,
     /// First 16 hex digits of the SHA-256 of the header pages.
@@ -57,6 +61,8 @@ fn identity_and_header(path: &Path) -> Result<(FileIdentity, Vec<u8>)> {
     let header_hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     Ok((
         FileIdentity {
+            dev: std::os::unix::fs::MetadataExt::dev(&meta),
+            ino: std::os::unix::fs::MetadataExt::ino(&meta),
             size: meta.len(),
             mtime_ns,
             header_hash,

@@ -331,6 +331,25 @@ where
     I: Fn() -> A + Sync,
     F: Fn(&mut A, &[i64]) + Sync,
 {
+    scan_reporting(path, root, cols, threads, None, init, row)
+}
+
+/// [`scan`], reporting the leaf pages read through `progress` (labelled
+/// `table`) once the scan has run longer than the progress threshold.
+pub fn scan_reporting<A, I, F>(
+    path: &Path,
+    root: u32,
+    cols: &[usize],
+    threads: usize,
+    progress: Option<(&str, &super::ScanProgress)>,
+    init: I,
+    row: F,
+) -> R<Vec<A>>
+where
+    A: Send,
+    I: Fn() -> A + Sync,
+    F: Fn(&mut A, &[i64]) + Sync,
+{
     let (file, _) = crate::input_file::open_regular(path)
         .map_err(|e| Unsupported(format!("{}: {e}", path.display())))?;
     let g = Geometry::read(&file, path)?;
@@ -357,6 +376,8 @@ where
     let leaves = leaf_pages(&file, &g, root)?;
     let threads = threads.clamp(1, 16).min(leaves.len().max(1));
     let chunk = leaves.len().div_ceil(threads).max(1);
+    let pages_done = std::sync::atomic::AtomicU64::new(0);
+    let pages_done = &pages_done;
     let work = |pages: &[u32]| -> R<A> {
         let mut acc = init();
         let mut buf = vec![0u8; g.page_size];
@@ -406,18 +427,49 @@ where
                     &mut |v| row(&mut acc, v),
                 )?;
             }
+            pages_done.fetch_add((j - i) as u64, std::sync::atomic::Ordering::Relaxed);
             i = j;
         }
         Ok(acc)
     };
-    if threads == 1 {
+    if threads == 1 && progress.is_none() {
         return Ok(vec![work(&leaves)?]);
     }
+    let total = leaves.len() as u64;
     std::thread::scope(|s| {
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let handles: Vec<_> = leaves
             .chunks(chunk)
-            .map(|c| s.spawn(move || work(c)))
+            .map(|c| {
+                let done_tx = done_tx.clone();
+                s.spawn(move || {
+                    let out = work(c);
+                    let _ = done_tx.send(());
+                    out
+                })
+            })
             .collect();
+        drop(done_tx);
+        // Progress is reported from the calling thread (the operation's),
+        // while the workers read pages.
+        if let Some((table, p)) = progress {
+            let started = std::time::Instant::now();
+            let mut finished = 0;
+            while finished < handles.len() {
+                match done_rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                    Ok(()) => finished += 1,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+                if started.elapsed() >= p.after {
+                    p.tick(
+                        table,
+                        pages_done.load(std::sync::atomic::Ordering::Relaxed),
+                        total,
+                    );
+                }
+            }
+        }
         handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| bad("scan thread failed")))

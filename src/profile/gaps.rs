@@ -373,6 +373,14 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
         .filter_map(|s| s.bounds.last().map(|b| b.1))
         .max()
         .unwrap_or(0);
+    // Every gap of every group as one sorted union: OS runtime chunks far
+    // from all of them are skipped whole.
+    let near = intervals::union(
+        sorted
+            .iter()
+            .flat_map(|s| s.bounds.iter().copied())
+            .collect(),
+    );
     // Per gap (flat slot): (source, name) → what those calls did in it.
     type Acc = HashMap<(&'static str, String), Activity>;
     let mut acc: Vec<Acc> = (0..flat.len()).map(|_| HashMap::new()).collect();
@@ -429,7 +437,7 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
             );
         }
     }
-    if let Some(t) = &p.tables().osrt {
+    if p.tables().osrt.is_some() {
         // The OS runtime table can hold tens of millions of rows, and a long
         // gap can overlap millions of them (a thread polling in a loop):
         // aggregate per (gap, name id) inside the scan with a streaming union
@@ -438,11 +446,8 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
             rustc_hash::FxHashMap<(usize, i64), (u64, StreamingUnion)>,
             Vec<usize>,
         );
-        let parts = super::model::fold_osrt(
-            p.conn(),
-            t,
-            p.db_path(),
-            Some((lo, hi)),
+        let parts = p.fold_osrt_near(
+            &near,
             OsrtAcc::default,
             |(m, fingers): &mut OsrtAcc, s, e, gtid, name| {
                 visitor.visit(fingers, s, e, gtid, |slot, cs, ce| {
@@ -480,11 +485,8 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
                 rustc_hash::FxHashMap<(usize, i64), Vec<Interval>>,
                 Vec<usize>,
             );
-            let parts = super::model::fold_osrt(
-                p.conn(),
-                t,
-                p.db_path(),
-                Some((lo, hi)),
+            let parts = p.fold_osrt_near(
+                &near,
                 Redo::default,
                 |(m, fingers): &mut Redo, s, e, gtid, name| {
                     visitor.visit(fingers, s, e, gtid, |slot, cs, ce| {

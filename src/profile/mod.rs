@@ -45,11 +45,13 @@ pub mod info;
 pub mod intervals;
 pub mod iterations;
 pub mod kernels;
+pub mod loaded;
 pub mod memory;
 pub mod model;
 pub mod nccl;
 pub mod nsysrep;
 pub mod nvtx;
+pub mod osrt;
 pub mod overlap;
 pub mod ranks;
 pub mod regions;
@@ -65,6 +67,8 @@ pub mod windows;
 use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use schemars::JsonSchema;
@@ -75,7 +79,9 @@ pub use error::{ProfileError, Result};
 pub use model::{ApiCall, Kernel, Memcpy, Memset, NvtxRange};
 pub use windows::{Window, WindowKind};
 
+use loaded::{TableCache, TableKind};
 use model::{Nvtx, Strings};
+use osrt::OsrtCalls;
 use schema::{Schema, Tables};
 
 /// Product and schema version of the export (every result carries them).
@@ -99,6 +105,52 @@ pub struct OpenOptions {
     pub nsys: Option<PathBuf>,
     /// The largest export (or report) accepted; default [`crate::input_file::InputLimits`]'s.
     pub max_bytes: Option<u64>,
+    /// Where decoded tables are kept between opens of the same file; default
+    /// [`loaded::unshared`] (nothing kept).
+    pub tables: Option<Arc<TableCache>>,
+    /// Progress of table scans that run longer than its threshold.
+    pub progress: Option<ScanProgress>,
+}
+
+/// `(table, pages read, pages in all)`.
+type ProgressReport = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
+
+/// Receives progress of long table scans: after `after` has passed, about
+/// four reports a second of `(table, pages read, pages in all)`.
+#[derive(Clone)]
+pub struct ScanProgress {
+    pub after: Duration,
+    report: ProgressReport,
+    last: Arc<Mutex<Option<Instant>>>,
+}
+
+impl std::fmt::Debug for ScanProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanProgress")
+            .field("after", &self.after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScanProgress {
+    pub fn new(after: Duration, report: impl Fn(&str, u64, u64) + Send + Sync + 'static) -> Self {
+        ScanProgress {
+            after,
+            report: Arc::new(report),
+            last: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Report `done` of `total` for `table`, at most about four times a second.
+    pub fn tick(&self, table: &str, done: u64, total: u64) {
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|t| t.elapsed() < Duration::from_millis(250)) && done < total {
+            return;
+        }
+        *last = Some(Instant::now());
+        drop(last);
+        (self.report)(table, done, total);
+    }
 }
 
 /// An opened Nsight Systems export. Not `Sync`: use one per thread.
@@ -110,15 +162,19 @@ pub struct Profile {
     schema: Schema,
     tables: Tables,
     version: ExportVersion,
-    strings: OnceCell<Strings>,
-    kernels: OnceCell<Vec<Kernel>>,
-    api: OnceCell<Vec<ApiCall>>,
-    memcpy: OnceCell<Vec<Memcpy>>,
-    memset: OnceCell<Vec<Memset>>,
-    nvtx: OnceCell<Nvtx>,
-    launch_index: OnceCell<LaunchIndex>,
-    memcpy_oper: OnceCell<HashMap<i64, String>>,
-    mem_kind: OnceCell<HashMap<i64, String>>,
+    /// Decoded tables shared with every other open of this file ([`loaded`]).
+    cache: Arc<TableCache>,
+    progress: Option<ScanProgress>,
+    strings: OnceCell<Arc<Strings>>,
+    kernels: OnceCell<Arc<Vec<Kernel>>>,
+    api: OnceCell<Arc<Vec<ApiCall>>>,
+    memcpy: OnceCell<Arc<Vec<Memcpy>>>,
+    memset: OnceCell<Arc<Vec<Memset>>>,
+    nvtx: OnceCell<Arc<Nvtx>>,
+    launch_index: OnceCell<Arc<LaunchIndex>>,
+    osrt: OnceCell<Arc<OsrtCalls>>,
+    memcpy_oper: OnceCell<Arc<HashMap<i64, String>>>,
+    mem_kind: OnceCell<Arc<HashMap<i64, String>>>,
 }
 
 impl std::fmt::Debug for Profile {
@@ -175,6 +231,11 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Profile> {
         ));
     }
     let version = read_version(&opened.conn, &tables, &db_path)?;
+    let cache = options
+        .tables
+        .clone()
+        .unwrap_or_else(|| loaded::unshared().clone());
+    cache.opened(&opened.identity, &db_path);
     Ok(Profile {
         source: path.to_path_buf(),
         db_path,
@@ -183,6 +244,9 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Profile> {
         schema,
         tables,
         version,
+        cache,
+        progress: options.progress.clone(),
+        osrt: OnceCell::new(),
         strings: OnceCell::new(),
         kernels: OnceCell::new(),
         api: OnceCell::new(),
@@ -224,6 +288,12 @@ fn read_version(conn: &Connection, tables: &Tables, path: &Path) -> Result<Expor
     Ok(v)
 }
 
+impl loaded::Footprint for LaunchIndex {
+    fn footprint(&self) -> u64 {
+        (self.kernel_launch.capacity() * std::mem::size_of::<Option<u32>>()) as u64
+    }
+}
+
 /// Kernel → launching API call, joined by correlationId and process.
 #[derive(Debug, Default)]
 pub struct LaunchIndex {
@@ -262,12 +332,34 @@ impl Profile {
         ProfileError::read(&self.db_path, e)
     }
 
-    pub fn strings(&self) -> Result<&Strings> {
-        if let Some(s) = self.strings.get() {
-            return Ok(s);
+    /// A table from this profile's cell, else from the shared cache, else
+    /// decoded by `load` (and offered to the cache).
+    fn table<'a, T>(
+        &'a self,
+        cell: &'a OnceCell<Arc<T>>,
+        kind: TableKind,
+        load: impl FnOnce() -> Result<T>,
+    ) -> Result<&'a T>
+    where
+        T: loaded::Footprint + Send + Sync + 'static,
+    {
+        if let Some(v) = cell.get() {
+            return Ok(v);
         }
-        let s = Strings::load(&self.conn, &self.tables, &self.db_path)?;
-        Ok(self.strings.get_or_init(|| s))
+        let v = self
+            .cache
+            .get_or_load(&self.identity, &self.db_path, kind, load)?;
+        Ok(cell.get_or_init(|| v))
+    }
+
+    fn progress(&self) -> Option<&ScanProgress> {
+        self.progress.as_ref()
+    }
+
+    pub fn strings(&self) -> Result<&Strings> {
+        self.table(&self.strings, TableKind::Strings, || {
+            Strings::load(&self.conn, &self.tables, &self.db_path)
+        })
     }
 
     /// A string by id (empty when unknown or when StringIds cannot be read).
@@ -277,106 +369,145 @@ impl Profile {
 
     /// All kernels, sorted by start.
     pub fn kernels(&self) -> Result<&[Kernel]> {
-        if let Some(k) = self.kernels.get() {
-            return Ok(k);
-        }
-        let k = match &self.tables.kernel {
-            Some(t) => model::load_kernels(&self.conn, t, &self.db_path)?,
-            None => Vec::new(),
-        };
-        Ok(self.kernels.get_or_init(|| k))
+        self.table(&self.kernels, TableKind::Kernels, || {
+            match &self.tables.kernel {
+                Some(t) => model::load_kernels(&self.conn, t, &self.db_path, self.progress()),
+                None => Ok(Vec::new()),
+            }
+        })
+        .map(|v| v.as_slice())
     }
 
     /// All CUDA runtime/driver API calls, sorted by start.
     pub fn api(&self) -> Result<&[ApiCall]> {
-        if let Some(a) = self.api.get() {
-            return Ok(a);
-        }
-        let a = match &self.tables.runtime {
-            Some(t) => model::load_api(&self.conn, t, &self.db_path)?,
-            None => Vec::new(),
-        };
-        Ok(self.api.get_or_init(|| a))
+        self.table(&self.api, TableKind::CudaApi, || {
+            match &self.tables.runtime {
+                Some(t) => model::load_api(&self.conn, t, &self.db_path, self.progress()),
+                None => Ok(Vec::new()),
+            }
+        })
+        .map(|v| v.as_slice())
     }
 
     pub fn memcpys(&self) -> Result<&[Memcpy]> {
-        if let Some(m) = self.memcpy.get() {
-            return Ok(m);
-        }
-        let m = match &self.tables.memcpy {
-            Some(t) => model::load_memcpy(&self.conn, t, &self.db_path)?,
-            None => Vec::new(),
-        };
-        Ok(self.memcpy.get_or_init(|| m))
+        self.table(&self.memcpy, TableKind::Memcpy, || {
+            match &self.tables.memcpy {
+                Some(t) => model::load_memcpy(&self.conn, t, &self.db_path),
+                None => Ok(Vec::new()),
+            }
+        })
+        .map(|v| v.as_slice())
     }
 
     pub fn memsets(&self) -> Result<&[Memset]> {
-        if let Some(m) = self.memset.get() {
-            return Ok(m);
-        }
-        let m = match &self.tables.memset {
-            Some(t) => model::load_memset(&self.conn, t, &self.db_path)?,
-            None => Vec::new(),
-        };
-        Ok(self.memset.get_or_init(|| m))
+        self.table(&self.memset, TableKind::Memset, || {
+            match &self.tables.memset {
+                Some(t) => model::load_memset(&self.conn, t, &self.db_path),
+                None => Ok(Vec::new()),
+            }
+        })
+        .map(|v| v.as_slice())
     }
 
     pub fn nvtx(&self) -> Result<&Nvtx> {
-        if let Some(n) = self.nvtx.get() {
-            return Ok(n);
-        }
-        let n = match &self.tables.nvtx {
-            Some(t) => model::load_nvtx(&self.conn, t, self.strings()?, &self.db_path)?,
-            None => Nvtx::default(),
+        self.table(&self.nvtx, TableKind::Nvtx, || match &self.tables.nvtx {
+            Some(t) => model::load_nvtx(&self.conn, t, self.strings()?, &self.db_path),
+            None => Ok(Nvtx::default()),
+        })
+    }
+
+    /// The OS runtime calls (`None` when the export has no OSRT table).
+    pub fn osrt(&self) -> Result<Option<&OsrtCalls>> {
+        let Some(t) = &self.tables.osrt else {
+            return Ok(None);
         };
-        Ok(self.nvtx.get_or_init(|| n))
+        self.table(&self.osrt, TableKind::OsRuntime, || {
+            model::load_osrt(&self.conn, t, &self.db_path, self.progress())
+        })
+        .map(Some)
+    }
+
+    /// Fold OS runtime calls as `(start, end, globalTid, nameId)`, optionally
+    /// only those overlapping `[lo, hi)`, into per-thread accumulators that
+    /// come back in row order (merge them afterwards). Empty without an OSRT table.
+    pub fn fold_osrt<A, I, F>(&self, bounds: Option<(i64, i64)>, init: I, row: F) -> Result<Vec<A>>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, i64, i64, i64, i64) + Sync,
+    {
+        Ok(match self.osrt()? {
+            Some(calls) => calls.fold(bounds, fastscan::default_threads(), init, row),
+            None => Vec::new(),
+        })
+    }
+
+    /// [`Profile::fold_osrt`] for a fold that only uses calls overlapping
+    /// `windows` (sorted, disjoint): chunks of calls far from all of them are skipped.
+    pub fn fold_osrt_near<A, I, F>(&self, windows: &[(i64, i64)], init: I, row: F) -> Result<Vec<A>>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, i64, i64, i64, i64) + Sync,
+    {
+        let bounds = windows
+            .first()
+            .map(|w| w.0)
+            .zip(windows.last().map(|w| w.1));
+        Ok(match self.osrt()? {
+            Some(calls) => calls.fold_near(
+                bounds,
+                Some(windows),
+                fastscan::default_threads(),
+                init,
+                row,
+            ),
+            None => Vec::new(),
+        })
     }
 
     /// `ENUM_CUDA_MEMCPY_OPER` labels from the export (defaults when absent).
     pub fn memcpy_oper_labels(&self) -> Result<&HashMap<i64, String>> {
-        if let Some(m) = self.memcpy_oper.get() {
-            return Ok(m);
-        }
-        let m = match &self.tables.memcpy_oper_enum {
-            Some(t) => model::load_enum(&self.conn, t, &self.db_path)?,
-            None => memory::default_memcpy_oper_labels(),
-        };
-        Ok(self.memcpy_oper.get_or_init(|| m))
+        self.table(
+            &self.memcpy_oper,
+            TableKind::MemcpyOperLabels,
+            || match &self.tables.memcpy_oper_enum {
+                Some(t) => model::load_enum(&self.conn, t, &self.db_path),
+                None => Ok(memory::default_memcpy_oper_labels()),
+            },
+        )
     }
 
     /// `ENUM_CUDA_MEM_KIND` labels from the export (empty when absent: kinds unknown).
     pub fn mem_kind_labels(&self) -> Result<&HashMap<i64, String>> {
-        if let Some(m) = self.mem_kind.get() {
-            return Ok(m);
-        }
-        let m = match &self.tables.mem_kind_enum {
-            Some(t) => model::load_enum(&self.conn, t, &self.db_path)?,
-            None => HashMap::new(),
-        };
-        Ok(self.mem_kind.get_or_init(|| m))
+        self.table(&self.mem_kind, TableKind::MemKindLabels, || {
+            match &self.tables.mem_kind_enum {
+                Some(t) => model::load_enum(&self.conn, t, &self.db_path),
+                None => Ok(HashMap::new()),
+            }
+        })
     }
 
     /// The kernel → launch-call join (correlationId and process).
     pub fn launch_index(&self) -> Result<&LaunchIndex> {
-        if let Some(l) = self.launch_index.get() {
-            return Ok(l);
-        }
-        let kernels = self.kernels()?;
-        let api = self.api()?;
-        let correlation_only = self
-            .tables
-            .kernel
-            .as_ref()
-            .is_none_or(|t| !t.has("globalPid"));
-        let index = correlation_index(api, correlation_only);
-        let kernel_launch = kernels
-            .iter()
-            .map(|k| index.find(k.global_pid, k.correlation))
-            .collect();
-        Ok(self.launch_index.get_or_init(|| LaunchIndex {
-            kernel_launch,
-            correlation_only,
-        }))
+        self.table(&self.launch_index, TableKind::LaunchIndex, || {
+            let kernels = self.kernels()?;
+            let api = self.api()?;
+            let correlation_only = self
+                .tables
+                .kernel
+                .as_ref()
+                .is_none_or(|t| !t.has("globalPid"));
+            let index = correlation_index(api, correlation_only);
+            let kernel_launch = kernels
+                .iter()
+                .map(|k| index.find(k.global_pid, k.correlation))
+                .collect();
+            Ok(LaunchIndex {
+                kernel_launch,
+                correlation_only,
+            })
+        })
     }
 
     /// Devices that ran kernels, memcpys or memsets, ascending.

@@ -264,6 +264,7 @@ pub(crate) fn fast_scan<A, I, F>(
     path: &Path,
     t: &TableInfo,
     cols: &[&str],
+    progress: Option<&super::ScanProgress>,
     init: I,
     row: F,
 ) -> Option<Vec<A>>
@@ -276,11 +277,12 @@ where
         return None;
     }
     let pos = positions(t, cols);
-    match super::fastscan::scan(
+    match super::fastscan::scan_reporting(
         path,
         t.rootpage,
         &pos,
         super::fastscan::default_threads(),
+        progress.map(|p| (t.name.as_str(), p)),
         init,
         row,
     ) {
@@ -330,17 +332,24 @@ fn kernel_from(v: &[i64], has_demangled: bool) -> Kernel {
     }
 }
 
-pub fn load_kernels(conn: &Connection, t: &TableInfo, path: &Path) -> Result<Vec<Kernel>> {
+pub fn load_kernels(
+    conn: &Connection,
+    t: &TableInfo,
+    path: &Path,
+    progress: Option<&super::ScanProgress>,
+) -> Result<Vec<Kernel>> {
     let has_demangled = t.has("demangledName");
     if let Some(parts) = fast_scan(
         path,
         t,
         &KERNEL_COLS,
+        progress,
         Vec::new,
         |acc: &mut Vec<Kernel>, v| acc.push(kernel_from(v, has_demangled)),
     ) {
         let mut out: Vec<Kernel> = parts.into_iter().flatten().collect();
         out.sort_by_key(|k| (k.start, k.end));
+        out.shrink_to_fit();
         return Ok(out);
     }
     let sql = format!(
@@ -383,22 +392,36 @@ pub fn load_kernels(conn: &Connection, t: &TableInfo, path: &Path) -> Result<Vec
         })
     })?;
     out.sort_by_key(|k| (k.start, k.end));
+    out.shrink_to_fit();
     Ok(out)
 }
 
-pub fn load_api(conn: &Connection, t: &TableInfo, path: &Path) -> Result<Vec<ApiCall>> {
+pub fn load_api(
+    conn: &Connection,
+    t: &TableInfo,
+    path: &Path,
+    progress: Option<&super::ScanProgress>,
+) -> Result<Vec<ApiCall>> {
     let cols = ["start", "end", "globalTid", "correlationId", "nameId"];
-    if let Some(parts) = fast_scan(path, t, &cols, Vec::new, |acc: &mut Vec<ApiCall>, v| {
-        acc.push(ApiCall {
-            start: v[0],
-            end: v[1],
-            global_tid: v[2],
-            correlation: v[3],
-            name: v[4],
-        })
-    }) {
+    if let Some(parts) = fast_scan(
+        path,
+        t,
+        &cols,
+        progress,
+        Vec::new,
+        |acc: &mut Vec<ApiCall>, v| {
+            acc.push(ApiCall {
+                start: v[0],
+                end: v[1],
+                global_tid: v[2],
+                correlation: v[3],
+                name: v[4],
+            })
+        },
+    ) {
         let mut out: Vec<ApiCall> = parts.into_iter().flatten().collect();
         out.sort_by_key(|a| (a.start, a.end));
+        out.shrink_to_fit();
         return Ok(out);
     }
     let sql = format!(
@@ -419,6 +442,7 @@ pub fn load_api(conn: &Connection, t: &TableInfo, path: &Path) -> Result<Vec<Api
         })
     })?;
     out.sort_by_key(|a| (a.start, a.end));
+    out.shrink_to_fit();
     Ok(out)
 }
 
@@ -451,6 +475,7 @@ pub fn load_memcpy(conn: &Connection, t: &TableInfo, path: &Path) -> Result<Vec<
         })
     })?;
     out.sort_by_key(|m| (m.start, m.end));
+    out.shrink_to_fit();
     Ok(out)
 }
 
@@ -479,6 +504,7 @@ pub fn load_memset(conn: &Connection, t: &TableInfo, path: &Path) -> Result<Vec<
         })
     })?;
     out.sort_by_key(|m| (m.start, m.end));
+    out.shrink_to_fit();
     Ok(out)
 }
 
@@ -528,6 +554,7 @@ pub fn load_nvtx(
     })?;
     nvtx.ranges
         .sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    nvtx.ranges.shrink_to_fit();
     Ok(nvtx)
 }
 
@@ -542,56 +569,69 @@ pub fn load_enum(conn: &Connection, t: &TableInfo, path: &Path) -> Result<HashMa
     Ok(out)
 }
 
-/// Fold OS runtime calls (`OSRT_API`, eventClass 27 when the column exists)
-/// as `(start, end, globalTid, nameId)`, optionally only those overlapping
-/// `[lo, hi)`, into per-thread accumulators (merge them afterwards). Never
-/// loads the table: it can hold millions of rows.
-pub fn fold_osrt<A, I, F>(
+/// Decode the OS runtime calls (`OSRT_API`, eventClass 27 when the column
+/// exists) into their compact form ([`super::osrt`]), through the b-tree fast
+/// path when it applies, else SQL, keeping the rows in file order.
+pub fn load_osrt(
     conn: &Connection,
     t: &TableInfo,
     path: &Path,
-    bounds: Option<(i64, i64)>,
-    init: I,
-    row: F,
-) -> Result<Vec<A>>
-where
-    A: Send,
-    I: Fn() -> A + Sync,
-    F: Fn(&mut A, i64, i64, i64, i64) + Sync,
-{
+    progress: Option<&super::ScanProgress>,
+) -> Result<super::osrt::OsrtCalls> {
+    use super::osrt::Encoder;
     let class = t.has("eventClass");
-    let keep = |s: i64, e: i64, c: i64| {
-        (!class || c == 27) && bounds.is_none_or(|(lo, hi)| e > lo && s < hi)
-    };
     let cols = ["start", "end", "globalTid", "nameId", "eventClass"];
-    if let Some(parts) = fast_scan(path, t, &cols, &init, |acc: &mut A, v| {
-        if keep(v[0], v[1], v[4]) {
-            row(acc, v[0], v[1], v[2], v[3])
-        }
-    }) {
-        return Ok(parts);
+    if let Some(parts) = fast_scan(
+        path,
+        t,
+        &cols,
+        progress,
+        Encoder::default,
+        |e: &mut Encoder, v| e.row(v[0], v[1], v[2], v[3], class.then_some(v[4])),
+    ) {
+        return Ok(Encoder::finish(parts));
     }
-    let mut conds = Vec::new();
-    if class {
-        conds.push("eventClass = 27".to_string());
-    }
-    if let Some((lo, hi)) = bounds {
-        conds.push(format!("\"end\" > {lo} AND start < {hi}"));
-    }
-    let filter = if conds.is_empty() {
-        String::new()
-    } else {
-        format!(" WHERE {}", conds.join(" AND "))
-    };
     let sql = format!(
-        "SELECT start, \"end\", {}, {} FROM {}{filter}",
+        "SELECT start, \"end\", {}, {}, {} FROM {}",
         c(t, "globalTid"),
         c(t, "nameId"),
+        c(t, "eventClass"),
         t.quoted()
     );
-    let mut acc = init();
+    let mut e = Encoder::default();
     scan(conn, path, &sql, |r| {
-        row(&mut acc, int(r, 0), int(r, 1), int(r, 2), int(r, 3))
+        e.row(
+            int(r, 0),
+            int(r, 1),
+            int(r, 2),
+            int(r, 3),
+            class.then(|| int(r, 4)),
+        )
     })?;
-    Ok(vec![acc])
+    Ok(Encoder::finish(vec![e]))
+}
+
+impl super::loaded::FlatRow for Kernel {}
+impl super::loaded::FlatRow for ApiCall {}
+impl super::loaded::FlatRow for Memcpy {}
+impl super::loaded::FlatRow for Memset {}
+
+impl super::loaded::Footprint for Strings {
+    fn footprint(&self) -> u64 {
+        let text: u64 = self.iter().map(|(_, v)| v.len() as u64).sum();
+        let slot = std::mem::size_of::<Option<Box<str>>>() as u64;
+        self.dense.capacity() as u64 * slot + self.sparse.capacity() as u64 * (slot + 9) + text
+    }
+}
+
+impl super::loaded::Footprint for Nvtx {
+    fn footprint(&self) -> u64 {
+        let names: u64 = self.ranges.iter().map(|r| r.name.capacity() as u64).sum();
+        let domains: u64 = self
+            .domains
+            .values()
+            .map(|v| v.capacity() as u64 + 33)
+            .sum();
+        (self.ranges.capacity() * std::mem::size_of::<NvtxRange>()) as u64 + names + domains
+    }
 }

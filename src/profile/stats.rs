@@ -63,17 +63,17 @@ pub fn pct2(part: i64, whole: i64) -> f64 {
 }
 
 /// Median (middle-pair mean for even n) of values; reorders the slice.
-pub fn median(values: &mut [i64]) -> f64 {
+pub fn median<T: Copy + Ord + Into<i64>>(values: &mut [T]) -> f64 {
     let n = values.len();
     if n == 0 {
         return 0.0;
     }
     let (_, hi, _) = values.select_nth_unstable(n / 2);
-    let hi = *hi;
+    let hi: i64 = (*hi).into();
     if n % 2 == 1 {
         return hi as f64;
     }
-    let lo = values[..n / 2].iter().copied().max().unwrap_or(hi);
+    let lo: i64 = values[..n / 2].iter().copied().max().map_or(hi, Into::into);
     round_ratio(lo as i128 + hi as i128, 2, 10)
 }
 
@@ -86,8 +86,9 @@ pub fn percentile_sorted(sorted: &[i64], p: f64) -> i64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// The `nsys stats` statistics of `values`; reorders the slice.
-pub fn stats(values: &mut [i64]) -> Stats {
+/// The `nsys stats` statistics of `values`; reorders the slice. Generic so
+/// that millions of short durations can be held as `u32` (same answer).
+pub fn stats<T: Copy + Ord + Into<i64>>(values: &mut [T]) -> Stats {
     let n = values.len();
     if n == 0 {
         return Stats {
@@ -104,6 +105,7 @@ pub fn stats(values: &mut [i64]) -> Stats {
     let mut min = i64::MAX;
     let mut max = i64::MIN;
     for &v in values.iter() {
+        let v: i64 = v.into();
         total += v as i128;
         min = min.min(v);
         max = max.max(v);
@@ -113,7 +115,7 @@ pub fn stats(values: &mut [i64]) -> Stats {
         let ss: f64 = values
             .iter()
             .map(|&v| {
-                let d = v as f64 - mean;
+                let d = Into::<i64>::into(v) as f64 - mean;
                 d * d
             })
             .sum();

@@ -130,27 +130,92 @@ pub struct SummaryOptions {
     pub limit: Option<usize>,
 }
 
+/// Durations of one group, as `u32` while every one fits.
+#[derive(Debug)]
+enum Durations {
+    Narrow(Vec<u32>),
+    Wide(Vec<i64>),
+}
+
+impl Default for Durations {
+    fn default() -> Self {
+        Durations::Narrow(Vec::new())
+    }
+}
+
+impl Durations {
+    fn into_wide(self) -> Vec<i64> {
+        match self {
+            Durations::Narrow(v) => v.into_iter().map(i64::from).collect(),
+            Durations::Wide(w) => w,
+        }
+    }
+
+    fn push(&mut self, d: i64) {
+        if let Durations::Narrow(v) = self
+            && let Ok(n) = u32::try_from(d)
+        {
+            v.push(n);
+            return;
+        }
+        let mut w = std::mem::take(self).into_wide();
+        w.push(d);
+        *self = Durations::Wide(w);
+    }
+
+    /// Append `other` after these (order kept: statistics sum in order).
+    fn append(&mut self, other: Durations) {
+        if let Durations::Narrow(a) = self
+            && let Durations::Narrow(b) = &other
+        {
+            a.extend_from_slice(b);
+            return;
+        }
+        let mut w = std::mem::take(self).into_wide();
+        w.extend(other.into_wide());
+        *self = Durations::Wide(w);
+    }
+
+    fn stats(&mut self) -> stats::Stats {
+        match self {
+            Durations::Narrow(v) => stats::stats(v),
+            Durations::Wide(v) => stats::stats(v),
+        }
+    }
+}
+
 /// Group key → (display name, style, domain, values).
 type Groups<K> = HashMap<K, (String, Option<String>, Option<String>, Vec<i64>)>;
 
 fn time_report<K>(report: &str, groups: Groups<K>, limit: usize) -> TimeReport {
+    time_report_of(
+        report,
+        groups
+            .into_values()
+            .map(|(name, style, domain, mut v)| (name, style, domain, stats::stats(&mut v))),
+        limit,
+    )
+}
+
+/// A report from each group's statistics.
+fn time_report_of(
+    report: &str,
+    groups: impl Iterator<Item = (String, Option<String>, Option<String>, stats::Stats)>,
+    limit: usize,
+) -> TimeReport {
     let mut rows: Vec<TimeRow> = groups
-        .into_values()
-        .map(|(name, style, domain, mut v)| {
-            let s = stats::stats(&mut v);
-            TimeRow {
-                time_pct: 0.0,
-                total_ns: s.total,
-                instances: s.count,
-                avg_ns: s.avg,
-                med_ns: s.med,
-                min_ns: s.min,
-                max_ns: s.max,
-                stddev_ns: s.stddev,
-                name,
-                style,
-                domain,
-            }
+        .map(|(name, style, domain, s)| TimeRow {
+            time_pct: 0.0,
+            total_ns: s.total,
+            instances: s.count,
+            avg_ns: s.avg,
+            med_ns: s.med,
+            min_ns: s.min,
+            max_ns: s.max,
+            stddev_ns: s.stddev,
+            name,
+            style,
+            domain,
         })
         .collect();
     let total: i64 = rows.iter().map(|r| r.total_ns).sum();
@@ -405,14 +470,13 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
     }
     let mut osrt = None;
     if want("osrt_sum") {
-        if let Some(t) = &tables.osrt {
-            let parts = model::fold_osrt(
-                p.conn(),
-                t,
-                p.db_path(),
+        if tables.osrt.is_some() {
+            // Tens of millions of calls: their durations are held as u32
+            // where they fit (half the memory of i64; the same statistics).
+            let parts = p.fold_osrt(
                 scope.trim,
                 rustc_hash::FxHashMap::default,
-                |m: &mut rustc_hash::FxHashMap<i64, Vec<i64>>, s, e, gtid, name| {
+                |m: &mut rustc_hash::FxHashMap<i64, Durations>, s, e, gtid, name| {
                     if procs
                         .as_ref()
                         .is_none_or(|set| set.contains(&model::pid_of(gtid)))
@@ -421,17 +485,22 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
                     }
                 },
             )?;
-            let mut by_name: HashMap<i64, Vec<i64>> = HashMap::new();
+            let mut by_name: HashMap<i64, Durations> = HashMap::new();
             for part in parts {
-                for (k, mut v) in part {
-                    by_name.entry(k).or_default().append(&mut v);
+                for (k, v) in part {
+                    // The first part's values move in; later parts extend them.
+                    match by_name.entry(k) {
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(v);
+                        }
+                        std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().append(v),
+                    }
                 }
             }
-            let groups: Groups<i64> = by_name
+            let groups = by_name
                 .into_iter()
-                .map(|(id, v)| (id, (p.string(id).to_string(), None, None, v)))
-                .collect();
-            osrt = Some(time_report("osrt_sum", groups, limit));
+                .map(|(id, mut v)| (p.string(id).to_string(), None, None, v.stats()));
+            osrt = Some(time_report_of("osrt_sum", groups, limit));
         } else {
             missing(
                 "osrt_sum",

@@ -1,0 +1,339 @@
+//! OS runtime calls (`OSRT_API`, eventClass 27) in a compact in-memory form.
+//! The table is the largest of an export (23 M rows, about 800 MB of a 966 MB
+//! file), so it is decoded once into variable-length bytes of about 6 per
+//! row instead of 32, and kept by [`super::loaded`] like the other tables.
+//!
+//! Rows keep the file's order (the order the reports fold them in, so every
+//! answer is the one a scan of the file gives), in chunks of [`CHUNK_ROWS`]
+//! rows. Each row is the zigzag varint of its start minus the previous row's
+//! start, of its duration, and of the chunk-local index of its thread and of
+//! its name id. A chunk records its earliest start and latest end, so a fold
+//! over a window skips the chunks outside it.
+
+use rustc_hash::FxHashMap;
+
+/// Rows per chunk: big enough that the per-chunk dictionaries are noise, small
+/// enough that folds split evenly over threads and windows skip most chunks.
+pub const CHUNK_ROWS: u32 = 16_384;
+
+/// eventClass of an OS runtime call (other classes share the table in some versions).
+pub const OSRT_CLASS: i64 = 27;
+
+#[derive(Debug, Default)]
+struct Chunk {
+    min_start: i64,
+    max_end: i64,
+    rows: u32,
+    threads: Vec<i64>,
+    names: Vec<i64>,
+    bytes: Vec<u8>,
+}
+
+/// The OS runtime calls of an export.
+#[derive(Debug, Default)]
+pub struct OsrtCalls {
+    chunks: Vec<Chunk>,
+    /// Every row of the table (any eventClass), as `COUNT(*)` gives.
+    pub table_rows: u64,
+    /// The OS runtime calls kept (eventClass 27, or every row without that column).
+    pub calls: u64,
+}
+
+impl super::loaded::Footprint for OsrtCalls {
+    fn footprint(&self) -> u64 {
+        let per_chunk = std::mem::size_of::<Chunk>() as u64;
+        self.chunks
+            .iter()
+            .map(|c| {
+                per_chunk
+                    + c.bytes.capacity() as u64
+                    + 8 * (c.threads.capacity() + c.names.capacity()) as u64
+            })
+            .sum::<u64>()
+            + (self.chunks.capacity() as u64) * per_chunk
+    }
+}
+
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zig(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzig(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Read a varint at `*at`; `None` past the end (never happens for bytes this
+/// module wrote, but a fold must not panic).
+#[inline]
+fn get(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+/// Builds [`OsrtCalls`] from rows in file order; one per scan thread, joined in order.
+#[derive(Debug, Default)]
+pub struct Encoder {
+    done: Vec<Chunk>,
+    cur: Chunk,
+    prev_start: i64,
+    thread_ix: FxHashMap<i64, u32>,
+    name_ix: FxHashMap<i64, u32>,
+    table_rows: u64,
+    calls: u64,
+}
+
+impl Encoder {
+    /// One row of the table; `class` is its eventClass (`None` without that column).
+    pub fn row(&mut self, start: i64, end: i64, global_tid: i64, name: i64, class: Option<i64>) {
+        self.table_rows += 1;
+        if class.is_some_and(|c| c != OSRT_CLASS) {
+            return;
+        }
+        self.calls += 1;
+        let c = &mut self.cur;
+        if c.rows == 0 {
+            c.min_start = start;
+            c.max_end = end;
+            self.prev_start = 0;
+        }
+        c.min_start = c.min_start.min(start);
+        c.max_end = c.max_end.max(end);
+        let t = *self.thread_ix.entry(global_tid).or_insert_with(|| {
+            c.threads.push(global_tid);
+            (c.threads.len() - 1) as u32
+        });
+        let n = *self.name_ix.entry(name).or_insert_with(|| {
+            c.names.push(name);
+            (c.names.len() - 1) as u32
+        });
+        put(&mut c.bytes, zig(start.wrapping_sub(self.prev_start)));
+        put(&mut c.bytes, zig(end.wrapping_sub(start)));
+        put(&mut c.bytes, t as u64);
+        put(&mut c.bytes, n as u64);
+        self.prev_start = start;
+        c.rows += 1;
+        if c.rows == CHUNK_ROWS {
+            self.seal();
+        }
+    }
+
+    fn seal(&mut self) {
+        if self.cur.rows > 0 {
+            let mut c = std::mem::take(&mut self.cur);
+            c.bytes.shrink_to_fit();
+            c.threads.shrink_to_fit();
+            c.names.shrink_to_fit();
+            self.done.push(c);
+        }
+        self.thread_ix.clear();
+        self.name_ix.clear();
+    }
+
+    /// Join the encoders of consecutive parts of the table, in order.
+    pub fn finish(parts: Vec<Encoder>) -> OsrtCalls {
+        let mut out = OsrtCalls::default();
+        for mut e in parts {
+            e.seal();
+            out.table_rows += e.table_rows;
+            out.calls += e.calls;
+            out.chunks.append(&mut e.done);
+        }
+        out.chunks.shrink_to_fit();
+        out
+    }
+}
+
+impl OsrtCalls {
+    /// Fold the calls as `(start, end, globalTid, nameId)`, optionally only
+    /// those overlapping `[lo, hi)`, on up to `threads` threads. Each thread
+    /// folds a consecutive run of rows into its own accumulator; they come
+    /// back in row order (merge them afterwards).
+    pub fn fold<A, I, F>(
+        &self,
+        bounds: Option<(i64, i64)>,
+        threads: usize,
+        init: I,
+        row: F,
+    ) -> Vec<A>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, i64, i64, i64, i64) + Sync,
+    {
+        self.fold_near(bounds, None, threads, init, row)
+    }
+
+    /// [`OsrtCalls::fold`], skipping whole chunks whose time span meets none
+    /// of `windows` (sorted by start, not overlapping): for callers that
+    /// only use rows overlapping those windows (gap attribution), the same
+    /// answer from a fraction of the rows.
+    pub fn fold_near<A, I, F>(
+        &self,
+        bounds: Option<(i64, i64)>,
+        windows: Option<&[(i64, i64)]>,
+        threads: usize,
+        init: I,
+        row: F,
+    ) -> Vec<A>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, i64, i64, i64, i64) + Sync,
+    {
+        let near = |c: &Chunk| {
+            windows.is_none_or(|w| {
+                // The first window ending after the chunk starts must start before it ends.
+                let i = w.partition_point(|&(_, e)| e <= c.min_start);
+                w.get(i).is_some_and(|&(s, _)| s < c.max_end)
+            })
+        };
+        let wanted: Vec<&Chunk> = self
+            .chunks
+            .iter()
+            .filter(|c| bounds.is_none_or(|(lo, hi)| c.max_end > lo && c.min_start < hi))
+            .filter(|c| near(c))
+            .collect();
+        let work = |chunks: &[&Chunk]| -> A {
+            let mut acc = init();
+            for c in chunks {
+                let b = &c.bytes;
+                let mut at = 0;
+                let mut start = 0i64;
+                for _ in 0..c.rows {
+                    let (Some(ds), Some(dur), Some(t), Some(n)) = (
+                        get(b, &mut at),
+                        get(b, &mut at),
+                        get(b, &mut at),
+                        get(b, &mut at),
+                    ) else {
+                        break;
+                    };
+                    start = start.wrapping_add(unzig(ds));
+                    let end = start.wrapping_add(unzig(dur));
+                    if bounds.is_none_or(|(lo, hi)| end > lo && start < hi) {
+                        let gtid = c.threads.get(t as usize).copied().unwrap_or(0);
+                        let name = c.names.get(n as usize).copied().unwrap_or(0);
+                        row(&mut acc, start, end, gtid, name);
+                    }
+                }
+            }
+            acc
+        };
+        let threads = threads.clamp(1, 16).min(wanted.len().max(1));
+        if threads == 1 {
+            return vec![work(&wanted)];
+        }
+        let per = wanted.len().div_ceil(threads);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = wanted.chunks(per).map(|c| s.spawn(|| work(c))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| init()))
+                .collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_come_back_exactly_in_order_and_windows_filter() {
+        let rows: Vec<(i64, i64, i64, i64, Option<i64>)> = (0..50_000i64)
+            .map(|i| {
+                let start = 1_000_000_000 + i * 37 - (i % 5) * 1000; // not monotonic
+                let end = start + (i % 7) * 1_000_000_007 + 3;
+                (
+                    start,
+                    end,
+                    (i % 9) << 24 | 77,
+                    1000 + i % 13,
+                    Some(if i % 11 == 0 { 28 } else { 27 }),
+                )
+            })
+            .collect();
+        let mut parts = vec![Encoder::default(), Encoder::default()];
+        for (k, r) in rows.iter().enumerate() {
+            parts[usize::from(k >= 20_000)].row(r.0, r.1, r.2, r.3, r.4);
+        }
+        let t = Encoder::finish(parts);
+        assert_eq!(t.table_rows, 50_000);
+        let want: Vec<(i64, i64, i64, i64)> = rows
+            .iter()
+            .filter(|r| r.4 == Some(27))
+            .map(|r| (r.0, r.1, r.2, r.3))
+            .collect();
+        assert_eq!(t.calls, want.len() as u64);
+        for threads in [1, 3] {
+            let got: Vec<(i64, i64, i64, i64)> = t
+                .fold(None, threads, Vec::new, |v: &mut Vec<_>, s, e, g, n| {
+                    v.push((s, e, g, n))
+                })
+                .into_iter()
+                .flatten()
+                .collect();
+            assert_eq!(got, want);
+        }
+        let (lo, hi) = (1_000_500_000, 1_001_000_000);
+        let got: Vec<_> = t
+            .fold(Some((lo, hi)), 2, Vec::new, |v: &mut Vec<_>, s, e, g, n| {
+                v.push((s, e, g, n))
+            })
+            .into_iter()
+            .flatten()
+            .collect();
+        let inside: Vec<_> = want
+            .iter()
+            .copied()
+            .filter(|r| r.1 > lo && r.0 < hi)
+            .collect();
+        assert!(!inside.is_empty());
+        assert_eq!(got, inside);
+        assert!(super::super::loaded::Footprint::footprint(&t) < want.len() as u64 * 12);
+        // Skipping chunks far from the windows keeps every row that meets one.
+        let windows = [
+            (1_000_100_000, 1_000_100_050),
+            (1_001_500_000, 1_001_600_000),
+        ];
+        let meets = |s: i64, e: i64| windows.iter().any(|&(ws, we)| e > ws && s < we);
+        let near: Vec<_> = t
+            .fold_near(
+                None,
+                Some(&windows),
+                2,
+                Vec::new,
+                |v: &mut Vec<_>, s, e, g, n| {
+                    if meets(s, e) {
+                        v.push((s, e, g, n))
+                    }
+                },
+            )
+            .into_iter()
+            .flatten()
+            .collect();
+        let all: Vec<_> = want.iter().copied().filter(|r| meets(r.0, r.1)).collect();
+        assert!(!all.is_empty());
+        assert_eq!(near, all);
+    }
+}
