@@ -113,7 +113,7 @@ impl Page {
             Page::Profiles => &["timeline.js", "profile.js"],
             Page::Tools | Page::Tool => &["tools.js"],
             Page::Home => &["overview.js"],
-            Page::Compare => &["compare.js"],
+            Page::Compare => &["tools.js", "compare.js"],
             // tools.js: the forms generated from input schemas.
             Page::Benchmarks => &["tools.js", "benchmarks.js"],
             Page::Planner => &["tools.js", "planner.js"],
