@@ -132,11 +132,11 @@ def shot(d, shots, name):
         d.save_screenshot(os.path.join(shots, name))
 
 
-def full_page_shot(d, shots, name):
+def full_page_shot(d, shots, name, max_height=6000):
     if not shots:
         return
     height = d.execute_script("return document.documentElement.scrollHeight")
-    d.set_window_size(1400, min(max(height + 40, 1000), 6000))
+    d.set_window_size(1400, min(max(height + 40, 1000), max_height))
     time.sleep(0.3)
     d.save_screenshot(os.path.join(shots, name))
     d.set_window_size(1400, 1000)
@@ -326,7 +326,7 @@ def test_overview(d, base, home, shots):
     link = d.find_element(By.CSS_SELECTOR, "#next-steps li a").get_attribute("href")
     check("/tools/" + steps[0] in link, "each next step links to its tool's form")
     check(d.find_elements(By.CSS_SELECTOR, "#stack [data-overall]"), "the software stack's state is shown")
-    full_page_shot(d, shots, "overview.png")
+    full_page_shot(d, shots, "overview.png", max_height=2400)
     check(not console_errors(d), "overview: no console errors")
 
 
@@ -344,7 +344,7 @@ def test_compare(d, base, shots, tmp):
     check("-37.90 %" in pw and "regressed" in pw, f"the evidence lists per-second-of-window too: {pw}")
     check(d.find_elements(By.CSS_SELECTOR, "#range-deltas svg.chart"), "per-range deltas are an SVG chart")
     check(d.find_element(By.ID, "f-before").get_attribute("value") == before, "the deep link fills the form")
-    full_page_shot(d, shots, "compare.png")
+    full_page_shot(d, shots, "compare.png", max_height=2400)
     # Cancel: the request is aborted at once and the page says so.
     d.execute_script("document.getElementById('compare-form').requestSubmit(); document.querySelector('#compare-view .view-progress .cancel').click();")
     wait(d, lambda: view_done(d, "compare-view") == "cancelled", "cancelled comparison")
@@ -386,7 +386,7 @@ def test_benchmarks(d, base, shots):
     check(len(points) == 9, f"one roofline point per GEMM variant ({len(points)})")
     check(d.find_elements(By.CSS_SELECTOR, "#pareto svg.chart") and d.find_elements(By.CSS_SELECTOR, "#power svg.chart"),
           "Pareto scatter and energy per run are drawn")
-    full_page_shot(d, shots, "benchmarks.png")
+    full_page_shot(d, shots, "benchmarks.png", max_height=3400)
     check(not console_errors(d), "benchmarks: no console errors")
 
 
@@ -413,7 +413,7 @@ def test_planner(d, base, home, shots):
     est = cli(["inference", "estimate", "--json", json.dumps(est_example)], home)
     w = d.find_element(By.CSS_SELECTOR, '#estimate-view [data-metric="weights-per-gpu"]').text
     check(w == f"{est['weights_per_gpu_gb']:.2f} GB", f"inference estimate: weights per GPU {w}")
-    full_page_shot(d, shots, "planner.png")
+    full_page_shot(d, shots, "planner.png", max_height=2400)
     check(not console_errors(d), "planner: no console errors")
 
 
@@ -433,7 +433,7 @@ def test_ask(d, base, shots):
     check(ref.get_attribute("href").endswith("#" + cite.get_attribute("id")), "an [E1] label links to its citation")
     link = msg.find_element(By.CSS_SELECTOR, 'li[data-finding="host_bound_steps"] a.finding-link')
     check("finding=host_bound_steps" in link.get_attribute("href"), "the cited finding links to the profile page")
-    full_page_shot(d, shots, "ask.png")
+    full_page_shot(d, shots, "ask.png", max_height=2400)
     check(not console_errors(d), "ask: no console errors")
     link.click()
     wait(d, lambda: "/profiles" in d.current_url and ready(d), "profile page from the citation")

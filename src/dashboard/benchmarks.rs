@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::call;
-use super::html::{arr, esc, f, num, s};
+use super::html::{arr, esc, f, fmt_ns, num, s};
 use crate::app::AppState;
 use crate::chart::{self, build, svg};
 use crate::error::OpError;
@@ -86,13 +86,13 @@ pub async fn render(app: &Arc<AppState>, args: Value) -> Result<String, OpError>
         runs.len(),
         esc(&runs.iter().map(s).collect::<Vec<_>>().join(", "))
     );
+    section(&mut h, "roofline", "Roofline", Ok(roofline(rows)));
     section(
         &mut h,
         "leaderboards",
         "Leaderboards",
         boards.map(|b| leaderboards(&b)),
     );
-    section(&mut h, "roofline", "Roofline", Ok(roofline(rows)));
     section(
         &mut h,
         "pareto",
@@ -116,6 +116,13 @@ fn section(h: &mut String, id: &str, title: &str, body: Result<String, OpError>)
         Err(e) => h.push_str(&super::html::error_box(&e)),
     }
     h.push_str("</section>");
+}
+
+/// A time in ms as people read it (µs and ns for the short ones), or an em dash.
+fn ms(v: &Value) -> String {
+    v.as_f64()
+        .map(|m| fmt_ns(m * 1e6))
+        .unwrap_or_else(|| "—".into())
 }
 
 fn metric_unit(m: &str) -> &str {
@@ -146,12 +153,12 @@ fn leaderboards(b: &Value) -> String {
         for e in arr(&board["entries"]) {
             let _ = write!(
                 h,
-                r#"<tr data-target="{t}" data-variant="{v}" data-rank="{r}"><td class="num">{r}</td><td><code>{v}</code></td><td>{role}</td><td class="num">{med} ms</td><td class="num">{cv} %</td><td class="num" data-col="value">{val} {unit}</td><td class="num">{roof}</td><td class="num" data-col="speedup">{sp}×</td><td class="small">{run}</td></tr>"#,
+                r#"<tr data-target="{t}" data-variant="{v}" data-rank="{r}"><td class="num">{r}</td><td><code>{v}</code></td><td>{role}</td><td class="num">{med}</td><td class="num">{cv} %</td><td class="num" data-col="value">{val} {unit}</td><td class="num">{roof}</td><td class="num" data-col="speedup">{sp}×</td><td class="small">{run}</td></tr>"#,
                 t = esc(s(&board["target"])),
                 v = esc(s(&e["variant"])),
                 r = e["rank"].as_i64().unwrap_or(0),
                 role = esc(s(&e["role"])),
-                med = num(&e["median_ms"], 4),
+                med = ms(&e["median_ms"]),
                 cv = num(&e["cv_pct"], 2),
                 val = num(&e["value"], 1),
                 unit = esc(metric_unit(s(&e["metric"]))),
@@ -382,11 +389,11 @@ fn power_view(p: &Value) -> String {
     for e in entries {
         let _ = write!(
             h,
-            r#"<tr><td>{}</td><td>{}</td><td class="num">{} W</td><td class="num">{} ms</td><td class="num">{} mJ</td><td class="num">{} {}</td><td class="num">{}×</td></tr>"#,
+            r#"<tr><td>{}</td><td>{}</td><td class="num">{} W</td><td class="num">{}</td><td class="num">{} mJ</td><td class="num">{} {}</td><td class="num">{}×</td></tr>"#,
             esc(s(&e["label"])),
             esc(s(&e["role"])),
             num(&e["avg_power_w"], 1),
-            num(&e["median_ms"], 4),
+            ms(&e["median_ms"]),
             num(&e["energy_per_run_mj"], 3),
             num(&e["efficiency"], 4),
             esc(&s(&e["efficiency_unit"]).replace('_', " ")),
@@ -416,10 +423,7 @@ fn history_table(rows: &[Value]) -> String {
             esc(s(&r["target"])),
             esc(s(&r["variant"])),
             esc(s(&r["status"])),
-            r["median_ms"]
-                .as_f64()
-                .map(|m| format!("{m:.4} ms"))
-                .unwrap_or_else(|| "—".into()),
+            ms(&r["median_ms"]),
             num(&r["value"], 1),
             esc(metric_unit(s(&r["metric"]))),
             r["pct_of_roof"]

@@ -124,7 +124,7 @@ fn page(c: &Value) -> String {
         .iter()
         .chain(arr(&c["kernel_improvements"]))
         .collect();
-    h.push_str(r#"<section class="panel" id="kernel-deltas"><h2>Kernels</h2>"#);
+    h.push_str(r#"<section class="panel" id="kernel-deltas"><h2>Kernels</h2><p class="muted small">Totals follow how much work each capture holds; the verdict above rests on its basis (per step, per call of identical launches, per second of window), not on these totals. The per-call column compares like with like.</p>"#);
     if kernels.is_empty() {
         h.push_str(r#"<p class="muted">No kernel changed its total time.</p>"#);
     } else {
@@ -192,12 +192,7 @@ fn page(c: &Value) -> String {
                     low: None,
                     high: None,
                     paint: if d > 0.0 { chart::BAD } else { chart::GOOD },
-                    note: format!(
-                        "{:+.2} ms ({} → {})",
-                        d / 1e6,
-                        fmt_ns(f(&r["before_gpu_ns"])),
-                        fmt_ns(f(&r["after_gpu_ns"]))
-                    ),
+                    note: format!("{:+.2} ms", d / 1e6),
                 }
             })
             .collect();
