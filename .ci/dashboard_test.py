@@ -320,6 +320,21 @@ def test_overview(d, base, home, shots):
         check(len(cards) == len(status["gpu"]["devices"]), f"one live card per GPU ({len(cards)})")
         first = d.find_element(By.CSS_SELECTOR, '#gpu-live .gpu-card [data-metric="utilization"] polyline')
         wait(d, lambda: len(first.get_attribute("points").split()) >= 2, "sparkline gains a point per second")
+    # The live cards' drawing, fed twice with a real H100 answer of aisp_gpu_info (examples/gpu/h100):
+    # where no GPU is, this is what the page would show a second apart.
+    info = json.load(open(os.path.join(ROOT, "examples", "gpu", "h100", "gpu_info.json")))
+    drawn = d.execute_script(
+        "const slot=document.createElement('div'); overviewPage.history=new Map();"
+        "overviewPage.draw(slot, arguments[0]); overviewPage.draw(slot, arguments[0]);"
+        "const m={}; slot.querySelectorAll('.metric').forEach(e=>{m[e.dataset.metric]=[e.querySelector('.value').textContent,"
+        " e.querySelector('polyline').getAttribute('points').split(' ').length];}); return m;",
+        info,
+    )
+    g = info["gpus"][0]
+    check(drawn["memory used"] == [f"{g['memory']['used_mib']} MiB of {g['memory']['total_mib']}", 2]
+          and drawn["power"] == [f"{g['power_draw_w']} W of {g['power_limit_enforced_w']:g}", 2]
+          and drawn["temperature"][0] == f"{g['temperature']['gpu_c']} °C",
+          f"GPU cards draw an H100's aisp_gpu_info answer as values and sparklines: {drawn}")
     wait(d, lambda: view_done(d, "overview-view"), "triage view")
     steps = [e.get_attribute("data-tool") for e in d.find_elements(By.CSS_SELECTOR, "#next-steps li[data-tool]")]
     check(steps == [s["tool"] for s in triage["next_steps"]], f"the triage's next steps in order: {steps}")

@@ -118,6 +118,19 @@ fn section(h: &mut String, id: &str, title: &str, body: Result<String, OpError>)
     h.push_str("</section>");
 }
 
+/// A measured value: one decimal from 1 up, three significant digits below
+/// (a launch costs 0.00800 µs/step, not 0.0), or an em dash.
+fn value(v: &Value) -> String {
+    match v.as_f64() {
+        Some(x) if x.abs() >= 1.0 || x == 0.0 => format!("{x:.1}"),
+        Some(x) => {
+            let digits = (2.0 - x.abs().log10().floor()).clamp(0.0, 12.0) as usize;
+            format!("{x:.digits$}")
+        }
+        None => "—".into(),
+    }
+}
+
 /// A time in ms as people read it (µs and ns for the short ones), or an em dash.
 fn ms(v: &Value) -> String {
     v.as_f64()
@@ -160,7 +173,7 @@ fn leaderboards(b: &Value) -> String {
                 role = esc(s(&e["role"])),
                 med = ms(&e["median_ms"]),
                 cv = num(&e["cv_pct"], 2),
-                val = num(&e["value"], 1),
+                val = value(&e["value"]),
                 unit = esc(metric_unit(s(&e["metric"]))),
                 roof = e["pct_of_roof"]
                     .as_f64()
@@ -424,7 +437,7 @@ fn history_table(rows: &[Value]) -> String {
             esc(s(&r["variant"])),
             esc(s(&r["status"])),
             ms(&r["median_ms"]),
-            num(&r["value"], 1),
+            value(&r["value"]),
             esc(metric_unit(s(&r["metric"]))),
             r["pct_of_roof"]
                 .as_f64()
@@ -445,4 +458,19 @@ fn history_table(rows: &[Value]) -> String {
         );
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_keep_three_significant_digits_below_one() {
+        assert_eq!(value(&json!(1345.5410944)), "1345.5");
+        assert_eq!(value(&json!(0.008)), "0.00800");
+        assert_eq!(value(&json!(0.5123)), "0.512");
+        assert_eq!(value(&json!(0.0)), "0.0");
+        assert_eq!(ms(&json!(0.000008)), "8 ns");
+        assert_eq!(ms(&json!(25.4213)), "25.42 ms");
+    }
 }

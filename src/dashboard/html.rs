@@ -141,3 +141,24 @@ pub fn url_encode(v: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_and_links_read_well() {
+        assert_eq!(measured(&json!(8989407.5)), "8,989,408");
+        assert_eq!(measured(&json!(1.894)), "1.89");
+        assert_eq!(measured(&json!(null)), "—");
+        assert_eq!(pct_delta(&json!(-37.9)), "-37.90 %");
+        assert_eq!(pct_delta(&json!(2.6)), "+2.60 %");
+        assert_eq!(fmt_bytes(100_663_296.0), "100.7 MB");
+        assert_eq!(url_encode("/a b/c.sqlite"), "%2Fa%20b%2Fc.sqlite");
+        assert_eq!(
+            tool_link("aisp_profile_summary", &json!({"path": "r.sqlite"}), "x"),
+            r#"<a href="/tools/aisp_profile_summary?args=%7B%22path%22%3A%22r.sqlite%22%7D">x</a>"#
+        );
+    }
+}

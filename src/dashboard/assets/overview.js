@@ -5,13 +5,14 @@
 
 const SPARK_POINTS = 60;
 
-// What each sparkline shows, read from one GPU of aisp_gpu_info: [label, value, max, unit].
+// What each sparkline shows, read from one GPU of aisp_gpu_info: [label, value, scale top, unit,
+// whether the value is shown against that top ("3 MiB of 81559")].
 const GPU_METRICS = [
-  ['utilization', (g) => g.utilization_gpu_pct, () => 100, '%'],
-  ['memory used', (g) => g.memory && g.memory.used_mib, (g) => g.memory && g.memory.total_mib, 'MiB'],
-  ['power', (g) => g.power_draw_w, (g) => g.power_limit_enforced_w, 'W'],
-  ['SM clock', (g) => g.clocks && g.clocks.sm_mhz, (g) => g.clocks && g.clocks.sm_max_mhz, 'MHz'],
-  ['temperature', (g) => g.temperature && g.temperature.gpu_c, (g) => (g.temperature && g.temperature.slowdown_c) || 100, '°C'],
+  ['utilization', (g) => g.utilization_gpu_pct, () => 100, '%', false],
+  ['memory used', (g) => g.memory && g.memory.used_mib, (g) => g.memory && g.memory.total_mib, 'MiB', true],
+  ['power', (g) => g.power_draw_w, (g) => g.power_limit_enforced_w, 'W', true],
+  ['SM clock', (g) => g.clocks && g.clocks.sm_mhz, (g) => g.clocks && g.clocks.sm_max_mhz, 'MHz', true],
+  ['temperature', (g) => g.temperature && g.temperature.gpu_c, (g) => (g.temperature && g.temperature.slowdown_c) || 100, '°C', false],
 ];
 
 function sparkline(values, max) {
@@ -73,14 +74,14 @@ const overviewPage = {
     for (const g of info.gpus || []) {
       if (!this.history.has(g.index)) this.history.set(g.index, GPU_METRICS.map(() => []));
       const hist = this.history.get(g.index);
-      const rows = GPU_METRICS.map(([label, read, max, unit], k) => {
+      const rows = GPU_METRICS.map(([label, read, max, unit, against], k) => {
         const v = read(g);
         hist[k].push(v == null ? null : Number(v));
         if (hist[k].length > SPARK_POINTS) hist[k].shift();
         const m = max(g);
         return aisp.el('div', { class: 'metric', 'data-metric': label },
           aisp.el('div', { class: 'label', text: label }),
-          aisp.el('div', { class: 'value', text: v == null ? '—' : `${v} ${unit}` + (m && unit !== '%' ? ` of ${m}` : '') }),
+          aisp.el('div', { class: 'value', text: v == null ? '—' : `${v} ${unit}` + (m && against ? ` of ${m}` : '') }),
           sparkline(hist[k], m || 0));
       });
       cards.push(aisp.el('div', { class: 'gpu-card', 'data-gpu': g.index },
