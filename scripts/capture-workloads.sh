@@ -2,7 +2,7 @@
 # Capture every workload in workloads/ under Nsight Systems, export each to SQLite, and (when an
 # aisp binary is given) check aisp_profile_rules against workloads/expectations.json.
 #
-# usage: OUT=/tmp/captures scripts/capture-workloads.sh NSYS_BIN [AISP_BIN] [PYTHON]
+# usage: OUT=/tmp/captures [ONLY="a b"] scripts/capture-workloads.sh NSYS_BIN [AISP_BIN] [PYTHON]
 #   NSYS_BIN  path of the nsys binary (e.g. /opt/nvidia/nsight-systems/2025.3.2/bin/nsys)
 #   AISP_BIN  optional: release aisp binary; runs the checks and writes $OUT/checks.txt
 #   PYTHON    python with torch+CUDA (default: python3)
@@ -21,6 +21,8 @@ mkdir -p "$OUT"
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
 } > "$OUT/env.txt" 2>&1
 WORKLOADS=(healthy pageable_copies host_sync fp32_no_tf32 tiny_kernels decode_loop decode_fixed train_adam_storm train_fixed)
+# ONLY="decode_fixed train_fixed" captures a subset.
+if [ -n "${ONLY:-}" ]; then read -r -a WORKLOADS <<< "$ONLY"; fi
 # name → script and arguments (the fixed runs are the same scripts with --fixed)
 script_of() {
   case $1 in

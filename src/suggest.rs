@@ -28,10 +28,13 @@ const STOP: &[&str] = &[
 ];
 
 pub fn tokenize(text: &str) -> Vec<String> {
+    // Stop words are dropped before stemming too: "this" and "does" would
+    // otherwise survive as "thi" and "doe" and match any text with them.
     text.split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(|w| normalize(&w.to_ascii_lowercase()))
-        .filter(|w| !STOP.contains(&w.as_str()) && w.len() > 1)
+        .map(|w| w.to_ascii_lowercase())
+        .filter(|w| w.len() > 1 && !STOP.contains(&w.as_str()))
+        .map(|w| normalize(&w))
+        .filter(|w| !STOP.contains(&w.as_str()))
         .collect()
 }
 

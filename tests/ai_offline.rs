@@ -339,3 +339,56 @@ async fn a_multi_gpu_question_on_the_ddp_profile_cites_overlap_and_nccl() {
         "{answer}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_leads_with_the_finding_that_costs_most() {
+    // The planted workloads have several real problems each; the one that costs the GPU most
+    // (time at stake, per device) must come first, in the findings and in the text.
+    for (file, question) in [
+        (
+            "workloads/decode_loop.sqlite",
+            "why is my decode loop so slow per token?",
+        ),
+        (
+            "workloads/train_adam_storm.sqlite",
+            "why is this training slow?",
+        ),
+    ] {
+        let app = app();
+        let path = profile_common::fixture(file).display().to_string();
+        let rules = call(&app, "aisp_profile_rules", json!({"path": path})).await;
+        let findings = rules["findings"].as_array().unwrap();
+        let stake = |f: &Value| f["time_at_stake_ns"].as_i64().unwrap();
+        let top = findings.iter().max_by_key(|f| stake(f)).unwrap();
+        assert!(
+            findings.iter().filter(|f| stake(f) == stake(top)).count() == 1,
+            "{file}: a tie for the costliest finding"
+        );
+        let out = call(
+            &app,
+            "aisp_ask",
+            json!({"question": question, "profile": path}),
+        )
+        .await;
+        let relied = out["findings"].as_array().unwrap();
+        assert!(relied.len() >= 2, "{file}: {relied:?}");
+        assert_eq!(relied[0]["id"], top["id"], "{file}");
+        assert_eq!(relied[0]["device"], top["device"], "{file}");
+        let answer = out["answer"].as_str().unwrap();
+        let at = |id: &str| {
+            answer
+                .find(&format!("`{id}`"))
+                .unwrap_or_else(|| panic!("{file}: the answer names {id}: {answer}"))
+        };
+        let lead = at(top["id"].as_str().unwrap());
+        for f in &relied[1..] {
+            let id = f["id"].as_str().unwrap();
+            if id != top["id"] {
+                assert!(
+                    lead < at(id),
+                    "{file}: {id} named before the costliest finding"
+                );
+            }
+        }
+    }
+}

@@ -398,3 +398,67 @@ fn kineto_traces_per_rank_get_the_same_cross_rank_answers() {
     );
     assert!(ranks::findings::findings(cr).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_runs_a_profile_operation_on_every_rank_of_the_set() {
+    let (app, _home) = capture_env();
+    let tmp = tempfile::tempdir().unwrap();
+    split_ddp(tmp.path());
+    let dir = tmp.path().display().to_string();
+    let call = |tool: &str, args: serde_json::Value| {
+        let app = app.clone();
+        let tool = aisp::registry::find(tool).unwrap();
+        async move { aisp::dispatch::invoke(&app, tool, args, Default::default()).await }
+    };
+    let out = call(
+        "aisp_profile_ranks",
+        serde_json::json!({"path": dir, "each": "kernels", "each_args": {"limit": 3}}),
+    )
+    .await
+    .unwrap();
+    let each = out["each"].as_array().unwrap();
+    assert_eq!(each.len(), 2);
+    let identities = out["set"]["identities"].as_array().unwrap();
+    for (r, e) in each.iter().enumerate() {
+        assert_eq!(e["ranks"], serde_json::json!([r]), "{e}");
+        assert!(e["error"].is_null(), "{e}");
+        let id = identities.iter().find(|i| i["rank"] == r).unwrap();
+        assert_eq!(id["file"], e["file"]);
+        // The rank's answer from its own file equals the combined export's answer for its device.
+        let combined = call(
+            "aisp_profile_kernels",
+            serde_json::json!({"path": fixture("ddp.sqlite").display().to_string(),
+                "device": id["device"], "limit": 3}),
+        )
+        .await
+        .unwrap();
+        let answer = &e["answer"];
+        for key in ["kernels", "total_ns", "rows_total"] {
+            assert_eq!(answer[key], combined[key], "rank {r} {key}");
+        }
+        assert_eq!(
+            answer["rows"][0]["total_ns"],
+            combined["rows"][0]["total_ns"]
+        );
+    }
+    // Rank 1 ran 3,592 kernels for 239.38 ms (independent SQL on ddp.sqlite, deviceId 1).
+    assert_eq!(each[1]["answer"]["kernels"], 3592);
+    assert_eq!(each[1]["answer"]["total_ns"], 239_383_895_i64);
+
+    // A single-export operation given the folder says how to ask every rank.
+    let err = call("aisp_profile_kernels", serde_json::json!({"path": dir}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, aisp::ErrorKind::InvalidInput);
+    assert!(err.hint.contains("\"each\": \"kernels\""), "{}", err.hint);
+    // `each` names read-only profile operations only.
+    for bad in ["nsys", "export", "ranks", "no_such_op"] {
+        let err = call(
+            "aisp_profile_ranks",
+            serde_json::json!({"path": dir, "each": bad}),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind, aisp::ErrorKind::InvalidInput, "{bad}");
+    }
+}

@@ -1,6 +1,6 @@
 //! Routing quality of `aisp_suggest_tools` over the evaluation set in
 //! `tests/data/routing_eval.toml` (written before the ranking was tuned; a
-//! third held out from tuning), on a host without a GPU:
+//! held-out part never tuned on), on a host without a GPU:
 //! - the first suggestion is right for at least 85 % of the questions,
 //! - a right tool is in the top three for at least 95 %,
 //! - a tool that needs a GPU is never first unless the question is about the GPU,
@@ -25,6 +25,9 @@ struct Question {
     expect: Vec<String>,
     #[serde(default)]
     heldout: bool,
+    /// The first held-out third: looked at on 2026-11-25, tuned since.
+    #[serde(default)]
+    heldout_v1: bool,
     #[serde(default)]
     about_gpu: bool,
 }
@@ -59,6 +62,7 @@ fn suggestions_route_everyday_questions_to_the_right_tool() {
     app.set_gpu_for_tests(GpuAvailability::unavailable("evaluation host", false));
     let ctx = OpContext::detached(app);
     let (mut tuned, mut heldout) = (Tally::default(), Tally::default());
+    let mut first_heldout = Tally::default();
     for q in &set.question {
         for e in &q.expect {
             assert!(registry::find(e).is_some(), "unknown tool {e}");
@@ -74,6 +78,22 @@ fn suggestions_route_everyday_questions_to_the_right_tool() {
             )
             .unwrap();
         let names: Vec<&str> = out.suggestions.iter().map(|s| s.tool.as_str()).collect();
+        if q.heldout_v1 {
+            // Counted in the tuned part as well; reported apart for its history
+            // (77.8 % first before 2026-11-25).
+            first_heldout.total += 1;
+            first_heldout.first += usize::from(
+                names
+                    .first()
+                    .is_some_and(|n| q.expect.iter().any(|e| e == n)),
+            );
+            first_heldout.top3 += usize::from(
+                names
+                    .iter()
+                    .take(3)
+                    .any(|n| q.expect.iter().any(|e| e == n)),
+            );
+        }
         let tally = if q.heldout { &mut heldout } else { &mut tuned };
         tally.total += 1;
         let right = |n: &&str| q.expect.iter().any(|e| e == n);
@@ -96,7 +116,11 @@ fn suggestions_route_everyday_questions_to_the_right_tool() {
                 .push(format!("{:?} -> {first}", q.text));
         }
     }
-    for (name, t) in [("tuned", &tuned), ("held-out", &heldout)] {
+    for (name, t) in [
+        ("tuned", &tuned),
+        ("first held-out set (now tuned)", &first_heldout),
+        ("held-out", &heldout),
+    ] {
         eprintln!(
             "{name}: {} questions, first right {}/{} = {:.1} %, top 3 {}/{} = {:.1} %",
             t.total,
@@ -114,13 +138,17 @@ fn suggestions_route_everyday_questions_to_the_right_tool() {
             }
         }
     }
-    // The goal is 85 % first and 95 % top three on both parts. The tuned part
-    // meets it; the held-out part is held at what the ranking reached without
-    // being tuned on it (first 77.8 %, top three 96.3 %), so that it can only
-    // get better.
+    // The goal is 85 % first and 95 % top three on both parts. The held-out
+    // part (36 questions written on 2026-11-25 before they were first run)
+    // reached 91.7 % / 100 % at its first run.
+    assert!(
+        heldout.total >= 30,
+        "the held-out part has {} questions",
+        heldout.total
+    );
     for (name, t, first, top3) in [
         ("tuned", &tuned, 0.85, 0.95),
-        ("held-out", &heldout, 0.77, 0.95),
+        ("held-out", &heldout, 0.85, 0.95),
     ] {
         assert!(
             t.gpu_first_wrongly.is_empty(),

@@ -11,8 +11,9 @@ Planted (default):
      the mask is cudaMalloc'ed and cudaFree'd (an implicit device sync) every token;
   5. one long CPU stall (250 ms of host work inside one token of the second request).
 Fixed (--fixed): the decode step is captured once in a CUDA graph (argmax and the token/position
-update inside it), generated ids stay on the GPU and are copied once per request into pinned memory,
-no empty_cache, no stall.
+update inside it), and so is the prefill of the (fixed-length) prompt: eager, its ~200 launches of
+tiny kernels would leave the GPU waiting on the CPU; generated ids stay on the GPU and are copied once
+per request into pinned memory, no empty_cache, no stall.
 """
 import argparse
 import time
@@ -88,12 +89,18 @@ with torch.inference_mode():
         static_tok = torch.zeros(1, 1, dtype=torch.long, device=dev)
         static_pos = torch.zeros(1, dtype=torch.long, device=dev)
         generated = torch.zeros(1, TMAX + 1, dtype=torch.long, device=dev)
+        static_prompt = torch.zeros(1, a.prompt, dtype=torch.long, device=dev)
+        prompt_pos = torch.arange(a.prompt, device=dev)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(3):
+                model(static_prompt, prompt_pos, caches)
                 model(static_tok, static_pos, caches)
         torch.cuda.current_stream().wait_stream(side)
+        prefill_graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(prefill_graph):
+            static_tok.copy_(model(static_prompt, prompt_pos, caches).argmax(-1, keepdim=True))
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             nxt = model(static_tok, static_pos, caches).argmax(-1, keepdim=True)
@@ -106,11 +113,14 @@ with torch.inference_mode():
     for r in range(a.requests):
         nvtx_push(f"request_{r}")
         nvtx_push("prefill")
-        pos = torch.arange(a.prompt, device=dev)
-        logits = model(prompts[r], pos, caches)
+        if a.fixed:
+            static_prompt.copy_(prompts[r])
+            prefill_graph.replay()
+        else:
+            pos = torch.arange(a.prompt, device=dev)
+            logits = model(prompts[r], pos, caches)
         nvtx_pop()
         if a.fixed:
-            static_tok.copy_(logits.argmax(-1, keepdim=True))
             static_pos.fill_(a.prompt)
             for t in range(a.tokens):
                 nvtx_push(f"token_{t}")

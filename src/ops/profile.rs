@@ -110,6 +110,19 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
             "Pass the path of an Nsight Systems export, e.g. {\"path\": \"run.sqlite\"}.",
         ));
     }
+    if profile::ranks::is_set(path) {
+        let op = ctx.tool().trim_start_matches("aisp_profile_");
+        return Err(OpError::invalid_input(
+            format!(
+                "`{path}` names a set of exports (a folder or glob); {} reads one export",
+                ctx.tool()
+            ),
+            format!(
+                "Every rank at once: aisp_profile_ranks {{\"path\": \"{path}\", \"each\": \"{op}\"}} (its answer per export, with \
+                 the ranks each holds and the cross-rank analysis); one rank: pass its file."
+            ),
+        ));
+    }
     // The run id of an aisp_profile_nsys capture names its SQLite export.
     let path = capture::profile_ref(ctx, path)?;
     let options = profile::OpenOptions {

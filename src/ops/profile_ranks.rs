@@ -33,6 +33,12 @@ pub struct RanksInput {
     /// Digest worker threads (default: the cores).
     #[serde(default)]
     pub threads: Option<usize>,
+    /// Also run this profile operation (e.g. "kernels", "gaps", "utilization", "nccl") on every export of the set.
+    #[serde(default)]
+    pub each: Option<String>,
+    /// That operation's other arguments (all but path), e.g. {"limit": 5}.
+    #[serde(default)]
+    pub each_args: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// The set's answer.
@@ -53,6 +59,109 @@ pub struct RanksOutput {
     pub set: Option<RankSet>,
     /// Cross-rank findings (straggler, skew-dominated collectives, slow node).
     pub findings: Vec<Finding>,
+    /// With `each`: that operation's answer (or error) for every export, with the ranks it holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub each: Vec<EachAnswer>,
+}
+
+/// One export's answer to the `each` operation.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct EachAnswer {
+    pub file: String,
+    /// The ranks this export holds (see `set.identities`); empty with digest_only.
+    pub ranks: Vec<u32>,
+    /// The operation's answer, in the export's own timebase (`set.alignment` gives each export's offset).
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub answer: Option<serde_json::Value>,
+    /// Why the operation failed on this export: kind and message.
+    pub error: Option<String>,
+}
+
+/// The profile operation `each` names, checked: it must read one export by `path` and change nothing.
+fn each_tool(name: &str) -> Result<&'static crate::registry::ToolDef, OpError> {
+    let bare = name.trim().trim_start_matches("aisp_profile_");
+    let tool = crate::registry::find_op("profile", bare).filter(|t| {
+        let spec = t.spec();
+        spec.domain == "profile"
+            && spec.hints.read_only
+            && !spec.executes_commands
+            && spec.name != "ranks"
+            && t.input_schema
+                .get("properties")
+                .is_some_and(|p| p.get("path").is_some())
+    });
+    tool.ok_or_else(|| {
+        OpError::invalid_input(
+            format!("`each`: `{name}` is not a read-only profile operation that reads one export by path"),
+            "Name one such as \"kernels\", \"gaps\", \"utilization\", \"nccl\", \"iterations\", \"summary\" or \"rules\".",
+        )
+    })
+}
+
+/// Run the `each` operation on every export, on `threads` workers, through the same checks as a direct call.
+fn run_each(
+    ctx: &OpContext,
+    input: &RanksInput,
+    files: &[String],
+    set: Option<&RankSet>,
+    threads: usize,
+) -> Result<Vec<EachAnswer>, OpError> {
+    let Some(name) = &input.each else {
+        return Ok(Vec::new());
+    };
+    let tool = each_tool(name)?;
+    let args = input.each_args.clone().unwrap_or_default();
+    if args.contains_key("path") {
+        return Err(OpError::invalid_input(
+            "`each_args` must not hold `path`: the set's exports are the paths",
+            "Leave path out of each_args.",
+        ));
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let answers: std::sync::Mutex<Vec<(usize, EachAnswer)>> = Default::default();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, files.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(file) = files.get(i) else { break };
+                    if ctx.is_cancelled() {
+                        break;
+                    }
+                    let mut a = args.clone();
+                    a.insert("path".into(), serde_json::Value::String(file.clone()));
+                    let (answer, error) =
+                        match ctx.call_tool(&tool.name, serde_json::Value::Object(a)) {
+                            Ok(v) => (Some(v), None),
+                            Err(e) => (None, Some(format!("{}: {}", e.kind, e.message))),
+                        };
+                    let ranks = set
+                        .map(|s| {
+                            s.identities
+                                .iter()
+                                .filter(|id| id.file == *file)
+                                .map(|id| id.rank)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let mut guard = answers.lock().unwrap_or_else(|p| p.into_inner());
+                    guard.push((
+                        i,
+                        EachAnswer {
+                            file: file.clone(),
+                            ranks,
+                            answer,
+                            error,
+                        },
+                    ));
+                }
+            });
+        }
+    });
+    ctx.check_cancelled()?;
+    let mut answers = answers.into_inner().unwrap_or_else(|p| p.into_inner());
+    answers.sort_by_key(|(i, _)| *i);
+    Ok(answers.into_iter().map(|(_, a)| a).collect())
 }
 
 /// Digest and merge the set named by `path` (+ `paths`), or read digests.
@@ -70,7 +179,7 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
             ctx.check_cancelled()?;
             d.extend(store::read(f)?);
         }
-        let files = folders.iter().map(|f| f.display().to_string()).collect();
+        let files: Vec<String> = folders.iter().map(|f| f.display().to_string()).collect();
         (d, files, Vec::new(), "digests")
     } else {
         let mut files = ranks::expand(&input.path)?;
@@ -118,6 +227,11 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
     }
     let digest_ms = t0.elapsed().as_millis() as u64;
     let t1 = Instant::now();
+    let exports: Vec<String> = if source == "exports" {
+        files.clone()
+    } else {
+        Vec::new()
+    };
     let (set, findings) = if input.digest_only {
         (None, Vec::new())
     } else {
@@ -125,14 +239,27 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
         let findings = ranks::findings::findings(&set.cross_rank);
         (Some(set), findings)
     };
+    let merge_ms = t1.elapsed().as_millis() as u64;
+    if input.each.is_some() && exports.is_empty() {
+        return Err(OpError::invalid_input(
+            "`each` needs the exports themselves, and this path names digests",
+            "Point path at the exports (a folder or glob of .sqlite / .nsys-rep) to run an operation on each.",
+        ));
+    }
+    let threads = input
+        .threads
+        .unwrap_or_else(|| ranks::default_threads(exports.len()))
+        .clamp(1, 64);
+    let each = run_each(ctx, input, &exports, set.as_ref(), threads)?;
     Ok(RanksOutput {
         path: input.path.clone(),
         source: source.into(),
         digests_written: written,
         digest_ms,
-        merge_ms: t1.elapsed().as_millis() as u64,
+        merge_ms,
         set,
         findings,
+        each,
     })
 }
 
@@ -146,6 +273,8 @@ pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
             write_digests: None,
             digest_only: false,
             threads: None,
+            each: None,
+            each_args: None,
         },
     )?;
     let findings = out.findings;
@@ -193,7 +322,8 @@ and residual are reported, and nothing finer than the residual is concluded. Ans
 exposed communication, time waiting at collectives; per collective kind: arrival skew vs transfer, bus bandwidth when \
 sizes are recorded; stragglers with evidence; slow nodes; imbalance; heat map; findings. Exports are digested in \
 parallel (one per worker); write_digests stores Parquet digests, and a folder of digests is merged without the exports \
-(cluster runs: digest where the files are, merge anywhere). Seconds per GB.",
+(cluster runs: digest where the files are, merge anywhere). `each` also runs one profile operation (kernels, gaps, \
+utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
         hints: Hints {
             read_only: false,
             destructive: false,
