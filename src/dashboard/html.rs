@@ -87,11 +87,19 @@ pub fn num(v: &Value, digits: usize) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
-/// A measured value as people read it: whole numbers with thousands separators
-/// from 1,000 up, two decimals below; an em dash when the answer has none.
+/// A measured value as people read it: thousands separators from 1,000 up (with
+/// its tenths when it has any, e.g. a median of an even count), two decimals
+/// below; an em dash when the answer has none.
 pub fn measured(v: &Value) -> String {
     match v.as_f64() {
-        Some(x) if x.abs() >= 1000.0 => int_sep(x.round() as i64),
+        Some(x) if x.abs() >= 1000.0 => {
+            let tenths = (x * 10.0).round() as i64;
+            if tenths % 10 == 0 {
+                int_sep(tenths / 10)
+            } else {
+                format!("{}.{}", int_sep(tenths / 10), (tenths % 10).abs())
+            }
+        }
         Some(x) => format!("{x:.2}"),
         None => "—".into(),
     }
@@ -149,7 +157,8 @@ mod tests {
 
     #[test]
     fn numbers_and_links_read_well() {
-        assert_eq!(measured(&json!(8989407.5)), "8,989,408");
+        assert_eq!(measured(&json!(8989407.5)), "8,989,407.5");
+        assert_eq!(measured(&json!(-87168359.0)), "-87,168,359");
         assert_eq!(measured(&json!(1.894)), "1.89");
         assert_eq!(measured(&json!(null)), "—");
         assert_eq!(pct_delta(&json!(-37.9)), "-37.90 %");
