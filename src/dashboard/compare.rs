@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::call;
 use super::html::{
@@ -25,11 +25,8 @@ pub async fn render(app: &Arc<AppState>, args: Value) -> Result<String, OpError>
             "Give two exports (.sqlite or .nsys-rep) or two capture run ids.",
         ));
     }
-    let mut call_args = json!({"before": before, "after": after});
-    if let Some(l) = args.get("limit").filter(|v| !v.is_null()) {
-        call_args["limit"] = l.clone();
-    }
-    let c = call(app, "aisp_profile_compare", call_args).await?;
+    // Every argument of the generated form goes through unchanged (dispatch checks them).
+    let c = call(app, "aisp_profile_compare", args).await?;
     Ok(page(&c))
 }
 

@@ -207,7 +207,11 @@ async fn view(
         json!({})
     } else {
         match serde_json::from_slice(&body) {
-            Ok(v @ Value::Object(_)) => v,
+            // A view renders an answer: `async` (a job ticket instead) is the tool pages' to use.
+            Ok(Value::Object(mut m)) => {
+                m.remove("async");
+                Value::Object(m)
+            }
             _ => {
                 return view_error(OpError::invalid_input(
                     "the view's arguments must be a JSON object",
