@@ -462,3 +462,72 @@ async fn each_runs_a_profile_operation_on_every_rank_of_the_set() {
         assert_eq!(err.kind, aisp::ErrorKind::InvalidInput, "{bad}");
     }
 }
+
+#[test]
+fn a_slow_node_is_named_when_all_its_ranks_arrive_late() {
+    // 16 ranks on two hosts; every rank of node1 arrives ~2 ms late at each all-reduce (a slow host,
+    // not one slow rank). Clocks shifted as in the 64-rank test.
+    const WORLD: usize = 16;
+    const DELAY: i64 = 2_000_000;
+    let tmp = tempfile::tempdir().unwrap();
+    let base = split_ddp(&tmp.path().join("base"));
+    let set_dir = tmp.path().join("set");
+    std::fs::create_dir_all(&set_dir).unwrap();
+    let mut files = Vec::new();
+    for r in 0..WORLD {
+        let f = set_dir.join(format!("rank_{r}.sqlite"));
+        let conn = export_edit::copy_for_edit(&base[r % 2], &f).unwrap();
+        let host = format!("node{}", r / 8);
+        export_edit::set_identity(&conn, r, r % 8, WORLD, Some(&host), Some((r % 8) as i64))
+            .unwrap();
+        files.push(f);
+    }
+    for r in 8..WORLD {
+        // Slightly different per rank, so that which of the host's ranks is last varies.
+        export_edit::stretch(&files, r, DELAY + (r as i64 - 8) * 1_000, "AllReduce").unwrap();
+    }
+    for (r, f) in files.iter().enumerate().skip(1) {
+        let conn = export_edit::open_for_edit(f).unwrap();
+        let start = spread(r, 3, 20_000_000);
+        export_edit::shift_in_place(&conn, -start, start + spread(r, 4, 5_000_000)).unwrap();
+    }
+    let (set, _) = digest_set(&files);
+    let cr = &set.cross_rank;
+    assert_eq!(cr.slow_nodes.len(), 1, "{:?}", cr.slow_nodes);
+    let node = &cr.slow_nodes[0];
+    assert_eq!(node.hostname, "node1");
+    assert_eq!(node.ranks, (8..16).collect::<Vec<u32>>());
+    assert_eq!(node.rank_share_pct, 50.0);
+    // (98.4 %: at a few all-reduces the two real ranks differ by more than the planted delay.)
+    assert!(node.last_arrival_share_pct >= 95.0, "{node:?}");
+    // Its lateness: the host's last rank leads the other host by about DELAY (+ up to 7 µs, + the
+    // natural difference of the two real ranks) at each of the 248 all-reduces.
+    let per_instance = node.lateness_total_ns / 248;
+    assert!(
+        (DELAY - 100_000..DELAY + 1_000_000).contains(&per_instance),
+        "{per_instance}"
+    );
+    // No single rank of the host leads the others by more than the clock residual: the per-rank
+    // straggler count does not see a slow host.
+    assert!(
+        cr.stragglers.iter().all(|s| s.rank < 8),
+        "{:?}",
+        cr.stragglers
+    );
+    // The finding names the host and its ranks, at stake their summed lateness, with the numbers of the data.
+    let f = ranks::findings::findings(cr);
+    let slow = f
+        .iter()
+        .find(|x| x.id == "cross_rank_slow_node")
+        .expect("slow-node finding");
+    assert_eq!(slow.title, "Host node1 holds the late ranks");
+    assert_eq!(slow.time_at_stake_ns, node.lateness_total_ns);
+    assert!(
+        slow.evidence[0].starts_with(&format!(
+            "ranks [8, 9, 10, 11, 12, 13, 14, 15] on node1 (50.0 % of the ranks) arrived after every other host's ranks at {:.1} % of the collectives",
+            node.last_arrival_share_pct
+        )),
+        "{}",
+        slow.evidence[0]
+    );
+}

@@ -131,10 +131,12 @@ pub struct HeatMap {
 pub struct SlowNode {
     pub hostname: String,
     pub ranks: Vec<u32>,
-    /// Share of all last arrivals that came from this node's ranks.
+    /// Share of the collective instances with skew above the residual at which at least two of this
+    /// host's ranks arrived after every rank of the other hosts (by more than the residual).
     pub last_arrival_share_pct: f64,
     /// Its share of the ranks.
     pub rank_share_pct: f64,
+    /// Σ over those instances of the host's last arrival minus the other hosts' last arrival.
     pub lateness_total_ns: i64,
 }
 
@@ -200,6 +202,24 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
     let mut last = vec![0usize; n];
     let mut lateness: Vec<Vec<i64>> = vec![Vec::new(); n];
     let mut caused = vec![0i64; n];
+    // Hosts: a slow node shows as several of one host's ranks arriving after every other host's
+    // ranks; they arrive close together, so no one of them leads the next-latest rank by more
+    // than the residual and the per-rank count above never sees them.
+    let mut host_names: Vec<String> = Vec::new();
+    let host_of: Vec<Option<usize>> = ds
+        .iter()
+        .map(|d| {
+            d.identity.hostname.as_ref().map(|h| {
+                host_names.iter().position(|x| x == h).unwrap_or_else(|| {
+                    host_names.push(h.clone());
+                    host_names.len() - 1
+                })
+            })
+        })
+        .collect();
+    let mut host_last = vec![0usize; host_names.len()];
+    let mut host_lateness = vec![0i64; host_names.len()];
+    let mut above_residual = 0usize;
     let mut collectives = Vec::new();
     let mut matched_total = 0usize;
     if n > 1
@@ -297,6 +317,24 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
                     last[lr] += 1;
                     lateness[lr].push(late);
                     caused[lr] += arr.iter().map(|a| l - a.0).sum::<i64>();
+                }
+                above_residual += 1;
+                if host_names.len() > 1
+                    && let Some(h) = host_of[lr]
+                {
+                    // The last rank's host was late as a host when its second-latest rank too
+                    // arrived after every rank of the other hosts, by more than the residual.
+                    let others = (0..n)
+                        .filter(|&r| host_of[r] != Some(h))
+                        .map(|r| arr[r].0)
+                        .max();
+                    let second_of_host = order.iter().skip(1).find(|&&r| host_of[r] == Some(h));
+                    if let (Some(others), Some(&r2)) = (others, second_of_host)
+                        && arr[r2].0 - others > res
+                    {
+                        host_last[h] += 1;
+                        host_lateness[h] += l - others;
+                    }
                 }
             }
             matched_total = matched_total.max(instances);
@@ -408,29 +446,20 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
         })
         .collect();
     stragglers.sort_by_key(|s| std::cmp::Reverse(s.lateness_total_ns));
-    // Slow nodes: a host with several ranks that holds most last arrivals.
+    // Slow nodes: a host whose ranks (at least two of them) arrived after every other host's ranks at
+    // most (75 %) of the instances with skew above the residual.
     let mut slow_nodes = Vec::new();
-    let all_last: usize = last.iter().sum();
-    let mut hosts: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (r, row) in ranks.iter().enumerate() {
-        if let Some(h) = &row.hostname {
-            hosts.entry(h.clone()).or_default().push(r);
-        }
-    }
-    if hosts.len() > 1 && all_last > 0 {
-        for (h, rs) in &hosts {
-            let l: usize = rs.iter().map(|&r| last[r]).sum();
-            let share = pct(l as i64, all_last as i64);
-            let with_last = rs.iter().filter(|&&r| last[r] > 0).count();
-            if rs.len() > 1 && with_last > 1 && share >= 75.0 {
-                slow_nodes.push(SlowNode {
-                    hostname: h.clone(),
-                    ranks: rs.iter().map(|&r| ranks[r].rank).collect(),
-                    last_arrival_share_pct: share,
-                    rank_share_pct: pct(rs.len() as i64, n as i64),
-                    lateness_total_ns: rs.iter().map(|&r| lateness[r].iter().sum::<i64>()).sum(),
-                });
-            }
+    for (h, name) in host_names.iter().enumerate() {
+        let rs: Vec<usize> = (0..n).filter(|&r| host_of[r] == Some(h)).collect();
+        let share = pct(host_last[h] as i64, above_residual as i64);
+        if rs.len() > 1 && above_residual > 0 && share >= 75.0 {
+            slow_nodes.push(SlowNode {
+                hostname: name.clone(),
+                ranks: rs.iter().map(|&r| ranks[r].rank).collect(),
+                last_arrival_share_pct: share,
+                rank_share_pct: pct(rs.len() as i64, n as i64),
+                lateness_total_ns: host_lateness[h],
+            });
         }
     }
     // Imbalance of the per-rank figures.

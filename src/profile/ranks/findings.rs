@@ -193,11 +193,12 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
             id: "cross_rank_slow_node",
             title: format!("Host {} holds the late ranks", s.hostname),
             time_at_stake_ns: at_stake,
-            basis: "Σ of the host's ranks' leads over the next-latest rank at the collectives they reached last"
+            basis: "Σ of the host's last arrival minus the other hosts' last arrival, over the collectives at which \
+                    at least two of its ranks arrived after every other host's ranks"
                 .into(),
             window_ns: window,
             evidence: vec![format!(
-                "ranks {:?} on {} ({:.1} % of the ranks) account for {:.1} % of the last arrivals, {} of lateness in all",
+                "ranks {:?} on {} ({:.1} % of the ranks) arrived after every other host's ranks at {:.1} % of the collectives with skew above the clock residual, {} of lateness in all",
                 s.ranks,
                 s.hostname,
                 s.rank_share_pct,
