@@ -424,6 +424,21 @@ async fn compare_view_shows_the_verdict_with_its_basis_and_deltas() {
     );
     assert!(ranges.contains(r#"<tr data-range="backward">"#), "{ranges}");
 
+    // A view always renders the answer: `async` (a job ticket) is left to the tool pages.
+    let (code, html) = post_view(
+        &server,
+        "compare",
+        json!({"before": before, "after": after, "async": true, "limit": 3}),
+    )
+    .await;
+    assert_eq!(code, 200, "{html}");
+    assert!(html.contains(r#"data-verdict="neutral""#));
+    assert_eq!(
+        html.matches("<tr data-kernel=").count(),
+        3,
+        "limit reaches the tool"
+    );
+
     // Errors keep kind, message and hint.
     let (code, html) = post_view(
         &server,
