@@ -5,6 +5,8 @@
 //! these tests fail when poppler is missing under CI=true and skip locally.
 
 mod common;
+#[path = "../examples/export_edit.rs"]
+mod export_edit;
 #[path = "profile_common/mod.rs"]
 mod profile_common;
 
@@ -477,4 +479,46 @@ fn export_commands_have_no_argument_called_format() {
     let home = tempfile::tempdir().unwrap();
     let (code, _, err) = run(home.path(), &["bench", "report", "--help"]);
     assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn cross_rank_report_of_a_per_rank_set_draws_the_rank_by_step_heat_map() {
+    let home = tempfile::tempdir().unwrap();
+    let set = tempfile::tempdir().unwrap();
+    export_edit::split(&profile_common::fixture("ddp.sqlite"), set.path(), true).unwrap();
+    let dir = set.path().display().to_string();
+    let ranks = ok(home.path(), &["profile", "ranks", &dir]);
+    let heat = &ranks["set"]["cross_rank"]["heat_map"];
+    let v = ok(home.path(), &["export", "html", "--profile", &dir]);
+    assert_eq!(v["report"], "ranks");
+    let h = std::fs::read_to_string(v["path"].as_str().unwrap()).unwrap();
+    assert!(h.contains("Cross-rank report"), "{}", &h[..400]);
+    assert!(h.contains("GPU-projected step time per rank and step (ms)"));
+    // Every cell carries its value: rank 1's step_5, from the same analysis through the CLI.
+    let step = heat["steps"][5].as_str().unwrap();
+    let ns = heat["values"][1][5].as_i64().unwrap();
+    let cell = format!(
+        "rank 1, {step}: {} ms",
+        aisp::chart::build::fmt_num(ns as f64 / 1e6)
+    );
+    assert!(h.contains(&cell), "no heat-map cell {cell:?}");
+    let cells = heat["ranks"].as_array().unwrap().len() * heat["steps"].as_array().unwrap().len();
+    assert!(
+        h.matches("<title>rank ").count() >= cells,
+        "one tooltip per cell"
+    );
+    // The ranks table and the collective skew: the all-reduce instances of the DDP run.
+    assert!(h.contains("waiting at collectives ms") && h.contains("AllReduce"));
+    if poppler() {
+        let v = ok(home.path(), &["export", "pdf", "--profile", &dir]);
+        let text = pdf_text(Path::new(v["path"].as_str().unwrap()));
+        assert!(text.contains("Cross-rank report"), "{text}");
+        assert!(text.contains("Step time per rank"), "{text}");
+    }
+    // A set cannot be scoped like one export.
+    let (code, err, _) = run(
+        home.path(),
+        &["export", "html", "--profile", &dir, "--device", "0"],
+    );
+    assert_ne!(code, 0, "{err}");
 }

@@ -767,6 +767,92 @@ pub fn lines(
     sc
 }
 
+/// A colour on a sequential scale from pale (t = 0) to deep red (t = 1).
+fn heat(t: f64) -> Paint {
+    let t = t.clamp(0.0, 1.0);
+    let lerp = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
+    Paint::Rgb(lerp(255.0, 165.0), lerp(245.0, 15.0), lerp(235.0, 21.0))
+}
+
+/// A heat map: one row per label in `rows`, one column per label in `cols`,
+/// cells coloured from the smallest to the largest value (`None`: no value,
+/// drawn grey). Each cell's tooltip gives its value with `unit`.
+pub fn heat_map(
+    chart_title: &str,
+    rows: &[String],
+    cols: &[String],
+    values: &[Vec<Option<f64>>],
+    unit: &str,
+) -> Scene {
+    let x0 = 70.0;
+    let top = TITLE_H + 4.0;
+    let n_rows = rows.len().max(1) as f32;
+    let n_cols = cols.len().max(1) as f32;
+    // Cells shrink to fit at most 64 rows in 384 points; labels thin out to stay readable.
+    let cell_h = (384.0 / n_rows).clamp(2.0, 16.0);
+    let cell_w = ((WIDTH - x0 - 10.0) / n_cols).min(40.0);
+    let bottom = top + n_rows * cell_h;
+    let height = bottom + 48.0;
+    let mut sc = Scene::new(chart_title, WIDTH, height);
+    title(&mut sc, chart_title);
+    let all: Vec<f64> = values.iter().flatten().flatten().copied().collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let span = if hi > lo { hi - lo } else { 1.0 };
+    let row_every = (9.0 / cell_h).ceil().max(1.0) as usize;
+    let col_every = (34.0 / cell_w).ceil().max(1.0) as usize;
+    for (i, label) in rows.iter().enumerate() {
+        let y = top + i as f32 * cell_h;
+        if i % row_every == 0 {
+            sc.muted_text(
+                x0 - 4.0,
+                y + cell_h.min(9.0),
+                clip(label, 12),
+                7.5,
+                Anchor::End,
+            );
+        }
+        for (j, col) in cols.iter().enumerate() {
+            let x = x0 + j as f32 * cell_w;
+            let v = values.get(i).and_then(|r| r.get(j)).copied().flatten();
+            let (fill, tip) = match v {
+                Some(v) => (
+                    heat((v - lo) / span),
+                    format!("{label}, {col}: {} {unit}", fmt_num(v)),
+                ),
+                None => (Paint::Grid, format!("{label}, {col}: no value")),
+            };
+            sc.rect(
+                x,
+                y,
+                (cell_w - 0.5).max(0.5),
+                (cell_h - 0.5).max(0.5),
+                fill,
+                Some(tip),
+            );
+        }
+    }
+    for (j, col) in cols.iter().enumerate() {
+        if j % col_every == 0 {
+            let x = x0 + (j as f32 + 0.5) * cell_w;
+            sc.muted_text(x, bottom + 10.0, clip(col, 8), 7.5, Anchor::Middle);
+        }
+    }
+    if !all.is_empty() {
+        legend(
+            &mut sc,
+            bottom + 32.0,
+            &[
+                (format!("{} {unit} (smallest)", fmt_num(lo)), heat(0.0)),
+                (format!("{} {unit}", fmt_num((lo + hi) / 2.0)), heat(0.5)),
+                (format!("{} {unit} (largest)", fmt_num(hi)), heat(1.0)),
+                ("no value".into(), Paint::Grid),
+            ],
+        );
+    }
+    sc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

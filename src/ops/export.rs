@@ -47,7 +47,7 @@ impl From<ReportError> for OpError {
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReportInput {
-    /// Nsight Systems export (.sqlite/.nsys-rep) or capture run id: a profile report. Omit for benchmark history.
+    /// Nsight Systems export (.sqlite/.nsys-rep) or capture run id: a profile report; a folder or glob of per-rank exports: a cross-rank report. Omit for benchmark history.
     #[serde(default)]
     pub profile: Option<String>,
     /// A second profile: a before/after report (`profile` is before).
@@ -88,7 +88,7 @@ pub struct ReportInput {
 /// What a report export wrote.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ExportOutput {
-    /// `profile`, `comparison` or `benchmarks`.
+    /// `profile`, `comparison`, `ranks` (a folder or glob of per-rank exports) or `benchmarks`.
     pub report: String,
     /// Absolute path of the file written.
     pub path: String,
@@ -158,6 +158,30 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
                 "comparison",
                 format!("{}-vs-{}", stem(before), stem(after)),
             ))
+        }
+        (Some(path), None) if crate::profile::ranks::is_set(path) => {
+            // A folder or glob of per-rank exports: the cross-rank report.
+            if i.device.is_some()
+                || i.process.is_some()
+                || i.start_ns.is_some()
+                || i.end_ns.is_some()
+                || i.nvtx_range.is_some()
+            {
+                return Err(OpError::invalid_input(
+                    "device, process, start_ns, end_ns and nvtx_range scope one export, not a set of them",
+                    "Drop them for the cross-rank report, or pass one rank's file.",
+                ));
+            }
+            let out = super::profile_ranks::analyse_set(
+                ctx,
+                &super::profile_ranks::RanksInput::for_set(path),
+            )?;
+            let set = out
+                .set
+                .as_ref()
+                .ok_or_else(|| OpError::internal("the rank set was digested but not merged"))?;
+            let r = report::ranks::ranks_report(path, set, &out.findings);
+            Ok((r, "ranks", stem(path.trim_end_matches('/'))))
         }
         (Some(path), None) => {
             let p = open_profile(ctx, path)?;

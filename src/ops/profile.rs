@@ -84,6 +84,11 @@ impl From<ProfileError> for OpError {
                 "aisp_profile_info lists the devices, processes and time range of the profile; \
                  aisp_profile_nvtx lists range names.",
             ),
+            ProfileError::BadSet(_) => OpError::invalid_input(
+                msg,
+                "Name a folder of per-rank exports (.sqlite or .nsys-rep), a glob in the file name such as \
+                 run/rank_*.sqlite, or one export.",
+            ),
             ProfileError::Missing(_) => OpError::invalid_input(
                 msg,
                 "Capture again with the needed trace enabled, e.g. `nsys profile -t cuda,nvtx,osrt`.",

@@ -263,11 +263,10 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
     })
 }
 
-/// `rules` over a set: the cross-rank findings in the `rules` answer shape.
-pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
-    let out = analyse_set(
-        ctx,
-        &RanksInput {
+impl RanksInput {
+    /// The whole analysis of the set at `path`, nothing written.
+    pub fn for_set(path: &str) -> RanksInput {
+        RanksInput {
             path: path.into(),
             paths: None,
             write_digests: None,
@@ -275,8 +274,13 @@ pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
             threads: None,
             each: None,
             each_args: None,
-        },
-    )?;
+        }
+    }
+}
+
+/// `rules` over a set: the cross-rank findings in the `rules` answer shape.
+pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
+    let out = analyse_set(ctx, &RanksInput::for_set(path))?;
     let findings = out.findings;
     let highest = findings
         .iter()

@@ -40,6 +40,9 @@ pub enum ProfileError {
     /// empty window, a range name that does not occur).
     #[error("{0}")]
     BadArgument(String),
+    /// A folder or glob that names no exports, or a glob in a folder name.
+    #[error("{0}")]
+    BadSet(String),
     /// An export's output path names something that is not a file to write (a FIFO, a device, a folder).
     #[error("{0}")]
     BadOutput(String),

@@ -15,6 +15,7 @@ pub mod csv;
 pub mod html;
 pub mod pdf;
 pub mod profile;
+pub mod ranks;
 
 use std::path::{Path, PathBuf};
 

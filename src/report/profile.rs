@@ -129,7 +129,7 @@ fn profile_facts(p: &Profile, i: &info::Info) -> Vec<(String, String)> {
     f
 }
 
-fn finding_block(f: &rules::Finding) -> FindingBlock {
+pub(crate) fn finding_block(f: &rules::Finding) -> FindingBlock {
     let sev = serde_json::to_value(f.severity)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))

@@ -70,7 +70,7 @@ pub fn expand(path: &str) -> Result<Vec<PathBuf>> {
             .to_str()
             .is_some_and(|d| d.contains('*') || d.contains('?'))
         {
-            return Err(ProfileError::BadArgument(format!(
+            return Err(ProfileError::BadSet(format!(
                 "`{path}`: wildcards are allowed in the file name only, not in folders"
             )));
         }
@@ -98,7 +98,7 @@ pub fn expand(path: &str) -> Result<Vec<PathBuf>> {
     });
     files.sort();
     if files.is_empty() {
-        return Err(ProfileError::BadArgument(format!(
+        return Err(ProfileError::BadSet(format!(
             "`{path}` names no Nsight Systems exports (.sqlite or .nsys-rep)"
         )));
     }
