@@ -17,6 +17,7 @@ pub mod dashboard;
 pub mod dispatch;
 pub mod error;
 pub mod gpu;
+pub mod hf;
 pub mod input_file;
 pub mod jobs;
 pub mod kineto;

@@ -7,6 +7,7 @@
 pub mod arch;
 pub mod availability;
 pub mod capabilities;
+pub mod clocks;
 pub mod cuda;
 pub mod info;
 pub mod nvlink;

@@ -12,10 +12,13 @@ use crate::planner::peaks::{self, PeakError, Peaks};
 use crate::planner::{ModelError, ModelSpec};
 
 pub fn model_error(e: ModelError) -> OpError {
+    if let ModelError::Hf(h) = &e {
+        return super::hf::hf_error(h);
+    }
     let hint = match &e {
         ModelError::Unknown { .. } => {
-            "Use one of the listed catalog ids, or describe the model with `architecture` \
-             (layers, hidden, heads, kv_heads, ffn, vocab) or `params_b`."
+            "Use one of the listed catalog ids, hf:org/name for a Hugging Face model's config.json, \
+             or describe the model with `architecture` (layers, hidden, heads, kv_heads, ffn, vocab) or `params_b`."
         }
         ModelError::NeedsShape { .. } => {
             "Pass `model` with a catalog id (e.g. llama-3.1-8b) or an `architecture` object: {\"layers\": 32, \"hidden\": 4096, \"heads\": 32, \"kv_heads\": 8, \"ffn\": 14336, \"vocab\": 128256}."

@@ -527,7 +527,7 @@ pub struct ScalingInput {
     /// History mode: only devices whose name contains this.
     #[serde(default)]
     pub device: Option<String>,
-    /// Planner mode: catalog model id (with gpu and gpu_counts).
+    /// Planner mode: catalog model id or `hf:org/name` (with gpu and gpu_counts).
     #[serde(default)]
     pub model: Option<String>,
     /// Planner mode: a custom model shape.
@@ -745,7 +745,7 @@ pub struct Whatif;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WhatifInput {
-    /// Catalog model id to serve (or `architecture`); without one, only benchmark history is filtered.
+    /// Catalog model id or `hf:org/name` to serve (or `architecture`); without one, only benchmark history is filtered.
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape.

@@ -47,7 +47,7 @@ pub struct Plan;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanInput {
-    /// Catalog model id, e.g. `llama-3.1-70b` (or give `architecture`).
+    /// Catalog model id or `hf:org/name`, e.g. `llama-3.1-70b` (or give `architecture`).
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape instead of a catalog id.
@@ -541,7 +541,7 @@ pub struct Fsdp;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FsdpInput {
-    /// Catalog model id (or give `architecture`).
+    /// Catalog model id or `hf:org/name` (or give `architecture`).
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape.
@@ -831,7 +831,7 @@ pub struct TensorParallel;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TensorParallelInput {
-    /// Catalog model id (or give `architecture`).
+    /// Catalog model id or `hf:org/name` (or give `architecture`).
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape.
@@ -1018,7 +1018,7 @@ pub struct Pipeline;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PipelineInput {
-    /// Catalog model id (or give `architecture`).
+    /// Catalog model id or `hf:org/name` (or give `architecture`).
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape.
@@ -1299,7 +1299,7 @@ pub struct CostEstimate;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CostEstimateInput {
-    /// Catalog model id.
+    /// Catalog model id or `hf:org/name`.
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape.

@@ -23,6 +23,7 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Power,
     &Nvlink,
     &Bandwidth,
+    &super::gpu_clocks::Clocks,
 ];
 
 /// The `device` argument every GPU probe takes.
@@ -508,7 +509,8 @@ mod tests {
             false,
         ));
         let ctx = OpContext::detached(app);
-        for op in OPERATIONS {
+        // aisp_gpu_clocks answers "not present" with what it checked instead (tested below).
+        for op in OPERATIONS.iter().filter(|o| o.spec().name != "clocks") {
             assert!(op.spec().needs_gpu, "{}", op.spec().tool_name());
             let err = op.call_json(&ctx, serde_json::json!({})).unwrap_err();
             assert_eq!(
@@ -523,6 +525,22 @@ mod tests {
                 err.message
             );
         }
+    }
+
+    #[test]
+    fn without_a_gpu_clocks_says_not_present_and_what_was_checked() {
+        let app = AppState::for_tests();
+        app.set_gpu_for_tests(GpuAvailability::unavailable(
+            "no NVIDIA driver on this test host",
+            false,
+        ));
+        let ctx = OpContext::detached(app);
+        let v = super::super::gpu_clocks::Clocks
+            .call_json(&ctx, serde_json::json!({"lock_sm_mhz": 1980}))
+            .unwrap();
+        assert_eq!(v["present"], false);
+        assert_eq!(v["checked"][0], "NVML: no NVIDIA driver on this test host");
+        assert!(v["lock"].is_null() && v["gpus"].as_array().unwrap().is_empty());
     }
 
     #[test]

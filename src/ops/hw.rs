@@ -20,7 +20,17 @@ use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
 
-pub const OPERATIONS: &[&dyn DynOperation] = &[&Roofline, &Pcie, &Cache, &TensorCores, &P2p, &Nccl];
+pub const OPERATIONS: &[&dyn DynOperation] = &[
+    &Roofline,
+    &Pcie,
+    &Cache,
+    &TensorCores,
+    &P2p,
+    &Nccl,
+    &super::hw_host::Disk,
+    &super::hw_host::Network,
+    &super::hw_host::NetworkListen,
+];
 
 /// GEMM variant index per precision name (order of GEMM.variants).
 const PRECISIONS: &[(&str, &[usize])] = &[

@@ -46,7 +46,7 @@ pub struct KvCacheOp;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KvCacheInput {
-    /// Catalog model id, e.g. `llama-3.1-70b` (or give `architecture`).
+    /// Catalog model id or `hf:org/name`, e.g. `llama-3.1-70b` (or give `architecture`).
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape (layers, hidden, heads, kv_heads, ...).
@@ -177,7 +177,7 @@ pub struct Estimate;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EstimateInput {
-    /// Catalog model id (or `architecture`, or `params_b` for a weights-only estimate).
+    /// Catalog model id or `hf:org/name` (or `architecture`, or `params_b` for a weights-only estimate).
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape.
@@ -405,7 +405,7 @@ pub struct Vllm;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VllmInput {
-    /// Catalog model id (or `architecture` with `hf_model`).
+    /// Catalog model id or `hf:org/name` (or `architecture` with `hf_model`).
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape.
@@ -475,6 +475,10 @@ pub struct VllmOutput {
 }
 
 fn hf_id(model: &ModelSpec) -> Option<String> {
+    // `hf:org/name` (or `hf:/folder`): vLLM takes the same repo id or path.
+    if let Some(repo) = model.id.as_deref().and_then(|i| i.strip_prefix("hf:")) {
+        return Some(repo.to_string());
+    }
     let url = &model.source;
     let rest = url.strip_prefix("https://huggingface.co/")?;
     let mut parts = rest.split('/');
@@ -872,7 +876,7 @@ pub struct Quantization;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuantizationInput {
-    /// Catalog model id (or `architecture`, or `params_b`).
+    /// Catalog model id or `hf:org/name` (or `architecture`, or `params_b`).
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape.
@@ -1070,7 +1074,7 @@ pub struct Deploy;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeployInput {
-    /// Catalog model id (or `architecture`).
+    /// Catalog model id or `hf:org/name` (or `architecture`).
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape.
@@ -1219,7 +1223,7 @@ pub struct CostPerTokenInput {
     /// Catalog GPU id, for the price range and the estimate (default: the local GPU).
     #[serde(default)]
     pub gpu: Option<String>,
-    /// Catalog model id, for an estimate when tokens_per_s is absent.
+    /// Catalog model id or `hf:org/name`, for an estimate when tokens_per_s is absent.
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape, for an estimate.

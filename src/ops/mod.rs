@@ -14,7 +14,10 @@ pub mod core;
 pub mod distributed;
 pub mod export;
 pub mod gpu;
+pub mod gpu_clocks;
+pub mod hf;
 pub mod hw;
+pub mod hw_host;
 pub mod inference;
 pub mod job;
 pub mod optimize;
@@ -65,7 +68,7 @@ pub const DOMAINS: &[Domain] = &[
     },
     Domain {
         name: "hw",
-        description: "Measured hardware roofs: memory bandwidth, compute peaks per precision, PCIe, caches, tensor cores, peer-to-peer and NCCL.",
+        description: "Measured hardware roofs: memory bandwidth, compute peaks per precision, PCIe, caches, tensor cores, peer-to-peer and NCCL; the host's disk and network throughput.",
         operations: hw::OPERATIONS,
     },
     Domain {
@@ -87,6 +90,11 @@ pub const DOMAINS: &[Domain] = &[
         name: "inference",
         description: "Inference planning: KV cache sizing, latency and throughput estimates, vLLM configs, quantization, deployment sizing and cost per token.",
         operations: inference::OPERATIONS,
+    },
+    Domain {
+        name: "hf",
+        description: "Hugging Face models: search the Hub and read a model's config.json (Hub, local cache or folder) for the planners.",
+        operations: hf::OPERATIONS,
     },
     Domain {
         name: "export",

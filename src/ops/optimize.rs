@@ -30,7 +30,7 @@ pub struct Recommend;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecommendInput {
-    /// Catalog model id, e.g. `llama-3.1-8b`.
+    /// Catalog model id or `hf:org/name`, e.g. `llama-3.1-8b`.
     #[serde(default)]
     pub model: Option<String>,
     /// A custom model shape.

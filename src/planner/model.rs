@@ -60,6 +60,9 @@ pub enum ModelError {
         "{what} needs the model's shape (layers, heads, kv_heads, hidden); a bare params_b does not give it — pass `model` or `architecture`"
     )]
     NeedsShape { what: String },
+    /// `model: "hf:org/name"` could not be read from a folder, the cache or the Hub.
+    #[error(transparent)]
+    Hf(#[from] crate::hf::HfError),
 }
 
 fn suggest(s: &[String]) -> String {
@@ -92,6 +95,9 @@ impl ModelSpec {
             return Err(ModelError::Ambiguous(names.join(" and ")));
         }
         if let Some(id) = model {
+            if id.trim_start().starts_with("hf:") {
+                return Self::from_hf(id, &crate::hf::HfEnv::from_env());
+            }
             let m = models::by_id(id).ok_or_else(|| ModelError::Unknown {
                 wanted: id.to_string(),
                 known: models::ids().into_iter().map(String::from).collect(),
@@ -132,6 +138,37 @@ impl ModelSpec {
             active_params: p * 1e9,
             arch: None,
             source: "params_b given in the call (dense model assumed)".into(),
+        })
+    }
+
+    /// A model from a Hugging Face config.json (`hf:org/name[@rev]` or `hf:/folder`).
+    pub fn from_hf(id: &str, env: &crate::hf::HfEnv) -> Result<ModelSpec, ModelError> {
+        let wanted = crate::hf::ModelRef::parse(id)?;
+        Self::from_fetched(&crate::hf::fetch_config(env, &wanted)?)
+    }
+
+    /// A model from a config.json already read.
+    pub fn from_fetched(fetched: &crate::hf::FetchedConfig) -> Result<ModelSpec, ModelError> {
+        let (arch, notes) = crate::hf::config::architecture(&fetched.config)?;
+        let mut source = format!(
+            "config.json from the {} ({}",
+            fetched.source, fetched.location
+        );
+        if let Some(r) = &fetched.revision {
+            source.push_str(&format!(", revision {r}"));
+        }
+        source.push(')');
+        for n in notes {
+            source.push_str("; ");
+            source.push_str(&n);
+        }
+        Ok(ModelSpec {
+            id: Some(format!("hf:{}", fetched.model)),
+            label: fetched.model.clone(),
+            total_params: arch.total_params(),
+            active_params: arch.active_params(),
+            arch: Some(arch),
+            source,
         })
     }
 
