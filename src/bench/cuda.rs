@@ -540,6 +540,52 @@ impl Function {
         ))
     }
 
+    /// Launch with `shared_bytes` of dynamic shared memory.
+    pub fn launch_shared(
+        &self,
+        stream: &Stream,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        shared_bytes: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
+        stream.ctx.bind()?;
+        // SAFETY: the caller passes pointers to values of the kernel's parameter types, in order.
+        unsafe { result::launch_kernel(self.raw, grid, block, shared_bytes, stream.raw, args) }
+            .map_err(|e| BenchError::cuda(&format!("cuLaunchKernel({})", self.name), e))
+    }
+
+    /// The most threads a block of this kernel may have (registers permitting).
+    pub fn max_threads_per_block(&self) -> Result<i32> {
+        self.attr(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+    }
+
+    /// Allow up to `bytes` of dynamic shared memory (needed above 48 KiB).
+    pub fn set_max_dynamic_shared(&self, bytes: u32) -> Result<()> {
+        // SAFETY: valid function handle.
+        check_raw("cuFuncSetAttribute", unsafe {
+            sys::cuFuncSetAttribute(
+                self.raw,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+        })
+    }
+
+    /// Blocks of `block_threads` threads with `shared_bytes` of dynamic shared
+    /// memory that fit on one SM at once.
+    pub fn max_active_blocks_shared(&self, block_threads: u32, shared_bytes: u32) -> Result<i32> {
+        // SAFETY: valid function handle.
+        unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(
+                self.raw,
+                block_threads as i32,
+                shared_bytes as usize,
+            )
+        }
+        .map_err(|e| BenchError::cuda("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))
+    }
+
     /// Blocks of `block_threads` threads that fit on one SM at once.
     pub fn max_active_blocks(&self, block_threads: u32) -> Result<i32> {
         // SAFETY: valid function handle.

@@ -23,6 +23,7 @@ pub mod datasheet;
 pub mod device;
 pub mod import;
 pub mod kernels;
+pub mod lab;
 pub mod lesson;
 pub mod libs;
 pub mod multi;

@@ -92,6 +92,8 @@ pub fn command() -> Command {
                 .help("Output format [default: table on a terminal, json otherwise]"),
         );
 
+    // The kernel lab's worker process (crate::bench::lab::runner starts it); not for people.
+    cmd = cmd.subcommand(Command::new(crate::bench::lab::runner::WORKER_SUBCOMMAND).hide(true));
     cmd = cmd.subcommand(serve_command());
     cmd = cmd.subcommand(dashboard_command());
     cmd = cmd.subcommand(
@@ -285,6 +287,9 @@ pub fn main() -> ExitCode {
         Some(pair) => pair,
         None => return ExitCode::from(2),
     };
+    if name == crate::bench::lab::runner::WORKER_SUBCOMMAND {
+        return crate::bench::lab::worker::main();
+    }
     let serving = name == "serve" || name == "dashboard";
     if !serving {
         // A one-shot command piped into `head` should end quietly when the reader goes away, as any Unix

@@ -75,7 +75,10 @@ pub const REFERENCE_NAMES: &[(&str, Option<&str>)] = &[
     ("benchmark_explore", Some("aisp_benchmark_history")),
     ("benchmark_export", Some("aisp_export_csv")),
     ("benchmark_history", Some("aisp_benchmark_history")),
-    ("benchmark_llm_patch_loop", None),
+    (
+        "benchmark_llm_patch_loop",
+        Some("aisp_benchmark_kernel_improve"),
+    ),
     ("benchmark_overview", Some("aisp_analyze_leaderboards")),
     ("benchmark_report", Some("aisp_export_pdf")),
     ("benchmark_targets", Some("aisp_benchmark_targets")),

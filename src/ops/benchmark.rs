@@ -18,8 +18,16 @@ use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
 
-pub const OPERATIONS: &[&dyn DynOperation] =
-    &[&Targets, &Run, &Compare, &History, &Import, &SpeedTest];
+pub const OPERATIONS: &[&dyn DynOperation] = &[
+    &Targets,
+    &Run,
+    &Compare,
+    &History,
+    &Import,
+    &SpeedTest,
+    &crate::ops::kernel_lab::KernelLab,
+    &crate::ops::kernel_lab::KernelImprove,
+];
 
 // ---------------------------------------------------------------- shared helpers
 
@@ -686,7 +694,7 @@ one run (baseline_variant, candidate_variant, optional run_id; the baseline defa
 variant in two runs (variant, baseline_run_id, candidate_run_id; e.g. before and after a driver update or on two \
 machines). Returns both sides' medians and metric values, the speedup (median ratio) with a 95% bootstrap interval, the \
 Mann-Whitney U p-value, whether it is significant (p < 0.05 and the interval excludes 1), a one-line verdict, and notes \
-when the GPUs or sizes differ. Needs no GPU; instant.",
+when the GPUs or sizes differ. Kernel-lab targets (kernel_<name>) work too; their baseline defaults to the reference. Needs no GPU; instant.",
         intents: &[
             "compare benchmark runs",
             "is the speedup significant",
@@ -700,6 +708,9 @@ when the GPUs or sizes differ. Needs no GPU; instant.",
     };
 
     fn run(&self, ctx: &OpContext, input: CompareInput) -> Result<CompareOutput, OpError> {
+        if input.target.starts_with("kernel_") && targets::spec(&input.target).is_none() {
+            return compare_kernel_lab(ctx, &input);
+        }
         let spec = targets::spec(&input.target).ok_or_else(|| unknown_target(&input.target))?;
         let store = ctx.app().store()?;
         let missing = |what: String| {
@@ -776,6 +787,58 @@ when the GPUs or sizes differ. Needs no GPU; instant.",
             .ok_or_else(|| missing(format!("{}/{cand_v} in run {run_id}", spec.id)))?;
         compare_rows(spec.id, &base, &cand)
     }
+}
+
+/// Compare kernel-lab rows (target `kernel_<name>`): their variants are the
+/// caller's kernels, so they are looked up in the store rather than in a
+/// lesson's list; the baseline defaults to the reference row of the run.
+fn compare_kernel_lab(ctx: &OpContext, input: &CompareInput) -> Result<CompareOutput, OpError> {
+    let store = ctx.app().store()?;
+    let target = input.target.as_str();
+    let missing = |what: String| {
+        OpError::not_found(
+            format!("no stored successful result for {what}"),
+            "aisp_benchmark_history with this target lists the stored kernel-lab rows.",
+        )
+    };
+    if let (Some(v), Some(b), Some(c)) = (
+        &input.variant,
+        &input.baseline_run_id,
+        &input.candidate_run_id,
+    ) {
+        let base = record::find(store, Some(b), target, v)?
+            .ok_or_else(|| missing(format!("{target}/{v} in run {b}")))?;
+        let cand = record::find(store, Some(c), target, v)?
+            .ok_or_else(|| missing(format!("{target}/{v} in run {c}")))?;
+        return compare_rows(target, &base, &cand);
+    }
+    let Some(cand_v) = &input.candidate_variant else {
+        return Err(OpError::invalid_input(
+            "compare needs candidate_variant (two kernels of one run) or variant, baseline_run_id and candidate_run_id",
+            "aisp_benchmark_history with this target lists the stored kernels.",
+        ));
+    };
+    let cand = record::find(store, input.run_id.as_deref(), target, cand_v)?
+        .ok_or_else(|| missing(format!("{target}/{cand_v}")))?;
+    let base_v = match &input.baseline_variant {
+        Some(b) => b.clone(),
+        None => record::history(
+            store,
+            &HistoryFilter {
+                target: Some(target.to_string()),
+                run_id: Some(cand.run_id.clone()),
+                limit: 1000,
+                ..Default::default()
+            },
+        )?
+        .into_iter()
+        .find(|r| r.role == "baseline" && r.size == cand.size)
+        .map(|r| r.variant)
+        .ok_or_else(|| missing(format!("the reference of run {}", cand.run_id)))?,
+    };
+    let base = record::find(store, Some(&cand.run_id), target, &base_v)?
+        .ok_or_else(|| missing(format!("{target}/{base_v} in run {}", cand.run_id)))?;
+    compare_rows(target, &base, &cand)
 }
 
 // ---------------------------------------------------------------- history

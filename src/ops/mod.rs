@@ -20,6 +20,7 @@ pub mod hw;
 pub mod hw_host;
 pub mod inference;
 pub mod job;
+pub mod kernel_lab;
 pub mod optimize;
 pub mod profile;
 pub mod profile_capture;
