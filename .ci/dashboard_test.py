@@ -11,9 +11,18 @@ draws and zoom changes the visible window; a finding's link moves the
 timeline to its place; a tool form call returns the right answer, an error
 shows kind/message/hint, and a long-running tool shows progress and can be
 cancelled; the token gate refuses without the token and admits with it.
+
+Part 2 (a real number on every page): the overview's no-GPU state with the
+probe's reason (or live GPU cards where NVML finds GPUs) and the triage's next
+steps; the compare verdict of two fixtures (neutral, +2.60 % per step, ground
+truth in tests/data/README.md) and a cancelled comparison; a leaderboard row
+and the roofline of history imported from examples/benchmark (values from its
+run.json); the memory per GPU of a plan (equal to the CLI's answer); a cited
+finding in an offline ask that opens the profile page at that finding.
 """
 
 import json
+import lzma
 import os
 import re
 import shutil
@@ -33,6 +42,24 @@ from selenium.webdriver.support.ui import WebDriverWait
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN_GOOD = os.path.join(ROOT, "tests", "data", "train_good.sqlite")
 TOKEN = "s3cret-dashboard-token"
+EXAMPLES_RUN = os.path.join(ROOT, "examples", "benchmark", "h100", "run.json")
+
+
+def fixture_xz(name, into):
+    """A tests/data .xz fixture decompressed into `into`."""
+    out = os.path.join(into, os.path.basename(name))
+    with lzma.open(os.path.join(ROOT, "tests", "data", name + ".xz")) as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+def cli(args, home):
+    """The same question asked through the CLI (the reference for what the page shows)."""
+    out = subprocess.run(
+        [sys.argv[1], *args, "--format", "json"],
+        capture_output=True, check=True, cwd=ROOT, env=dict(os.environ, AISP_HOME=home),
+    )
+    return json.loads(out.stdout)
 
 
 def start_server(binary, home, token=None):
@@ -105,11 +132,11 @@ def shot(d, shots, name):
         d.save_screenshot(os.path.join(shots, name))
 
 
-def full_page_shot(d, shots, name):
+def full_page_shot(d, shots, name, max_height=6000):
     if not shots:
         return
     height = d.execute_script("return document.documentElement.scrollHeight")
-    d.set_window_size(1400, min(max(height + 40, 1000), 6000))
+    d.set_window_size(1400, min(max(height + 40, 1000), max_height))
     time.sleep(0.3)
     d.save_screenshot(os.path.join(shots, name))
     d.set_window_size(1400, 1000)
@@ -272,6 +299,173 @@ def test_tools(d, base, shots):
     check(not console_errors(d), "tool pages: no console errors")
 
 
+def view_done(d, slot_id):
+    return d.execute_script(
+        "const e=document.getElementById(arguments[0]); return e && ['done','error','cancelled'].includes(e.dataset.state) ? e.dataset.state : null;",
+        slot_id,
+    )
+
+
+def test_overview(d, base, home, shots):
+    d.get(base + "/")
+    status = cli(["status"], home)
+    triage = cli(["triage"], home)
+    if not status["gpu"]["available"]:
+        wait(d, lambda: d.find_elements(By.CSS_SELECTOR, '#gpu-live [data-state="no-gpu"]'), "no-GPU state")
+        reason = d.find_element(By.CSS_SELECTOR, "#gpu-live .no-gpu .reason").text
+        check(reason == status["gpu"]["reason"], f"overview shows no GPU with the probe's reason: {reason}")
+    else:
+        wait(d, lambda: d.find_elements(By.CSS_SELECTOR, "#gpu-live .gpu-card"), "live GPU cards")
+        cards = d.find_elements(By.CSS_SELECTOR, "#gpu-live .gpu-card")
+        check(len(cards) == len(status["gpu"]["devices"]), f"one live card per GPU ({len(cards)})")
+        first = d.find_element(By.CSS_SELECTOR, '#gpu-live .gpu-card [data-metric="utilization"] polyline')
+        wait(d, lambda: len(first.get_attribute("points").split()) >= 2, "sparkline gains a point per second")
+    # The live cards' drawing, fed twice with a real H100 answer of aisp_gpu_info (examples/gpu/h100):
+    # where no GPU is, this is what the page would show a second apart.
+    info = json.load(open(os.path.join(ROOT, "examples", "gpu", "h100", "gpu_info.json")))
+    drawn = d.execute_script(
+        "const slot=document.createElement('div'); overviewPage.history=new Map();"
+        "overviewPage.draw(slot, arguments[0]); overviewPage.draw(slot, arguments[0]);"
+        "const m={}; slot.querySelectorAll('.metric').forEach(e=>{m[e.dataset.metric]=[e.querySelector('.value').textContent,"
+        " e.querySelector('polyline').getAttribute('points').split(' ').length];}); return m;",
+        info,
+    )
+    g = info["gpus"][0]
+    check(drawn["memory used"] == [f"{g['memory']['used_mib']} MiB of {g['memory']['total_mib']}", 2]
+          and drawn["power"] == [f"{g['power_draw_w']} W of {g['power_limit_enforced_w']:g}", 2]
+          and drawn["temperature"][0] == f"{g['temperature']['gpu_c']} °C",
+          f"GPU cards draw an H100's aisp_gpu_info answer as values and sparklines: {drawn}")
+    wait(d, lambda: view_done(d, "overview-view"), "triage view")
+    steps = [e.get_attribute("data-tool") for e in d.find_elements(By.CSS_SELECTOR, "#next-steps li[data-tool]")]
+    check(steps == [s["tool"] for s in triage["next_steps"]], f"the triage's next steps in order: {steps}")
+    link = d.find_element(By.CSS_SELECTOR, "#next-steps li a").get_attribute("href")
+    check("/tools/" + steps[0] in link, "each next step links to its tool's form")
+    check(d.find_elements(By.CSS_SELECTOR, "#stack [data-overall]"), "the software stack's state is shown")
+    full_page_shot(d, shots, "overview.png", max_height=2400)
+    check(not console_errors(d), "overview: no console errors")
+
+
+def test_compare(d, base, shots, tmp):
+    before = fixture_xz("cut/train_good_steady_nvtx.sqlite", tmp)
+    after = fixture_xz("cut/train_good_warmup_nvtx.sqlite", tmp)
+    d.get(base + "/compare?before=" + urllib.request.quote(before) + "&after=" + urllib.request.quote(after))
+    wait(d, lambda: ready(d), "compare page ready")
+    check(view_done(d, "compare-view") == "done", "the comparison rendered")
+    v = d.find_element(By.CSS_SELECTOR, "#verdict [data-verdict]")
+    check(v.get_attribute("data-verdict") == "neutral" and v.get_attribute("data-basis") == "per_step",
+          f"verdict of steady -> warmup: {v.get_attribute('data-verdict')} on {v.get_attribute('data-basis')}")
+    check("+2.60 %" in v.text and "threshold 3.79 %" in v.text, f"the verdict states its change and threshold: {v.text}")
+    pw = d.find_element(By.CSS_SELECTOR, '#evidence tr[data-basis="per_second_of_window"]').text
+    check("-37.90 %" in pw and "regressed" in pw, f"the evidence lists per-second-of-window too: {pw}")
+    check(d.find_elements(By.CSS_SELECTOR, "#range-deltas svg.chart"), "per-range deltas are an SVG chart")
+    check(d.find_element(By.ID, "f-before").get_attribute("value") == before, "the deep link fills the form")
+    full_page_shot(d, shots, "compare.png", max_height=2400)
+    # Cancel: the request is aborted at once and the page says so.
+    d.execute_script("document.getElementById('compare-form').requestSubmit(); document.querySelector('#compare-view .view-progress .cancel').click();")
+    wait(d, lambda: view_done(d, "compare-view") == "cancelled", "cancelled comparison")
+    kind = d.find_element(By.CSS_SELECTOR, "#compare-view .error").get_attribute("data-kind")
+    check(kind == "cancelled", "a running comparison can be cancelled")
+    d.find_element(By.ID, "f-after").clear()
+    d.find_element(By.ID, "f-after").send_keys("/nonexistent/after.sqlite")
+    d.find_element(By.CSS_SELECTOR, "#compare-form button[type=submit]").click()
+    wait(d, lambda: view_done(d, "compare-view") == "error", "error box")
+    box = d.find_element(By.CSS_SELECTOR, "#compare-view .error")
+    check(box.get_attribute("data-kind") == "not_found" and box.find_elements(By.CSS_SELECTOR, ".hint"), "a failed comparison shows kind, message and hint")
+    d.get_log("browser")  # the 404 above is the answer shown, not a page error
+
+
+def test_benchmarks(d, base, shots):
+    run = json.load(open(EXAMPLES_RUN))
+    fp8 = next(r for r in run["results"] if r.get("target", "gemm") == "gemm" and r["variant"] == "cublaslt_fp8")
+    speedup = next(s for s in run["speedups"] if s["target"] == "gemm" and s["variant"] == "cublaslt_fp8")
+    d.get(base + "/benchmarks")
+    wait(d, lambda: ready(d), "benchmarks page ready")
+    check(d.find_elements(By.ID, "no-history"), "an empty store says how to get history")
+    path = d.find_element(By.ID, "f-path")
+    check(path.get_attribute("value") == "examples/benchmark", "the import form holds the tool's example")
+    d.find_element(By.CSS_SELECTOR, "#import-form button[type=submit]").click()
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, ".import-done"), "import")
+    added = int(d.find_element(By.CSS_SELECTOR, ".import-done").get_attribute("data-rows-added"))
+    check(added == 47, f"47 results imported from examples/benchmark ({added})")
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, '#leaderboards tr[data-target="gemm"]'), "leaderboards")
+    row = d.find_element(By.CSS_SELECTOR, '#leaderboards tr[data-target="gemm"][data-rank="1"]')
+    value = row.find_element(By.CSS_SELECTOR, '[data-col="value"]').text
+    sp = row.find_element(By.CSS_SELECTOR, '[data-col="speedup"]').text
+    check(row.get_attribute("data-variant") == "cublaslt_fp8" and value == f"{fp8['value']:.1f} TFLOP/s",
+          f"gemm leaderboard row 1: cublaslt_fp8 {value} (run.json {fp8['value']:.2f})")
+    check(sp == f"{speedup['speedup']:.2f}×", f"its speedup over the naive baseline: {sp}")
+    roof = d.find_element(By.CSS_SELECTOR, "#roofline .roofline")
+    check(roof.get_attribute("data-memory-gb-per-s") == f"{run['roofs']['memory']['value']:.1f}",
+          f"roofline uses the measured memory roof ({roof.get_attribute('data-memory-gb-per-s')} GB/s)")
+    points = roof.find_elements(By.CSS_SELECTOR, "circle")
+    check(len(points) == 9, f"one roofline point per GEMM variant ({len(points)})")
+    check(d.find_elements(By.CSS_SELECTOR, "#pareto svg.chart") and d.find_elements(By.CSS_SELECTOR, "#power svg.chart"),
+          "Pareto scatter and energy per run are drawn")
+    full_page_shot(d, shots, "benchmarks.png", max_height=3400)
+    check(not console_errors(d), "benchmarks: no console errors")
+
+
+def test_planner(d, base, home, shots):
+    d.get(base + "/planner")
+    wait(d, lambda: ready(d), "planner page ready")
+    example = json.loads(urllib.request.urlopen(base + "/api/tools/aisp_distributed_plan").read())["example"]
+    d.find_element(By.CSS_SELECTOR, "#plan-form button[type=submit]").click()
+    wait(d, lambda: view_done(d, "plan-view"), "plan", timeout=120)
+    check(view_done(d, "plan-view") == "done", "the plan rendered")
+    plan = cli(["distributed", "plan", "--json", json.dumps(example)], home)
+    best = plan["candidates"][0]["memory"]
+    mem = d.find_element(By.CSS_SELECTOR, '#layouts tr[data-rank="1"] [data-col="memory-per-gpu"]').text
+    check(mem == f"{best['total_gb']:.2f} GB of {best['usable_gb']:.1f} GB", f"memory per GPU of the best layout: {mem}")
+    rows = d.find_elements(By.CSS_SELECTOR, "#layouts tr[data-rank]")
+    check(len(rows) == len(plan["candidates"]), f"every ranked layout listed ({len(rows)})")
+    check(any("Memory per GPU" in (e.get_attribute("aria-label") or "") for e in d.find_elements(By.CSS_SELECTOR, "#plan-view svg.chart")),
+          "memory breakdown bars")
+    kinds = d.find_element(By.ID, "rejected-kinds").text
+    check(all(f"{k}: {n} layouts" in kinds for k, n in plan["rejected_by_kind"]), f"why the others were rejected: {kinds}")
+    d.find_element(By.CSS_SELECTOR, "#estimate-form button[type=submit]").click()
+    wait(d, lambda: view_done(d, "estimate-view"), "estimate")
+    est_example = json.loads(urllib.request.urlopen(base + "/api/tools/aisp_inference_estimate").read())["example"]
+    est = cli(["inference", "estimate", "--json", json.dumps(est_example)], home)
+    w = d.find_element(By.CSS_SELECTOR, '#estimate-view [data-metric="weights-per-gpu"]').text
+    check(w == f"{est['weights_per_gpu_gb']:.2f} GB", f"inference estimate: weights per GPU {w}")
+    full_page_shot(d, shots, "planner.png", max_height=2400)
+    check(not console_errors(d), "planner: no console errors")
+
+
+def test_ask(d, base, shots):
+    d.get(base + "/ask")
+    wait(d, lambda: ready(d), "ask page ready")
+    check("No LLM configured" in d.find_element(By.ID, "ask-mode").text, "the page says the offline composer answers")
+    d.find_element(By.ID, "f-question").send_keys("why is this training step slow?")
+    d.find_element(By.ID, "f-path").send_keys(TRAIN_GOOD)
+    d.find_element(By.CSS_SELECTOR, "#ask-form button[type=submit]").click()
+    wait(d, lambda: d.find_elements(By.CSS_SELECTOR, '.msg.assistant[data-state="succeeded"]'), "the answer", timeout=120)
+    msg = d.find_element(By.CSS_SELECTOR, ".msg.assistant")
+    check(msg.find_elements(By.CSS_SELECTOR, ".progress-log li"), "progress was streamed into the chat")
+    check("11.37x" in msg.text and "Host-bound steps" in msg.text, "the answer states the top finding with its number")
+    cite = msg.find_element(By.CSS_SELECTOR, 'ol.citations li[data-tool="aisp_profile_rules"]')
+    ref = msg.find_element(By.CSS_SELECTOR, "a.cite-ref")
+    check(ref.get_attribute("href").endswith("#" + cite.get_attribute("id")), "an [E1] label links to its citation")
+    link = msg.find_element(By.CSS_SELECTOR, 'li[data-finding="host_bound_steps"] a.finding-link')
+    check("finding=host_bound_steps" in link.get_attribute("href"), "the cited finding links to the profile page")
+    full_page_shot(d, shots, "ask.png", max_height=2400)
+    check(not console_errors(d), "ask: no console errors")
+    link.click()
+    wait(d, lambda: "/profiles" in d.current_url and ready(d), "profile page from the citation")
+    art = d.find_element(By.CSS_SELECTOR, "article.finding.target")
+    check(art.get_attribute("data-rule") == "host_bound_steps", "the profile page opens at the cited finding")
+    tl = art.find_element(By.CSS_SELECTOR, "a.to-timeline")
+    canvas = d.find_element(By.ID, "tl-canvas")
+    ls, le = int(tl.get_attribute("data-start")), int(tl.get_attribute("data-end"))
+    wait(
+        d,
+        lambda: abs(int(canvas.get_attribute("data-window-start") or 0) - ls) <= 1
+        and abs(int(canvas.get_attribute("data-window-end") or 0) - le) <= 1,
+        "the timeline shows the finding's place",
+    )
+    check(True, "and the timeline shows the finding's place")
+
+
 def test_token_gate(d, base, shots):
     try:
         urllib.request.urlopen(base + "/api/tools")
@@ -322,6 +516,11 @@ def main():
         test_pages(d, base, shots)
         test_profile(d, base, shots)
         test_tools(d, base, shots)
+        test_overview(d, base, homes[0], shots)
+        test_compare(d, base, shots, homes[0])
+        test_benchmarks(d, base, shots)
+        test_planner(d, base, homes[0], shots)
+        test_ask(d, base, shots)
         test_token_gate(d, tbase, shots)
         print("dashboard browser tests passed")
     finally:

@@ -4,6 +4,8 @@
 //! SQL over the same export. The browser tests are `.ci/dashboard.sh`.
 
 mod common;
+#[path = "profile_common/mod.rs"]
+mod profile_common;
 
 use std::path::PathBuf;
 
@@ -160,6 +162,10 @@ async fn pages_sections_and_tool_schemas_are_served() {
     for page in [
         "/",
         "/profiles",
+        "/compare",
+        "/benchmarks",
+        "/planner",
+        "/ask",
         "/tools",
         "/tools/aisp_profile_info",
         "/login",
@@ -171,6 +177,11 @@ async fn pages_sections_and_tool_schemas_are_served() {
         assert!(csp.contains("script-src 'self'"), "{page}: {csp}");
     }
     for asset in [
+        "overview.js",
+        "compare.js",
+        "benchmarks.js",
+        "planner.js",
+        "ask.js",
         "common.js",
         "timeline.js",
         "profile.js",
@@ -347,4 +358,240 @@ async fn aisp_dashboard_serves_and_prints_its_url() {
     let _ = child.wait();
     assert_eq!(code, 200);
     assert!(body.contains("aisp dashboard"));
+}
+
+async fn post_view(server: &HttpServer, view: &str, args: Value) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(server.url(&format!("/dashboard/view/{view}")))
+        .json(&args)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+async fn api(server: &HttpServer, path: &str, args: Value) -> Value {
+    let r = reqwest::Client::new()
+        .post(server.url(path))
+        .json(&args)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{path}");
+    r.json().await.unwrap()
+}
+
+/// The `(x, y)` of every attribute `name="..."` in `html`, in order.
+fn attrs<'a>(html: &'a str, name: &str) -> Vec<&'a str> {
+    let key = format!("{name}=\"");
+    html.match_indices(&key)
+        .map(|(at, _)| {
+            let rest = &html[at + key.len()..];
+            &rest[..rest.find('"').unwrap()]
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_view_shows_the_verdict_with_its_basis_and_deltas() {
+    let server = HttpServer::start(&[], &[]);
+    let before = profile_common::fixture("cut/train_good_steady_nvtx.sqlite");
+    let after = profile_common::fixture("cut/train_good_warmup_nvtx.sqlite");
+    let (code, html) = post_view(
+        &server,
+        "compare",
+        json!({"before": before, "after": after}),
+    )
+    .await;
+    assert_eq!(code, 200, "{html}");
+    // tests/data/README.md: per-step medians 8,989,407.5 → 9,223,207 ns (+2.60 %), under the
+    // threshold; per second of window −37.90 %, which a per-step verdict does not rest on.
+    assert!(
+        html.contains(r#"data-verdict="neutral" data-basis="per_step" data-delta-pct="2.60""#),
+        "{html}"
+    );
+    assert!(html.contains("<td class=\"num\">8,989,407.5</td><td class=\"num\">9,223,207</td><td class=\"num\">+2.60 %</td>"));
+    assert!(html.contains(r#"<tr data-basis="per_second_of_window">"#));
+    assert!(html.contains("-37.90 %"));
+    let kernels = &html
+        [html.find(r#"id="kernel-deltas""#).unwrap()..html.find(r#"id="range-deltas""#).unwrap()];
+    let ranges = &html[html.find(r#"id="range-deltas""#).unwrap()..];
+    // Per-kernel and per-range deltas are charts of the one chart module, with their tables.
+    assert!(kernels.contains("<svg") && ranges.contains("<svg"));
+    assert!(
+        kernels.contains(r#"<tr data-kernel="multi_tensor_apply_kernel">"#),
+        "{kernels}"
+    );
+    assert!(ranges.contains(r#"<tr data-range="backward">"#), "{ranges}");
+
+    // A view always renders the answer: `async` (a job ticket) is left to the tool pages.
+    let (code, html) = post_view(
+        &server,
+        "compare",
+        json!({"before": before, "after": after, "async": true, "limit": 3}),
+    )
+    .await;
+    assert_eq!(code, 200, "{html}");
+    assert!(html.contains(r#"data-verdict="neutral""#));
+    assert_eq!(
+        html.matches("<tr data-kernel=").count(),
+        3,
+        "limit reaches the tool"
+    );
+
+    // Errors keep kind, message and hint.
+    let (code, html) = post_view(
+        &server,
+        "compare",
+        json!({"before": "/nonexistent/a.sqlite", "after": after}),
+    )
+    .await;
+    assert_eq!(code, 404);
+    assert!(html.contains(r#"data-kind="not_found""#) && html.contains(r#"class="hint""#));
+    let (code, html) = post_view(&server, "compare", json!({"before": before})).await;
+    assert_eq!(code, 400, "{html}");
+    let (code, _) = post_view(&server, "nope", json!({})).await;
+    assert_eq!(code, 404);
+    let r = reqwest::Client::new()
+        .post(server.url("/dashboard/view/compare"))
+        .body("[1]")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn benchmarks_view_shows_imported_history() {
+    let server = HttpServer::start(&[], &[]);
+    let (code, html) = post_view(&server, "benchmarks", json!({})).await;
+    assert_eq!(code, 200);
+    assert!(html.contains(r#"id="no-history""#), "{html}");
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/benchmark");
+    let imported = api(&server, "/api/benchmark/import", json!({"path": examples})).await;
+    assert_eq!(imported["rows_added"], 47);
+    let (code, html) = post_view(&server, "benchmarks", json!({})).await;
+    assert_eq!(code, 200);
+    // examples/benchmark/h100/run.json: cuBLASLt FP8 GEMM 1345.54 TFLOP/s, 248.88x the naive kernel.
+    let row = html
+        .find(r#"<tr data-target="gemm" data-variant="cublaslt_fp8" data-rank="1">"#)
+        .map(|at| &html[at..at + html[at..].find("</tr>").unwrap()])
+        .expect("gemm leaderboard row 1");
+    assert!(
+        row.contains("1345.5 TFLOP/s") && row.contains("248.88×"),
+        "{row}"
+    );
+    // The roofline: the measured memory roof and one point per GEMM variant (9 in the run).
+    let roof = &html[html.find(r#"id="roofline""#).unwrap()..html.find(r#"id="pareto""#).unwrap()];
+    assert!(roof.contains(r#"data-memory-gb-per-s="3065.5""#));
+    assert_eq!(roof.matches("<circle").count(), 9, "{roof}");
+    assert!(roof.contains("cublaslt_fp8: 1346 TFLOP/s at 2048 FLOP/B"));
+    for id in ["pareto", "power", "history"] {
+        let at = html.find(&format!(r#"id="{id}""#)).unwrap();
+        assert!(html[at..].contains("<svg") || id == "history", "{id}");
+    }
+    // The history answer carries the intensity (2·4096³ / ((2·4096²)·1 B + 4096²·2 B) = 2048 for FP8 in, BF16 out).
+    let hist = api(
+        &server,
+        "/api/benchmark/history",
+        json!({"target": "gemm", "variant": "cublaslt_fp8"}),
+    )
+    .await;
+    assert_eq!(hist["rows"][0]["intensity_flop_per_byte"], 2048.0);
+    // Filters reach the analyses.
+    let (_, html) = post_view(&server, "benchmarks", json!({"target": "reduction"})).await;
+    assert!(!html.contains(r#"data-target="gemm""#));
+    assert!(html.contains(r#"data-target="reduction""#));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planner_views_show_memory_per_gpu_and_rejections() {
+    let server = HttpServer::start(&[], &[]);
+    let args = json!({"model": "llama-3.1-70b", "gpu": "h100-sxm", "gpus": 64, "nodes": 8, "seq_len": 4096});
+    let (code, html) = post_view(&server, "plan", args.clone()).await;
+    assert_eq!(code, 200, "{html}");
+    let plan = api(&server, "/api/distributed/plan", args).await;
+    let cands = plan["candidates"].as_array().unwrap();
+    let shown = attrs(&html, "data-rank");
+    assert_eq!(shown.len(), cands.len());
+    let memory: Vec<String> = html
+        .match_indices(r#"data-col="memory-per-gpu">"#)
+        .map(|(at, k)| {
+            let rest = &html[at + k.len()..];
+            rest[..rest.find('<').unwrap()].to_string()
+        })
+        .collect();
+    for (c, m) in cands.iter().zip(&memory) {
+        assert_eq!(
+            m,
+            &format!(
+                "{:.2} GB of {:.1} GB",
+                c["memory"]["total_gb"].as_f64().unwrap(),
+                c["memory"]["usable_gb"].as_f64().unwrap()
+            )
+        );
+    }
+    // Memory breakdown as stacked bars: one row label per layout, the usable line.
+    assert!(html.contains("Memory per GPU of each ranked layout"));
+    assert!(html.contains(&format!(
+        "{:.1} GB",
+        cands[0]["memory"]["total_gb"].as_f64().unwrap()
+    )));
+    for (kind, n) in plan["rejected_by_kind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (k[0].as_str().unwrap(), k[1].as_i64().unwrap()))
+    {
+        assert!(
+            html.contains(&format!("<li><b>{kind}</b>: {n} layouts</li>")),
+            "{kind}"
+        );
+    }
+    let est_args = json!({"model": "llama-3.1-8b", "gpu": "h100-sxm", "prompt_tokens": 1024, "output_tokens": 256});
+    let (code, html) = post_view(&server, "estimate", est_args.clone()).await;
+    assert_eq!(code, 200, "{html}");
+    let est = api(&server, "/api/inference/estimate", est_args).await;
+    assert!(html.contains(&format!(
+        r#"data-metric="weights-per-gpu">{:.2} GB<"#,
+        est["weights_per_gpu_gb"].as_f64().unwrap()
+    )));
+    let (code, html) = post_view(&server, "plan", json!({"model": "nope"})).await;
+    assert_eq!(code, 400);
+    assert!(html.contains(r#"data-kind="invalid_input""#) && html.contains("class=\"hint\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overview_view_lists_next_steps_and_stack_problems_behind_the_token() {
+    let server = HttpServer::start(&["--token", "t0k"], &[]);
+    let (code, _) = post_view(&server, "overview", json!({})).await;
+    assert_eq!(code, 401, "views need the token");
+    let r = reqwest::Client::new()
+        .post(server.url("/dashboard/view/overview"))
+        .header("authorization", "Bearer t0k")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let html = r.text().await.unwrap();
+    let triage: Value = reqwest::Client::new()
+        .post(server.url("/api/triage"))
+        .header("authorization", "Bearer t0k")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let steps: Vec<&str> = triage["next_steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["tool"].as_str().unwrap())
+        .collect();
+    assert!(!steps.is_empty());
+    assert_eq!(attrs(&html, "data-tool"), steps, "{html}");
+    assert!(html.contains(r#"id="stack""#) && html.contains("data-overall="));
 }

@@ -162,6 +162,10 @@ pub struct StoredRow {
     /// Raw samples in ms (only when asked for).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub samples_ms: Option<Vec<f64>>,
+    /// GEMM variants: FLOP per byte of compulsory DRAM traffic, the x of the
+    /// variant's point on a roofline (set by `aisp_benchmark_history`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intensity_flop_per_byte: Option<f64>,
 }
 
 const COLUMNS: &str = "id, run_id, created_at, tool, target, variant, role, status, verified, failure, size, \
@@ -203,6 +207,7 @@ fn row_of(r: &rusqlite::Row, with_samples: bool) -> rusqlite::Result<StoredRow> 
         } else {
             None
         },
+        intensity_flop_per_byte: None,
     })
 }
 

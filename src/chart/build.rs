@@ -289,6 +289,95 @@ pub fn bars(
     sc
 }
 
+/// One row of stacked horizontal bars: its parts, in the order of `parts`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackedRow {
+    pub label: String,
+    /// One value per part (same order as the chart's parts); non-positive values draw nothing.
+    pub values: Vec<f64>,
+    /// Printed at the right end of the row (e.g. the total with its unit).
+    pub note: String,
+}
+
+/// Horizontal bars split into parts (e.g. memory per GPU: weights, gradients,
+/// optimizer states, activations), one row per item, with a legend of the parts
+/// and an optional reference line (e.g. the usable memory).
+pub fn stacked(
+    chart_title: &str,
+    axis_label: &str,
+    parts: &[(String, Paint)],
+    rows: &[StackedRow],
+    reference: Option<(f64, &str)>,
+) -> Scene {
+    let row_h = 16.0;
+    let top = TITLE_H + 4.0;
+    let bottom = top + rows.len().max(1) as f32 * row_h;
+    let legend_rows = 1.0 + (parts.len() / 5) as f32;
+    let height = bottom + 34.0 + legend_rows * 14.0;
+    let mut sc = Scene::new(chart_title, WIDTH, height);
+    title(&mut sc, chart_title);
+    let (x0, x1) = (210.0, WIDTH - 110.0);
+    let mut hi = rows
+        .iter()
+        .map(|r| {
+            r.values
+                .iter()
+                .filter(|v| v.is_finite() && **v > 0.0)
+                .sum::<f64>()
+        })
+        .fold(0.0, f64::max);
+    if let Some((v, _)) = reference
+        && v.is_finite()
+    {
+        hi = hi.max(v);
+    }
+    if hi <= 0.0 {
+        hi = 1.0;
+    }
+    let ax = Axis::new(0.0, hi, x0, x1, Scale::Linear);
+    for t in ax.ticks() {
+        let x = ax.at(t);
+        sc.line((x, top), (x, bottom), Paint::Grid, 0.5);
+        sc.muted_text(x, bottom + 11.0, fmt_num(t), 8.0, Anchor::Middle);
+    }
+    sc.muted_text(
+        (x0 + x1) / 2.0,
+        bottom + 24.0,
+        axis_label,
+        8.5,
+        Anchor::Middle,
+    );
+    for (i, r) in rows.iter().enumerate() {
+        let y = top + i as f32 * row_h;
+        sc.text(x0 - 6.0, y + 11.0, clip(&r.label, 40), FONT, Anchor::End);
+        let mut acc = 0.0;
+        for (v, (name, paint)) in r.values.iter().zip(parts) {
+            if !(v.is_finite() && *v > 0.0) {
+                continue;
+            }
+            let (a, b) = (ax.at(acc), ax.at(acc + v));
+            sc.rect(
+                a,
+                y + 3.0,
+                b - a,
+                row_h - 6.0,
+                *paint,
+                Some(format!("{}: {name} {}", r.label, fmt_num(*v))),
+            );
+            acc += v;
+        }
+        sc.text(x1 + 6.0, y + 11.0, r.note.clone(), FONT, Anchor::Start);
+    }
+    sc.line((x0, top - 2.0), (x0, bottom), Paint::Muted, 1.0);
+    if let Some((v, label)) = reference {
+        let x = ax.at(v);
+        sc.dashed((x, top - 2.0), (x, bottom), Paint::Ink, 1.0);
+        sc.muted_text(x + 3.0, top - 4.0, label, 8.0, Anchor::Start);
+    }
+    legend(&mut sc, bottom + 40.0, parts);
+    sc
+}
+
 /// A measured compute roof (horizontal line on the roofline).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Roof {
@@ -777,6 +866,46 @@ mod tests {
         assert_eq!(log_ticks(0.5, 300.0), vec![0.1, 1.0, 10.0, 100.0, 1000.0]);
         assert_eq!(fmt_num(7.894), "7.89");
         assert_eq!(fmt_num(3065.45), "3065");
+    }
+
+    #[test]
+    fn stacked_rows_place_their_parts_end_to_end() {
+        let parts = vec![
+            ("weights".to_string(), crate::chart::SERIES[0]),
+            ("activations".to_string(), crate::chart::SERIES[1]),
+        ];
+        let sc = stacked(
+            "memory per GPU",
+            "GB",
+            &parts,
+            &[StackedRow {
+                label: "TP4".into(),
+                values: vec![10.0, 30.0],
+                note: "40 GB".into(),
+            }],
+            Some((72.0, "usable")),
+        );
+        let rects: Vec<(f32, f32)> = sc
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Rect {
+                    x,
+                    w,
+                    title: Some(_),
+                    ..
+                } => Some((*x, *w)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(rects.len(), 2);
+        assert!(
+            (rects[0].0 + rects[0].1 - rects[1].0).abs() < 0.01,
+            "{rects:?}"
+        );
+        assert!((rects[1].1 / rects[0].1 - 3.0).abs() < 0.01);
+        assert!(sc.texts().contains(&"40 GB"));
+        assert!(sc.texts().contains(&"usable"));
     }
 
     #[test]

@@ -37,6 +37,31 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("assets/tools.js"),
     ),
     (
+        "overview.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/overview.js"),
+    ),
+    (
+        "compare.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/compare.js"),
+    ),
+    (
+        "benchmarks.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/benchmarks.js"),
+    ),
+    (
+        "planner.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/planner.js"),
+    ),
+    (
+        "ask.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/ask.js"),
+    ),
+    (
         "favicon.svg",
         "image/svg+xml",
         include_str!("assets/favicon.svg"),
@@ -47,6 +72,10 @@ const FILES: &[(&str, &str, &str)] = &[
 pub enum Page {
     Home,
     Profiles,
+    Compare,
+    Benchmarks,
+    Planner,
+    Ask,
     Tools,
     Tool,
     Login,
@@ -55,8 +84,12 @@ pub enum Page {
 impl Page {
     fn title(self) -> &'static str {
         match self {
-            Page::Home => "Dashboard",
+            Page::Home => "Overview",
             Page::Profiles => "Profiles",
+            Page::Compare => "Compare",
+            Page::Benchmarks => "Benchmarks",
+            Page::Planner => "Planner",
+            Page::Ask => "Ask",
             Page::Tools => "Tools",
             Page::Tool => "Tool",
             Page::Login => "Sign in",
@@ -66,6 +99,10 @@ impl Page {
         match self {
             Page::Home => "home",
             Page::Profiles => "profiles",
+            Page::Compare => "compare",
+            Page::Benchmarks => "benchmarks",
+            Page::Planner => "planner",
+            Page::Ask => "ask",
             Page::Tools => "tools",
             Page::Tool => "tool",
             Page::Login => "login",
@@ -75,13 +112,23 @@ impl Page {
         match self {
             Page::Profiles => &["timeline.js", "profile.js"],
             Page::Tools | Page::Tool => &["tools.js"],
-            Page::Login | Page::Home => &[],
+            Page::Home => &["overview.js"],
+            Page::Compare => &["tools.js", "compare.js"],
+            // tools.js: the forms generated from input schemas.
+            Page::Benchmarks => &["tools.js", "benchmarks.js"],
+            Page::Planner => &["tools.js", "planner.js"],
+            Page::Ask => &["tools.js", "ask.js"],
+            Page::Login => &[],
         }
     }
     fn body(self) -> &'static str {
         match self {
             Page::Home => include_str!("assets/home.html"),
             Page::Profiles => include_str!("assets/profiles.html"),
+            Page::Compare => include_str!("assets/compare.html"),
+            Page::Benchmarks => include_str!("assets/benchmarks.html"),
+            Page::Planner => include_str!("assets/planner.html"),
+            Page::Ask => include_str!("assets/ask.html"),
             Page::Tools => include_str!("assets/tools.html"),
             Page::Tool => include_str!("assets/tool.html"),
             Page::Login => include_str!("assets/login.html"),
@@ -124,7 +171,7 @@ pub fn page(page: Page) -> Response {
 <body data-page="{id}">
 <header class="top">
   <a class="brand" href="/">aisp</a>
-  <nav><a href="/profiles" data-nav="profiles">Profiles</a><a href="/tools" data-nav="tools">Tools</a></nav>
+  <nav><a href="/" data-nav="home">Overview</a><a href="/profiles" data-nav="profiles">Profiles</a><a href="/compare" data-nav="compare">Compare</a><a href="/benchmarks" data-nav="benchmarks">Benchmarks</a><a href="/planner" data-nav="planner">Planner</a><a href="/ask" data-nav="ask">Ask</a><a href="/tools" data-nav="tools">Tools</a></nav>
   <span class="auth" id="auth"></span>
 </header>
 <main id="main">

@@ -15,6 +15,11 @@
 //! same [`Policy`] as `/api`.
 
 mod assets;
+mod benchmarks;
+mod compare;
+mod html;
+mod overview;
+mod planner;
 mod profile_page;
 
 use std::path::{Path as FsPath, PathBuf};
@@ -53,6 +58,19 @@ pub fn router(app: Arc<AppState>, policy: Arc<Policy>) -> Router {
             get(|| async { assets::page(assets::Page::Profiles) }),
         )
         .route(
+            "/compare",
+            get(|| async { assets::page(assets::Page::Compare) }),
+        )
+        .route(
+            "/benchmarks",
+            get(|| async { assets::page(assets::Page::Benchmarks) }),
+        )
+        .route(
+            "/planner",
+            get(|| async { assets::page(assets::Page::Planner) }),
+        )
+        .route("/ask", get(|| async { assets::page(assets::Page::Ask) }))
+        .route(
             "/tools",
             get(|| async { assets::page(assets::Page::Tools) }),
         )
@@ -72,6 +90,7 @@ pub fn router(app: Arc<AppState>, policy: Arc<Policy>) -> Router {
     let data = Router::new()
         .route("/api/tools/{tool}", get(tool_schema))
         .route("/dashboard/profile/{section}", get(profile_section))
+        .route("/dashboard/view/{view}", post(view))
         .route(
             "/dashboard/upload",
             post(upload).layer(DefaultBodyLimit::disable()),
@@ -173,6 +192,55 @@ async fn profile_section(
             html_response(status, profile_page::error_box(&err))
         }
     }
+}
+
+/// `POST /dashboard/view/<view>` with the view's arguments as a JSON object:
+/// one server-rendered part of a page (HTML with SVG charts), made from the
+/// answers of registry operations called through [`dispatch`]. A client that
+/// goes away (the page's Cancel aborts the request) cancels the call.
+async fn view(
+    State(app): State<Arc<AppState>>,
+    Path(view): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let args: Value = if body.is_empty() {
+        json!({})
+    } else {
+        match serde_json::from_slice(&body) {
+            // A view renders an answer: `async` (a job ticket instead) is the tool pages' to use.
+            Ok(Value::Object(mut m)) => {
+                m.remove("async");
+                Value::Object(m)
+            }
+            _ => {
+                return view_error(OpError::invalid_input(
+                    "the view's arguments must be a JSON object",
+                    "Send the form's arguments as {\"name\": value, ...}.",
+                ));
+            }
+        }
+    };
+    let html = match view.as_str() {
+        "overview" => overview::render(&app).await,
+        "compare" => compare::render(&app, args).await,
+        "benchmarks" => benchmarks::render(&app, args).await,
+        "plan" => planner::plan(&app, args).await,
+        "estimate" => planner::estimate(&app, args).await,
+        other => Err(OpError::not_found(
+            format!("the dashboard has no view `{other}`"),
+            "Views: overview, compare, benchmarks, plan, estimate.",
+        )),
+    };
+    match html {
+        Ok(body) => html_response(StatusCode::OK, body),
+        Err(err) => view_error(err),
+    }
+}
+
+fn view_error(err: OpError) -> Response {
+    let status =
+        StatusCode::from_u16(err.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    html_response(status, html::error_box(&err))
 }
 
 fn html_response(status: StatusCode, body: String) -> Response {

@@ -9,83 +9,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::call;
+pub use super::html::error_box;
+use super::html::{arr, esc, f, fmt_ns, fmt_ts, i, int_sep, s};
 use crate::app::AppState;
 use crate::chart::{self, build, svg};
 use crate::error::OpError;
-
-/// Escape text for HTML content and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-/// A duration in ns as people read it.
-pub fn fmt_ns(ns: f64) -> String {
-    let a = ns.abs();
-    if a >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.2} ms", ns / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} µs", ns / 1e3)
-    } else {
-        format!("{ns:.0} ns")
-    }
-}
-
-/// An absolute export timestamp as seconds of the capture's timebase.
-fn fmt_ts(ns: i64) -> String {
-    format!("{:.6} s", ns as f64 / 1e9)
-}
-
-fn int_sep(n: i64) -> String {
-    let s = n.abs().to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 { format!("-{out}") } else { out }
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(0.0)
-}
-fn i(v: &Value) -> i64 {
-    v.as_i64().unwrap_or(0)
-}
-fn s(v: &Value) -> &str {
-    v.as_str().unwrap_or("")
-}
-fn arr(v: &Value) -> &[Value] {
-    v.as_array().map(Vec::as_slice).unwrap_or(&[])
-}
-
-/// An error as the page shows it: kind, message, hint.
-pub fn error_box(err: &OpError) -> String {
-    let hint = if err.hint.is_empty() {
-        String::new()
-    } else {
-        format!(r#"<div class="hint">{}</div>"#, esc(&err.hint))
-    };
-    format!(
-        r#"<div class="error" data-kind="{kind}"><span class="kind">{kind}</span> {msg}{hint}</div>"#,
-        kind = esc(err.kind.as_str()),
-        msg = esc(&err.message),
-    )
-}
 
 fn with(scope: &Map<String, Value>, extra: Value) -> Value {
     let mut m = scope.clone();

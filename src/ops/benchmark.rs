@@ -908,7 +908,7 @@ GPU over days or to find run ids for aisp_benchmark_compare. Needs no GPU; insta
             ));
         }
         let store = ctx.app().store()?;
-        let rows = record::history(
+        let mut rows = record::history(
             store,
             &HistoryFilter {
                 target: input.target,
@@ -919,6 +919,21 @@ GPU over days or to find run ids for aisp_benchmark_compare. Needs no GPU; insta
                 with_samples: input.include_samples.unwrap_or(false),
             },
         )?;
+        // Each GEMM variant's point on a roofline: its intensity from the lesson's sizes.
+        let ids: Vec<i64> = rows
+            .iter()
+            .filter(|r| r.metric.as_deref() == Some("tflop_per_s") && r.target != "roof")
+            .map(|r| r.id)
+            .collect();
+        if !ids.is_empty() {
+            let details = record::details_by_id(store, &ids)?;
+            for r in rows.iter_mut() {
+                r.intensity_flop_per_byte = details
+                    .get(&r.id)
+                    .and_then(|d| d.get("details"))
+                    .and_then(|lesson| crate::report::bench::gemm_intensity(&r.variant, lesson));
+            }
+        }
         let mut runs: Vec<String> = Vec::new();
         for r in &rows {
             if !runs.contains(&r.run_id) {
@@ -1509,6 +1524,7 @@ mod tests {
             nvrtc_version: None,
             host: None,
             samples_ms: Some(samples),
+            intensity_flop_per_byte: None,
         }
     }
 

@@ -75,7 +75,43 @@ const aisp = (() => {
     if (a >= 1e3) return (ns / 1e3).toFixed(1) + ' µs';
     return Math.round(ns) + ' ns';
   }
-  return { token, setToken, request, json, post, get, html, el, errorBox, fmtNs, toLogin };
+  // Call one tool by its name: its HTTP path comes from the registry (GET /api/tools/<tool>).
+  const paths = new Map();
+  async function tool(name, args, opts) {
+    if (!paths.has(name)) paths.set(name, (await get('/api/tools/' + encodeURIComponent(name))).path);
+    return post(paths.get(name), args || {}, opts);
+  }
+  // One server-rendered part of a page (POST /dashboard/view/<name>): a progress line with the
+  // elapsed time and a Cancel button while it runs (Cancel aborts the request; the server cancels
+  // the call), then the HTML, or the error box (kind, message, hint). Resolves true on success.
+  async function view(name, args, slot, opts) {
+    const ctl = new AbortController();
+    const started = performance.now();
+    const label = (opts && opts.label) || 'working';
+    const text = el('span', { class: 'small', text: label + '…' });
+    const cancel = el('button', { type: 'button', class: 'cancel', text: 'Cancel', onclick: () => ctl.abort() });
+    const prog = el('div', { class: 'view-progress', 'data-state': 'running' }, el('progress'), ' ', text, ' ', cancel);
+    slot.dataset.state = 'running';
+    slot.replaceChildren(prog);
+    const timer = setInterval(() => { text.textContent = `${label}… ${((performance.now() - started) / 1000).toFixed(0)} s`; }, 500);
+    try {
+      const r = await request('POST', '/dashboard/view/' + name, args || {}, { signal: ctl.signal });
+      const body = await r.text();
+      slot.innerHTML = body; // rendered and escaped on the server
+      slot.dataset.state = r.ok ? 'done' : 'error';
+      return r.ok;
+    } catch (e) {
+      const err = e.name === 'AbortError'
+        ? { kind: 'cancelled', message: label + ' was cancelled', hint: 'Run it again when you are ready.' }
+        : e;
+      if (e.status !== 401) slot.replaceChildren(errorBox(err));
+      slot.dataset.state = e.name === 'AbortError' ? 'cancelled' : 'error';
+      return false;
+    } finally {
+      clearInterval(timer);
+    }
+  }
+  return { token, setToken, request, json, post, get, html, el, errorBox, fmtNs, toLogin, tool, view };
 })();
 
 function showAuth() {

@@ -40,9 +40,28 @@ const profilePage = {
   done() {
     this.pending -= 1;
     if (this.pending === 0) {
+      this.focusFinding();
       window.aispReady = performance.now();
       document.body.dataset.ready = '1';
     }
+  },
+
+  // ?finding=<rule id> (links from ask's citations): show that finding and its place on the timeline.
+  focusFinding() {
+    const id = this.params.get('finding');
+    if (!id) return;
+    const art = Array.from(document.querySelectorAll('article.finding')).find((a) => a.dataset.rule === id);
+    const box = document.getElementById('findings');
+    if (!art) {
+      box.querySelector('.section').prepend(aisp.errorBox({ kind: 'not_found', message: `no finding ${id} in this profile now`, hint: 'The rules may have changed since the answer was written; the findings below are current.' }));
+      return;
+    }
+    art.classList.add('target');
+    const details = art.querySelector('details');
+    if (details) details.open = true;
+    const link = art.querySelector('a.to-timeline');
+    if (link && !this.params.get('start_ns')) this.showOnTimeline(Number(link.dataset.start), Number(link.dataset.end));
+    art.scrollIntoView({ block: 'center' });
   },
 
   async loadSection(el, q) {

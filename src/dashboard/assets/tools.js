@@ -106,6 +106,44 @@ function fieldFor(name, p, required) {
   return { name, row, input, read };
 }
 
+// A form for one tool, generated from its input schema (GET /api/tools/<tool>), for the pages
+// that call a tool themselves (compare, benchmarks, planner, ask). `skip`: arguments the page
+// sets itself; `first`: arguments shown first. Returns the tool, its fields, fill() and args().
+async function schemaForm(toolName, form, opts) {
+  const o = Object.assign({ skip: [], first: [], submit: 'Run', example: true }, opts || {});
+  const t = await aisp.get('/api/tools/' + encodeURIComponent(toolName));
+  const schema = t.input_schema || {};
+  const req = new Set(schema.required || []);
+  const skip = new Set(['async', 'timeout_s'].concat(o.skip));
+  const names = Object.keys(schema.properties || {}).filter((n) => !skip.has(n));
+  names.sort((a, b) => {
+    const ia = o.first.indexOf(a), ib = o.first.indexOf(b);
+    return (ia < 0 ? 1e9 : ia) - (ib < 0 ? 1e9 : ib);
+  });
+  const fields = names.map((n) => fieldFor(n, schema.properties[n], req.has(n)));
+  const ui = {
+    tool: t,
+    fields,
+    fill(args) { for (const f of fields) f.input.setValue(args[f.name]); },
+    args() {
+      const out = {};
+      for (const f of fields) { const v = f.read(); if (v !== undefined) out[f.name] = v; }
+      return out;
+    },
+  };
+  const main = fields.filter((f) => req.has(f.name) || o.first.includes(f.name));
+  const more = fields.filter((f) => !main.includes(f));
+  const parts = main.map((f) => f.row);
+  if (more.length) parts.push(aisp.el('details', { class: 'more-args' }, aisp.el('summary', { text: `more arguments (${more.length})` }), ...more.map((f) => f.row)));
+  const actions = aisp.el('div', { class: 'form-actions' }, aisp.el('button', { type: 'submit', text: o.submit }));
+  if (t.example && o.example) actions.append(aisp.el('button', { type: 'button', text: 'Fill the example', onclick: () => ui.fill(t.example) }));
+  parts.push(actions);
+  form.classList.add('schema-form');
+  form.dataset.tool = t.tool;
+  form.replaceChildren(...parts);
+  return ui;
+}
+
 const toolPage = {
   async start() {
     const name = decodeURIComponent(location.pathname.split('/').pop());
