@@ -47,6 +47,23 @@ fn figures(d: &RankDigest) -> String {
     serde_json::to_string(&d).unwrap()
 }
 
+/// Every tool a finding's texts send the reader to exists (`aisp_system_*` names a domain).
+fn names_real_tools(findings: &[aisp::profile::rules::Finding]) {
+    let re = regex::Regex::new(r"aisp_[a-z0-9_]+").unwrap();
+    for f in findings {
+        for text in [&f.why, &f.fix, &f.verify] {
+            for m in re.find_iter(text) {
+                let name = m.as_str();
+                assert!(
+                    name.ends_with('_') || aisp::registry::find(name).is_some(),
+                    "{}: no tool {name}",
+                    f.id
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn split_per_rank_gives_the_combined_exports_figures() {
     let tmp = tempfile::tempdir().unwrap();
@@ -264,6 +281,7 @@ fn sixty_four_ranks_with_skewed_clocks_and_a_straggler() {
         s.last_arrivals
     )));
     assert!(f.iter().any(|x| x.id == "cross_rank_skew_dominated"));
+    names_real_tools(&f);
     // The heat map: 64 ranks × 20 steps.
     let h = cr.heat_map.as_ref().unwrap();
     assert_eq!((h.ranks.len(), h.steps.len()), (WORLD, 20));
@@ -516,6 +534,7 @@ fn a_slow_node_is_named_when_all_its_ranks_arrive_late() {
     );
     // The finding names the host and its ranks, at stake their summed lateness, with the numbers of the data.
     let f = ranks::findings::findings(cr);
+    names_real_tools(&f);
     let slow = f
         .iter()
         .find(|x| x.id == "cross_rank_slow_node")

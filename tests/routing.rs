@@ -78,33 +78,26 @@ fn suggestions_route_everyday_questions_to_the_right_tool() {
             )
             .unwrap();
         let names: Vec<&str> = out.suggestions.iter().map(|s| s.tool.as_str()).collect();
+        let right = |n: &&str| q.expect.iter().any(|e| e == n);
+        let first_right = names.first().is_some_and(right);
+        let top3_right = names.iter().take(3).any(right);
         if q.heldout_v1 {
             // Counted in the tuned part as well; reported apart for its history
             // (77.8 % first before 2026-11-25).
             first_heldout.total += 1;
-            first_heldout.first += usize::from(
-                names
-                    .first()
-                    .is_some_and(|n| q.expect.iter().any(|e| e == n)),
-            );
-            first_heldout.top3 += usize::from(
-                names
-                    .iter()
-                    .take(3)
-                    .any(|n| q.expect.iter().any(|e| e == n)),
-            );
+            first_heldout.first += usize::from(first_right);
+            first_heldout.top3 += usize::from(top3_right);
         }
         let tally = if q.heldout { &mut heldout } else { &mut tuned };
         tally.total += 1;
-        let right = |n: &&str| q.expect.iter().any(|e| e == n);
-        if names.first().is_some_and(right) {
+        if first_right {
             tally.first += 1;
         } else {
             tally
                 .misses
                 .push(format!("{:?} -> {names:?} (want {:?})", q.text, q.expect));
         }
-        if names.iter().take(3).any(right) {
+        if top3_right {
             tally.top3 += 1;
         }
         if let Some(first) = names.first()

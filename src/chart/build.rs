@@ -122,6 +122,24 @@ impl Axis {
     }
 }
 
+/// Vertical grid lines at the x axis's ticks from `top` to `bottom`, labelled below.
+fn x_grid(sc: &mut Scene, ax: &Axis, top: f32, bottom: f32) {
+    for t in ax.ticks() {
+        let x = ax.at(t);
+        sc.line((x, top), (x, bottom), Paint::Grid, 0.5);
+        sc.muted_text(x, bottom + 11.0, fmt_num(t), 8.0, Anchor::Middle);
+    }
+}
+
+/// Horizontal grid lines at the y axis's ticks from `x0` to `x1`, labelled on the left.
+fn y_grid(sc: &mut Scene, ay: &Axis, x0: f32, x1: f32) {
+    for t in ay.ticks() {
+        let y = ay.at(t);
+        sc.line((x0, y), (x1, y), Paint::Grid, 0.5);
+        sc.muted_text(x0 - 4.0, y + 3.0, fmt_num(t), 8.0, Anchor::End);
+    }
+}
+
 fn title(sc: &mut Scene, text: &str) {
     sc.bold_text(0.0, 13.0, text, 11.0);
 }
@@ -241,11 +259,7 @@ pub fn bars(
     }
     let ax = Axis::new(lo, hi, x0, x1, scale);
     let bottom = top + rows.len().max(1) as f32 * row_h;
-    for t in ax.ticks() {
-        let x = ax.at(t);
-        sc.line((x, top), (x, bottom), Paint::Grid, 0.5);
-        sc.muted_text(x, bottom + 11.0, fmt_num(t), 8.0, Anchor::Middle);
-    }
+    x_grid(&mut sc, &ax, top, bottom);
     sc.muted_text(
         (x0 + x1) / 2.0,
         bottom + 24.0,
@@ -335,11 +349,7 @@ pub fn stacked(
         hi = 1.0;
     }
     let ax = Axis::new(0.0, hi, x0, x1, Scale::Linear);
-    for t in ax.ticks() {
-        let x = ax.at(t);
-        sc.line((x, top), (x, bottom), Paint::Grid, 0.5);
-        sc.muted_text(x, bottom + 11.0, fmt_num(t), 8.0, Anchor::Middle);
-    }
+    x_grid(&mut sc, &ax, top, bottom);
     sc.muted_text(
         (x0 + x1) / 2.0,
         bottom + 24.0,
@@ -424,16 +434,8 @@ pub fn roofline(
         .fold(0.1, f64::min);
     let ax = Axis::new(min_i, max_i, x0, x1, Scale::Log);
     let ay = Axis::new(low_y, peak * 1.2, y0, y1, Scale::Log);
-    for t in ax.ticks() {
-        let x = ax.at(t);
-        sc.line((x, y1), (x, y0), Paint::Grid, 0.5);
-        sc.muted_text(x, y0 + 11.0, fmt_num(t), 8.0, Anchor::Middle);
-    }
-    for t in ay.ticks() {
-        let y = ay.at(t);
-        sc.line((x0, y), (x1, y), Paint::Grid, 0.5);
-        sc.muted_text(x0 - 4.0, y + 3.0, fmt_num(t), 8.0, Anchor::End);
-    }
+    x_grid(&mut sc, &ax, y1, y0);
+    y_grid(&mut sc, &ay, x0, x1);
     sc.muted_text(
         (x0 + x1) / 2.0,
         y0 + 26.0,
@@ -536,16 +538,8 @@ pub fn pareto(chart_title: &str, x_label: &str, y_label: &str, points: &[Scatter
     let (yl, yh, ys) = span(points.iter().map(|p| p.y).collect());
     let ax = Axis::new(xl, xh, x0, x1, xs);
     let ay = Axis::new(yl, yh, y0, y1, ys);
-    for t in ax.ticks() {
-        let x = ax.at(t);
-        sc.line((x, y1), (x, y0), Paint::Grid, 0.5);
-        sc.muted_text(x, y0 + 11.0, fmt_num(t), 8.0, Anchor::Middle);
-    }
-    for t in ay.ticks() {
-        let y = ay.at(t);
-        sc.line((x0, y), (x1, y), Paint::Grid, 0.5);
-        sc.muted_text(x0 - 4.0, y + 3.0, fmt_num(t), 8.0, Anchor::End);
-    }
+    x_grid(&mut sc, &ax, y1, y0);
+    y_grid(&mut sc, &ay, x0, x1);
     sc.muted_text((x0 + x1) / 2.0, y0 + 26.0, x_label, 8.5, Anchor::Middle);
     sc.muted_text(x0, y1 - 8.0, y_label, 8.5, Anchor::End);
     let mut front: Vec<&ScatterPoint> = points.iter().filter(|p| p.on_front).collect();
@@ -621,11 +615,7 @@ pub fn timeline(
     let ms = |t: i64| (t - t0) as f64 / 1e6;
     let ax = Axis::new(0.0, ms(t1).max(1e-6), x0, x1, Scale::Linear);
     let bottom = top + lanes.len().max(1) as f32 * lane_h;
-    for t in ax.ticks() {
-        let x = ax.at(t);
-        sc.line((x, top), (x, bottom), Paint::Grid, 0.5);
-        sc.muted_text(x, bottom + 11.0, fmt_num(t), 8.0, Anchor::Middle);
-    }
+    x_grid(&mut sc, &ax, top, bottom);
     sc.muted_text(
         (x0 + x1) / 2.0,
         bottom + 23.0,
@@ -725,16 +715,8 @@ pub fn lines(
         Scale::Linear,
     );
     let ay = Axis::new(yl, yh, y0, y1, Scale::Linear);
-    for t in ax.ticks() {
-        let x = ax.at(t);
-        sc.line((x, y1), (x, y0), Paint::Grid, 0.5);
-        sc.muted_text(x, y0 + 11.0, fmt_num(t), 8.0, Anchor::Middle);
-    }
-    for t in ay.ticks() {
-        let y = ay.at(t);
-        sc.line((x0, y), (x1, y), Paint::Grid, 0.5);
-        sc.muted_text(x0 - 4.0, y + 3.0, fmt_num(t), 8.0, Anchor::End);
-    }
+    x_grid(&mut sc, &ax, y1, y0);
+    y_grid(&mut sc, &ay, x0, x1);
     sc.muted_text((x0 + x1) / 2.0, y0 + 24.0, x_label, 8.5, Anchor::Middle);
     sc.muted_text(x0, y1 - 8.0, y_label, 8.5, Anchor::End);
     for s in series {

@@ -124,7 +124,7 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
                 .into(),
             fix: "Look at what the straggler does before each collective (aisp_profile_timeline on its \
                   export around a late collective): uneven data or sequence lengths, a slower GPU \
-                  (clocks, thermals: aisp_gpu_status on its host), host-side stalls (data loading, \
+                  (clocks, thermals: aisp_gpu_power on its host), host-side stalls (data loading, \
                   Python) or a noisy neighbour."
                 .into(),
             verify: "Re-profile the set: its last arrivals and the wait it causes should fall to the \
@@ -208,7 +208,7 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
             why: "When every late rank sits on one host, the cause is the host (CPU contention, \
                   thermals, a slower NIC or PCIe path), not the model."
                 .into(),
-            fix: "Check the host: aisp_gpu_status and aisp_system_* on it, its NIC and PCIe link \
+            fix: "Check the host: aisp_gpu_power and aisp_system_* on it, its NIC and PCIe link \
                   (aisp_gpu_topology), and compare with a healthy host; drain it if it stays slow."
                 .into(),
             verify: "Re-run without that host (or after fixing it): the last arrivals should spread out."
