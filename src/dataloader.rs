@@ -11,6 +11,13 @@
 //! prefetched batches was empty, so every worker was busy producing and the
 //! workers together are slower than the loop. The measured prefetch depth is
 //! how many steps found a batch ready (waited under [`READY_NS`]).
+//!
+//! From an Nsight Systems export ([`nsys`]) the same answer is built from what
+//! that capture holds instead: the waits from DataLoader NVTX ranges or from
+//! the loop thread's OS runtime queue waits, and the workers' utilisation
+//! measured from the scheduler's context switches.
+
+pub mod nsys;
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -33,6 +40,13 @@ pub enum LoaderError {
         "the trace has no steps (`ProfilerStep#N` from prof.step(), or `step_N` ranges): waits cannot be related to steps"
     )]
     NoSteps,
+    #[error(
+        "the export has no DataLoader NVTX ranges and no OS runtime calls on the loop's thread: the wait on data \
+         cannot be measured"
+    )]
+    NoWaitSignal,
+    #[error("cannot read the export: {0}")]
+    Sql(#[from] rusqlite::Error),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
@@ -72,31 +86,36 @@ pub struct LoaderAnalysis {
     /// Where batches reach the GPU from: `pinned` or `pageable` (the host-to-device
     /// copies' source memory), `mixed`, or `no_copies`.
     pub h2d_copies_from: String,
+    /// How deep the prefetch queue ran, or why this input cannot say.
+    pub prefetch_depth: String,
+    /// What the waits were measured from.
+    pub wait_basis: String,
+    /// The first step, left out of the figures above when it waited for the
+    /// workers to start (Nsight Systems exports hold the whole run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excluded_first_step: Option<StepWait>,
+    /// Measured running time of the loader's threads (Nsight Systems exports
+    /// with context switches): worker processes, the pin-memory thread, the loop.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadUse>,
     pub fix: Vec<String>,
     pub per_step: Vec<StepWait>,
 }
 
-fn overlap(iv: &[&CpuOp], s: i64, e: i64) -> i64 {
-    let mut parts: Vec<(i64, i64)> = iv
-        .iter()
-        .filter_map(|o| {
-            let (a, b) = (o.start_ns.max(s), (o.start_ns + o.dur_ns).min(e));
-            (a < b).then_some((a, b))
-        })
-        .collect();
-    parts.sort_unstable();
-    let (mut total, mut cur) = (0, None::<(i64, i64)>);
-    for (a, b) in parts {
-        match cur {
-            Some((x, y)) if a <= y => cur = Some((x, y.max(b))),
-            Some((x, y)) => {
-                total += y - x;
-                cur = Some((a, b));
-            }
-            None => cur = Some((a, b)),
-        }
-    }
-    total + cur.map(|(x, y)| y - x).unwrap_or(0)
+/// One thread's (or worker process's) running time over the measured steps.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct ThreadUse {
+    /// `worker` (a DataLoader worker process, all its threads), `pin_memory`
+    /// or `loop` (the thread that iterates the loader).
+    pub role: String,
+    pub pid: i64,
+    /// Thread id (the process id for a worker process).
+    pub tid: i64,
+    pub name: String,
+    /// Time on a CPU within the measured steps, ns.
+    pub running_ns: i64,
+    /// running_ns ÷ the measured steps' span, %.
+    pub running_pct: f64,
 }
 
 /// Analyse a Kineto trace's DataLoader waits.
@@ -133,23 +152,119 @@ pub fn analyze_kineto(trace: &Trace) -> Result<LoaderAnalysis, LoaderError> {
     if steps.is_empty() {
         return Err(LoaderError::NoSteps);
     }
+    let waits: Vec<(i64, i64)> = nexts
+        .iter()
+        .map(|o| (o.start_ns, o.start_ns + o.dur_ns))
+        .collect();
     let per_step: Vec<StepWait> = steps
         .iter()
-        .map(|s| {
-            let w = overlap(&nexts, s.start_ns, s.start_ns + s.dur_ns);
-            StepWait {
-                step: s.name.clone(),
-                step_ns: s.dur_ns,
-                wait_ns: w,
-                wait_pct: if s.dur_ns > 0 {
-                    100.0 * w as f64 / s.dur_ns as f64
-                } else {
-                    0.0
-                },
-            }
+        .map(|s| step_wait(&s.name, s.start_ns, s.start_ns + s.dur_ns, &waits))
+        .collect();
+    let multi = iterator.contains("MultiProcessing");
+    // The pin-memory thread's work is not recorded by the profiler; the
+    // copies' names say where their source was (`Memcpy HtoD (Pinned -> Device)`).
+    let (mut pinned, mut pageable) = (0, 0);
+    for o in trace
+        .gpu_ops
+        .iter()
+        .filter(|o| o.name.starts_with("Memcpy HtoD"))
+    {
+        if o.name.contains("Pinned") {
+            pinned += 1;
+        } else if o.name.contains("Pageable") {
+            pageable += 1;
+        }
+    }
+    Ok(assemble(Evidence {
+        iterator,
+        multi,
+        per_step,
+        excluded_first_step: None,
+        h2d_copies_from: copies_from(pinned, pageable),
+        wait_basis: "Kineto `enumerate(DataLoader)#...__next__` ranges on the loop's thread".into(),
+        threads: Vec::new(),
+        prefetch_unseen: "not in a Kineto trace: the worker processes and their queue are not traced",
+    }))
+}
+
+/// `pinned`, `pageable`, `mixed` or `no_copies`: where the host-to-device copies read from.
+pub(crate) fn copies_from(pinned: u64, pageable: u64) -> &'static str {
+    match (pinned, pageable) {
+        (0, 0) => "no_copies",
+        (_, 0) => "pinned",
+        (0, _) => "pageable",
+        _ => "mixed",
+    }
+}
+
+/// The wait inside `[start, end)`: the union of the wait intervals clipped to it.
+pub(crate) fn step_wait(name: &str, start: i64, end: i64, waits: &[(i64, i64)]) -> StepWait {
+    let w = union_within(waits, start, end);
+    let dur = end - start;
+    StepWait {
+        step: name.to_string(),
+        step_ns: dur,
+        wait_ns: w,
+        wait_pct: if dur > 0 {
+            100.0 * w as f64 / dur as f64
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Total length of the union of `iv` clipped to `[s, e)`.
+pub(crate) fn union_within(iv: &[(i64, i64)], s: i64, e: i64) -> i64 {
+    let mut parts: Vec<(i64, i64)> = iv
+        .iter()
+        .filter_map(|&(a, b)| {
+            let (a, b) = (a.max(s), b.min(e));
+            (a < b).then_some((a, b))
         })
         .collect();
-    let n = per_step.len() as f64;
+    parts.sort_unstable();
+    let (mut total, mut cur) = (0, None::<(i64, i64)>);
+    for (a, b) in parts {
+        match cur {
+            Some((x, y)) if a <= y => cur = Some((x, y.max(b))),
+            Some((x, y)) => {
+                total += y - x;
+                cur = Some((a, b));
+            }
+            None => cur = Some((a, b)),
+        }
+    }
+    total + cur.map(|(x, y)| y - x).unwrap_or(0)
+}
+
+/// A worker process busier than this (% of the steps' span) was producing
+/// all the time it could.
+pub const WORKER_SATURATED_PCT: f64 = 80.0;
+
+/// What a source knows, before the verdict.
+pub(crate) struct Evidence {
+    pub iterator: String,
+    /// Batches made in worker processes.
+    pub multi: bool,
+    /// The steps the figures cover.
+    pub per_step: Vec<StepWait>,
+    pub excluded_first_step: Option<StepWait>,
+    pub h2d_copies_from: &'static str,
+    pub wait_basis: String,
+    /// Measured thread running times (empty: not measured).
+    pub threads: Vec<ThreadUse>,
+    /// Why the queue's depth is not seen in this source.
+    pub prefetch_unseen: &'static str,
+}
+
+fn ms(ns: f64) -> f64 {
+    ns / 1e6
+}
+
+/// The verdict, the workers' state and the fix from the evidence.
+pub(crate) fn assemble(e: Evidence) -> LoaderAnalysis {
+    let per_step = e.per_step;
+    let n = per_step.len().max(1) as f64;
     let total_step: i64 = per_step.iter().map(|s| s.step_ns).sum();
     let total_wait: i64 = per_step.iter().map(|s| s.wait_ns).sum();
     let wait_pct = if total_step > 0 {
@@ -158,56 +273,77 @@ pub fn analyze_kineto(trace: &Trace) -> Result<LoaderAnalysis, LoaderError> {
         0.0
     };
     let ready = per_step.iter().filter(|s| s.wait_ns < READY_NS).count() as u64;
-    let multi = iterator.contains("MultiProcessing");
-    // The pin-memory thread's work is not recorded by the profiler; the
-    // copies' names say where their source was (`Memcpy HtoD (Pinned -> Device)`).
-    let pin = {
-        let h2d = trace
-            .gpu_ops
-            .iter()
-            .filter(|o| o.name.starts_with("Memcpy HtoD"));
-        let (mut pinned, mut pageable) = (0, 0);
-        for o in h2d {
-            if o.name.contains("Pinned") {
-                pinned += 1;
-            } else if o.name.contains("Pageable") {
-                pageable += 1;
-            }
-        }
-        match (pinned, pageable) {
-            (0, 0) => "no_copies",
-            (_, 0) => "pinned",
-            (0, _) => "pageable",
-            _ => "mixed",
-        }
-    };
+    let multi = e.multi;
+    let pin = e.h2d_copies_from;
     let bound = wait_pct > BOUND_PCT;
     let mean_step = total_step as f64 / n;
     let mean_wait = total_wait as f64 / n;
     let speedup = (bound && mean_step > mean_wait).then(|| mean_step / (mean_step - mean_wait));
-    let workers = match (multi, bound) {
-        (true, true) => format!(
-            "saturated (inferred): {} of {} steps waited on an empty queue, so every worker was busy producing and \
-             together they deliver a batch every {:.1} ms while the loop needs one every {:.1} ms",
-            per_step.len() as u64 - ready,
-            per_step.len(),
-            mean_step / 1e6,
-            (mean_step - mean_wait) / 1e6
-        ),
-        (true, false) => format!(
-            "keeping up: {ready} of {} steps found a batch ready; worker processes are not in a Kineto trace, so \
-             their idle share is not measured",
-            per_step.len()
-        ),
-        (false, _) => {
-            "no workers: batches are made in the loop's own thread (num_workers=0), so every load is on the \
-             critical path"
-                .into()
+    let workers_measured: Vec<&ThreadUse> = e.threads.iter().filter(|t| t.role == "worker").collect();
+    let pin_thread = e.threads.iter().find(|t| t.role == "pin_memory");
+    let steps_n = per_step.len();
+    let mean_worker_pct = (!workers_measured.is_empty()).then(|| {
+        workers_measured.iter().map(|t| t.running_pct).sum::<f64>() / workers_measured.len() as f64
+    });
+    let saturated = mean_worker_pct.map(|p| p >= WORKER_SATURATED_PCT);
+    let workers = match (multi, bound, mean_worker_pct) {
+        (true, _, Some(p)) => {
+            let (lo, hi) = workers_measured.iter().fold((f64::MAX, f64::MIN), |(lo, hi), t| {
+                (lo.min(t.running_pct), hi.max(t.running_pct))
+            });
+            let range = format!(
+                "the {} worker processes ran {lo:.1}-{hi:.1} % of the steps' span (mean {p:.1} %, measured from \
+                 context switches)",
+                workers_measured.len()
+            );
+            if p >= WORKER_SATURATED_PCT {
+                format!(
+                    "saturated: {range}, so they were producing nearly all the time{}",
+                    if bound {
+                        format!(
+                            " and together deliver a batch every {:.1} ms while the loop needs one every {:.1} ms",
+                            ms(mean_step),
+                            ms(mean_step - mean_wait)
+                        )
+                    } else {
+                        String::new()
+                    }
+                )
+            } else {
+                format!(
+                    "{}: {range}; they idle the rest, waiting for the next index while the queue is full",
+                    if bound { "not the bottleneck" } else { "keeping up" }
+                )
+            }
         }
+        (true, true, None) => format!(
+            "saturated (inferred): {} of {steps_n} steps waited on an empty queue, so every worker was busy \
+             producing and together they deliver a batch every {:.1} ms while the loop needs one every {:.1} ms",
+            steps_n as u64 - ready,
+            ms(mean_step),
+            ms(mean_step - mean_wait)
+        ),
+        (true, false, None) => format!(
+            "keeping up: {ready} of {steps_n} steps found a batch ready; the workers' running time is not in this \
+             input, so their idle share is not measured"
+        ),
+        (false, _, _) => "no workers: batches are made in the loop's own thread (num_workers=0), so every load is \
+                          on the critical path"
+            .into(),
     };
     let mut fix = Vec::new();
     if bound {
-        if multi {
+        if multi && saturated == Some(false) {
+            fix.push(format!(
+                "More workers will not help: they idle {:.0} % of the time. The hand-off is the bottleneck{}: return \
+                 fewer, larger tensors per batch (one contiguous array rather than many small ones), keep collate \
+                 cheap, and keep other Python threads of the main process off the GIL.",
+                100.0 - mean_worker_pct.unwrap_or(0.0),
+                pin_thread
+                    .map(|t| format!(" (the pin-memory thread ran {:.1} % of the time)", t.running_pct))
+                    .unwrap_or_default()
+            ));
+        } else if multi {
             fix.push(format!(
                 "Raise num_workers (the loader must get about {:.1}x faster; workers scale until the CPU cores or \
                  storage run out) and keep persistent_workers=True.",
@@ -218,11 +354,13 @@ pub fn analyze_kineto(trace: &Trace) -> Result<LoaderAnalysis, LoaderError> {
                       parallel with the step."
                 .into());
         }
-        fix.push(
-            "Make each sample cheaper: decode and augment on the GPU (torchvision.transforms.v2 on CUDA tensors, \
-             NVIDIA DALI), cache decoded data, or use a faster format (WebDataset/shards, memory-mapped arrays)."
-                .into(),
-        );
+        if saturated != Some(false) {
+            fix.push(
+                "Make each sample cheaper: decode and augment on the GPU (torchvision.transforms.v2 on CUDA tensors, \
+                 NVIDIA DALI), cache decoded data, or use a faster format (WebDataset/shards, memory-mapped arrays)."
+                    .into(),
+            );
+        }
         if pin == "pageable" || pin == "mixed" {
             fix.push(
                 "Set pin_memory=True and copy with .cuda(non_blocking=True) so host-to-device copies overlap."
@@ -234,17 +372,40 @@ pub fn analyze_kineto(trace: &Trace) -> Result<LoaderAnalysis, LoaderError> {
                 .into(),
         );
     }
+    let excluded = e
+        .excluded_first_step
+        .as_ref()
+        .map(|s| {
+            format!(
+                "; the first step ({}, {:.1} ms, {:.1} ms of it waiting) is left out: it includes the workers' start",
+                s.step,
+                ms(s.step_ns as f64),
+                ms(s.wait_ns as f64)
+            )
+        })
+        .unwrap_or_default();
     let verdict_reason = format!(
-        "the loop waited {:.1} ms of its {:.1} ms mean step on data ({wait_pct:.1} % of {} steps, threshold \
-         {BOUND_PCT} %); {ready} steps found a batch ready",
-        mean_wait / 1e6,
-        mean_step / 1e6,
-        per_step.len()
+        "the loop waited {:.1} ms of its {:.1} ms mean step on data ({wait_pct:.1} % of {steps_n} steps, threshold \
+         {BOUND_PCT} %); {ready} steps found a batch ready{excluded}",
+        ms(mean_wait),
+        ms(mean_step),
     );
-    Ok(LoaderAnalysis {
-        iterator,
+    let idle_note = mean_worker_pct
+        .filter(|p| *p < WORKER_SATURATED_PCT)
+        .map(|p| format!("; the workers idled {:.1} % of the steps' span, when their queue was full", 100.0 - p))
+        .unwrap_or_default();
+    let prefetch_depth = if multi {
+        format!(
+            "{}; {ready} of {steps_n} steps found a batch ready{idle_note}",
+            e.prefetch_unseen
+        )
+    } else {
+        "no prefetch: num_workers=0 loads each batch when it is asked for".into()
+    };
+    LoaderAnalysis {
+        iterator: e.iterator,
         loading_in: if multi { "workers" } else { "main_process" }.into(),
-        steps: per_step.len() as u64,
+        steps: steps_n as u64,
         mean_step_ns: mean_step,
         mean_wait_ns: mean_wait,
         max_wait_ns: per_step.iter().map(|s| s.wait_ns).max().unwrap_or(0),
@@ -261,7 +422,11 @@ pub fn analyze_kineto(trace: &Trace) -> Result<LoaderAnalysis, LoaderError> {
         workers,
         loader_speedup_needed: speedup,
         h2d_copies_from: pin.into(),
+        prefetch_depth,
+        wait_basis: e.wait_basis,
+        excluded_first_step: e.excluded_first_step,
+        threads: e.threads,
         fix,
         per_step,
-    })
+    }
 }

@@ -58,6 +58,9 @@ pub struct Stacks {
     /// Frame → inclusive count (each stack counted once per frame, so
     /// recursion does not double count).
     pub total_by_frame: HashMap<String, u64>,
+    /// nsys: samples whose call chain holds the leaf frame alone (the
+    /// unwinder stopped there), so their callers are unknown.
+    pub leaf_only: u64,
 }
 
 impl Stacks {
@@ -250,11 +253,28 @@ pub fn from_nsys(conn: &rusqlite::Connection) -> Result<Stacks, FlameError> {
     } else {
         HashMap::new()
     };
-    let mut st = conn.prepare(
-        "SELECT e.id, e.globalTid, c.stackDepth, s.value \
+    // An unresolved frame's symbol is its instruction address: every sample
+    // in a stripped binary would be a frame of its own. Such frames are named
+    // by their module (`[python3.12]`) so that they aggregate.
+    let unresolved = conn
+        .query_row(
+            "SELECT 1 FROM pragma_table_info('SAMPLING_CALLCHAINS') WHERE name = 'unresolved'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
+    let mut st = conn.prepare(&format!(
+        "SELECT e.id, e.globalTid, c.stackDepth, s.value, {}, m.value \
          FROM COMPOSITE_EVENTS e JOIN SAMPLING_CALLCHAINS c ON c.id = e.id \
-         JOIN StringIds s ON s.id = c.symbol ORDER BY e.id, c.stackDepth",
-    )?;
+         JOIN StringIds s ON s.id = c.symbol LEFT JOIN StringIds m ON m.id = c.module \
+         ORDER BY e.id, c.stackDepth",
+        if unresolved {
+            "COALESCE(c.unresolved, 0)"
+        } else {
+            "0"
+        }
+    ))?;
     let mut rows = st.query([])?;
     let mut out = Stacks::default();
     let mut cur: Option<(i64, i64)> = None;
@@ -268,6 +288,9 @@ pub fn from_nsys(conn: &rusqlite::Connection) -> Result<Stacks, FlameError> {
                 .get(&gtid)
                 .map(|n| format!("{n} ({tid})"))
                 .unwrap_or_else(|| format!("thread {tid}"));
+            if leaf_first.len() == 1 {
+                out.leaf_only += 1;
+            }
             let mut stack = vec![root];
             stack.extend(leaf_first.drain(..).rev());
             out.add(&stack, 1);
@@ -282,7 +305,15 @@ pub fn from_nsys(conn: &rusqlite::Connection) -> Result<Stacks, FlameError> {
             flush(cur, &mut leaf_first, &mut out);
             cur = Some((id, gtid));
         }
-        leaf_first.push(clean_frame(&r.get::<_, String>(3)?));
+        let symbol = r.get::<_, String>(3)?;
+        let module = r.get::<_, Option<String>>(5)?;
+        let frame = match module {
+            Some(m) if r.get::<_, i64>(4)? != 0 => {
+                format!("[{}]", m.rsplit('/').next().unwrap_or(&m))
+            }
+            _ => symbol,
+        };
+        leaf_first.push(clean_frame(&frame));
     }
     flush(cur, &mut leaf_first, &mut out);
     if out.folded.is_empty() {

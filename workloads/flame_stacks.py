@@ -6,7 +6,10 @@ row): the planted top self-time frame. The model step itself is small.
   python3 flame_stacks.py --out DIR
 
 Writes DIR/flame.kineto.json (torch.profiler with with_stack=True, 2 active steps).
+With --seconds S it runs the same loop for S seconds without torch.profiler and writes nothing: the
+workload for Nsight Systems CPU sampling (`nsys profile -s process-tree --backtrace=dwarf`).
 """
+import time
 import argparse
 import os
 
@@ -18,6 +21,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 p = argparse.ArgumentParser()
 p.add_argument("--out", default=".")
+p.add_argument("--seconds", type=float, default=0.0)
 a = p.parse_args()
 
 VOCAB = 256
@@ -51,6 +55,12 @@ def main():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(VOCAB, 1024), nn.ReLU(), nn.Linear(1024, 1)).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    if a.seconds > 0:
+        end = time.perf_counter() + a.seconds
+        while time.perf_counter() < end:
+            train_step(model, opt, make_batch(rng))
+            torch.cuda.synchronize()
+        return
     sched = schedule(wait=1, warmup=1, active=2, repeat=1)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=sched,
                  with_stack=True) as prof:

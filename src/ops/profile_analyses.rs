@@ -158,6 +158,9 @@ pub struct FlameOutput {
     pub folded_path: String,
     /// Interactive SVG flame graph (open in a browser).
     pub svg_path: String,
+    /// What limits the stacks (nsys: samples whose backtrace stopped at the leaf).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Operation for FlameOp {
@@ -260,7 +263,20 @@ heaviest stacks. Capture stacks with aisp_profile_torch with_stack: true.",
             stacks.folded.iter().map(|(k, v)| (k.clone(), *v)).collect();
         heaviest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         heaviest.truncate(10);
+        let mut notes = Vec::new();
+        if stacks.leaf_only > 0 {
+            notes.push(format!(
+                "{} of {} samples ({:.1} %) have only their leaf frame: the backtrace stopped there (code without \
+                 frame pointers or unwind tables, e.g. a stripped interpreter), so their callers are unknown and \
+                 they hang directly from the thread; their self counts are exact, totals of callers are low by at \
+                 most that much",
+                stacks.leaf_only,
+                stacks.total(),
+                100.0 * stacks.leaf_only as f64 / stacks.total().max(1) as f64
+            ));
+        }
         Ok(FlameOutput {
+            notes,
             source: path.display().to_string(),
             unit,
             total: stacks.total(),
@@ -512,11 +528,22 @@ pub struct DataloaderOp;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DataloaderInput {
-    /// A PyTorch profiler trace (.json or .json.xz) of the training loop, or a torch run id.
+    /// A PyTorch profiler trace (.json or .json.xz) or an Nsight Systems export (.sqlite, .nsys-rep) of the training loop, or a run id.
     pub path: String,
     /// Steps listed one by one (default 20).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Nsight Systems: where the waits come from: `auto` (DataLoader NVTX ranges when present, else OS runtime) or `osrt`.
+    #[serde(default)]
+    pub wait_source: Option<WaitSource>,
+}
+
+/// Where an Nsight Systems export's waits are read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitSource {
+    Auto,
+    Osrt,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -533,11 +560,12 @@ impl Operation for DataloaderOp {
     type Output = DataloaderOutput;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "DataLoader bottleneck analysis",
-        summary: "Time the training loop loses waiting on its DataLoader, whether the loader workers keep up (prefetch depth, inferred utilisation) and the fix, from a PyTorch profiler trace.",
-        description: "Answers 'is my training input-bound?': from a PyTorch profiler trace of the training loop, the \
-wait inside DataLoader next() per profiler step (mean, max, share of the loop's time), the iterator (worker processes \
-or the main process), how often a batch was ready (the prefetch depth actually reached), the workers' utilisation \
-inferred from the waits (worker processes are not traced), whether batches arrive from pinned memory, a loader_bound \
+        summary: "Time the training loop loses waiting on its DataLoader, whether the loader workers keep up (prefetch, worker utilisation) and the fix, from a PyTorch profiler trace or an Nsight Systems export.",
+        description: "Answers 'is my training input-bound?': from a PyTorch profiler trace or an Nsight Systems export \
+of the training loop, the wait for data per step (mean, max, share of the loop's time; nsys: DataLoader NVTX ranges \
+under emit_nvtx, else the loop thread's OS runtime queue waits), the iterator (worker processes or the main process), \
+how often a batch was ready, the workers' utilisation (nsys: measured from context switches of the pt_data_worker \
+processes and the pin-memory thread; Kineto: inferred), whether batches arrive from pinned memory, a loader_bound \
 verdict (waits over 10 % of the time) with its basis, how much faster loading must get, and the fix.",
         positional: &["path"],
         intents: &[
@@ -552,15 +580,43 @@ verdict (waits over 10 % of the time) with its basis, how much faster loading mu
     };
 
     fn run(&self, ctx: &OpContext, input: DataloaderInput) -> Result<DataloaderOutput, OpError> {
-        let path = resolve(ctx, &input.path, "trace")?;
-        let trace = load_trace(ctx, &path)?;
-        let mut analysis = dataloader::analyze_kineto(&trace).map_err(|e| {
-            OpError::invalid_input(
-                e.to_string(),
-                "Profile the training loop itself (iterating the DataLoader inside the profiler, with prof.step() \
-                 per step), e.g. aisp_profile_torch on the training script.",
-            )
-        })?;
+        let path = resolve(ctx, &input.path, "trace or export")?;
+        let is_nsys = path
+            .extension()
+            .is_some_and(|e| e == "sqlite" || e == "nsys-rep");
+        let mut analysis = if is_nsys {
+            let p = super::profile::open_profile(ctx, &path.display().to_string())?;
+            let opts = dataloader::nsys::NsysOptions {
+                nvtx_ranges: input.wait_source != Some(WaitSource::Osrt),
+            };
+            dataloader::nsys::analyze(p.conn(), opts).map_err(|e| {
+                let hint = match e {
+                    dataloader::LoaderError::NoLoader => {
+                        "Capture the training loop with nsys profile -t cuda,nvtx,osrt (DataLoader workers show as \
+                         pt_data_worker threads); with num_workers=0 run the loop under \
+                         torch.autograd.profiler.emit_nvtx() so that each next() is an NVTX range."
+                    }
+                    dataloader::LoaderError::NoSteps => {
+                        "Mark each training step with an NVTX range named step_N (torch.cuda.nvtx.range_push), or \
+                         run under torch.autograd.profiler.emit_nvtx() so that each next() is a range."
+                    }
+                    dataloader::LoaderError::NoWaitSignal => {
+                        "Capture with -t osrt (OS runtime), or run under torch.autograd.profiler.emit_nvtx()."
+                    }
+                    _ => "Re-export the file if it is damaged.",
+                };
+                OpError::invalid_input(e.to_string(), hint)
+            })?
+        } else {
+            let trace = load_trace(ctx, &path)?;
+            dataloader::analyze_kineto(&trace).map_err(|e| {
+                OpError::invalid_input(
+                    e.to_string(),
+                    "Profile the training loop itself (iterating the DataLoader inside the profiler, with prof.step() \
+                     per step), e.g. aisp_profile_torch on the training script.",
+                )
+            })?
+        };
         let limit = input.limit.unwrap_or(20).max(1);
         let mut left_out = Vec::new();
         if analysis.per_step.len() > limit {

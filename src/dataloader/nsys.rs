@@ -1,0 +1,392 @@
+//! DataLoader waits from an Nsight Systems export (`-t osrt,nvtx` and
+//! context switches, the default `--cpuctxsw=process-tree`).
+//!
+//! What a real capture of a PyTorch loop holds (H100, PyTorch 2.11, Nsight
+//! Systems 2025.3.1; `tests/data/capture/README.md`):
+//! - the worker processes' threads are named `pt_data_worker`, the
+//!   pin-memory thread `pt_data_pin` (PyTorch names them);
+//! - with `torch.autograd.profiler.emit_nvtx()` every `next()` is an NVTX
+//!   range `enumerate(DataLoader)#<iterator>.__next__, op_id = N` on the
+//!   loop's thread: the wait, exactly;
+//! - without it, the loop thread blocks in the OS runtime while the queue is
+//!   empty: `sem_clockwait` (Python's lock with a timeout, under
+//!   `queue.Queue.get` when pin_memory=True) or `poll` (the worker pipe's
+//!   `multiprocessing` queue when pin_memory=False). The other waits on that
+//!   thread are not data: `pthread_cond_*wait` is the GIL changing hands or
+//!   `backward()` waiting for the autograd thread, and calls inside a CUDA
+//!   API call belong to CUDA.
+//! - `SCHED_EVENTS` (context switches) give each thread's time on a CPU, so
+//!   the workers' utilisation is measured rather than inferred.
+//!
+//! Steps are NVTX `step_N` / `ProfilerStep#N` ranges on the loop's thread,
+//! each spanning to the next step's start (so a `next()` between two ranges
+//! still counts), or, without them, the intervals between consecutive
+//! DataLoader `next()` ranges.
+
+use std::collections::{BTreeMap, HashMap};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{Evidence, LoaderAnalysis, LoaderError, StepWait, ThreadUse, assemble, copies_from};
+
+/// OS runtime calls in which the loop thread waits on the DataLoader's queue.
+pub const QUEUE_WAITS: &[&str] = &[
+    "sem_wait",
+    "sem_timedwait",
+    "sem_clockwait",
+    "poll",
+    "ppoll",
+    "select",
+    "pselect",
+    "pselect6",
+    "epoll_wait",
+    "epoll_pwait",
+];
+
+/// Which evidence of the waits to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NsysOptions {
+    /// Use DataLoader NVTX ranges when the export has them (else OS runtime).
+    pub nvtx_ranges: bool,
+}
+
+impl Default for NsysOptions {
+    fn default() -> Self {
+        NsysOptions { nvtx_ranges: true }
+    }
+}
+
+fn has_table(conn: &Connection, t: &str) -> Result<bool, rusqlite::Error> {
+    conn.query_row(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1",
+        [t],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|r| r.is_some())
+}
+
+fn has_column(conn: &Connection, t: &str, c: &str) -> Result<bool, rusqlite::Error> {
+    conn.query_row(
+        &format!("SELECT 1 FROM pragma_table_info('{t}') WHERE name=?1"),
+        [c],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|r| r.is_some())
+}
+
+const fn pid_of(global_tid: i64) -> i64 {
+    (global_tid >> 24) & 0xFF_FFFF
+}
+
+const fn tid_of(global_tid: i64) -> i64 {
+    global_tid & 0xFF_FFFF
+}
+
+struct Range {
+    start: i64,
+    end: i64,
+    gtid: i64,
+    name: String,
+}
+
+fn step_number(name: &str) -> Option<u64> {
+    name.strip_prefix("step_")
+        .or_else(|| name.strip_prefix("ProfilerStep#"))
+        .filter(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))
+        .and_then(|d| d.parse().ok())
+}
+
+/// The step and DataLoader NVTX ranges (filtered in SQL: only these are read).
+fn ranges(conn: &Connection) -> Result<(Vec<Range>, Vec<Range>), rusqlite::Error> {
+    if !has_table(conn, "NVTX_EVENTS")? {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let name = if has_column(conn, "NVTX_EVENTS", "textId")? && has_table(conn, "StringIds")? {
+        "COALESCE(n.text, (SELECT value FROM StringIds s WHERE s.id = n.textId))"
+    } else {
+        "n.text"
+    };
+    let sql = format!(
+        "SELECT start, end, globalTid, name FROM (SELECT n.start, n.end, n.globalTid, {name} AS name \
+         FROM NVTX_EVENTS n WHERE n.end IS NOT NULL AND n.end > n.start AND n.eventType IN (59, 60)) \
+         WHERE name GLOB 'step_[0-9]*' OR name GLOB 'ProfilerStep#[0-9]*' OR name GLOB 'enumerate(DataLoader)#*' \
+         ORDER BY start"
+    );
+    let mut st = conn.prepare(&sql)?;
+    let rows = st.query_map([], |r| {
+        Ok(Range {
+            start: r.get(0)?,
+            end: r.get(1)?,
+            gtid: r.get::<_, Option<i64>>(2)?.unwrap_or(0),
+            name: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+        })
+    })?;
+    let (mut steps, mut nexts) = (Vec::new(), Vec::new());
+    for r in rows {
+        let r = r?;
+        if r.name.starts_with("enumerate(DataLoader)#") {
+            nexts.push(r);
+        } else if step_number(&r.name).is_some() {
+            steps.push(r);
+        }
+    }
+    Ok((steps, nexts))
+}
+
+/// globalTid → thread name.
+fn thread_names(conn: &Connection) -> Result<HashMap<i64, String>, rusqlite::Error> {
+    if !has_table(conn, "ThreadNames")? || !has_table(conn, "StringIds")? {
+        return Ok(HashMap::new());
+    }
+    let mut st = conn.prepare(
+        "SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId",
+    )?;
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect()
+}
+
+/// The loop thread's OS runtime queue waits in `[w0, w1)`, less those inside
+/// a CUDA API call of the same thread.
+fn osrt_waits(
+    conn: &Connection,
+    gtid: i64,
+    w0: i64,
+    w1: i64,
+) -> Result<Option<(Vec<(i64, i64)>, BTreeMap<String, (u64, i64)>)>, rusqlite::Error> {
+    if !has_table(conn, "OSRT_API")? || !has_table(conn, "StringIds")? {
+        return Ok(None);
+    }
+    let names = QUEUE_WAITS
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut st = conn.prepare(&format!(
+        "SELECT o.start, o.end, s.value FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId \
+         WHERE o.globalTid = ?1 AND o.end > ?2 AND o.start < ?3 AND s.value IN ({names}) ORDER BY o.start"
+    ))?;
+    let calls: Vec<(i64, i64, String)> = st
+        .query_map(params![gtid, w0, w1], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    let mut cuda: Vec<(i64, i64)> = Vec::new();
+    if has_table(conn, "CUPTI_ACTIVITY_KIND_RUNTIME")? {
+        let mut st = conn.prepare(
+            "SELECT start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid = ?1 AND end > ?2 AND start < ?3 \
+             ORDER BY start",
+        )?;
+        cuda = st
+            .query_map(params![gtid, w0, w1], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+    }
+    let inside_cuda = |s: i64, e: i64| {
+        // API calls on one thread do not overlap: the last one starting at or
+        // before `s` is the only candidate.
+        let i = cuda.partition_point(|c| c.0 <= s);
+        i > 0 && cuda[i - 1].1 >= e
+    };
+    let mut by_name: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    let mut out = Vec::with_capacity(calls.len());
+    for (s, e, name) in calls {
+        if inside_cuda(s, e) {
+            continue;
+        }
+        let v = by_name.entry(name).or_insert((0, 0));
+        v.0 += 1;
+        v.1 += e.min(w1) - s.max(w0);
+        out.push((s, e));
+    }
+    Ok(Some((out, by_name)))
+}
+
+/// Running time of each thread in `gtids` within `[w0, w1)` from the
+/// context switches: each schedule-in to the thread's next event.
+fn running_ns(
+    conn: &Connection,
+    gtids: &[i64],
+    w0: i64,
+    w1: i64,
+) -> Result<Option<HashMap<i64, i64>>, rusqlite::Error> {
+    if !has_table(conn, "SCHED_EVENTS")? || gtids.is_empty() {
+        return Ok(None);
+    }
+    let list = gtids
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut st = conn.prepare(&format!(
+        "SELECT globalTid, start, isSchedIn FROM SCHED_EVENTS WHERE globalTid IN ({list}) \
+         ORDER BY globalTid, start, rowid"
+    ))?;
+    let mut rows = st.query([])?;
+    let mut out: HashMap<i64, i64> = gtids.iter().map(|g| (*g, 0)).collect();
+    let mut open: Option<(i64, i64)> = None;
+    while let Some(r) = rows.next()? {
+        let (g, t, inn): (i64, i64, bool) = (r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? != 0);
+        if let Some((og, s)) = open.take()
+            && og == g
+        {
+            let (a, b) = (s.max(w0), t.min(w1));
+            if b > a {
+                *out.entry(g).or_insert(0) += b - a;
+            }
+        }
+        if inn {
+            open = Some((g, t));
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Analyse the DataLoader waits of an Nsight Systems export.
+pub fn analyze(conn: &Connection, opts: NsysOptions) -> Result<LoaderAnalysis, LoaderError> {
+    let (step_ranges, nexts) = ranges(conn)?;
+    let names = thread_names(conn)?;
+    let workers: Vec<i64> = {
+        let mut pids: Vec<i64> = names
+            .iter()
+            .filter(|(_, n)| n.as_str() == "pt_data_worker")
+            .map(|(g, _)| *g >> 24)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        // The worker's main thread (tid = pid) runs __getitem__ and collate.
+        pids.into_iter().map(|p| (p << 24) | (p & 0xFF_FFFF)).collect()
+    };
+    // The loop's thread: the one with the most steps, else the one calling next().
+    let mut per_thread: HashMap<i64, usize> = HashMap::new();
+    for s in &step_ranges {
+        *per_thread.entry(s.gtid).or_insert(0) += 1;
+    }
+    let loop_tid = per_thread
+        .iter()
+        .max_by_key(|(g, n)| (**n, std::cmp::Reverse(**g)))
+        .map(|(g, _)| *g)
+        .or_else(|| nexts.first().map(|r| r.gtid));
+    let Some(loop_tid) = loop_tid else {
+        return Err(if workers.is_empty() {
+            LoaderError::NoLoader
+        } else {
+            LoaderError::NoSteps
+        });
+    };
+    let loop_nexts: Vec<&Range> = nexts.iter().filter(|r| r.gtid == loop_tid).collect();
+    if loop_nexts.is_empty() && workers.is_empty() {
+        return Err(LoaderError::NoLoader);
+    }
+    // Steps as (name, start, end): each spans to the next step's start.
+    let mut steps: Vec<(String, i64, i64)> = Vec::new();
+    let own: Vec<&Range> = step_ranges.iter().filter(|r| r.gtid == loop_tid).collect();
+    if !own.is_empty() {
+        for (i, r) in own.iter().enumerate() {
+            let end = own.get(i + 1).map(|n| n.start.max(r.end)).unwrap_or(r.end);
+            steps.push((r.name.clone(), r.start, end));
+        }
+    } else {
+        for (i, w) in loop_nexts.windows(2).enumerate() {
+            steps.push((format!("iteration_{i}"), w[0].start, w[1].start));
+        }
+    }
+    if steps.is_empty() {
+        return Err(LoaderError::NoSteps);
+    }
+    let exclude_first = steps.len() >= 3;
+    let counted = if exclude_first { &steps[1..] } else { &steps[..] };
+    let (w0, w1) = (counted[0].1, counted[counted.len() - 1].2);
+    let (waits, wait_basis): (Vec<(i64, i64)>, String) = if opts.nvtx_ranges && !loop_nexts.is_empty() {
+        (
+            loop_nexts.iter().map(|r| (r.start, r.end)).collect(),
+            format!(
+                "NVTX `enumerate(DataLoader)#...__next__` ranges on the loop's thread ({} of them, from \
+                 torch.autograd.profiler.emit_nvtx or record_function)",
+                loop_nexts.len()
+            ),
+        )
+    } else {
+        let (first, last) = (steps[0].1, steps[steps.len() - 1].2);
+        match osrt_waits(conn, loop_tid, first, last)? {
+            Some((w, by_name)) => {
+                let calls = by_name
+                    .iter()
+                    .map(|(n, (c, ns))| format!("{n} {c} calls {:.1} ms", *ns as f64 / 1e6))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                (
+                    w,
+                    format!(
+                        "OS runtime: the loop thread blocked on the loader's queue ({}; pthread_cond waits are the \
+                         GIL or the autograd thread and are not counted)",
+                        if calls.is_empty() { "no such calls".to_string() } else { calls }
+                    ),
+                )
+            }
+            None => return Err(LoaderError::NoWaitSignal),
+        }
+    };
+    let mk = |(name, s, e): &(String, i64, i64)| -> StepWait { super::step_wait(name, *s, *e, &waits) };
+    let per_step: Vec<StepWait> = counted.iter().map(mk).collect();
+    let excluded_first_step = exclude_first.then(|| mk(&steps[0]));
+    let iterator = loop_nexts
+        .first()
+        .map(|r| {
+            let rest = r.name.trim_start_matches("enumerate(DataLoader)#");
+            rest.split(".__next__").next().unwrap_or(rest).to_string()
+        })
+        .unwrap_or_else(|| "_MultiProcessingDataLoaderIter".into());
+    let multi = !workers.is_empty() || iterator.contains("MultiProcessing");
+    // Threads whose running time tells who is busy.
+    let pin: Option<i64> = names
+        .iter()
+        .filter(|(g, n)| n.as_str() == "pt_data_pin" && pid_of(**g) == pid_of(loop_tid))
+        .map(|(g, _)| *g)
+        .min();
+    let mut ids: Vec<i64> = workers.clone();
+    ids.extend(pin);
+    ids.push(loop_tid);
+    let span = (w1 - w0).max(1);
+    let threads = match running_ns(conn, &ids, w0, w1)? {
+        Some(run) => {
+            let use_of = |role: &str, g: i64| ThreadUse {
+                role: role.into(),
+                pid: pid_of(g),
+                tid: tid_of(g),
+                name: names.get(&g).cloned().unwrap_or_default(),
+                running_ns: run.get(&g).copied().unwrap_or(0),
+                running_pct: 100.0 * run.get(&g).copied().unwrap_or(0) as f64 / span as f64,
+            };
+            let mut t: Vec<ThreadUse> = workers.iter().map(|g| use_of("worker", *g)).collect();
+            t.extend(pin.map(|g| use_of("pin_memory", g)));
+            t.push(use_of("loop", loop_tid));
+            t
+        }
+        None => Vec::new(),
+    };
+    let (mut pinned, mut pageable) = (0u64, 0u64);
+    if has_table(conn, "CUPTI_ACTIVITY_KIND_MEMCPY")? {
+        let mut st = conn.prepare(
+            "SELECT srcKind, COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 AND start >= ?1 AND start < ?2 \
+             GROUP BY srcKind",
+        )?;
+        let mut rows = st.query(params![w0, w1])?;
+        while let Some(r) = rows.next()? {
+            match r.get::<_, Option<i64>>(0)? {
+                Some(0) => pageable += r.get::<_, i64>(1)? as u64,
+                Some(1) => pinned += r.get::<_, i64>(1)? as u64,
+                _ => {}
+            }
+        }
+    }
+    Ok(assemble(Evidence {
+        iterator,
+        multi,
+        per_step,
+        excluded_first_step,
+        h2d_copies_from: copies_from(pinned, pageable),
+        wait_basis,
+        threads,
+        prefetch_unseen: "not derivable from this export: batches cross from the worker processes through pipes \
+                          and shared memory, not as events",
+    }))
+}
