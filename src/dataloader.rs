@@ -279,7 +279,8 @@ pub(crate) fn assemble(e: Evidence) -> LoaderAnalysis {
     let mean_step = total_step as f64 / n;
     let mean_wait = total_wait as f64 / n;
     let speedup = (bound && mean_step > mean_wait).then(|| mean_step / (mean_step - mean_wait));
-    let workers_measured: Vec<&ThreadUse> = e.threads.iter().filter(|t| t.role == "worker").collect();
+    let workers_measured: Vec<&ThreadUse> =
+        e.threads.iter().filter(|t| t.role == "worker").collect();
     let pin_thread = e.threads.iter().find(|t| t.role == "pin_memory");
     let steps_n = per_step.len();
     let mean_worker_pct = (!workers_measured.is_empty()).then(|| {
@@ -392,7 +393,12 @@ pub(crate) fn assemble(e: Evidence) -> LoaderAnalysis {
     );
     let idle_note = mean_worker_pct
         .filter(|p| *p < WORKER_SATURATED_PCT)
-        .map(|p| format!("; the workers idled {:.1} % of the steps' span, when their queue was full", 100.0 - p))
+        .map(|p| {
+            format!(
+                "; the workers idled {:.1} % of the steps' span, when their queue was full",
+                100.0 - p
+            )
+        })
         .unwrap_or_default();
     let prefetch_depth = if multi {
         format!(

@@ -523,3 +523,438 @@ fn memory_patterns_over_mcp_stdio() {
             .starts_with("upper bound")
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Nsight Systems exports captured on the H100 by scripts/capture-nsys-analyses.sh
+// (tests/data/capture/README.md). Every expected figure is computed here by SQL written
+// independently of the code under test (window functions over the same tables).
+
+/// Decompress a fixture into `dir` (the `.sqlite` name is what selects the nsys path).
+fn unxz(name: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(name.trim_end_matches(".xz"));
+    let mut r = BufReader::new(std::fs::File::open(data(name)).unwrap());
+    let mut w = std::fs::File::create(&out).unwrap();
+    lzma_rs::xz_decompress(&mut r, &mut w).unwrap();
+    out
+}
+
+fn sql(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap()
+}
+
+/// Per step (name, span, wait): steps are the `step_N` ranges, each spanning to the next
+/// one's start; the wait is the overlap with `waits` (a SELECT of start, end).
+fn sql_step_waits(c: &rusqlite::Connection, waits: &str) -> Vec<(String, i64, i64)> {
+    let q = format!(
+        "WITH r AS (SELECT n.start, n.end, COALESCE(n.text, s.value) AS name FROM NVTX_EVENTS n \
+                    LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL), \
+              st AS (SELECT name, start, MAX(COALESCE(LEAD(start) OVER (ORDER BY start), end), end) AS stop \
+                     FROM r WHERE name GLOB 'step_[0-9]*'), \
+              w AS ({waits}) \
+         SELECT st.name, st.stop - st.start, \
+                COALESCE((SELECT SUM(MIN(w.end, st.stop) - MAX(w.start, st.start)) FROM w \
+                          WHERE w.start < st.stop AND w.end > st.start), 0) \
+         FROM st ORDER BY st.start"
+    );
+    let mut s = c.prepare(&q).unwrap();
+    s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+const NEXT_RANGES: &str = "SELECT start, end FROM r WHERE name LIKE 'enumerate(DataLoader)#%'";
+/// The loop thread's semaphore/poll waits that are not inside a CUDA API call.
+const QUEUE_WAITS: &str = "SELECT o.start, o.end FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId \
+     WHERE o.globalTid = (SELECT globalTid FROM NVTX_EVENTS n LEFT JOIN StringIds s2 ON s2.id = n.textId \
+                          WHERE COALESCE(n.text, s2.value) = 'step_1') \
+       AND s.value IN ('sem_wait','sem_timedwait','sem_clockwait','poll','ppoll','select','pselect','pselect6','epoll_wait','epoll_pwait') \
+       AND NOT EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME a WHERE a.globalTid = o.globalTid \
+                       AND a.start <= o.start AND a.end >= o.end)";
+
+/// Running time of each worker process's main thread within [w0, w1): every
+/// schedule-in to the thread's next scheduling event.
+fn sql_worker_running(c: &rusqlite::Connection, w0: i64, w1: i64) -> Vec<(i64, i64)> {
+    let mut s = c
+        .prepare(
+            "SELECT globalTid & 16777215, SUM(MAX(0, MIN(nxt, ?2) - MAX(start, ?1))) FROM \
+               (SELECT globalTid, start, isSchedIn, \
+                       LEAD(start) OVER (PARTITION BY globalTid ORDER BY start, rowid) AS nxt FROM SCHED_EVENTS) \
+             WHERE isSchedIn = 1 AND nxt IS NOT NULL AND globalTid IN \
+               (SELECT t.globalTid FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId \
+                WHERE s.value = 'pt_data_worker' AND (t.globalTid >> 24) & 16777215 = t.globalTid & 16777215) \
+             GROUP BY globalTid ORDER BY 1",
+        )
+        .unwrap();
+    s.query_map([w0, w1], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn analyze_loader(home: &Path, export: &Path, extra: &[&str]) -> Value {
+    let p = export.display().to_string();
+    let mut args = vec!["analyze", "dataloader", p.as_str(), "--limit", "1000"];
+    args.extend(extra);
+    ok(home, &args)
+}
+
+/// Checks one answer against the SQL: every step's span and wait, the first step
+/// left out, the totals, the ready steps and the workers' running time.
+fn check_loader(v: &Value, c: &rusqlite::Connection, waits: &str) -> f64 {
+    let rows = sql_step_waits(c, waits);
+    assert!(rows.len() >= 3);
+    let first = &v["excluded_first_step"];
+    assert_eq!(first["step"], rows[0].0.as_str());
+    assert_eq!(first["step_ns"], rows[0].1);
+    assert_eq!(first["wait_ns"], rows[0].2);
+    let counted = &rows[1..];
+    let per_step = v["per_step"].as_array().unwrap();
+    assert_eq!(per_step.len(), counted.len());
+    for (s, (name, span, wait)) in per_step.iter().zip(counted) {
+        assert_eq!(s["step"], name.as_str());
+        assert_eq!(s["step_ns"], *span, "{name}");
+        assert_eq!(s["wait_ns"], *wait, "{name}");
+    }
+    let total_step: i64 = counted.iter().map(|r| r.1).sum();
+    let total_wait: i64 = counted.iter().map(|r| r.2).sum();
+    assert_eq!(v["steps"], counted.len());
+    assert_eq!(v["total_wait_ns"], total_wait);
+    let pct = 100.0 * total_wait as f64 / total_step as f64;
+    assert!(
+        close(&v["wait_pct"], pct, 1e-9),
+        "{} vs {pct}",
+        v["wait_pct"]
+    );
+    assert_eq!(
+        v["ready_steps"],
+        counted.iter().filter(|r| r.2 < 200_000).count()
+    );
+    assert_eq!(v["max_wait_ns"], counted.iter().map(|r| r.2).max().unwrap());
+    // Workers: measured over the counted steps' span.
+    let (w0, w1) = {
+        let mut s = c
+            .prepare(
+                "WITH r AS (SELECT n.start, n.end, COALESCE(n.text, s.value) AS name FROM NVTX_EVENTS n \
+                            LEFT JOIN StringIds s ON s.id = n.textId WHERE n.end IS NOT NULL) \
+                 SELECT (SELECT start FROM r WHERE name = 'step_1'), \
+                        (SELECT MAX(end) FROM r WHERE name GLOB 'step_[0-9]*')",
+            )
+            .unwrap();
+        s.query_row([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+            .unwrap()
+    };
+    let workers: Vec<&Value> = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "worker")
+        .collect();
+    let expected = sql_worker_running(c, w0, w1);
+    assert_eq!(workers.len(), expected.len());
+    for (t, (tid, run)) in workers.iter().zip(&expected) {
+        assert_eq!(t["tid"], *tid);
+        assert_eq!(t["running_ns"], *run, "worker {tid}");
+        assert!(close(
+            &t["running_pct"],
+            100.0 * *run as f64 / (w1 - w0) as f64,
+            1e-9
+        ));
+    }
+    check_loader_sentences(v);
+    pct
+}
+
+/// Every sentence of the answer, rebuilt from the numbers the SQL checked.
+fn check_loader_sentences(v: &Value) {
+    let f = |k: &str| v[k].as_f64().unwrap();
+    let (mean_wait, mean_step) = (f("mean_wait_ns"), f("mean_step_ns"));
+    let (n, ready) = (
+        v["steps"].as_u64().unwrap(),
+        v["ready_steps"].as_u64().unwrap(),
+    );
+    let first = &v["excluded_first_step"];
+    assert_eq!(
+        v["verdict_reason"],
+        format!(
+            "the loop waited {:.1} ms of its {:.1} ms mean step on data ({:.1} % of {n} steps, threshold 10 %); \
+             {ready} steps found a batch ready; the first step ({}, {:.1} ms, {:.1} ms of it waiting) is left out: \
+             it includes the workers' start",
+            mean_wait / 1e6,
+            mean_step / 1e6,
+            f("wait_pct"),
+            first["step"].as_str().unwrap(),
+            first["step_ns"].as_f64().unwrap() / 1e6,
+            first["wait_ns"].as_f64().unwrap() / 1e6,
+        )
+    );
+    let pcts: Vec<f64> = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "worker")
+        .map(|t| t["running_pct"].as_f64().unwrap())
+        .collect();
+    let lo = pcts.iter().cloned().fold(f64::MAX, f64::min);
+    let hi = pcts.iter().cloned().fold(f64::MIN, f64::max);
+    let mean = pcts.iter().sum::<f64>() / pcts.len() as f64;
+    let range = format!(
+        "the {} worker processes ran {lo:.1}-{hi:.1} % of the steps' span (mean {mean:.1} %, measured from context \
+         switches)",
+        pcts.len()
+    );
+    let bound = v["verdict"] == "loader_bound";
+    let prefetch = "not derivable from this export: batches cross from the worker processes through pipes and \
+                    shared memory, not as events";
+    if mean >= 80.0 {
+        assert!(bound, "saturated workers but not loader-bound: {v}");
+        assert_eq!(
+            v["workers"],
+            format!(
+                "saturated: {range}, so they were producing nearly all the time and together deliver a batch every \
+                 {:.1} ms while the loop needs one every {:.1} ms",
+                mean_step / 1e6,
+                (mean_step - mean_wait) / 1e6
+            )
+        );
+        assert_eq!(
+            v["prefetch_depth"],
+            format!("{prefetch}; {ready} of {n} steps found a batch ready")
+        );
+    } else {
+        assert_eq!(
+            v["workers"],
+            format!(
+                "{}: {range}; they idle the rest, waiting for the next index while the queue is full",
+                if bound {
+                    "not the bottleneck"
+                } else {
+                    "keeping up"
+                }
+            )
+        );
+        assert_eq!(
+            v["prefetch_depth"],
+            format!(
+                "{prefetch}; {ready} of {n} steps found a batch ready; the workers idled {:.1} % of the steps' span, \
+                 when their queue was full",
+                100.0 - mean
+            )
+        );
+    }
+    if bound && mean >= 80.0 {
+        assert!(v["fix"][0].as_str().unwrap().starts_with(&format!(
+            "Raise num_workers (the loader must get about {:.1}x faster",
+            mean_step / (mean_step - mean_wait)
+        )));
+    }
+}
+
+#[test]
+fn dataloader_from_nsys_flags_the_loader_bound_run_with_sql_checked_numbers() {
+    let home = tempfile::tempdir().unwrap();
+    let export = unxz("dataloader_bound.nsys.sqlite.xz", home.path());
+    let c = sql(&export);
+    // emit_nvtx ranges: the wait, exactly.
+    let v = analyze_loader(home.path(), &export, &[]);
+    let pct = check_loader(&v, &c, NEXT_RANGES);
+    assert!(pct > 80.0, "{pct}");
+    assert_eq!(v["iterator"], "_MultiProcessingDataLoaderIter");
+    assert_eq!(v["loading_in"], "workers");
+    assert_eq!(v["verdict"], "loader_bound");
+    assert!(v["wait_basis"].as_str().unwrap().starts_with("NVTX"));
+    assert_eq!(v["h2d_copies_from"], "pinned");
+    let workers = v["workers"].as_str().unwrap();
+    assert!(
+        workers.starts_with("saturated: the 2 worker processes ran"),
+        "{workers}"
+    );
+    let fixes = v["fix"].as_array().unwrap();
+    assert!(fixes[0].as_str().unwrap().starts_with("Raise num_workers"));
+    assert!(
+        v["prefetch_depth"]
+            .as_str()
+            .unwrap()
+            .starts_with("not derivable from this export")
+    );
+    // The verdict sentence carries the same numbers.
+    let (mean_wait, mean_step) = (
+        v["mean_wait_ns"].as_f64().unwrap(),
+        v["mean_step_ns"].as_f64().unwrap(),
+    );
+    assert!(v["verdict_reason"].as_str().unwrap().starts_with(&format!(
+        "the loop waited {:.1} ms of its {:.1} ms mean step on data ({pct:.1} % of {} steps",
+        mean_wait / 1e6,
+        mean_step / 1e6,
+        v["steps"]
+    )));
+    assert!(close(
+        &v["loader_speedup_needed"],
+        mean_step / (mean_step - mean_wait),
+        1e-9
+    ));
+    // The same file read from the OS runtime alone (as a capture without emit_nvtx
+    // would be): the queue waits agree with the ranges within 5 % and give the same verdict.
+    let o = analyze_loader(home.path(), &export, &["--wait-source", "osrt"]);
+    let opct = check_loader(&o, &c, QUEUE_WAITS);
+    assert!(o["wait_basis"].as_str().unwrap().starts_with("OS runtime"));
+    assert_eq!(o["verdict"], "loader_bound");
+    let (a, b) = (
+        v["total_wait_ns"].as_f64().unwrap(),
+        o["total_wait_ns"].as_f64().unwrap(),
+    );
+    assert!((a - b).abs() / a < 0.05, "nvtx {a} vs osrt {b}");
+    assert!((pct - opct).abs() < 5.0);
+}
+
+#[test]
+fn dataloader_from_an_osrt_only_capture_and_a_healthy_run() {
+    let home = tempfile::tempdir().unwrap();
+    // A capture without emit_nvtx: step ranges and OS runtime only.
+    let export = unxz("dataloader_bound_osrt.nsys.sqlite.xz", home.path());
+    let c = sql(&export);
+    let v = analyze_loader(home.path(), &export, &[]);
+    let pct = check_loader(&v, &c, QUEUE_WAITS);
+    assert!(pct > 80.0);
+    assert_eq!(v["verdict"], "loader_bound");
+    assert!(
+        v["wait_basis"].as_str().unwrap().starts_with(
+            "OS runtime: the loop thread blocked on the loader's queue (sem_clockwait"
+        )
+    );
+    // The healthy run (4 workers, cheap samples, a longer GPU step) is not flagged, from
+    // either source, and its workers are measured idle most of the time.
+    let export = unxz("dataloader_healthy.nsys.sqlite.xz", home.path());
+    let c = sql(&export);
+    for extra in [&[][..], &["--wait-source", "osrt"][..]] {
+        let v = analyze_loader(home.path(), &export, extra);
+        let pct = check_loader(
+            &v,
+            &c,
+            if extra.is_empty() {
+                NEXT_RANGES
+            } else {
+                QUEUE_WAITS
+            },
+        );
+        assert!(pct < 2.0, "{pct}");
+        assert_eq!(v["verdict"], "not_loader_bound");
+        assert!(v["fix"].as_array().unwrap().is_empty());
+        let w = v["workers"].as_str().unwrap();
+        assert!(
+            w.starts_with("keeping up: the 4 worker processes ran"),
+            "{w}"
+        );
+        for t in v["threads"].as_array().unwrap() {
+            if t["role"] == "worker" {
+                assert!(t["running_pct"].as_f64().unwrap() < 50.0);
+            }
+        }
+    }
+    // An export with no DataLoader at all: a clear error.
+    let other = unxz("flame_cpu_samples.nsys.sqlite.xz", home.path());
+    let (success, e) = run(
+        home.path(),
+        &["analyze", "dataloader", &other.display().to_string()],
+    );
+    assert!(!success);
+    assert_eq!(e["error"]["kind"], "invalid_input");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no DataLoader")
+    );
+}
+
+#[test]
+fn flame_of_nsys_cpu_samples_matches_sql() {
+    let home = tempfile::tempdir().unwrap();
+    let export = unxz("flame_cpu_samples.nsys.sqlite.xz", home.path());
+    let c = sql(&export);
+    let out = home.path().join("flame");
+    let v = ok(
+        home.path(),
+        &[
+            "profile",
+            "flame",
+            &export.display().to_string(),
+            "--top",
+            "10",
+            "--output-dir",
+            &out.display().to_string(),
+        ],
+    );
+    assert_eq!(v["unit"], "samples");
+    // A sample's leaf frame is its self frame; an unresolved address is named by its module.
+    const FRAME: &str = "CASE WHEN c.unresolved = 1 \
+         THEN '[' || replace(m.value, rtrim(m.value, replace(m.value, '/', '')), '') || ']' ELSE s.value END";
+    let mut st = c
+        .prepare(&format!(
+            "SELECT {FRAME} AS frame, COUNT(*) AS n FROM SAMPLING_CALLCHAINS c \
+             JOIN StringIds s ON s.id = c.symbol JOIN StringIds m ON m.id = c.module \
+             WHERE c.stackDepth = 0 GROUP BY frame ORDER BY n DESC, frame LIMIT 10"
+        ))
+        .unwrap();
+    let top: Vec<(String, i64)> = st
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let total: i64 = c
+        .query_row(
+            "SELECT COUNT(DISTINCT id) FROM SAMPLING_CALLCHAINS",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(v["total"], total);
+    let got = v["top_self"].as_array().unwrap();
+    assert_eq!(got.len(), 10);
+    for (g, (frame, n)) in got.iter().zip(&top) {
+        assert_eq!(g["frame"], frame.as_str());
+        assert_eq!(g["self_count"], *n, "{frame}");
+        assert!(close(
+            &g["self_pct"],
+            100.0 * *n as f64 / total as f64,
+            1e-9
+        ));
+    }
+    // The top frame's total: the samples whose chain holds it anywhere.
+    let (frame, _) = &top[0];
+    let inclusive: i64 = c
+        .query_row(
+            &format!(
+                "SELECT COUNT(DISTINCT c.id) FROM SAMPLING_CALLCHAINS c JOIN StringIds s ON s.id = c.symbol \
+                 JOIN StringIds m ON m.id = c.module WHERE {FRAME} = ?1"
+            ),
+            [frame],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(got[0]["total_count"], inclusive);
+    // Samples whose backtrace stopped at the leaf are counted and said.
+    let leaf_only: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM (SELECT id FROM SAMPLING_CALLCHAINS GROUP BY id HAVING MAX(stackDepth) = 0)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let note = v["notes"][0].as_str().unwrap();
+    assert!(
+        note.starts_with(&format!(
+            "{leaf_only} of {total} samples ({:.1} %) have only their leaf frame",
+            100.0 * leaf_only as f64 / total as f64
+        )),
+        "{note}"
+    );
+    let svg = std::fs::read_to_string(v["svg_path"].as_str().unwrap()).unwrap();
+    assert!(svg.starts_with("<?xml"));
+    let folded = std::fs::read_to_string(v["folded_path"].as_str().unwrap()).unwrap();
+    let folded_total: u64 = folded
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(folded_total as i64, total);
+}

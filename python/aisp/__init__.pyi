@@ -299,8 +299,8 @@ class AnalyzeDomain:
     def memory_patterns(self, *, path: Optional[str] = ..., details_path: Optional[str] = ..., command: Optional[List[str]] = ..., cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., kernel_regex: Optional[str] = ..., launch_skip: Optional[int] = ..., launch_count: Optional[int] = ..., limit: Optional[int] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """Per kernel: uncoalesced global loads/stores (sectors per request, bytes used), branch efficiency (active threads per instruction) and shared-memory wavefronts per request, each with a verdict and the fix, from ncu counters."""
         ...
-    def dataloader(self, *, path: str, limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
-        """Time the training loop loses waiting on its DataLoader, whether the loader workers keep up (prefetch depth, inferred utilisation) and the fix, from a PyTorch profiler trace."""
+    def dataloader(self, *, path: str, limit: Optional[int] = ..., wait_source: Optional[Literal['auto', 'osrt']] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+        """Time the training loop loses waiting on its DataLoader, whether the loader workers keep up (prefetch, worker utilisation) and the fix, from a PyTorch profiler trace or an Nsight Systems export."""
         ...
 
 class OptimizeDomain:

@@ -143,9 +143,11 @@ fn thread_names(conn: &Connection) -> Result<HashMap<i64, String>, rusqlite::Err
     let mut st = conn.prepare(
         "SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId",
     )?;
-    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect()
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect()
 }
+
+/// Queue-wait intervals, and per call name (calls, ns within the window).
+type QueueWaits = (Vec<(i64, i64)>, BTreeMap<String, (u64, i64)>);
 
 /// The loop thread's OS runtime queue waits in `[w0, w1)`, less those inside
 /// a CUDA API call of the same thread.
@@ -154,7 +156,7 @@ fn osrt_waits(
     gtid: i64,
     w0: i64,
     w1: i64,
-) -> Result<Option<(Vec<(i64, i64)>, BTreeMap<String, (u64, i64)>)>, rusqlite::Error> {
+) -> Result<Option<QueueWaits>, rusqlite::Error> {
     if !has_table(conn, "OSRT_API")? || !has_table(conn, "StringIds")? {
         return Ok(None);
     }
@@ -168,7 +170,9 @@ fn osrt_waits(
          WHERE o.globalTid = ?1 AND o.end > ?2 AND o.start < ?3 AND s.value IN ({names}) ORDER BY o.start"
     ))?;
     let calls: Vec<(i64, i64, String)> = st
-        .query_map(params![gtid, w0, w1], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .query_map(params![gtid, w0, w1], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?
         .collect::<Result<_, _>>()?;
     let mut cuda: Vec<(i64, i64)> = Vec::new();
     if has_table(conn, "CUPTI_ACTIVITY_KIND_RUNTIME")? {
@@ -253,7 +257,9 @@ pub fn analyze(conn: &Connection, opts: NsysOptions) -> Result<LoaderAnalysis, L
         pids.sort_unstable();
         pids.dedup();
         // The worker's main thread (tid = pid) runs __getitem__ and collate.
-        pids.into_iter().map(|p| (p << 24) | (p & 0xFF_FFFF)).collect()
+        pids.into_iter()
+            .map(|p| (p << 24) | (p & 0xFF_FFFF))
+            .collect()
     };
     // The loop's thread: the one with the most steps, else the one calling next().
     let mut per_thread: HashMap<i64, usize> = HashMap::new();
@@ -293,9 +299,15 @@ pub fn analyze(conn: &Connection, opts: NsysOptions) -> Result<LoaderAnalysis, L
         return Err(LoaderError::NoSteps);
     }
     let exclude_first = steps.len() >= 3;
-    let counted = if exclude_first { &steps[1..] } else { &steps[..] };
+    let counted = if exclude_first {
+        &steps[1..]
+    } else {
+        &steps[..]
+    };
     let (w0, w1) = (counted[0].1, counted[counted.len() - 1].2);
-    let (waits, wait_basis): (Vec<(i64, i64)>, String) = if opts.nvtx_ranges && !loop_nexts.is_empty() {
+    let (waits, wait_basis): (Vec<(i64, i64)>, String) = if opts.nvtx_ranges
+        && !loop_nexts.is_empty()
+    {
         (
             loop_nexts.iter().map(|r| (r.start, r.end)).collect(),
             format!(
@@ -318,14 +330,19 @@ pub fn analyze(conn: &Connection, opts: NsysOptions) -> Result<LoaderAnalysis, L
                     format!(
                         "OS runtime: the loop thread blocked on the loader's queue ({}; pthread_cond waits are the \
                          GIL or the autograd thread and are not counted)",
-                        if calls.is_empty() { "no such calls".to_string() } else { calls }
+                        if calls.is_empty() {
+                            "no such calls".to_string()
+                        } else {
+                            calls
+                        }
                     ),
                 )
             }
             None => return Err(LoaderError::NoWaitSignal),
         }
     };
-    let mk = |(name, s, e): &(String, i64, i64)| -> StepWait { super::step_wait(name, *s, *e, &waits) };
+    let mk =
+        |(name, s, e): &(String, i64, i64)| -> StepWait { super::step_wait(name, *s, *e, &waits) };
     let per_step: Vec<StepWait> = counted.iter().map(mk).collect();
     let excluded_first_step = exclude_first.then(|| mk(&steps[0]));
     let iterator = loop_nexts
@@ -389,4 +406,111 @@ pub fn analyze(conn: &Connection, opts: NsysOptions) -> Result<LoaderAnalysis, L
         prefetch_unseen: "not derivable from this export: batches cross from the worker processes through pipes \
                           and shared memory, not as events",
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const G: i64 = (100 << 24) | 100; // pid 100, its main thread
+    const PIN: i64 = (100 << 24) | 101;
+    const W: i64 = (200 << 24) | 200; // a worker process
+
+    /// A minimal export: three `next()` waits on the loop thread, one of them
+    /// inside a CUDA API call; a worker running half the time.
+    fn export(step_ranges: bool) -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE ThreadNames (nameId INTEGER, priority INTEGER, globalTid INTEGER);
+             CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
+                 text TEXT, globalTid INTEGER, textId INTEGER);
+             CREATE TABLE OSRT_API (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL,
+                 globalTid INTEGER, nameId INTEGER NOT NULL);
+             CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL,
+                 globalTid INTEGER);
+             CREATE TABLE SCHED_EVENTS (start INTEGER NOT NULL, cpu INTEGER NOT NULL, isSchedIn INTEGER NOT NULL,
+                 globalTid INTEGER);
+             INSERT INTO StringIds VALUES (1, 'sem_clockwait'), (2, 'pthread_cond_wait'), (3, 'pt_data_worker'),
+                 (4, 'pt_data_pin'), (5, 'python3');",
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO ThreadNames VALUES (3, 0, ?1), (4, 0, ?2), (5, 0, ?3)",
+            params![W, PIN, G],
+        )
+        .unwrap();
+        for (i, s) in [0i64, 1000, 2000, 3000].iter().enumerate() {
+            if step_ranges {
+                c.execute(
+                    "INSERT INTO NVTX_EVENTS VALUES (?1, ?2, 59, ?3, ?4, NULL)",
+                    params![s, s + 900, format!("step_{i}"), G],
+                )
+                .unwrap();
+            }
+        }
+        // Waits: 500 in step 1 (sem), 300 in step 2 inside cudaDeviceSynchronize,
+        // 400 of GIL handoff in step 3 (not data), 200 in step 3 (sem).
+        c.execute_batch(&format!(
+            "INSERT INTO OSRT_API VALUES (1000, 1500, 27, {G}, 1), (2100, 2400, 27, {G}, 1),
+                 (3000, 3400, 27, {G}, 2), (3500, 3700, 27, {G}, 1);
+             INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (2050, 2450, {G});
+             INSERT INTO SCHED_EVENTS VALUES (1000, 0, 1, {W}), (1500, 0, 0, {W}), (2000, 0, 1, {W}),
+                 (2500, 0, 0, {W}), (3000, 0, 1, {W}), (3500, 0, 0, {W}), (1000, 1, 1, {PIN}), (1100, 1, 0, {PIN});"
+        ))
+        .unwrap();
+        c
+    }
+
+    #[test]
+    fn osrt_waits_skip_cuda_calls_and_gil_handoffs() {
+        let a = analyze(&export(true), NsysOptions::default()).unwrap();
+        let waits: Vec<i64> = a.per_step.iter().map(|s| s.wait_ns).collect();
+        assert_eq!(waits, [500, 0, 200]);
+        let first = a.excluded_first_step.as_ref().unwrap();
+        assert_eq!((first.step.as_str(), first.step_ns), ("step_0", 1000));
+        // Steps span to the next one's start; the last ends with its range.
+        let spans: Vec<i64> = a.per_step.iter().map(|s| s.step_ns).collect();
+        assert_eq!(spans, [1000, 1000, 900]);
+        assert!(
+            a.wait_basis.contains("sem_clockwait 2 calls"),
+            "{}",
+            a.wait_basis
+        );
+        // Window 1000..3900: the worker ran 1500 ns of 2900, the pin thread 100.
+        let w = &a.threads[0];
+        assert_eq!(
+            (w.role.as_str(), w.pid, w.running_ns),
+            ("worker", 200, 1500)
+        );
+        assert_eq!(a.threads[1].role, "pin_memory");
+        assert_eq!(a.threads[1].running_ns, 100);
+        // 700 of 2900 ns waiting (24 %) with the worker half idle: bound, but more
+        // workers will not help.
+        assert_eq!(a.verdict, "loader_bound");
+        assert!(
+            a.workers.starts_with("not the bottleneck:"),
+            "{}",
+            a.workers
+        );
+        assert!(
+            a.fix[0].starts_with("More workers will not help: they idle 48 %"),
+            "{}",
+            a.fix[0]
+        );
+    }
+
+    #[test]
+    fn without_step_ranges_nothing_is_guessed() {
+        let c = export(false);
+        assert!(matches!(
+            analyze(&c, NsysOptions::default()),
+            Err(LoaderError::NoSteps)
+        ));
+        let empty = Connection::open_in_memory().unwrap();
+        assert!(matches!(
+            analyze(&empty, NsysOptions::default()),
+            Err(LoaderError::NoLoader)
+        ));
+    }
 }
