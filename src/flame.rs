@@ -61,6 +61,15 @@ pub struct Stacks {
     /// nsys: samples whose call chain holds the leaf frame alone (the
     /// unwinder stopped there), so their callers are unknown.
     pub leaf_only: u64,
+    /// nsys: samples of Nsight Systems' own threads (`[NSys]`, `NSys
+    /// PySampling`, ...) in the profiled process, left out of the stacks.
+    pub profiler_samples: u64,
+}
+
+/// Threads that Nsight Systems injects into the profiled process: their
+/// samples are the profiler's overhead, not the program's.
+pub fn is_profiler_thread(name: &str) -> bool {
+    name.starts_with("[NSys") || name.starts_with("NSys ")
 }
 
 impl Stacks {
@@ -281,6 +290,10 @@ pub fn from_nsys(conn: &rusqlite::Connection) -> Result<Stacks, FlameError> {
     let mut leaf_first: Vec<String> = Vec::new();
     let flush = |cur: Option<(i64, i64)>, leaf_first: &mut Vec<String>, out: &mut Stacks| {
         if let Some((_, gtid)) = cur
+            && threads.get(&gtid).is_some_and(|n| is_profiler_thread(n))
+        {
+            out.profiler_samples += 1;
+        } else if let Some((_, gtid)) = cur
             && !leaf_first.is_empty()
         {
             let tid = gtid & 0xFF_FFFF;

@@ -889,11 +889,25 @@ fn flame_of_nsys_cpu_samples_matches_sql() {
     // A sample's leaf frame is its self frame; an unresolved address is named by its module.
     const FRAME: &str = "CASE WHEN c.unresolved = 1 \
          THEN '[' || replace(m.value, rtrim(m.value, replace(m.value, '/', '')), '') || ']' ELSE s.value END";
+    // Samples of Nsight Systems' own threads are the profiler's, not the program's.
+    c.execute_batch(
+        "CREATE TEMP TABLE own AS SELECT e.id FROM COMPOSITE_EVENTS e LEFT JOIN ThreadNames t ON t.globalTid = e.globalTid \
+         LEFT JOIN StringIds n ON n.id = t.nameId WHERE n.value IS NULL OR NOT (n.value GLOB '[[]NSys*' OR n.value GLOB 'NSys *')",
+    )
+    .unwrap();
+    let profiler: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM COMPOSITE_EVENTS WHERE id NOT IN (SELECT id FROM own)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(profiler > 0);
     let mut st = c
         .prepare(&format!(
             "SELECT {FRAME} AS frame, COUNT(*) AS n FROM SAMPLING_CALLCHAINS c \
              JOIN StringIds s ON s.id = c.symbol JOIN StringIds m ON m.id = c.module \
-             WHERE c.stackDepth = 0 GROUP BY frame ORDER BY n DESC, frame LIMIT 10"
+             WHERE c.stackDepth = 0 AND c.id IN (SELECT id FROM own) GROUP BY frame ORDER BY n DESC, frame LIMIT 10"
         ))
         .unwrap();
     let top: Vec<(String, i64)> = st
@@ -903,7 +917,7 @@ fn flame_of_nsys_cpu_samples_matches_sql() {
         .collect();
     let total: i64 = c
         .query_row(
-            "SELECT COUNT(DISTINCT id) FROM SAMPLING_CALLCHAINS",
+            "SELECT COUNT(DISTINCT id) FROM SAMPLING_CALLCHAINS WHERE id IN (SELECT id FROM own)",
             [],
             |r| r.get(0),
         )
@@ -926,7 +940,7 @@ fn flame_of_nsys_cpu_samples_matches_sql() {
         .query_row(
             &format!(
                 "SELECT COUNT(DISTINCT c.id) FROM SAMPLING_CALLCHAINS c JOIN StringIds s ON s.id = c.symbol \
-                 JOIN StringIds m ON m.id = c.module WHERE {FRAME} = ?1"
+                 JOIN StringIds m ON m.id = c.module WHERE {FRAME} = ?1 AND c.id IN (SELECT id FROM own)"
             ),
             [frame],
             |r| r.get(0),
@@ -936,7 +950,8 @@ fn flame_of_nsys_cpu_samples_matches_sql() {
     // Samples whose backtrace stopped at the leaf are counted and said.
     let leaf_only: i64 = c
         .query_row(
-            "SELECT COUNT(*) FROM (SELECT id FROM SAMPLING_CALLCHAINS GROUP BY id HAVING MAX(stackDepth) = 0)",
+            "SELECT COUNT(*) FROM (SELECT id FROM SAMPLING_CALLCHAINS WHERE id IN (SELECT id FROM own) \
+             GROUP BY id HAVING MAX(stackDepth) = 0)",
             [],
             |r| r.get(0),
         )
@@ -948,6 +963,12 @@ fn flame_of_nsys_cpu_samples_matches_sql() {
             100.0 * leaf_only as f64 / total as f64
         )),
         "{note}"
+    );
+    assert_eq!(
+        v["notes"][1],
+        format!(
+            "{profiler} samples of Nsight Systems' own threads in the process ([NSys], NSys PySampling) are left out"
+        )
     );
     let svg = std::fs::read_to_string(v["svg_path"].as_str().unwrap()).unwrap();
     assert!(svg.starts_with("<?xml"));

@@ -275,6 +275,12 @@ heaviest stacks. Capture stacks with aisp_profile_torch with_stack: true.",
                 100.0 * stacks.leaf_only as f64 / stacks.total().max(1) as f64
             ));
         }
+        if stacks.profiler_samples > 0 {
+            notes.push(format!(
+                "{} samples of Nsight Systems' own threads in the process ([NSys], NSys PySampling) are left out",
+                stacks.profiler_samples
+            ));
+        }
         Ok(FlameOutput {
             notes,
             source: path.display().to_string(),
