@@ -328,13 +328,14 @@ pub fn analyze(conn: &Connection, opts: NsysOptions) -> Result<LoaderAnalysis, L
                 (
                     w,
                     format!(
-                        "OS runtime: the loop thread blocked on the loader's queue ({}; pthread_cond waits are the \
-                         GIL or the autograd thread and are not counted)",
+                        "OS runtime: the loop thread blocked on the loader's queue ({} over all {} steps; \
+                         pthread_cond waits are the GIL or the autograd thread and are not counted)",
                         if calls.is_empty() {
                             "no such calls".to_string()
                         } else {
                             calls
-                        }
+                        },
+                        steps.len()
                     ),
                 )
             }

@@ -171,7 +171,8 @@ impl Operation for FlameOp {
         summary: "Aggregated call stacks as folded text and an SVG flame graph, plus the frames with the most self time, from a PyTorch trace recorded with stacks or an Nsight Systems export with CPU samples.",
         description: "Answers 'where does the host-side (Python) time go?': aggregates the call stacks of a PyTorch \
 profiler trace recorded with_stack=True (Python calls, operators and record_function ranges nested by time on each \
-thread; counts are ns of wall time) or of an Nsight Systems export's CPU samples (counts are samples) into folded \
+thread; counts are ns of wall time) or of an Nsight Systems export's CPU samples (counts are samples; unresolved \
+addresses grouped by module, nsys's own threads left out, backtraces cut at the leaf counted) into folded \
 stacks and an interactive SVG flame graph (written to files), and lists the frames with the most self time and the \
 heaviest stacks. Capture stacks with aisp_profile_torch with_stack: true.",
         hints: crate::registry::Hints {
