@@ -979,3 +979,48 @@ fn flame_of_nsys_cpu_samples_matches_sql() {
         .sum();
     assert_eq!(folded_total as i64, total);
 }
+
+/// The Nsight Systems path over MCP stdio: the same answer as the CLI's.
+#[test]
+fn dataloader_from_nsys_over_mcp_stdio_equals_the_cli() {
+    let home = tempfile::tempdir().unwrap();
+    let export = unxz("dataloader_bound_osrt.nsys.sqlite.xz", home.path());
+    let path = export.display().to_string();
+    let cli = ok(
+        home.path(),
+        &["analyze", "dataloader", &path, "--limit", "5"],
+    );
+    let mut child = common::aisp(home.path())
+        .args(["serve"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for l in [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"aisp_analyze_dataloader","arguments":{"path": export, "limit": 5}}}),
+    ] {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let answer = loop {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "server closed");
+        let v: Value = serde_json::from_str(line.trim()).unwrap();
+        if v["id"] == 2 {
+            break v;
+        }
+    };
+    drop(stdin);
+    let _ = child.wait();
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    let s = &answer["result"]["structuredContent"];
+    assert_eq!(s["verdict"], "loader_bound");
+    assert_eq!(s["per_step"].as_array().unwrap().len(), 5);
+    assert_eq!(*s, cli);
+}
