@@ -482,3 +482,170 @@ async fn the_llm_loop_verifies_every_round_and_keeps_the_best_correct_kernel() {
         user(3)
     );
 }
+
+// ------------------------------------------------------------------ the ncu section
+
+fn repo(p: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(p)
+        .display()
+        .to_string()
+}
+
+/// A copy-shaped call whose fastest candidate is `transpose_tiled` (the kernel
+/// the saved H100 report profiled), with `ncu` as given.
+fn ncu_call(ncu: Value) -> Value {
+    let mut c = copy_call(
+        json!([
+            {"name": "slow", "entry": "k", "source": "// fake: ms=1.0"},
+            {"name": "tiled", "entry": "transpose_tiled", "source": "// fake: ms=0.2"}
+        ]),
+        30.0,
+    );
+    c["ncu"] = ncu;
+    c
+}
+
+/// The fake worker, with the fake ncu around it reading back the pages of a
+/// real one-launch report of the tiled transpose on an H100.
+fn ncu_env(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
+    let mut v = vec![
+        ("AISP_KERNEL_LAB_WORKER", fake_worker()),
+        ("AISP_NCU", repo("tests/fakes/ncu")),
+        (
+            "FAKE_NCU_RAW",
+            repo("tests/data/capture/kernel_lab_tiled.ncu-raw.csv"),
+        ),
+        (
+            "FAKE_NCU_DETAILS",
+            repo("tests/data/capture/kernel_lab_tiled.ncu-details.csv"),
+        ),
+    ];
+    v.extend(extra.iter().cloned());
+    v
+}
+
+fn call_env(home: &Path, op: &str, args: &Value, env: &[(&'static str, String)]) -> (i32, Value, String) {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    call(home, op, args, true, &env)
+}
+
+#[test]
+fn ncu_profiles_the_fastest_correct_candidate_and_reports_its_numbers() {
+    let home = tempfile::tempdir().unwrap();
+    let (code, out, text) = call_env(home.path(), "kernel", &ncu_call(json!(true)), &ncu_env(&[]));
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(out["fastest"], "tiled");
+    let n = &out["ncu"];
+    assert_eq!(n["status"], "ok", "{n}");
+    assert_eq!(n["kernel"], "tiled");
+    assert_eq!(n["profiled"], "transpose_tiled");
+    // The capture is an ncu run like aisp_profile_ncu's: its folder holds the
+    // job the profiled worker read, the command line, the report and pages.
+    let run = n["run_id"].as_str().unwrap();
+    assert!(run.starts_with("ncu-"), "{run}");
+    let dir = home.path().join("runs").join(run);
+    assert_eq!(n["report"], dir.join("profile.ncu-rep").display().to_string());
+    let job: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kernel-lab-job.json")).unwrap()).unwrap();
+    assert_eq!(job["profile"], "tiled");
+    assert!(job["spec"]["ncu"].is_null());
+    let m = &n["metrics"];
+    let raw = std::fs::read_to_string(repo("tests/data/capture/kernel_lab_tiled.ncu-raw.csv")).unwrap();
+    assert!(raw.contains("transpose_tiled"));
+    // Exact values of the saved report (see the unit test on the same pages).
+    for key in [
+        "duration_ns",
+        "sm_throughput_pct",
+        "memory_throughput_pct",
+        "achieved_occupancy_pct",
+        "dram_bytes",
+    ] {
+        assert!(m[key].is_f64(), "{key} missing: {m}");
+    }
+    assert!(!n["stalls"].as_array().unwrap().is_empty(), "{n}");
+    // The timings stand beside it.
+    let rows = out["results"][0]["kernels"].as_array().unwrap();
+    assert!(rows.iter().all(|k| k["status"] == "ok"), "{rows:?}");
+
+    // The same run again through aisp_profile_ncu_summary.
+    let mut cmd = common::aisp(home.path());
+    cmd.args(["--format", "json", "profile", "ncu-summary", "--json"])
+        .arg(json!({"path": run}).to_string())
+        .env("AISP_NCU", repo("tests/fakes/ncu"));
+    let o = cmd.output().unwrap();
+    let again: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    assert_eq!(again["kernel_count"], 1, "{again} {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(again["kernels"][0]["kernel_name"], "transpose_tiled");
+    assert_eq!(again["kernels"][0]["dram_bytes"], m["dram_bytes"]);
+}
+
+#[test]
+fn without_ncu_or_counters_the_timings_stand_and_the_section_says_why() {
+    let home = tempfile::tempdir().unwrap();
+    // ncu missing: the configured path does not exist.
+    let missing = home.path().join("no-ncu").display().to_string();
+    let (code, out, text) = call_env(
+        home.path(),
+        "kernel",
+        &ncu_call(json!(true)),
+        &ncu_env(&[("AISP_NCU", missing.clone())]),
+    );
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(out["fastest"], "tiled");
+    assert_eq!(out["saved"], true);
+    let n = &out["ncu"];
+    assert_eq!(n["status"], "unavailable", "{n}");
+    let why = n["why"].as_str().unwrap();
+    assert!(why.contains(&missing) && why.contains("Nsight Compute"), "{why}");
+    assert!(n["metrics"].as_object().unwrap().is_empty());
+
+    // Counters not permitted.
+    let (code, out, text) = call_env(
+        home.path(),
+        "kernel",
+        &ncu_call(json!(["SourceCounters"])),
+        &ncu_env(&[("FAKE_NCU_MODE", "perm".into())]),
+    );
+    assert_eq!(code, 0, "{text}");
+    let why = out["ncu"]["why"].as_str().unwrap();
+    assert!(why.contains("ERR_NVGPUCTRPERM") && why.contains("NVreg_RestrictProfilingToAdminUsers=0"), "{why}");
+    assert_eq!(out["results"][0]["kernels"][2]["status"], "ok");
+
+    // The report is of another kernel than the candidate: said, and no numbers of it are shown.
+    let mut c = ncu_call(json!(true));
+    c["kernels"][1]["entry"] = json!("other");
+    let (code, out, text) = call_env(home.path(), "kernel", &c, &ncu_env(&[]));
+    assert_eq!(code, 0, "{text}");
+    let n = &out["ncu"];
+    assert_eq!(n["status"], "unavailable");
+    assert_eq!(n["profiled"], "transpose_tiled");
+    assert!(n["why"].as_str().unwrap().contains("ncu profiled `transpose_tiled`, not `other`"), "{n}");
+    assert!(n["metrics"].as_object().unwrap().is_empty());
+
+    // No correct candidate: nothing to profile.
+    let mut c = ncu_call(json!(true));
+    c["kernels"] = json!([{"name": "bad", "entry": "k", "source": "// fake: wrong"}]);
+    let (code, out, text) = call_env(home.path(), "kernel", &c, &ncu_env(&[]));
+    assert_eq!(code, 0, "{text}");
+    assert!(out["ncu"]["why"].as_str().unwrap().contains("no candidate was correct"), "{out}");
+}
+
+#[test]
+fn bad_ncu_arguments_are_refused_before_any_work() {
+    let home = tempfile::tempdir().unwrap();
+    for (ncu, extra, want) in [
+        (json!(["SpeedOfLight --launch-skip 9"]), json!({}), "not a section identifier"),
+        (json!("yes"), json!({}), "ncu"),
+        (json!(true), json!({"compile_only": true}), "drop compile_only"),
+    ] {
+        let mut c = ncu_call(ncu);
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        let (code, out, text) = call_env(home.path(), "kernel", &c, &ncu_env(&[]));
+        assert_ne!(code, 0, "{out}");
+        assert!(text.contains(want), "{want}: {text}");
+        assert!(!home.path().join("runs").exists() || std::fs::read_dir(home.path().join("runs")).unwrap().next().is_none());
+    }
+}

@@ -246,7 +246,7 @@ pub struct LabSpec {
     /// FLOPs per launch (gemm: 2*M*N*K).
     #[serde(default)]
     pub flops: Option<Expr>,
-    /// Default: memory, or fp32/gemm dtype with flops.
+    /// Default memory; with flops fp32 (gemm: its dtype).
     #[serde(default)]
     pub roof: Option<RoofChoice>,
     #[serde(default)]
@@ -268,6 +268,38 @@ pub struct LabSpec {
     /// CUDA device (0).
     #[serde(default)]
     pub device: Option<u32>,
+    /// true, or extra ncu section names.
+    #[serde(default)]
+    pub ncu: Option<NcuRequest>,
+}
+
+/// `ncu: true` (the default sections) or a list of extra section identifiers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum NcuRequest {
+    On(bool),
+    Sections(Vec<String>),
+}
+
+/// Sections profiled for `ncu: true`, on top of ncu's basic set (speed of
+/// light, launch statistics, occupancy): memory traffic and warp stall reasons.
+pub const NCU_DEFAULT_SECTIONS: &[&str] = &[
+    "SpeedOfLight",
+    "MemoryWorkloadAnalysis",
+    "Occupancy",
+    "LaunchStats",
+    "WarpStateStats",
+];
+
+impl NcuRequest {
+    /// The sections to collect, or None when profiling is off (`false`).
+    pub fn sections(&self) -> Option<Vec<String>> {
+        match self {
+            NcuRequest::On(false) => None,
+            NcuRequest::Sections(v) if !v.is_empty() => Some(v.clone()),
+            _ => Some(NCU_DEFAULT_SECTIONS.iter().map(|s| s.to_string()).collect()),
+        }
+    }
 }
 
 /// Resolved for one size.
