@@ -525,7 +525,12 @@ fn ncu_env(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
     v
 }
 
-fn call_env(home: &Path, op: &str, args: &Value, env: &[(&'static str, String)]) -> (i32, Value, String) {
+fn call_env(
+    home: &Path,
+    op: &str,
+    args: &Value,
+    env: &[(&'static str, String)],
+) -> (i32, Value, String) {
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     call(home, op, args, true, &env)
 }
@@ -545,25 +550,40 @@ fn ncu_profiles_the_fastest_correct_candidate_and_reports_its_numbers() {
     let run = n["run_id"].as_str().unwrap();
     assert!(run.starts_with("ncu-"), "{run}");
     let dir = home.path().join("runs").join(run);
-    assert_eq!(n["report"], dir.join("profile.ncu-rep").display().to_string());
+    assert_eq!(
+        n["report"],
+        dir.join("profile.ncu-rep").display().to_string()
+    );
     let job: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("kernel-lab-job.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kernel-lab-job.json")).unwrap())
+            .unwrap();
     assert_eq!(job["profile"], "tiled");
     assert!(job["spec"]["ncu"].is_null());
     let m = &n["metrics"];
-    let raw = std::fs::read_to_string(repo("tests/data/capture/kernel_lab_tiled.ncu-raw.csv")).unwrap();
+    let raw =
+        std::fs::read_to_string(repo("tests/data/capture/kernel_lab_tiled.ncu-raw.csv")).unwrap();
     assert!(raw.contains("transpose_tiled"));
     // Exact values of the saved report (see the unit test on the same pages).
-    for key in [
-        "duration_ns",
-        "sm_throughput_pct",
-        "memory_throughput_pct",
-        "achieved_occupancy_pct",
-        "dram_bytes",
-    ] {
-        assert!(m[key].is_f64(), "{key} missing: {m}");
-    }
-    assert!(!n["stalls"].as_array().unwrap().is_empty(), "{n}");
+    assert_eq!(m["duration_ns"], 193952.0);
+    assert_eq!(m["dram_bytes"], 519_008_512.0);
+    assert_eq!(m["sm_throughput_pct"], 59.882867);
+    assert_eq!(m["memory_throughput_pct"], 79.835091);
+    assert_eq!(m["achieved_occupancy_pct"], 94.575768);
+    assert_eq!(n["bound"], "memory");
+    assert!(
+        n["stalls"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("long_scoreboard: 49.7%"),
+        "{n}"
+    );
+    assert!(
+        n["advice"][0].as_str().unwrap().starts_with("CPIStall:"),
+        "{n}"
+    );
+    // The command line: one launch of the candidate's entry, clocks left alone.
+    let rec = std::fs::read_to_string(dir.join("ncu-profile.stdout.log")).unwrap();
+    assert!(rec.contains("==PROF== Connected"), "{rec}");
     // The timings stand beside it.
     let rows = out["results"][0]["kernels"].as_array().unwrap();
     assert!(rows.iter().all(|k| k["status"] == "ok"), "{rows:?}");
@@ -575,7 +595,12 @@ fn ncu_profiles_the_fastest_correct_candidate_and_reports_its_numbers() {
         .env("AISP_NCU", repo("tests/fakes/ncu"));
     let o = cmd.output().unwrap();
     let again: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
-    assert_eq!(again["kernel_count"], 1, "{again} {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        again["kernel_count"],
+        1,
+        "{again} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_eq!(again["kernels"][0]["kernel_name"], "transpose_tiled");
     assert_eq!(again["kernels"][0]["dram_bytes"], m["dram_bytes"]);
 }
@@ -597,7 +622,10 @@ fn without_ncu_or_counters_the_timings_stand_and_the_section_says_why() {
     let n = &out["ncu"];
     assert_eq!(n["status"], "unavailable", "{n}");
     let why = n["why"].as_str().unwrap();
-    assert!(why.contains(&missing) && why.contains("Nsight Compute"), "{why}");
+    assert!(
+        why.contains(&missing) && why.contains("Nsight Compute"),
+        "{why}"
+    );
     assert!(n["metrics"].as_object().unwrap().is_empty());
 
     // Counters not permitted.
@@ -609,7 +637,10 @@ fn without_ncu_or_counters_the_timings_stand_and_the_section_says_why() {
     );
     assert_eq!(code, 0, "{text}");
     let why = out["ncu"]["why"].as_str().unwrap();
-    assert!(why.contains("ERR_NVGPUCTRPERM") && why.contains("NVreg_RestrictProfilingToAdminUsers=0"), "{why}");
+    assert!(
+        why.contains("ERR_NVGPUCTRPERM") && why.contains("NVreg_RestrictProfilingToAdminUsers=0"),
+        "{why}"
+    );
     assert_eq!(out["results"][0]["kernels"][2]["status"], "ok");
 
     // The report is of another kernel than the candidate: said, and no numbers of it are shown.
@@ -620,7 +651,13 @@ fn without_ncu_or_counters_the_timings_stand_and_the_section_says_why() {
     let n = &out["ncu"];
     assert_eq!(n["status"], "unavailable");
     assert_eq!(n["profiled"], "transpose_tiled");
-    assert!(n["why"].as_str().unwrap().contains("ncu profiled `transpose_tiled`, not `other`"), "{n}");
+    assert!(
+        n["why"]
+            .as_str()
+            .unwrap()
+            .contains("ncu profiled `transpose_tiled`, not `other`"),
+        "{n}"
+    );
     assert!(n["metrics"].as_object().unwrap().is_empty());
 
     // No correct candidate: nothing to profile.
@@ -628,16 +665,30 @@ fn without_ncu_or_counters_the_timings_stand_and_the_section_says_why() {
     c["kernels"] = json!([{"name": "bad", "entry": "k", "source": "// fake: wrong"}]);
     let (code, out, text) = call_env(home.path(), "kernel", &c, &ncu_env(&[]));
     assert_eq!(code, 0, "{text}");
-    assert!(out["ncu"]["why"].as_str().unwrap().contains("no candidate was correct"), "{out}");
+    assert!(
+        out["ncu"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("no candidate was correct"),
+        "{out}"
+    );
 }
 
 #[test]
 fn bad_ncu_arguments_are_refused_before_any_work() {
     let home = tempfile::tempdir().unwrap();
     for (ncu, extra, want) in [
-        (json!(["SpeedOfLight --launch-skip 9"]), json!({}), "not a section identifier"),
+        (
+            json!(["SpeedOfLight --launch-skip 9"]),
+            json!({}),
+            "not a section identifier",
+        ),
         (json!("yes"), json!({}), "ncu"),
-        (json!(true), json!({"compile_only": true}), "drop compile_only"),
+        (
+            json!(true),
+            json!({"compile_only": true}),
+            "drop compile_only",
+        ),
     ] {
         let mut c = ncu_call(ncu);
         for (k, v) in extra.as_object().unwrap() {
@@ -646,6 +697,68 @@ fn bad_ncu_arguments_are_refused_before_any_work() {
         let (code, out, text) = call_env(home.path(), "kernel", &c, &ncu_env(&[]));
         assert_ne!(code, 0, "{out}");
         assert!(text.contains(want), "{want}: {text}");
-        assert!(!home.path().join("runs").exists() || std::fs::read_dir(home.path().join("runs")).unwrap().next().is_none());
+        assert!(
+            !home.path().join("runs").exists()
+                || std::fs::read_dir(home.path().join("runs"))
+                    .unwrap()
+                    .next()
+                    .is_none()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_llm_loop_sends_the_best_kernels_ncu_findings() {
+    let mock = Arc::new(Mock::default());
+    *mock.replies.lock().unwrap() = vec![
+        "```cuda\n// fake: ms=0.5\n__global__ void transpose_tiled() {}\n```\nCHANGE: float4."
+            .into(),
+        "No further idea.".into(),
+    ];
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(chat))
+        .with_state(Arc::clone(&mock));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let home = tempfile::tempdir().unwrap();
+    let home_path = home.path().to_path_buf();
+    let mut lab = copy_call(
+        json!([{"name": "start", "entry": "transpose_tiled", "source": "// fake: ms=1.0"}]),
+        30.0,
+    );
+    lab["ncu"] = json!(true);
+    let args = json!({"lab": lab, "rounds": 2});
+    let mut env = ncu_env(&[]);
+    env.push(("AISP_LLM_BASE_URL", format!("http://{addr}/v1")));
+    env.push(("AISP_LLM_MODEL", "mock-model".into()));
+    let (code, out, text) =
+        tokio::task::spawn_blocking(move || call_env(&home_path, "kernel-improve", &args, &env))
+            .await
+            .unwrap();
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(out["best_round"], 1, "{out}");
+    assert_eq!(out["best_ncu"]["kernel"], "round1");
+    assert_eq!(out["best_ncu"]["metrics"]["dram_bytes"], 519_008_512.0);
+    // Two profiles: the starting kernel, then the kept one (not the rejected rounds).
+    let runs = std::fs::read_dir(home.path().join("runs")).unwrap().count();
+    assert_eq!(runs, 2);
+    let seen = mock.seen.lock().unwrap().clone();
+    let user = |i: usize| {
+        seen[i]["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for (i, label) in [(0, "round0"), (1, "round1")] {
+        assert!(
+            user(i).contains(&format!(
+                "Nsight Compute on one launch of {label}: duration 194.0 us; SM throughput 59.9% and memory throughput 79.8% of peak (memory bound); DRAM traffic 519.009 MB"
+            )) && user(i).contains("Top warp stalls: long_scoreboard: 49.7%"),
+            "{}",
+            user(i)
+        );
     }
 }

@@ -430,8 +430,7 @@ fn parse_raw(records: &[Vec<String>], header: &[String]) -> Page {
         k.dram_bandwidth_gb_per_s = val("dram__bytes.sum.per_second")
             .and_then(|v| to_bytes_per_s(v, &unit("dram__bytes.sum.per_second")))
             .map(|b| b / 1e9);
-        k.dram_bytes =
-            val("dram__bytes.sum").and_then(|v| to_bytes(v, &unit("dram__bytes.sum")));
+        k.dram_bytes = val("dram__bytes.sum").and_then(|v| to_bytes(v, &unit("dram__bytes.sum")));
         k.l1_hit_rate_pct = val("l1tex__t_sector_hit_rate.pct");
         k.l2_hit_rate_pct = val("lts__t_sector_hit_rate.pct");
         k.warp_stalls = warp_stalls(header, row);

@@ -925,13 +925,17 @@ fn profile_once(
     };
     let Some(runner) = prepare_runner(gpu, job, reference, Some(k), r, &mut item)? else {
         return Err(BenchError::Other(
-            item.failure.unwrap_or_else(|| "the kernel did not compile".into()),
+            item.failure
+                .unwrap_or_else(|| "the kernel did not compile".into()),
         ));
     };
     b.prepare(gpu, r)?;
     runner.launch(gpu, &b, r)?;
     gpu.sync()?;
-    emit(&Event::Item { item: 0, result: item });
+    emit(&Event::Item {
+        item: 0,
+        result: item,
+    });
     Ok(true)
 }
 
