@@ -762,3 +762,33 @@ async fn the_llm_loop_sends_the_best_kernels_ncu_findings() {
         );
     }
 }
+
+/// Found by a call written from the description alone (bias + GELU with
+/// `flops` and `roof: "memory"`): pct_of_roof divided TFLOP/s by the GB/s
+/// roof (0.18 %). The metric now follows the roof.
+#[test]
+fn flops_with_the_memory_roof_compare_bytes_with_the_memory_roof() {
+    let home = tempfile::tempdir().unwrap();
+    let mut c = copy_call(
+        json!([{"name": "k", "entry": "k", "source": "// fake: ms=0.5"}]),
+        30.0,
+    );
+    c["flops"] = json!("20*N");
+    c["roof"] = json!("memory");
+    let (code, out, text) = call(
+        home.path(),
+        "kernel",
+        &c,
+        true,
+        &[("AISP_KERNEL_LAB_WORKER", &fake_worker())],
+    );
+    assert_eq!(code, 0, "{text}");
+    let k = &out["results"][0]["kernels"][1];
+    let (gbs, pct) = (
+        k["gb_per_s"].as_f64().unwrap(),
+        k["pct_of_roof"].as_f64().unwrap(),
+    );
+    // The fake worker's memory roof is 3000 GB/s.
+    assert!((pct - gbs / 3000.0 * 100.0).abs() < 1e-9, "{k}");
+    assert!(k["tflop_per_s"].as_f64().unwrap() > 0.0, "{k}");
+}

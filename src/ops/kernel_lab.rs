@@ -358,10 +358,12 @@ fn build(
     let mut rows = Vec::new();
     let mut missing_roof = None;
     for (s, r) in resolved.iter().enumerate() {
-        let metric = if r.flops.is_some() {
-            Metric::TflopPerS
-        } else {
+        // The metric is the roof's, so pct_of_roof never divides GB/s by
+        // TFLOP/s (flops given with roof memory: GB/s against the memory roof).
+        let metric = if r.roof == RoofChoice::Memory {
             Metric::GbPerS
+        } else {
+            Metric::TflopPerS
         };
         let work = Work {
             bytes: r.bytes,

@@ -664,6 +664,12 @@ impl LabSpec {
             (Some(_), _) => RoofChoice::Fp32,
             (None, _) => RoofChoice::Memory,
         });
+        if roof != RoofChoice::Memory && flops.is_none() {
+            return Err(format!(
+                "roof `{}` is compared with FLOP/s: give `flops` (e.g. \"2*M*N*K\"), or use roof memory",
+                roof.as_str()
+            ));
+        }
         Ok(Resolved {
             vars: vars.clone(),
             args,
@@ -845,6 +851,27 @@ mod tests {
             "sizes": [{"R": 1024, "C": 2048}, {"R": 100, "C": 50}]
         }))
         .unwrap()
+    }
+
+    /// Found by a call written from the description alone: a compute roof
+    /// needs FLOPs (a memory roof with flops given stays a GB/s comparison).
+    #[test]
+    fn a_compute_roof_needs_flops() {
+        let mut s = transpose_spec();
+        s.roof = Some(RoofChoice::Fp32);
+        let e = s.validate().unwrap_err();
+        assert!(
+            e.contains("roof `fp32` is compared with FLOP/s: give `flops`"),
+            "{e}"
+        );
+        s.flops = Some(Expr::Text("R*C".into()));
+        assert_eq!(s.validate().unwrap()[0].roof, RoofChoice::Fp32);
+        s.roof = Some(RoofChoice::Memory);
+        let r = s.validate().unwrap();
+        assert_eq!(
+            (r[0].roof, r[0].flops),
+            (RoofChoice::Memory, Some(1024.0 * 2048.0))
+        );
     }
 
     #[test]
