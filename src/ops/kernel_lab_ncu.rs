@@ -24,6 +24,10 @@ use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
 use crate::ncu;
 
+/// The most one profile may take: one launch replayed for a few dozen passes
+/// takes seconds to a minute; a longer one is stopped and reported.
+pub const CAPTURE_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// What ncu says about one kernel launch.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct NcuFindings {
@@ -102,7 +106,10 @@ pub fn profile(
         ..Default::default()
     };
     if let Err(e) = capture(ctx, spec, label, sections, &mut f) {
-        if matches!(e.kind, ErrorKind::Cancelled | ErrorKind::Timeout) {
+        // The caller's stop or deadline ends the call; the capture's own limit does not.
+        if matches!(e.kind, ErrorKind::Cancelled | ErrorKind::Timeout)
+            && (ctx.is_cancelled() || ctx.timed_out())
+        {
             return Err(e);
         }
         f.status = "unavailable".into();
@@ -147,6 +154,7 @@ fn capture(
         env: Vec::new(),
     };
     let mut s = Session::start(ctx, CaptureKind::Ncu, &plain, Some(&tool))?;
+    s.deadline = Some(std::time::Instant::now() + CAPTURE_LIMIT);
     f.run_id = Some(s.rec.run_id.clone());
     let job = Job {
         spec: LabSpec {

@@ -133,6 +133,8 @@ pub(super) struct Session<'a> {
     started: Instant,
     last_progress: f64,
     pub(super) notes: Vec<String>,
+    /// A limit of the capture's own, before the caller's deadline.
+    pub(super) deadline: Option<Instant>,
 }
 
 impl<'a> Session<'a> {
@@ -176,6 +178,7 @@ impl<'a> Session<'a> {
             started: Instant::now(),
             last_progress: 0.0,
             notes: Vec::new(),
+            deadline: None,
         })
     }
 
@@ -212,7 +215,10 @@ impl<'a> Session<'a> {
         spec.stdout_log = Some(self.dir.join(format!("{log_name}.stdout.log")));
         spec.stderr_log = Some(self.dir.join(format!("{log_name}.stderr.log")));
         let limits = RunLimits {
-            deadline: self.ctx.deadline(),
+            deadline: match (self.ctx.deadline(), self.deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
             grace: GRACE,
             tail_lines: TAIL_LINES,
         };
