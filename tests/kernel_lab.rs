@@ -482,3 +482,313 @@ async fn the_llm_loop_verifies_every_round_and_keeps_the_best_correct_kernel() {
         user(3)
     );
 }
+
+// ------------------------------------------------------------------ the ncu section
+
+fn repo(p: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(p)
+        .display()
+        .to_string()
+}
+
+/// A copy-shaped call whose fastest candidate is `transpose_tiled` (the kernel
+/// the saved H100 report profiled), with `ncu` as given.
+fn ncu_call(ncu: Value) -> Value {
+    let mut c = copy_call(
+        json!([
+            {"name": "slow", "entry": "k", "source": "// fake: ms=1.0"},
+            {"name": "tiled", "entry": "transpose_tiled", "source": "// fake: ms=0.2"}
+        ]),
+        30.0,
+    );
+    c["ncu"] = ncu;
+    c
+}
+
+/// The fake worker, with the fake ncu around it reading back the pages of a
+/// real one-launch report of the tiled transpose on an H100.
+fn ncu_env(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
+    let mut v = vec![
+        ("AISP_KERNEL_LAB_WORKER", fake_worker()),
+        ("AISP_NCU", repo("tests/fakes/ncu")),
+        (
+            "FAKE_NCU_RAW",
+            repo("tests/data/capture/kernel_lab_tiled.ncu-raw.csv"),
+        ),
+        (
+            "FAKE_NCU_DETAILS",
+            repo("tests/data/capture/kernel_lab_tiled.ncu-details.csv"),
+        ),
+    ];
+    v.extend(extra.iter().cloned());
+    v
+}
+
+fn call_env(
+    home: &Path,
+    op: &str,
+    args: &Value,
+    env: &[(&'static str, String)],
+) -> (i32, Value, String) {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    call(home, op, args, true, &env)
+}
+
+#[test]
+fn ncu_profiles_the_fastest_correct_candidate_and_reports_its_numbers() {
+    let home = tempfile::tempdir().unwrap();
+    let (code, out, text) = call_env(home.path(), "kernel", &ncu_call(json!(true)), &ncu_env(&[]));
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(out["fastest"], "tiled");
+    let n = &out["ncu"];
+    assert_eq!(n["status"], "ok", "{n}");
+    assert_eq!(n["kernel"], "tiled");
+    assert_eq!(n["profiled"], "transpose_tiled");
+    // The capture is an ncu run like aisp_profile_ncu's: its folder holds the
+    // job the profiled worker read, the command line, the report and pages.
+    let run = n["run_id"].as_str().unwrap();
+    assert!(run.starts_with("ncu-"), "{run}");
+    let dir = home.path().join("runs").join(run);
+    assert_eq!(
+        n["report"],
+        dir.join("profile.ncu-rep").display().to_string()
+    );
+    let job: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kernel-lab-job.json")).unwrap())
+            .unwrap();
+    assert_eq!(job["profile"], "tiled");
+    assert!(job["spec"]["ncu"].is_null());
+    let m = &n["metrics"];
+    let raw =
+        std::fs::read_to_string(repo("tests/data/capture/kernel_lab_tiled.ncu-raw.csv")).unwrap();
+    assert!(raw.contains("transpose_tiled"));
+    // Exact values of the saved report (see the unit test on the same pages).
+    assert_eq!(m["duration_ns"], 193952.0);
+    assert_eq!(m["dram_bytes"], 519_008_512.0);
+    assert_eq!(m["sm_throughput_pct"], 59.882867);
+    assert_eq!(m["memory_throughput_pct"], 79.835091);
+    assert_eq!(m["achieved_occupancy_pct"], 94.575768);
+    assert_eq!(n["bound"], "memory");
+    assert!(
+        n["stalls"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("long_scoreboard: 49.7%"),
+        "{n}"
+    );
+    assert!(
+        n["advice"][0].as_str().unwrap().starts_with("CPIStall:"),
+        "{n}"
+    );
+    // The command line: one launch of the candidate's entry, clocks left alone.
+    let rec = std::fs::read_to_string(dir.join("ncu-profile.stdout.log")).unwrap();
+    assert!(rec.contains("==PROF== Connected"), "{rec}");
+    // The timings stand beside it.
+    let rows = out["results"][0]["kernels"].as_array().unwrap();
+    assert!(rows.iter().all(|k| k["status"] == "ok"), "{rows:?}");
+
+    // The same run again through aisp_profile_ncu_summary.
+    let mut cmd = common::aisp(home.path());
+    cmd.args(["--format", "json", "profile", "ncu-summary", "--json"])
+        .arg(json!({"path": run}).to_string())
+        .env("AISP_NCU", repo("tests/fakes/ncu"));
+    let o = cmd.output().unwrap();
+    let again: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        again["kernel_count"],
+        1,
+        "{again} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(again["kernels"][0]["kernel_name"], "transpose_tiled");
+    assert_eq!(again["kernels"][0]["dram_bytes"], m["dram_bytes"]);
+}
+
+#[test]
+fn without_ncu_or_counters_the_timings_stand_and_the_section_says_why() {
+    let home = tempfile::tempdir().unwrap();
+    // ncu missing: the configured path does not exist.
+    let missing = home.path().join("no-ncu").display().to_string();
+    let (code, out, text) = call_env(
+        home.path(),
+        "kernel",
+        &ncu_call(json!(true)),
+        &ncu_env(&[("AISP_NCU", missing.clone())]),
+    );
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(out["fastest"], "tiled");
+    assert_eq!(out["saved"], true);
+    let n = &out["ncu"];
+    assert_eq!(n["status"], "unavailable", "{n}");
+    let why = n["why"].as_str().unwrap();
+    assert!(
+        why.contains(&missing) && why.contains("Nsight Compute"),
+        "{why}"
+    );
+    assert!(n["metrics"].as_object().unwrap().is_empty());
+
+    // Counters not permitted.
+    let (code, out, text) = call_env(
+        home.path(),
+        "kernel",
+        &ncu_call(json!(["SourceCounters"])),
+        &ncu_env(&[("FAKE_NCU_MODE", "perm".into())]),
+    );
+    assert_eq!(code, 0, "{text}");
+    let why = out["ncu"]["why"].as_str().unwrap();
+    assert!(
+        why.contains("ERR_NVGPUCTRPERM") && why.contains("NVreg_RestrictProfilingToAdminUsers=0"),
+        "{why}"
+    );
+    assert_eq!(out["results"][0]["kernels"][2]["status"], "ok");
+
+    // The report is of another kernel than the candidate: said, and no numbers of it are shown.
+    let mut c = ncu_call(json!(true));
+    c["kernels"][1]["entry"] = json!("other");
+    let (code, out, text) = call_env(home.path(), "kernel", &c, &ncu_env(&[]));
+    assert_eq!(code, 0, "{text}");
+    let n = &out["ncu"];
+    assert_eq!(n["status"], "unavailable");
+    assert_eq!(n["profiled"], "transpose_tiled");
+    assert!(
+        n["why"]
+            .as_str()
+            .unwrap()
+            .contains("ncu profiled `transpose_tiled`, not `other`"),
+        "{n}"
+    );
+    assert!(n["metrics"].as_object().unwrap().is_empty());
+
+    // No correct candidate: nothing to profile.
+    let mut c = ncu_call(json!(true));
+    c["kernels"] = json!([{"name": "bad", "entry": "k", "source": "// fake: wrong"}]);
+    let (code, out, text) = call_env(home.path(), "kernel", &c, &ncu_env(&[]));
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        out["ncu"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("no candidate was correct"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_ncu_arguments_are_refused_before_any_work() {
+    let home = tempfile::tempdir().unwrap();
+    for (ncu, extra, want) in [
+        (
+            json!(["SpeedOfLight --launch-skip 9"]),
+            json!({}),
+            "not a section identifier",
+        ),
+        (json!("yes"), json!({}), "ncu"),
+        (
+            json!(true),
+            json!({"compile_only": true}),
+            "drop compile_only",
+        ),
+    ] {
+        let mut c = ncu_call(ncu);
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        let (code, out, text) = call_env(home.path(), "kernel", &c, &ncu_env(&[]));
+        assert_ne!(code, 0, "{out}");
+        assert!(text.contains(want), "{want}: {text}");
+        assert!(
+            !home.path().join("runs").exists()
+                || std::fs::read_dir(home.path().join("runs"))
+                    .unwrap()
+                    .next()
+                    .is_none()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_llm_loop_sends_the_best_kernels_ncu_findings() {
+    let mock = Arc::new(Mock::default());
+    *mock.replies.lock().unwrap() = vec![
+        "```cuda\n// fake: ms=0.5\n__global__ void transpose_tiled() {}\n```\nCHANGE: float4."
+            .into(),
+        "No further idea.".into(),
+    ];
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(chat))
+        .with_state(Arc::clone(&mock));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let home = tempfile::tempdir().unwrap();
+    let home_path = home.path().to_path_buf();
+    let mut lab = copy_call(
+        json!([{"name": "start", "entry": "transpose_tiled", "source": "// fake: ms=1.0"}]),
+        30.0,
+    );
+    lab["ncu"] = json!(true);
+    let args = json!({"lab": lab, "rounds": 2});
+    let mut env = ncu_env(&[]);
+    env.push(("AISP_LLM_BASE_URL", format!("http://{addr}/v1")));
+    env.push(("AISP_LLM_MODEL", "mock-model".into()));
+    let (code, out, text) =
+        tokio::task::spawn_blocking(move || call_env(&home_path, "kernel-improve", &args, &env))
+            .await
+            .unwrap();
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(out["best_round"], 1, "{out}");
+    assert_eq!(out["best_ncu"]["kernel"], "round1");
+    assert_eq!(out["best_ncu"]["metrics"]["dram_bytes"], 519_008_512.0);
+    // Two profiles: the starting kernel, then the kept one (not the rejected rounds).
+    let runs = std::fs::read_dir(home.path().join("runs")).unwrap().count();
+    assert_eq!(runs, 2);
+    let seen = mock.seen.lock().unwrap().clone();
+    let user = |i: usize| {
+        seen[i]["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for (i, label) in [(0, "round0"), (1, "round1")] {
+        assert!(
+            user(i).contains(&format!(
+                "Nsight Compute on one launch of {label}: duration 194.0 us; SM throughput 59.9% and memory throughput 79.8% of peak (memory bound); DRAM traffic 519.009 MB"
+            )) && user(i).contains("Top warp stalls: long_scoreboard: 49.7%"),
+            "{}",
+            user(i)
+        );
+    }
+}
+
+/// Found by a call written from the description alone (bias + GELU with
+/// `flops` and `roof: "memory"`): pct_of_roof divided TFLOP/s by the GB/s
+/// roof (0.18 %). The metric now follows the roof.
+#[test]
+fn flops_with_the_memory_roof_compare_bytes_with_the_memory_roof() {
+    let home = tempfile::tempdir().unwrap();
+    let mut c = copy_call(
+        json!([{"name": "k", "entry": "k", "source": "// fake: ms=0.5"}]),
+        30.0,
+    );
+    c["flops"] = json!("20*N");
+    c["roof"] = json!("memory");
+    let (code, out, text) = call(
+        home.path(),
+        "kernel",
+        &c,
+        true,
+        &[("AISP_KERNEL_LAB_WORKER", &fake_worker())],
+    );
+    assert_eq!(code, 0, "{text}");
+    let k = &out["results"][0]["kernels"][1];
+    let (gbs, pct) = (
+        k["gb_per_s"].as_f64().unwrap(),
+        k["pct_of_roof"].as_f64().unwrap(),
+    );
+    // The fake worker's memory roof is 3000 GB/s.
+    assert!((pct - gbs / 3000.0 * 100.0).abs() < 1e-9, "{k}");
+    assert!(k["tflop_per_s"].as_f64().unwrap() > 0.0, "{k}");
+}

@@ -21,6 +21,7 @@
 //! | `theoretical_occupancy_pct` | `sm__maximum_warps_per_active_cycle_pct` | Occupancy / Theoretical Occupancy |
 //! | `block_limits` | `launch__occupancy_limit_{blocks,registers,shared_mem,warps,barriers}` | Occupancy / Block Limit … |
 //! | `dram_bandwidth_gb_per_s` | `dram__bytes.sum.per_second` | Memory Workload Analysis / Memory Throughput (byte/s) |
+//! | `dram_bytes` | `dram__bytes.sum` | — |
 //! | `l1_hit_rate_pct`, `l2_hit_rate_pct` | `l1tex__t_sector_hit_rate.pct`, `lts__t_sector_hit_rate.pct` | MWA / L1/TEX Hit Rate, L2 Hit Rate |
 //! | `warp_stalls` | `smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio` (else `smsp__pcsamp_warps_issue_stalled_<reason>`) | — |
 //! | `roofline` | FP32/FP64 SASS op rates, `dram__bytes.sum.per_second` and their peaks (the roofline sections) | — |
@@ -267,6 +268,9 @@ pub struct KernelRecord {
     pub waves_per_sm: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dram_bandwidth_gb_per_s: Option<f64>,
+    /// Bytes read from and written to DRAM (`dram__bytes.sum`, when collected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dram_bytes: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub l1_hit_rate_pct: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -426,6 +430,7 @@ fn parse_raw(records: &[Vec<String>], header: &[String]) -> Page {
         k.dram_bandwidth_gb_per_s = val("dram__bytes.sum.per_second")
             .and_then(|v| to_bytes_per_s(v, &unit("dram__bytes.sum.per_second")))
             .map(|b| b / 1e9);
+        k.dram_bytes = val("dram__bytes.sum").and_then(|v| to_bytes(v, &unit("dram__bytes.sum")));
         k.l1_hit_rate_pct = val("l1tex__t_sector_hit_rate.pct");
         k.l2_hit_rate_pct = val("lts__t_sector_hit_rate.pct");
         k.warp_stalls = warp_stalls(header, row);

@@ -23,6 +23,8 @@ use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{Hints, OpSpec, Operation};
 
+use super::kernel_lab_ncu::{self, NcuFindings};
+
 pub struct KernelLab;
 
 /// One kernel at one size.
@@ -75,6 +77,9 @@ pub struct KernelOutput {
     pub fastest: Option<String>,
     pub saved: bool,
     pub notes: Vec<String>,
+    /// With `ncu`: Nsight Compute on `fastest`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ncu: Option<NcuFindings>,
 }
 
 fn invalid(msg: String) -> OpError {
@@ -163,6 +168,7 @@ fn compile_only(spec: &LabSpec) -> Result<KernelOutput, OpError> {
         }],
         fastest: None,
         saved: false,
+        ncu: None,
         notes: vec![format!(
             "compile_only: compiled for {arch} with NVRTC; nothing was run."
         )],
@@ -181,6 +187,13 @@ fn first_errors(errors: &[Diagnostic]) -> String {
 /// Run `spec` (already validated) and answer; shared with the LLM loop.
 pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError> {
     let resolved = spec.validate().map_err(invalid)?;
+    let ncu_sections = spec.ncu.as_ref().and_then(|n| n.sections());
+    if let Some(s) = &ncu_sections {
+        kernel_lab_ncu::validate(s).map_err(invalid)?;
+        if spec.compile_only {
+            return Err(invalid("ncu profiles a run: drop compile_only".into()));
+        }
+    }
     if spec.compile_only {
         return compile_only(spec);
     }
@@ -199,7 +212,7 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
             "time_budget_s must be 0.05..30 and time_limit_s 2..600".into(),
         ));
     }
-    let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
+    let queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
     let seed = rng::fresh_seed();
     let job = Job {
         spec: spec.clone(),
@@ -209,6 +222,7 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
         cache_root: ctx.app().config.cache_dir(),
         start_at: 0,
         measure_roofs: true,
+        profile: None,
     };
     let cancelled = || ctx.is_cancelled();
     let progress = |i: usize, n: usize, label: &str| {
@@ -251,6 +265,8 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
             }
         }
     }
+    // The ncu capture below takes the GPU queue itself.
+    drop(queue);
     let (results, rows) = build(spec, &resolved, &out, &mut notes);
     let mut saved = false;
     let mut run_id = None;
@@ -299,6 +315,15 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
             })
             .map(|k| k.kernel.clone())
     });
+    let ncu = match (&ncu_sections, &fastest) {
+        (None, _) => None,
+        (Some(s), Some(best)) => Some(kernel_lab_ncu::profile(ctx, spec, best, s.clone())?),
+        (Some(_), None) => Some(NcuFindings {
+            status: "unavailable".into(),
+            why: Some("no candidate was correct at the last size, so none was profiled".into()),
+            ..Default::default()
+        }),
+    };
     Ok(KernelOutput {
         run_id,
         target: spec.target(),
@@ -310,6 +335,7 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
         fastest,
         saved,
         notes,
+        ncu,
     })
 }
 
@@ -332,10 +358,12 @@ fn build(
     let mut rows = Vec::new();
     let mut missing_roof = None;
     for (s, r) in resolved.iter().enumerate() {
-        let metric = if r.flops.is_some() {
-            Metric::TflopPerS
-        } else {
+        // The metric is the roof's, so pct_of_roof never divides GB/s by
+        // TFLOP/s (flops given with roof memory: GB/s against the memory roof).
+        let metric = if r.roof == RoofChoice::Memory {
             Metric::GbPerS
+        } else {
+            Metric::TflopPerS
         };
         let work = Work {
             bytes: r.bytes,
@@ -455,7 +483,7 @@ impl Operation for KernelLab {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Kernel lab: check and time CUDA kernels",
         summary: "Compiles CUDA C++ kernels with NVRTC, checks their outputs against a reference, times them and reports speedup, GB/s or TFLOP/s, % of roof, registers and occupancy.",
-        description: "Write a CUDA kernel and find out if it is right and fast. Compiles each kernel (errors with line numbers), runs the reference (a built-in op: copy, transpose, reduce_sum, softmax, layernorm, gemm via cuBLAS; or one of your kernels) and the candidates on the same random inputs, compares every out buffer (atol + rtol*|ref|; defaults f32 1e-4/1e-4, f16 1e-3/1e-2, bf16 1e-2/2e-2, ints exact; first bad index), then times the correct ones (CUDA events, L2 flushed): median, p10/p90, GB/s, TFLOP/s, % of the measured roof, speedup vs the reference with a 95% interval, registers, shared memory, occupancy. args are the kernel's parameters in order: buffers (shape, role in|out|inout) or scalars (value); sizes, shapes, grid, block, bytes and flops take expressions of the names in `sizes` (+ - * / % **, cdiv, min, max). Kernels run in a child process with a time limit: a crash, hang or illegal address is that kernel's failure. Results are stored (target kernel_<name>): aisp_benchmark_compare works on them. compile_only needs no GPU. Needs execution allowed.",
+        description: "Is a CUDA kernel right and fast? Compiles each kernel (errors with line numbers), runs the reference and the candidates on the same random inputs, compares every out buffer (atol + rtol*|ref|; defaults f32 1e-4/1e-4, f16 1e-3/1e-2, bf16 1e-2/2e-2, ints exact; first bad index), then times the correct ones (CUDA events, L2 flushed): median, p10/p90, GB/s, TFLOP/s, % of the measured roof, speedup vs the reference with a 95% interval, registers, shared memory, occupancy. The reference is one of your kernels or a built-in op reading the in buffers in arg order and writing the first out buffer (row-major, rows = all dims but the last): copy, transpose (2-D), reduce_sum, softmax, layernorm (per row, f32, eps 1e-5, no affine), gemm (C[M,N] = A[M,K] @ B[K,N], cuBLAS, FP32 compute, no TF32). args are the kernel's parameters in order: buffers (shape, role in|out|inout) or scalars (value); sizes, shapes, values, grid, block, bytes and flops take expressions of the names in `sizes` (+ - * / % **, cdiv, min, max). `ncu: true` then profiles the fastest correct one under Nsight Compute (SOL %, occupancy, DRAM bytes, stalls, advice). Kernels run in a child process with a time limit: a crash, hang or illegal address is that kernel's failure. Results are stored (target kernel_<name>) for aisp_benchmark_compare. compile_only needs no GPU. Needs execution allowed.",
         hints: Hints::RUNS_COMMAND,
         needs_gpu: false,
         long_running: true,
@@ -526,6 +554,9 @@ pub struct ImproveOutput {
     pub rounds: Vec<Round>,
     /// What the kept changes were, in order.
     pub explanation: String,
+    /// With lab.ncu: Nsight Compute on the best kernel (also sent to the model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_ncu: Option<NcuFindings>,
 }
 
 fn describe(row: &KernelRow, reference_median: Option<f64>) -> String {
@@ -575,7 +606,7 @@ impl Operation for KernelImprove {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Improve a CUDA kernel with an LLM",
         summary: "Asks the configured LLM for faster variants of a kernel for N rounds, checking and timing each with aisp_benchmark_kernel; keeps the best correct one.",
-        description: "Give the same arguments as aisp_benchmark_kernel (in `lab`) with one candidate. Each round sends the model the best kernel's source and its measurements (time, GB/s or TFLOP/s, % of roof, registers, occupancy, failures), compiles, checks and times its answer side by side with the best, and keeps it only if it is correct and faster (95% interval above 1). Returns every round (the model's stated change, status, medians, kept), the best source and the overall speedup. Needs an LLM endpoint (aisp_ai_status), a GPU and execution allowed.",
+        description: "Give the same arguments as aisp_benchmark_kernel (in `lab`) with one candidate. Each round sends the model the best kernel's source and its measurements (time, GB/s or TFLOP/s, % of roof, registers, occupancy, failures; Nsight Compute findings with lab.ncu), compiles, checks and times its answer side by side with the best, and keeps it only if it is correct and faster (95% interval above 1). Returns every round (the model's stated change, status, medians, kept), the best source and the overall speedup. Needs an LLM endpoint (aisp_ai_status), a GPU and execution allowed.",
         hints: Hints::RUNS_COMMAND,
         needs_gpu: false,
         long_running: true,
@@ -597,6 +628,17 @@ impl Operation for KernelImprove {
         let mut lab = input.lab;
         lab.compile_only = false;
         lab.validate().map_err(invalid)?;
+        // The loop profiles the best kernel itself, each time it changes.
+        let ncu_sections = lab.ncu.take().and_then(|n| n.sections());
+        if let Some(s) = &ncu_sections {
+            kernel_lab_ncu::validate(s).map_err(invalid)?;
+        }
+        let profile = |spec: &LabSpec, label: &str| -> Result<Option<NcuFindings>, OpError> {
+            match &ncu_sections {
+                Some(s) => kernel_lab_ncu::profile(ctx, spec, label, s.clone()).map(Some),
+                None => Ok(None),
+            }
+        };
         let cands: Vec<_> = lab.candidates().into_iter().cloned().collect();
         let [start] = cands.as_slice() else {
             return Err(invalid(format!(
@@ -655,10 +697,21 @@ impl Operation for KernelImprove {
             .as_ref()
             .filter(|r| r.status == "ok")
             .and_then(|r| r.median_ms);
-        let mut best_desc = start_row
-            .as_ref()
-            .map(|r| describe(r, reference_median(&first)))
-            .unwrap_or_default();
+        let mut best_ncu = match &start_row {
+            Some(r) if r.status == "ok" => profile(&spec0, "round0")?,
+            _ => None,
+        };
+        let with_ncu = |desc: String, f: &Option<NcuFindings>| match f {
+            Some(f) => format!("{desc}\n{}", kernel_lab_ncu::prompt_text(f)),
+            None => desc,
+        };
+        let mut best_desc = with_ncu(
+            start_row
+                .as_ref()
+                .map(|r| describe(r, reference_median(&first)))
+                .unwrap_or_default(),
+            &best_ncu,
+        );
         let mut best_median = start_median;
         let mut last_attempt: Option<String> = None;
         let mut out_rounds = Vec::new();
@@ -765,10 +818,11 @@ impl Operation for KernelImprove {
                     "round {round}: {}",
                     proposal.change.trim_end_matches('.')
                 ));
+                best_ncu = profile(&spec, &label)?;
                 best = cand;
                 best_round = round;
                 best_median = median;
-                best_desc = attempt;
+                best_desc = with_ncu(attempt, &best_ncu);
             } else if let Some(b) = best_now {
                 best_median = Some(b);
             }
@@ -807,6 +861,7 @@ impl Operation for KernelImprove {
             best_source: best.source,
             rounds: out_rounds,
             explanation,
+            best_ncu,
         })
     }
 }

@@ -21,6 +21,7 @@ pub mod hw_host;
 pub mod inference;
 pub mod job;
 pub mod kernel_lab;
+pub mod kernel_lab_ncu;
 pub mod optimize;
 pub mod profile;
 pub mod profile_analyses;

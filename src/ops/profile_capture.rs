@@ -42,10 +42,10 @@ const DIAGNOSE_BYTES: u64 = 4 << 20;
 
 /// The user's command, checked.
 #[derive(Debug)]
-struct UserCommand {
-    argv: Vec<String>,
-    cwd: Option<PathBuf>,
-    env: Vec<(String, String)>,
+pub(super) struct UserCommand {
+    pub(super) argv: Vec<String>,
+    pub(super) cwd: Option<PathBuf>,
+    pub(super) env: Vec<(String, String)>,
 }
 
 fn check_command(
@@ -113,7 +113,7 @@ fn tool_error(e: ToolError, tool: Profiler) -> OpError {
     OpError::not_found(e.to_string(), install)
 }
 
-fn discover(
+pub(super) fn discover(
     ctx: &OpContext,
     tool: Profiler,
     env: &[(String, String)],
@@ -126,17 +126,19 @@ fn discover(
 }
 
 /// A capture in progress: its record, folder, clock and progress.
-struct Session<'a> {
+pub(super) struct Session<'a> {
     ctx: &'a OpContext,
-    rec: CaptureRecord,
-    dir: PathBuf,
+    pub(super) rec: CaptureRecord,
+    pub(super) dir: PathBuf,
     started: Instant,
     last_progress: f64,
-    notes: Vec<String>,
+    pub(super) notes: Vec<String>,
+    /// A limit of the capture's own, before the caller's deadline.
+    pub(super) deadline: Option<Instant>,
 }
 
 impl<'a> Session<'a> {
-    fn start(
+    pub(super) fn start(
         ctx: &'a OpContext,
         kind: CaptureKind,
         cmd: &UserCommand,
@@ -176,6 +178,7 @@ impl<'a> Session<'a> {
             started: Instant::now(),
             last_progress: 0.0,
             notes: Vec::new(),
+            deadline: None,
         })
     }
 
@@ -212,7 +215,10 @@ impl<'a> Session<'a> {
         spec.stdout_log = Some(self.dir.join(format!("{log_name}.stdout.log")));
         spec.stderr_log = Some(self.dir.join(format!("{log_name}.stderr.log")));
         let limits = RunLimits {
-            deadline: self.ctx.deadline(),
+            deadline: match (self.ctx.deadline(), self.deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
             grace: GRACE,
             tail_lines: TAIL_LINES,
         };
@@ -265,7 +271,7 @@ impl<'a> Session<'a> {
     }
 
     /// Record the outcome; the error is returned for `?`.
-    fn finish(&mut self, result: &Result<(), OpError>) {
+    pub(super) fn finish(&mut self, result: &Result<(), OpError>) {
         self.rec.finished_at = Some(crate::jobs::now_rfc3339());
         self.rec.duration_ms = Some(self.started.elapsed().as_millis() as i64);
         match result {
@@ -963,7 +969,7 @@ fn import_pages(
     Ok(pages)
 }
 
-fn ncu_capture(
+pub(super) fn ncu_capture(
     s: &mut Session<'_>,
     cmd: &UserCommand,
     opts: &NcuOptions,

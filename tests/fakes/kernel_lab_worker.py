@@ -10,6 +10,9 @@ from markers in each kernel's source:
     // fake: hang          never reports (the parent must kill it)
     // fake: crash         dies of SIGSEGV while running
 
+With "profile" in the job (the kernel lab's ncu section) it only reports the
+kernel and exits.
+
 What it proves: the parent side (the loop, the rows, the store) handles what
 a worker reports. What it does not: anything about compiling, checking or
 timing on a GPU (tests on a GPU host do that; see examples/kernel-lab).
@@ -21,7 +24,12 @@ import signal
 import sys
 import time
 
-job = json.loads(sys.stdin.readline())
+# Under ncu the job comes in a file (AISP_KERNEL_LAB_JOB), as for the real worker.
+if os.environ.get("AISP_KERNEL_LAB_JOB"):
+    with open(os.environ["AISP_KERNEL_LAB_JOB"]) as f:
+        job = json.loads(f.read())
+else:
+    job = json.loads(sys.stdin.readline())
 spec = job["spec"]
 
 
@@ -39,6 +47,13 @@ emit({"event": "device", "info": {
 if job.get("measure_roofs"):
     emit({"event": "roofs", "roofs": {"memory": {"value": 3000.0, "how": "fake"}, "fp32": None,
                                       "tensor": {}, "pcie_h2d": None}})
+
+if job.get("profile"):
+    # Profile mode: "launch" the one kernel; the fake ncu around it writes the report.
+    emit({"event": "item", "item": 0, "result": {"size": 0, "kernel": job["profile"], "reference": False,
+          "compile": None, "resources": None, "launch": None, "checks": [], "samples_ms": [],
+          "failure": None, "cuda_error": False}})
+    sys.exit(0)
 
 ops = {"copy", "transpose", "reduce_sum", "softmax", "layernorm", "gemm"}
 labels = [k.get("name") or k["entry"] for k in spec["kernels"]]

@@ -3,7 +3,7 @@
 //! reading the model's reply (one CUDA code block and a `CHANGE:` line).
 
 /// What the model is told each round.
-pub const SYSTEM_PROMPT: &str = "You optimize CUDA C++ kernels. You get a kernel, how it is launched, its parameters and what was measured on the GPU (time, bandwidth or FLOP/s, percent of the hardware roof, registers, occupancy, correctness). Answer with the complete new kernel source in one ```cuda code block: same entry name, same parameters in the same order, same launch (grid and block are fixed), no host code. After the block write one line `CHANGE: <what you changed and why it should be faster>`. Correctness comes first: an incorrect kernel is discarded.";
+pub const SYSTEM_PROMPT: &str = "You optimize CUDA C++ kernels. You get a kernel, how it is launched, its parameters and what was measured on the GPU (time, bandwidth or FLOP/s, percent of the hardware roof, registers, occupancy, correctness, and Nsight Compute findings when it was profiled). Answer with the complete new kernel source in one ```cuda code block: same entry name, same parameters in the same order, same launch (grid and block are fixed), no host code. After the block write one line `CHANGE: <what you changed and why it should be faster>`. Correctness comes first: an incorrect kernel is discarded.";
 
 /// A model's proposal.
 #[derive(Debug, Clone, PartialEq)]

@@ -246,7 +246,7 @@ pub struct LabSpec {
     /// FLOPs per launch (gemm: 2*M*N*K).
     #[serde(default)]
     pub flops: Option<Expr>,
-    /// Default: memory, or fp32/gemm dtype with flops.
+    /// Default memory; with flops fp32 (gemm: its dtype).
     #[serde(default)]
     pub roof: Option<RoofChoice>,
     #[serde(default)]
@@ -268,6 +268,38 @@ pub struct LabSpec {
     /// CUDA device (0).
     #[serde(default)]
     pub device: Option<u32>,
+    /// true, or extra ncu section names.
+    #[serde(default)]
+    pub ncu: Option<NcuRequest>,
+}
+
+/// `ncu: true` (the default sections) or a list of extra section identifiers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum NcuRequest {
+    On(bool),
+    Sections(Vec<String>),
+}
+
+/// Sections profiled for `ncu: true`, on top of ncu's basic set (speed of
+/// light, launch statistics, occupancy): memory traffic and warp stall reasons.
+pub const NCU_DEFAULT_SECTIONS: &[&str] = &[
+    "SpeedOfLight",
+    "MemoryWorkloadAnalysis",
+    "Occupancy",
+    "LaunchStats",
+    "WarpStateStats",
+];
+
+impl NcuRequest {
+    /// The sections to collect, or None when profiling is off (`false`).
+    pub fn sections(&self) -> Option<Vec<String>> {
+        match self {
+            NcuRequest::On(false) => None,
+            NcuRequest::Sections(v) if !v.is_empty() => Some(v.clone()),
+            _ => Some(NCU_DEFAULT_SECTIONS.iter().map(|s| s.to_string()).collect()),
+        }
+    }
 }
 
 /// Resolved for one size.
@@ -632,6 +664,12 @@ impl LabSpec {
             (Some(_), _) => RoofChoice::Fp32,
             (None, _) => RoofChoice::Memory,
         });
+        if roof != RoofChoice::Memory && flops.is_none() {
+            return Err(format!(
+                "roof `{}` is compared with FLOP/s: give `flops` (e.g. \"2*M*N*K\"), or use roof memory",
+                roof.as_str()
+            ));
+        }
         Ok(Resolved {
             vars: vars.clone(),
             args,
@@ -813,6 +851,27 @@ mod tests {
             "sizes": [{"R": 1024, "C": 2048}, {"R": 100, "C": 50}]
         }))
         .unwrap()
+    }
+
+    /// Found by a call written from the description alone: a compute roof
+    /// needs FLOPs (a memory roof with flops given stays a GB/s comparison).
+    #[test]
+    fn a_compute_roof_needs_flops() {
+        let mut s = transpose_spec();
+        s.roof = Some(RoofChoice::Fp32);
+        let e = s.validate().unwrap_err();
+        assert!(
+            e.contains("roof `fp32` is compared with FLOP/s: give `flops`"),
+            "{e}"
+        );
+        s.flops = Some(Expr::Text("R*C".into()));
+        assert_eq!(s.validate().unwrap()[0].roof, RoofChoice::Fp32);
+        s.roof = Some(RoofChoice::Memory);
+        let r = s.validate().unwrap();
+        assert_eq!(
+            (r[0].roof, r[0].flops),
+            (RoofChoice::Memory, Some(1024.0 * 2048.0))
+        );
     }
 
     #[test]

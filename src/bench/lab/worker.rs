@@ -41,7 +41,15 @@ pub struct Job {
     /// Items before this one were reported by an earlier worker.
     pub start_at: usize,
     pub measure_roofs: bool,
+    /// Profile mode (under Nsight Compute): launch only this kernel, once, at
+    /// the last size, on the same inputs; no reference, checks or timing.
+    #[serde(default)]
+    pub profile: Option<String>,
 }
+
+/// Environment variable naming a file that holds the job (used under ncu,
+/// which does not pass our stdin to the program it starts).
+pub const JOB_FILE_ENV: &str = "AISP_KERNEL_LAB_JOB";
 
 /// Theoretical occupancy and the resources behind it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -120,12 +128,17 @@ fn emit(e: &Event) {
 /// a CUDA error, 2 bad job or setup failure.
 pub fn main() -> std::process::ExitCode {
     let mut line = String::new();
-    let job: Job = match std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_str(&line).map_err(|e| e.to_string()))
-    {
+    let read = match std::env::var_os(JOB_FILE_ENV).filter(|p| !p.is_empty()) {
+        Some(path) => std::fs::read_to_string(&path)
+            .map(|t| line = t)
+            .map_err(|e| format!("cannot read {}: {e}", path.to_string_lossy())),
+        None => std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+    };
+    let job: Job = match read.and_then(|_| serde_json::from_str(&line).map_err(|e| e.to_string())) {
         Ok(j) => j,
         Err(e) => {
             emit(&Event::Fatal {
@@ -660,6 +673,9 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
         cublas: blas::cublas_version(),
         cuda_driver: crate::bench::cuda::driver_version(),
     });
+    if let Some(label) = &job.profile {
+        return profile_once(&gpu, job, &resolved, &reference, label);
+    }
     if job.measure_roofs {
         let mut r = Roofs::default();
         let never = || false;
@@ -880,6 +896,46 @@ pub fn run(job: &Job) -> Result<bool, BenchError> {
             }
         }
     }
+    Ok(true)
+}
+
+/// Profile mode: one launch of kernel `label` at the last size, for a
+/// profiler attached to this process (the parent filters on its name).
+fn profile_once(
+    gpu: &Gpu,
+    job: &Job,
+    resolved: &[Resolved],
+    reference: &Reference,
+    label: &str,
+) -> Result<bool, BenchError> {
+    let r = resolved
+        .last()
+        .ok_or_else(|| BenchError::InvalidInput("no size to profile".into()))?;
+    let k = job
+        .spec
+        .kernels
+        .iter()
+        .find(|k| k.label() == label)
+        .ok_or_else(|| BenchError::InvalidInput(format!("no kernel named `{label}`")))?;
+    let b = setup(gpu, r, job.seed)?;
+    let mut item = ItemResult {
+        size: resolved.len() - 1,
+        kernel: label.to_string(),
+        ..Default::default()
+    };
+    let Some(runner) = prepare_runner(gpu, job, reference, Some(k), r, &mut item)? else {
+        return Err(BenchError::Other(
+            item.failure
+                .unwrap_or_else(|| "the kernel did not compile".into()),
+        ));
+    };
+    b.prepare(gpu, r)?;
+    runner.launch(gpu, &b, r)?;
+    gpu.sync()?;
+    emit(&Event::Item {
+        item: 0,
+        result: item,
+    });
     Ok(true)
 }
 
