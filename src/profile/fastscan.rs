@@ -477,12 +477,14 @@ where
     })
 }
 
-/// How many threads a scan should use: the machine's parallelism, at most 4.
+/// How many threads a scan should use: the machine's parallelism, at most
+/// 16. Decoding and folding the big tables is CPU-bound (the page cache
+/// delivers a 1 GB export in 0.2 s), so every core shortens the first question.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
-        .min(4)
+        .min(16)
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ pub enum TableKind {
     OsRuntime,
     MemcpyOperLabels,
     MemKindLabels,
+    /// Derived: exact per-name statistics of every OS runtime call (`osrt_sum`, whole table).
+    OsrtNameStats,
 }
 
 /// Bytes a decoded table holds in memory (rows, strings, index entries), an
@@ -68,6 +70,12 @@ impl Footprint for HashMap<i64, String> {
         // Buckets (key, String header, control byte) at the table's capacity, plus the text.
         let bucket = std::mem::size_of::<(i64, String)>() + 1;
         (self.capacity() * bucket) as u64 + self.values().map(|v| v.capacity() as u64).sum::<u64>()
+    }
+}
+
+impl<T: Footprint> Footprint for Option<T> {
+    fn footprint(&self) -> u64 {
+        self.as_ref().map_or(0, Footprint::footprint)
     }
 }
 

@@ -254,9 +254,260 @@ impl OsrtCalls {
     }
 }
 
+/// Exact `nsys stats` statistics of every name's call durations over the
+/// whole table (`osrt_sum` without a time window or process filter), from two
+/// folds and no per-call list: 23 M durations held as a list cost more in
+/// fresh memory pages than the statistics themselves.
+///
+/// - count, total, min, max and the sums for the standard deviation are exact
+///   integers (any fold order gives the same); the standard deviation is
+///   `sqrt((n·Σd² − (Σd)²) / (n·(n − 1)))`, the exact sample variance;
+/// - the median comes from a histogram of the first fold: the second fold
+///   keeps only the durations in the one or two buckets that hold the middle
+///   rank(s), and those are selected exactly.
+///
+/// `None` when a sum would overflow 128 bits (the caller then lists durations).
+pub fn name_stats(calls: &OsrtCalls, threads: usize) -> Option<NameStats> {
+    #[derive(Default)]
+    struct Acc {
+        count: u64,
+        total: i128,
+        squares: i128,
+        min: i64,
+        max: i64,
+        overflow: bool,
+        hist: Vec<u64>,
+    }
+    impl Acc {
+        fn add(&mut self, d: i64) {
+            if self.count == 0 {
+                self.min = d;
+                self.max = d;
+                self.hist = vec![0; BUCKETS];
+            }
+            self.count += 1;
+            self.total += d as i128;
+            self.min = self.min.min(d);
+            self.max = self.max.max(d);
+            match (d as i128).checked_mul(d as i128).and_then(|q| self.squares.checked_add(q)) {
+                Some(q) => self.squares = q,
+                None => self.overflow = true,
+            }
+            self.hist[bucket(d)] += 1;
+        }
+        fn merge(&mut self, o: Acc) {
+            if o.count == 0 {
+                return;
+            }
+            if self.count == 0 {
+                *self = o;
+                return;
+            }
+            self.count += o.count;
+            self.total += o.total;
+            self.min = self.min.min(o.min);
+            self.max = self.max.max(o.max);
+            match self.squares.checked_add(o.squares) {
+                Some(q) => self.squares = q,
+                None => self.overflow = true,
+            }
+            self.overflow |= o.overflow;
+            for (a, b) in self.hist.iter_mut().zip(o.hist) {
+                *a += b;
+            }
+        }
+    }
+    let parts = calls.fold(
+        None,
+        threads,
+        FxHashMap::<i64, Acc>::default,
+        |m, s, e, _, name| m.entry(name).or_default().add(e.wrapping_sub(s)),
+    );
+    let mut by_name: FxHashMap<i64, Acc> = FxHashMap::default();
+    for part in parts {
+        for (k, a) in part {
+            by_name.entry(k).or_default().merge(a);
+        }
+    }
+    if by_name.values().any(|a| a.overflow) {
+        return None;
+    }
+    // Per name: the middle rank(s) (0-based, ascending) and the bucket of each.
+    struct Middle {
+        ranks: [u64; 2],
+        buckets: [usize; 2],
+        /// Values before each bucket.
+        before: [u64; 2],
+    }
+    let middles: FxHashMap<i64, Middle> = by_name
+        .iter()
+        .map(|(&name, a)| {
+            let hi = a.count / 2;
+            let lo = if a.count % 2 == 0 { hi - 1 } else { hi };
+            let find = |rank: u64| {
+                let mut seen = 0u64;
+                for (b, &c) in a.hist.iter().enumerate() {
+                    if seen + c > rank {
+                        return (b, seen);
+                    }
+                    seen += c;
+                }
+                (BUCKETS - 1, seen)
+            };
+            let (b0, s0) = find(lo);
+            let (b1, s1) = find(hi);
+            (
+                name,
+                Middle {
+                    ranks: [lo, hi],
+                    buckets: [b0, b1],
+                    before: [s0, s1],
+                },
+            )
+        })
+        .collect();
+    let parts = calls.fold(
+        None,
+        threads,
+        FxHashMap::<(i64, usize), Vec<i64>>::default,
+        |m, s, e, _, name| {
+            let d = e.wrapping_sub(s);
+            let b = bucket(d);
+            if let Some(mid) = middles.get(&name)
+                && (mid.buckets[0] == b || mid.buckets[1] == b)
+            {
+                m.entry((name, b)).or_default().push(d);
+            }
+        },
+    );
+    let mut held: FxHashMap<(i64, usize), Vec<i64>> = FxHashMap::default();
+    for part in parts {
+        for (k, v) in part {
+            held.entry(k).or_default().extend(v);
+        }
+    }
+    let mut out = NameStats::default();
+    for (name, a) in by_name {
+        let mid = &middles[&name];
+        let mut at = |k: usize| -> i64 {
+            let v = held.get_mut(&(name, mid.buckets[k])).map(Vec::as_mut_slice);
+            let v = v.unwrap_or(&mut []);
+            let r = (mid.ranks[k] - mid.before[k]) as usize;
+            if r >= v.len() {
+                return 0; // cannot happen: both folds see the same rows
+            }
+            *v.select_nth_unstable(r).1
+        };
+        let n = a.count as i128;
+        let med = if a.count % 2 == 1 {
+            at(1) as f64
+        } else {
+            let (lo, hi) = (at(0), at(1));
+            super::stats::round_ratio(lo as i128 + hi as i128, 2, 10)
+        };
+        let stddev = if a.count > 1 {
+            // n·Σd² − (Σd)² = n(n−1)·variance, exactly (never negative).
+            let num = n
+                .checked_mul(a.squares)
+                .and_then(|x| a.total.checked_mul(a.total).and_then(|t| x.checked_sub(t)));
+            let Some(num) = num else {
+                return None;
+            };
+            super::stats::round1((num.max(0) as f64 / (n * (n - 1)) as f64).sqrt())
+        } else {
+            0.0
+        };
+        out.by_name.insert(
+            name,
+            super::stats::Stats {
+                count: a.count,
+                total: a.total as i64,
+                avg: super::stats::round1_ratio(a.total, n),
+                med,
+                min: a.min,
+                max: a.max,
+                stddev,
+            },
+        );
+    }
+    Some(out)
+}
+
+/// [`name_stats`]' answer: per name id, the statistics of its calls' durations.
+#[derive(Debug, Default)]
+pub struct NameStats {
+    pub by_name: FxHashMap<i64, super::stats::Stats>,
+}
+
+impl super::loaded::Footprint for NameStats {
+    fn footprint(&self) -> u64 {
+        let entry = std::mem::size_of::<(i64, super::stats::Stats)>() as u64 + 1;
+        self.by_name.capacity() as u64 * entry
+    }
+}
+
+/// Histogram buckets: one for negative durations (damaged rows), 32 exact
+/// small values, then 16 per power of two (the median's bucket holds about a
+/// sixteenth of its octave's calls, so the second fold keeps few).
+const BUCKETS: usize = 1 + 32 + 59 * 16;
+
+#[inline]
+fn bucket(d: i64) -> usize {
+    if d < 0 {
+        return 0;
+    }
+    let v = d as u64;
+    if v < 32 {
+        return 1 + v as usize;
+    }
+    let e = 64 - v.leading_zeros() as usize; // 6..=63
+    1 + 32 + (e - 6) * 16 + ((v >> (e - 5)) & 15) as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_stats_equal_the_statistics_of_the_listed_durations() {
+        // Names with odd and even counts, one call, ties, negative (damaged)
+        // rows, huge and tiny durations, spread over many chunks.
+        let mut e = Encoder::default();
+        let mut by_name: std::collections::HashMap<i64, Vec<i64>> = Default::default();
+        let mut x: u64 = 12345;
+        for i in 0..200_000i64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let name = 1 + (x >> 60) as i64 % 7;
+            let dur = match name {
+                1 => (x >> 20) as i64 % 50,                    // small, many ties
+                2 => (x >> 11) as i64 % 10_000_000_000,        // up to 10 s
+                3 => 100_098_917,                              // all equal
+                4 => (x >> 30) as i64 % 1000 - 3,              // a few negative
+                5 => (1 << 45) + (x >> 40) as i64,             // hours
+                _ => (x >> 33) as i64,
+            };
+            let start = 1_000_000 + i * 1000;
+            e.row(start, start + dur, 7 << 24, name, Some(27));
+            by_name.entry(name).or_default().push(dur);
+        }
+        e.row(5, 9, 7 << 24, 99, Some(27)); // a name with one call
+        by_name.entry(99).or_default().push(4);
+        let t = Encoder::finish(vec![e]);
+        for threads in [1, 3] {
+            let got = name_stats(&t, threads).expect("no overflow");
+            assert_eq!(got.by_name.len(), by_name.len());
+            for (name, v) in &by_name {
+                let want = super::super::stats::stats(&mut v.clone());
+                assert_eq!(got.by_name[name], want, "name {name}");
+            }
+        }
+        // Sums past 128 bits: no answer (the caller lists durations instead).
+        let mut e = Encoder::default();
+        for i in 0..4 {
+            e.row(i, i + i64::MAX / 2, 1, 1, None);
+        }
+        assert!(name_stats(&Encoder::finish(vec![e]), 2).is_none());
+    }
 
     #[test]
     fn rows_come_back_exactly_in_order_and_windows_filter() {

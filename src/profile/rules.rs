@@ -953,8 +953,14 @@ fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
             .memcpy
             .as_ref()
             .is_none_or(|t| !t.has("globalPid"));
-    let index = super::correlation_index(api, correlation_only);
+    let index = super::correlation_index_for(
+        api,
+        correlation_only,
+        cx.p.memcpys()?.iter().map(|m| (m.global_pid, m.correlation)),
+    );
     let opers = cx.p.memcpy_oper_labels()?;
+    // The best pinned bandwidth of a direction scans every copy: once per direction, not per copy.
+    let mut bandwidth: HashMap<i64, f64> = HashMap::new();
     let mut drafts = Vec::new();
     let mut total_everywhere = 0u64;
     for (i, d) in cx.devs.iter().enumerate() {
@@ -991,7 +997,15 @@ fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
             let e = dirs.entry(dir).or_default();
             e.0 += 1;
             e.1 += m.bytes;
-            let ideal = (m.bytes as f64 / pinned_bandwidth(cx.p, m.copy_kind)?) as i64;
+            let bw = match bandwidth.get(&m.copy_kind) {
+                Some(&bw) => bw,
+                None => {
+                    let bw = pinned_bandwidth(cx.p, m.copy_kind)?;
+                    bandwidth.insert(m.copy_kind, bw);
+                    bw
+                }
+            };
+            let ideal = (m.bytes as f64 / bw) as i64;
             let (s, e) = (m.start.max(d.window.start_ns), m.end.min(d.window.end_ns));
             let excess = ((e - s) - ideal).max(0);
             at_stake += excess;

@@ -470,7 +470,19 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
     }
     let mut osrt = None;
     if want("osrt_sum") {
-        if tables.osrt.is_some() {
+        let whole = if scope.trim.is_none() && procs.is_none() {
+            p.osrt_name_stats()?
+        } else {
+            None
+        };
+        if let Some(whole) = whole {
+            // Every call of the file: the per-name statistics kept with its tables.
+            let groups = whole
+                .by_name
+                .iter()
+                .map(|(&id, s)| (p.string(id).to_string(), None, None, s.clone()));
+            osrt = Some(time_report_of("osrt_sum", groups, limit));
+        } else if tables.osrt.is_some() {
             // Tens of millions of calls: their durations are held as u32
             // where they fit (half the memory of i64; the same statistics).
             let parts = p.fold_osrt(
