@@ -48,6 +48,9 @@ pub enum TableKind {
     MemKindLabels,
     /// Derived: exact per-name statistics of every OS runtime call (`osrt_sum`, whole table).
     OsrtNameStats,
+    /// Derived: what the CPU threads did during each GPU gap explained so far
+    /// (`gaps` and `rules` explain many of the same gaps).
+    GapExplanations,
 }
 
 /// Bytes a decoded table holds in memory (rows, strings, index entries), an
@@ -259,6 +262,29 @@ impl TableCache {
         };
         relock(&self.loading).remove(&key);
         result
+    }
+
+    /// A kept value, if any (no decoding; counts as a use).
+    pub fn peek<T: Send + Sync + 'static>(&self, id: &FileIdentity, kind: TableKind) -> Option<Arc<T>> {
+        if self.budget() == 0 {
+            return None;
+        }
+        self.get::<T>(&(id.clone(), kind))
+    }
+
+    /// Keep `value` as `kind` of the file `id`, replacing what was kept (a
+    /// derived product that grows: its bytes are counted again).
+    pub fn put<T: Footprint + Send + Sync + 'static>(
+        &self,
+        id: &FileIdentity,
+        path: &Path,
+        kind: TableKind,
+        value: Arc<T>,
+    ) {
+        if self.budget() == 0 {
+            return;
+        }
+        self.insert((id.clone(), kind), path, value);
     }
 
     fn insert<T: Footprint + Send + Sync + 'static>(&self, key: Key, path: &Path, value: Arc<T>) {

@@ -354,6 +354,20 @@ impl Profile {
         Ok(cell.get_or_init(|| v))
     }
 
+    /// A derived product kept for this file ([`loaded::TableCache::peek`]).
+    pub(crate) fn kept<T: Send + Sync + 'static>(&self, kind: TableKind) -> Option<Arc<T>> {
+        self.cache.peek(&self.identity, kind)
+    }
+
+    /// Keep a derived product for this file, replacing the previous one.
+    pub(crate) fn keep<T: loaded::Footprint + Send + Sync + 'static>(
+        &self,
+        kind: TableKind,
+        value: Arc<T>,
+    ) {
+        self.cache.put(&self.identity, &self.db_path, kind, value)
+    }
+
     fn progress(&self) -> Option<&ScanProgress> {
         self.progress.as_ref()
     }

@@ -1667,12 +1667,15 @@ fn rule_exposed_communication(cx: &mut Ctx) -> Result<()> {
         }
         let o =
             super::overlap::window_overlap(d.window, &intervals::union(c), &intervals::union(n));
-        let shared = ns.iter().any(|s| cs.contains(s));
         if o.communication_only_ns * 100 < d.window.length_ns {
             continue;
         }
         ns.sort_unstable();
         ns.dedup();
+        // Distinct streams only: one entry per kernel made this quadratic.
+        cs.sort_unstable();
+        cs.dedup();
+        let shared = ns.iter().any(|s| cs.binary_search(s).is_ok());
         let dr = Draft::estimate(
             i,
             o.communication_only_ns,
