@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use super::calls::{self, CallKind};
 use super::intervals::{self, Interval, StreamingUnion};
+use super::loaded::TableKind;
 use super::model;
 use super::utilization::device_union;
 use super::windows::{self, Window, WindowKind};
-use super::loaded::TableKind;
 use super::{Profile, ResolvedScope, Result};
 
 /// Gap totals inside one window.
@@ -370,9 +370,12 @@ pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> 
     }
     attribute_uncached(p, &mut todo)?;
     let mut grown = kept.map(|k| (*k).clone()).unwrap_or_default();
-    let done = todo
-        .iter()
-        .flat_map(|g| g.gaps.iter().zip(&g.threads).map(move |(gap, t)| (gap, *t, g.global_pids)));
+    let done = todo.iter().flat_map(|g| {
+        g.gaps
+            .iter()
+            .zip(&g.threads)
+            .map(move |(gap, t)| (gap, *t, g.global_pids))
+    });
     for ((gap, thread, pids), &(gi, i)) in done.zip(&back) {
         grown.insert(
             explanation_key(gap, thread, pids),

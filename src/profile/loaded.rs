@@ -265,7 +265,11 @@ impl TableCache {
     }
 
     /// A kept value, if any (no decoding; counts as a use).
-    pub fn peek<T: Send + Sync + 'static>(&self, id: &FileIdentity, kind: TableKind) -> Option<Arc<T>> {
+    pub fn peek<T: Send + Sync + 'static>(
+        &self,
+        id: &FileIdentity,
+        kind: TableKind,
+    ) -> Option<Arc<T>> {
         if self.budget() == 0 {
             return None;
         }
@@ -284,13 +288,28 @@ impl TableCache {
         if self.budget() == 0 {
             return;
         }
-        self.insert((id.clone(), kind), path, value);
+        let key = (id.clone(), kind);
+        // A replacement grows what was made once: not another load.
+        let fresh = !self.lock().items.contains_key(&key);
+        self.insert_counted(key, path, value, fresh);
     }
 
     fn insert<T: Footprint + Send + Sync + 'static>(&self, key: Key, path: &Path, value: Arc<T>) {
+        self.insert_counted(key, path, value, true)
+    }
+
+    fn insert_counted<T: Footprint + Send + Sync + 'static>(
+        &self,
+        key: Key,
+        path: &Path,
+        value: Arc<T>,
+        count_load: bool,
+    ) {
         let bytes = value.footprint();
         let mut g = self.lock();
-        g.loads += 1;
+        if count_load {
+            g.loads += 1;
+        }
         if bytes > g.budget {
             tracing::info!(
                 path = %path.display(),

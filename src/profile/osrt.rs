@@ -289,7 +289,10 @@ pub fn name_stats(calls: &OsrtCalls, threads: usize) -> Option<NameStats> {
             self.total += d as i128;
             self.min = self.min.min(d);
             self.max = self.max.max(d);
-            match (d as i128).checked_mul(d as i128).and_then(|q| self.squares.checked_add(q)) {
+            match (d as i128)
+                .checked_mul(d as i128)
+                .and_then(|q| self.squares.checked_add(q))
+            {
                 Some(q) => self.squares = q,
                 None => self.overflow = true,
             }
@@ -476,14 +479,16 @@ mod tests {
         let mut by_name: std::collections::HashMap<i64, Vec<i64>> = Default::default();
         let mut x: u64 = 12345;
         for i in 0..200_000i64 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let name = 1 + (x >> 60) as i64 % 7;
             let dur = match name {
-                1 => (x >> 20) as i64 % 50,                    // small, many ties
-                2 => (x >> 11) as i64 % 10_000_000_000,        // up to 10 s
-                3 => 100_098_917,                              // all equal
-                4 => (x >> 30) as i64 % 1000 - 3,              // a few negative
-                5 => (1 << 45) + (x >> 40) as i64,             // hours
+                1 => (x >> 20) as i64 % 50,             // small, many ties
+                2 => (x >> 11) as i64 % 10_000_000_000, // up to 10 s
+                3 => 100_098_917,                       // all equal
+                4 => (x >> 30) as i64 % 1000 - 3,       // a few negative
+                5 => (1 << 45) + (x >> 40) as i64,      // hours
                 _ => (x >> 33) as i64,
             };
             let start = 1_000_000 + i * 1000;

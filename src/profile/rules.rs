@@ -956,7 +956,9 @@ fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
     let index = super::correlation_index_for(
         api,
         correlation_only,
-        cx.p.memcpys()?.iter().map(|m| (m.global_pid, m.correlation)),
+        cx.p.memcpys()?
+            .iter()
+            .map(|m| (m.global_pid, m.correlation)),
     );
     let opers = cx.p.memcpy_oper_labels()?;
     // The best pinned bandwidth of a direction scans every copy: once per direction, not per copy.
