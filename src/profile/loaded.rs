@@ -473,6 +473,40 @@ mod tests {
     }
 
     #[test]
+    fn a_derived_product_put_again_is_counted_again_not_loaded_again() {
+        let c = TableCache::new(100);
+        let f = id(1);
+        assert!(c.peek::<Blob>(&f, TableKind::GapExplanations).is_none());
+        c.put(
+            &f,
+            Path::new("x"),
+            TableKind::GapExplanations,
+            Arc::new(Blob(10)),
+        );
+        c.put(
+            &f,
+            Path::new("x"),
+            TableKind::GapExplanations,
+            Arc::new(Blob(30)),
+        );
+        assert_eq!(
+            c.peek::<Blob>(&f, TableKind::GapExplanations).unwrap().0,
+            30
+        );
+        let s = c.status();
+        assert_eq!(s.used_bytes, 30);
+        assert_eq!(s.loads, 1);
+        let none = TableCache::new(0);
+        none.put(
+            &f,
+            Path::new("x"),
+            TableKind::GapExplanations,
+            Arc::new(Blob(1)),
+        );
+        assert!(none.peek::<Blob>(&f, TableKind::GapExplanations).is_none());
+    }
+
+    #[test]
     fn a_zero_budget_keeps_nothing() {
         let c = TableCache::new(0);
         assert!(load(&c, 1, TableKind::Kernels, 1));
