@@ -37,6 +37,8 @@ pub struct OsrtCalls {
     pub table_rows: u64,
     /// The OS runtime calls kept (eventClass 27, or every row without that column).
     pub calls: u64,
+    /// Per name id: count, sums, extremes and histogram of the durations.
+    name_acc: FxHashMap<i64, NameAcc>,
 }
 
 impl super::loaded::Footprint for OsrtCalls {
@@ -51,6 +53,11 @@ impl super::loaded::Footprint for OsrtCalls {
             })
             .sum::<u64>()
             + (self.chunks.capacity() as u64) * per_chunk
+            + self
+                .name_acc
+                .values()
+                .map(|a| (std::mem::size_of::<(i64, NameAcc)>() + 8 * a.hist.capacity()) as u64)
+                .sum::<u64>()
     }
 }
 
@@ -100,6 +107,13 @@ pub struct Encoder {
     name_ix: FxHashMap<i64, u32>,
     table_rows: u64,
     calls: u64,
+    /// Per-name duration aggregates ([`name_stats`]' first half, made while
+    /// decoding: the rows pass by anyway), by slot.
+    acc: Vec<NameAcc>,
+    acc_names: Vec<i64>,
+    acc_ix: FxHashMap<i64, u32>,
+    /// The slot of each name of the current chunk, by chunk-local index.
+    cur_slots: Vec<u32>,
 }
 
 impl Encoder {
@@ -124,8 +138,21 @@ impl Encoder {
         });
         let n = *self.name_ix.entry(name).or_insert_with(|| {
             c.names.push(name);
+            let slot = *self.acc_ix.entry(name).or_insert_with(|| {
+                self.acc.push(NameAcc::default());
+                self.acc_names.push(name);
+                (self.acc.len() - 1) as u32
+            });
+            self.cur_slots.push(slot);
             (c.names.len() - 1) as u32
         });
+        if let Some(a) = self
+            .cur_slots
+            .get(n as usize)
+            .and_then(|&slot| self.acc.get_mut(slot as usize))
+        {
+            a.add(end.wrapping_sub(start));
+        }
         put(&mut c.bytes, zig(start.wrapping_sub(self.prev_start)));
         put(&mut c.bytes, zig(end.wrapping_sub(start)));
         put(&mut c.bytes, t as u64);
@@ -147,6 +174,7 @@ impl Encoder {
         }
         self.thread_ix.clear();
         self.name_ix.clear();
+        self.cur_slots.clear();
     }
 
     /// Join the encoders of consecutive parts of the table, in order.
@@ -157,13 +185,71 @@ impl Encoder {
             out.table_rows += e.table_rows;
             out.calls += e.calls;
             out.chunks.append(&mut e.done);
+            for (name, a) in e.acc_names.into_iter().zip(e.acc) {
+                out.name_acc.entry(name).or_default().merge(a);
+            }
         }
         out.chunks.shrink_to_fit();
         out
     }
 }
 
+impl Chunk {
+    /// Each row as `(start, end, chunk-local thread, chunk-local name)`.
+    #[inline]
+    fn each(&self, mut f: impl FnMut(i64, i64, u32, u32)) {
+        let b = &self.bytes;
+        let mut at = 0;
+        let mut start = 0i64;
+        for _ in 0..self.rows {
+            let (Some(ds), Some(dur), Some(t), Some(n)) = (
+                get(b, &mut at),
+                get(b, &mut at),
+                get(b, &mut at),
+                get(b, &mut at),
+            ) else {
+                break;
+            };
+            start = start.wrapping_add(unzig(ds));
+            f(start, start.wrapping_add(unzig(dur)), t as u32, n as u32);
+        }
+    }
+}
+
 impl OsrtCalls {
+    /// Fold whole chunks on up to `threads` threads, each a consecutive run
+    /// of chunks into its own accumulator, returned in row order.
+    fn fold_chunks<A, I, F>(&self, threads: usize, init: I, f: F) -> Vec<A>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, &Chunk) + Sync,
+    {
+        let threads = threads.clamp(1, 16).min(self.chunks.len().max(1));
+        let work = |chunks: &[Chunk]| {
+            let mut acc = init();
+            for c in chunks {
+                f(&mut acc, c);
+            }
+            acc
+        };
+        if threads == 1 {
+            return vec![work(&self.chunks)];
+        }
+        let per = self.chunks.len().div_ceil(threads);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .chunks
+                .chunks(per)
+                .map(|c| s.spawn(|| work(c)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| init()))
+                .collect()
+        })
+    }
+
     /// Fold the calls as `(start, end, globalTid, nameId)`, optionally only
     /// those overlapping `[lo, hi)`, on up to `threads` threads. Each thread
     /// folds a consecutive run of rows into its own accumulator; they come
@@ -254,96 +340,94 @@ impl OsrtCalls {
     }
 }
 
+/// Count, sums, extremes and histogram of one name's durations: exact
+/// integers, so the parts of a parallel decode merge into the same answer.
+#[derive(Debug, Default)]
+struct NameAcc {
+    count: u64,
+    total: i128,
+    squares: i128,
+    min: i64,
+    max: i64,
+    overflow: bool,
+    hist: Vec<u64>,
+}
+
+impl NameAcc {
+    #[inline]
+    fn add(&mut self, d: i64) {
+        if self.count == 0 {
+            self.min = d;
+            self.max = d;
+            self.hist = vec![0; BUCKETS];
+        }
+        self.count += 1;
+        self.total += d as i128;
+        self.min = self.min.min(d);
+        self.max = self.max.max(d);
+        match (d as i128)
+            .checked_mul(d as i128)
+            .and_then(|q| self.squares.checked_add(q))
+        {
+            Some(q) => self.squares = q,
+            None => self.overflow = true,
+        }
+        if let Some(h) = self.hist.get_mut(bucket(d)) {
+            *h += 1;
+        }
+    }
+
+    fn merge(&mut self, o: NameAcc) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = o;
+            return;
+        }
+        self.count += o.count;
+        self.total += o.total;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        match self.squares.checked_add(o.squares) {
+            Some(q) => self.squares = q,
+            None => self.overflow = true,
+        }
+        self.overflow |= o.overflow;
+        for (a, b) in self.hist.iter_mut().zip(o.hist) {
+            *a += b;
+        }
+    }
+}
+
 /// Exact `nsys stats` statistics of every name's call durations over the
-/// whole table (`osrt_sum` without a time window or process filter), from two
-/// folds and no per-call list: 23 M durations held as a list cost more in
-/// fresh memory pages than the statistics themselves.
+/// whole table (`osrt_sum` without a time window or process filter), with no
+/// per-call list: 23 M durations held as a list cost more in fresh memory
+/// pages than the statistics themselves.
 ///
 /// - count, total, min, max and the sums for the standard deviation are exact
-///   integers (any fold order gives the same); the standard deviation is
+///   integers gathered while the table was decoded; the standard deviation is
 ///   `sqrt((n·Σd² − (Σd)²) / (n·(n − 1)))`, the exact sample variance;
-/// - the median comes from a histogram of the first fold: the second fold
-///   keeps only the durations in the one or two buckets that hold the middle
+/// - the median comes from the histogram gathered with them: one fold keeps
+///   only the durations in the one or two buckets that hold the middle
 ///   rank(s), and those are selected exactly.
 ///
 /// `None` when a sum would overflow 128 bits (the caller then lists durations).
 pub fn name_stats(calls: &OsrtCalls, threads: usize) -> Option<NameStats> {
-    #[derive(Default)]
-    struct Acc {
-        count: u64,
-        total: i128,
-        squares: i128,
-        min: i64,
-        max: i64,
-        overflow: bool,
-        hist: Vec<u64>,
-    }
-    impl Acc {
-        fn add(&mut self, d: i64) {
-            if self.count == 0 {
-                self.min = d;
-                self.max = d;
-                self.hist = vec![0; BUCKETS];
-            }
-            self.count += 1;
-            self.total += d as i128;
-            self.min = self.min.min(d);
-            self.max = self.max.max(d);
-            match (d as i128)
-                .checked_mul(d as i128)
-                .and_then(|q| self.squares.checked_add(q))
-            {
-                Some(q) => self.squares = q,
-                None => self.overflow = true,
-            }
-            self.hist[bucket(d)] += 1;
-        }
-        fn merge(&mut self, o: Acc) {
-            if o.count == 0 {
-                return;
-            }
-            if self.count == 0 {
-                *self = o;
-                return;
-            }
-            self.count += o.count;
-            self.total += o.total;
-            self.min = self.min.min(o.min);
-            self.max = self.max.max(o.max);
-            match self.squares.checked_add(o.squares) {
-                Some(q) => self.squares = q,
-                None => self.overflow = true,
-            }
-            self.overflow |= o.overflow;
-            for (a, b) in self.hist.iter_mut().zip(o.hist) {
-                *a += b;
-            }
-        }
-    }
-    let parts = calls.fold(
-        None,
-        threads,
-        FxHashMap::<i64, Acc>::default,
-        |m, s, e, _, name| m.entry(name).or_default().add(e.wrapping_sub(s)),
-    );
-    let mut by_name: FxHashMap<i64, Acc> = FxHashMap::default();
-    for part in parts {
-        for (k, a) in part {
-            by_name.entry(k).or_default().merge(a);
-        }
-    }
-    if by_name.values().any(|a| a.overflow) {
+    if calls.name_acc.values().any(|a| a.overflow) {
         return None;
     }
-    // Per name: the middle rank(s) (0-based, ascending) and the bucket of each.
+    // Per name: the middle rank(s) (0-based, ascending), the bucket of each
+    // and the values before it.
     struct Middle {
         ranks: [u64; 2],
         buckets: [usize; 2],
-        /// Values before each bucket.
         before: [u64; 2],
     }
-    let middles: FxHashMap<i64, Middle> = by_name
+    let middles: FxHashMap<i64, Middle> = calls
+        .name_acc
         .iter()
+        .filter(|(_, a)| a.count > 0)
         .map(|(&name, a)| {
             let hi = a.count / 2;
             let lo = if a.count % 2 == 0 { hi - 1 } else { hi };
@@ -369,18 +453,25 @@ pub fn name_stats(calls: &OsrtCalls, threads: usize) -> Option<NameStats> {
             )
         })
         .collect();
-    let parts = calls.fold(
-        None,
+    let parts = calls.fold_chunks(
         threads,
         FxHashMap::<(i64, usize), Vec<i64>>::default,
-        |m, s, e, _, name| {
-            let d = e.wrapping_sub(s);
-            let b = bucket(d);
-            if let Some(mid) = middles.get(&name)
-                && (mid.buckets[0] == b || mid.buckets[1] == b)
-            {
-                m.entry((name, b)).or_default().push(d);
-            }
+        |m, c| {
+            // The chunk's names resolved once, not per row.
+            let local: Vec<Option<(i64, [usize; 2])>> = c
+                .names
+                .iter()
+                .map(|n| middles.get(n).map(|mid| (*n, mid.buckets)))
+                .collect();
+            c.each(|s, e, _, n| {
+                if let Some(Some((name, b))) = local.get(n as usize) {
+                    let d = e.wrapping_sub(s);
+                    let k = bucket(d);
+                    if k == b[0] || k == b[1] {
+                        m.entry((*name, k)).or_default().push(d);
+                    }
+                }
+            });
         },
     );
     let mut held: FxHashMap<(i64, usize), Vec<i64>> = FxHashMap::default();
@@ -390,14 +481,16 @@ pub fn name_stats(calls: &OsrtCalls, threads: usize) -> Option<NameStats> {
         }
     }
     let mut out = NameStats::default();
-    for (name, a) in by_name {
+    for (&name, a) in calls.name_acc.iter().filter(|(_, a)| a.count > 0) {
         let mid = &middles[&name];
         let mut at = |k: usize| -> i64 {
-            let v = held.get_mut(&(name, mid.buckets[k])).map(Vec::as_mut_slice);
-            let v = v.unwrap_or(&mut []);
+            let v = held
+                .get_mut(&(name, mid.buckets[k]))
+                .map(Vec::as_mut_slice)
+                .unwrap_or(&mut []);
             let r = (mid.ranks[k] - mid.before[k]) as usize;
             if r >= v.len() {
-                return 0; // cannot happen: both folds see the same rows
+                return 0; // cannot happen: the decode and the fold see the same rows
             }
             *v.select_nth_unstable(r).1
         };
@@ -412,10 +505,7 @@ pub fn name_stats(calls: &OsrtCalls, threads: usize) -> Option<NameStats> {
             // n·Σd² − (Σd)² = n(n−1)·variance, exactly (never negative).
             let num = n
                 .checked_mul(a.squares)
-                .and_then(|x| a.total.checked_mul(a.total).and_then(|t| x.checked_sub(t)));
-            let Some(num) = num else {
-                return None;
-            };
+                .and_then(|x| a.total.checked_mul(a.total).and_then(|t| x.checked_sub(t)))?;
             super::stats::round1((num.max(0) as f64 / (n * (n - 1)) as f64).sqrt())
         } else {
             0.0
