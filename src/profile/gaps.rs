@@ -150,6 +150,17 @@ pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -
             .as_ref()
             .map(|s| s.ranges.as_slice())
             .unwrap_or(&[]);
+        // Per position: the kernel with the latest end so far (the last of
+        // equals, as `max_by_key` picks), so that a gap finds the kernel
+        // before it without scanning every earlier kernel.
+        let mut latest: Vec<usize> = Vec::with_capacity(dev_kernels.len());
+        for (i, (_, k)) in dev_kernels.iter().enumerate() {
+            let best = match latest.last() {
+                Some(&b) if dev_kernels[b].1.end > k.end => b,
+                _ => i,
+            };
+            latest.push(best);
+        }
         let launches = &p.launch_index()?.kernel_launch;
         let api = p.api()?;
         let tnames = super::info::thread_names(p)?;
@@ -158,11 +169,17 @@ pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -
             .iter()
             .map(|((gs, ge), kinds)| {
                 let after = dev_kernels.partition_point(|(_, k)| k.start < *ge);
-                let before = dev_kernels[..after]
-                    .iter()
-                    .map(|(_, k)| *k)
-                    .filter(|k| k.end <= *gs)
-                    .max_by_key(|k| k.end);
+                let before = match after.checked_sub(1).map(|i| dev_kernels[latest[i]].1) {
+                    // Every earlier kernel ends by the gap's start: the latest is the one.
+                    Some(k) if k.end <= *gs => Some(k),
+                    None => None,
+                    // A kernel reaching into the gap (not from a kernel union): scan.
+                    Some(_) => dev_kernels[..after]
+                        .iter()
+                        .map(|(_, k)| *k)
+                        .filter(|k| k.end <= *gs)
+                        .max_by_key(|k| k.end),
+                };
                 let launch_gtid = dev_kernels
                     .get(after)
                     .and_then(|(i, _)| launches[*i])
