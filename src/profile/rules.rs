@@ -310,6 +310,34 @@ struct Ctx<'a> {
     /// Per finding (same order): the measured idle intervals behind its time at stake.
     idle_of: Vec<Vec<Interval>>,
     checked: Vec<RuleCheck>,
+    /// What each CUDA API name id is, decided once per name rather than by
+    /// matching strings for each of millions of calls in every rule.
+    api_facts: rustc_hash::FxHashMap<i64, ApiFacts>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ApiFacts {
+    kind: CallKind,
+    sync_memcpy: bool,
+    sync_memset: bool,
+}
+
+impl Ctx<'_> {
+    fn facts(&self, name: i64) -> ApiFacts {
+        self.api_facts
+            .get(&name)
+            .copied()
+            .unwrap_or_else(|| api_facts_of(self.p, name))
+    }
+}
+
+fn api_facts_of(p: &Profile, name: i64) -> ApiFacts {
+    let n = calls::api_display_name(p.string(name));
+    ApiFacts {
+        kind: calls::api_kind(n),
+        sync_memcpy: calls::is_sync_memcpy_api(n),
+        sync_memset: calls::is_sync_memset_api(n),
+    }
 }
 
 struct Draft {
@@ -482,7 +510,13 @@ pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
         findings: Vec::new(),
         idle_of: Vec::new(),
         checked: Vec::new(),
+        api_facts: Default::default(),
     };
+    for a in p.api()? {
+        if !cx.api_facts.contains_key(&a.name) {
+            cx.api_facts.insert(a.name, api_facts_of(p, a.name));
+        }
+    }
     if cx.devs.is_empty() {
         return Ok(Rules {
             findings: Vec::new(),
@@ -1221,8 +1255,8 @@ fn rule_sync_memcpy(cx: &mut Ctx) -> Result<()> {
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
         let pick = |ai: usize| {
-            let n = calls::api_display_name(cx.p.string(api[ai].name));
-            calls::is_sync_memcpy_api(n) || calls::is_sync_memset_api(n)
+            let f = cx.facts(api[ai].name);
+            f.sync_memcpy || f.sync_memset
         };
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
@@ -1258,10 +1292,7 @@ fn rule_sync_apis(cx: &mut Ctx) -> Result<()> {
     let api = cx.p.api()?;
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
-        let pick = |ai: usize| {
-            calls::api_kind(calls::api_display_name(cx.p.string(api[ai].name)))
-                == CallKind::HostSync
-        };
+        let pick = |ai: usize| cx.facts(api[ai].name).kind == CallKind::HostSync;
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
         };
@@ -1319,8 +1350,8 @@ fn rule_sync_every_iteration(cx: &mut Ctx) -> Result<()> {
                 {
                     continue;
                 }
-                let n = calls::api_display_name(cx.p.string(a.name));
-                if calls::api_kind(n) == CallKind::HostSync || calls::is_sync_memcpy_api(n) {
+                let f = cx.facts(a.name);
+                if f.kind == CallKind::HostSync || f.sync_memcpy {
                     in_steps[lo + k] = true;
                     any = true;
                 }
@@ -1374,10 +1405,7 @@ fn rule_allocator_churn(cx: &mut Ctx) -> Result<()> {
     let api = cx.p.api()?;
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
-        let pick = |ai: usize| {
-            calls::api_kind(calls::api_display_name(cx.p.string(api[ai].name)))
-                == CallKind::Allocation
-        };
+        let pick = |ai: usize| cx.facts(api[ai].name).kind == CallKind::Allocation;
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
         };
