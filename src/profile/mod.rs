@@ -443,6 +443,40 @@ impl Profile {
         .map(Some)
     }
 
+    /// Start decoding the OS runtime table (the largest) on another thread
+    /// into the shared cache, so that a question that reads every table
+    /// (info, the first of a session) overlaps it with decoding the others.
+    /// Join the handle before answering; `p.osrt()` meanwhile waits for it.
+    /// Nothing starts without an OSRT table, with a zero budget (nothing
+    /// would be kept) or when it is already kept.
+    pub fn prefetch_osrt(&self) -> Option<std::thread::JoinHandle<()>> {
+        let t = self.tables.osrt.clone()?;
+        if self.cache.budget() == 0
+            || self.osrt.get().is_some()
+            || self
+                .cache
+                .peek::<OsrtCalls>(&self.identity, TableKind::OsRuntime)
+                .is_some()
+        {
+            return None;
+        }
+        let (cache, id, path) = (
+            self.cache.clone(),
+            self.identity.clone(),
+            self.db_path.clone(),
+        );
+        let progress = self.progress.clone();
+        std::thread::Builder::new()
+            .name("aisp-osrt-prefetch".into())
+            .spawn(move || {
+                // The fast path only: if it gives up, `osrt()` reads through SQL later.
+                let _ = cache.get_or_load(&id, &path, TableKind::OsRuntime, || {
+                    model::load_osrt_fast(&t, &path, progress.as_ref()).ok_or(())
+                });
+            })
+            .ok()
+    }
+
     /// Exact per-name statistics of all OS runtime calls (`osrt_sum` with no
     /// window or process filter), kept with the decoded tables so that asking
     /// again (another `limit`, another name key) costs nothing. `None` without
