@@ -513,9 +513,9 @@ pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
         api_facts: Default::default(),
     };
     for a in p.api()? {
-        if !cx.api_facts.contains_key(&a.name) {
-            cx.api_facts.insert(a.name, api_facts_of(p, a.name));
-        }
+        cx.api_facts
+            .entry(a.name)
+            .or_insert_with(|| api_facts_of(p, a.name));
     }
     if cx.devs.is_empty() {
         return Ok(Rules {

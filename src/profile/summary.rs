@@ -185,7 +185,8 @@ impl Durations {
 }
 
 /// Group key → (display name, style, domain, values).
-type Groups<K> = rustc_hash::FxHashMap<K, (String, Option<String>, Option<String>, Vec<i64>)>;
+type Group = (String, Option<String>, Option<String>, Vec<i64>);
+type Groups<K> = rustc_hash::FxHashMap<K, Group>;
 
 fn time_report<K>(report: &str, groups: Groups<K>, limit: usize) -> TimeReport {
     time_report_of(
@@ -337,7 +338,7 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
             // Name id → group (several ids share a display name), so that
             // millions of calls neither hash nor copy a string each; each
             // group's durations stay in row order.
-            let mut groups: Vec<(String, Option<String>, Option<String>, Vec<i64>)> = Vec::new();
+            let mut groups: Vec<Group> = Vec::new();
             let mut by_name: HashMap<String, usize> = HashMap::new();
             let mut by_id: rustc_hash::FxHashMap<i64, usize> = Default::default();
             for a in p.api()? {
