@@ -576,9 +576,7 @@ pub fn info(p: &Profile) -> Result<Info> {
             // Every row of the table, as COUNT(*) gives, from the decoded
             // calls that summary, gaps and rules read anyway.
             osrt_calls: {
-                if let Some(h) = osrt {
-                    let _ = h.join();
-                }
+                p.join_osrt(osrt);
                 p.osrt()?.map(|o| o.table_rows)
             },
             sync_events: count(p, tables.sync.as_ref())?,

@@ -446,10 +446,11 @@ impl Profile {
     /// Start decoding the OS runtime table (the largest) on another thread
     /// into the shared cache, so that a question that reads every table
     /// (info, the first of a session) overlaps it with decoding the others.
-    /// Join the handle before answering; `p.osrt()` meanwhile waits for it.
-    /// Nothing starts without an OSRT table, with a zero budget (nothing
-    /// would be kept) or when it is already kept.
-    pub fn prefetch_osrt(&self) -> Option<std::thread::JoinHandle<()>> {
+    /// Hand the handle to [`Profile::join_osrt`] before reading the table
+    /// (the decoded table is used even when it is too large to keep). Nothing
+    /// starts without an OSRT table, with a zero budget or when it is already
+    /// kept.
+    pub fn prefetch_osrt(&self) -> Option<std::thread::JoinHandle<Option<Arc<OsrtCalls>>>> {
         let t = self.tables.osrt.clone()?;
         if self.cache.budget() == 0
             || self.osrt.get().is_some()
@@ -470,11 +471,20 @@ impl Profile {
             .name("aisp-osrt-prefetch".into())
             .spawn(move || {
                 // The fast path only: if it gives up, `osrt()` reads through SQL later.
-                let _ = cache.get_or_load(&id, &path, TableKind::OsRuntime, || {
-                    model::load_osrt_fast(&t, &path, progress.as_ref()).ok_or(())
-                });
+                cache
+                    .get_or_load(&id, &path, TableKind::OsRuntime, || {
+                        model::load_osrt_fast(&t, &path, progress.as_ref()).ok_or(())
+                    })
+                    .ok()
             })
             .ok()
+    }
+
+    /// Wait for [`Profile::prefetch_osrt`]'s thread and take what it decoded.
+    pub fn join_osrt(&self, handle: Option<std::thread::JoinHandle<Option<Arc<OsrtCalls>>>>) {
+        if let Some(v) = handle.and_then(|h| h.join().ok()).flatten() {
+            let _ = self.osrt.set(v);
+        }
     }
 
     /// Exact per-name statistics of all OS runtime calls (`osrt_sum` with no
