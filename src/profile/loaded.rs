@@ -46,10 +46,11 @@ pub enum TableKind {
     OsRuntime,
     MemcpyOperLabels,
     MemKindLabels,
-    /// Derived: exact per-name statistics of every OS runtime call (`osrt_sum`, whole table).
+    // Derived products (plain comments: the status schema stays a plain enum):
+    // exact per-name statistics of every OS runtime call (`osrt_sum`, whole table),
     OsrtNameStats,
-    /// Derived: what the CPU threads did during each GPU gap explained so far
-    /// (`gaps` and `rules` explain many of the same gaps).
+    // and what the CPU threads did during each GPU gap explained so far
+    // (`gaps` and `rules` explain many of the same gaps).
     GapExplanations,
 }
 
