@@ -246,6 +246,116 @@ fn scans_past_the_threshold_send_progress() {
     );
 }
 
+/// Products derived from the tables (per-name OS runtime statistics, gap
+/// explanations) are kept with them: counted against the budget, shared by
+/// the questions that need them, equal to a cold answer, and dropped with the
+/// tables when the file changes.
+#[test]
+fn derived_products_are_kept_counted_shared_and_dropped_with_the_file() {
+    use aisp::profile::loaded::TableKind;
+    let dir = tmp_home("derived");
+    let file = copy_fixture("ddp.sqlite", &dir);
+    let path = file.display().to_string();
+    let warm = app("derived-warm", 1 << 30);
+    let kept = |app: &Arc<AppState>| -> Vec<(TableKind, u64)> {
+        let s = app.profile_tables.status();
+        assert_eq!(
+            s.used_bytes,
+            s.files
+                .iter()
+                .flat_map(|f| &f.tables)
+                .map(|t| t.1)
+                .sum::<u64>(),
+            "every kept product is counted: {s:?}"
+        );
+        s.files
+            .first()
+            .map(|f| f.tables.clone())
+            .unwrap_or_default()
+    };
+    let ask = |app: &Arc<AppState>, tool: &str, extra: Value| {
+        let mut args = json!({"path": path});
+        for (k, v) in extra.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        call(app, tool, args)
+    };
+    let summary = ask(&warm, "aisp_profile_summary", json!({}));
+    let stats = kept(&warm)
+        .into_iter()
+        .find(|t| t.0 == TableKind::OsrtNameStats)
+        .expect("osrt_sum's statistics kept");
+    assert!(stats.1 > 0);
+    // Another limit is answered from the kept statistics, equal to a cold read.
+    let loads = warm.profile_tables.status().loads;
+    let five = ask(&warm, "aisp_profile_summary", json!({"limit": 5}));
+    assert_eq!(
+        warm.profile_tables.status().loads,
+        loads,
+        "nothing decoded again"
+    );
+    let cold = app("derived-cold", 0);
+    assert_eq!(
+        five,
+        ask(&cold, "aisp_profile_summary", json!({"limit": 5}))
+    );
+    assert_eq!(summary, ask(&cold, "aisp_profile_summary", json!({})));
+    // One device's processes cannot use the whole-file statistics: they are
+    // listed and counted as before, the same answer as cold.
+    let one = ask(&warm, "aisp_profile_summary", json!({"device": 0}));
+    assert_eq!(
+        one,
+        ask(&cold, "aisp_profile_summary", json!({"device": 0}))
+    );
+
+    // gaps explains gaps; rules explains the largest again: from what gaps kept.
+    let gaps = ask(&warm, "aisp_profile_gaps", json!({}));
+    let explained = kept(&warm)
+        .into_iter()
+        .find(|t| t.0 == TableKind::GapExplanations)
+        .expect("gap explanations kept");
+    assert!(explained.1 > 0);
+    let rules = ask(&warm, "aisp_profile_rules", json!({}));
+    assert_eq!(gaps, ask(&cold, "aisp_profile_gaps", json!({})));
+    assert_eq!(rules, ask(&cold, "aisp_profile_rules", json!({})));
+    assert_eq!(
+        kept(&cold),
+        vec![],
+        "a zero budget keeps no derived product"
+    );
+
+    // The file changes (every OS runtime call twice as long): recomputed.
+    {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        conn.execute(
+            "UPDATE OSRT_API SET \"end\" = \"end\" + (\"end\" - start)",
+            [],
+        )
+        .unwrap();
+    }
+    let after = ask(&warm, "aisp_profile_summary", json!({}));
+    assert_ne!(after["osrt_sum"], summary["osrt_sum"]);
+    assert_eq!(
+        after,
+        ask(&app("derived-cold2", 0), "aisp_profile_summary", json!({}))
+    );
+    let total = |v: &Value| v["osrt_sum"]["rows"][0]["total_ns"].as_i64().unwrap();
+    assert_eq!(total(&after), 2 * total(&summary));
+    let s = warm.profile_tables.status();
+    assert_eq!(
+        s.files.len(),
+        1,
+        "the old version's products are gone: {s:?}"
+    );
+    assert!(
+        !s.files[0]
+            .tables
+            .iter()
+            .any(|t| t.0 == TableKind::GapExplanations),
+        "{s:?}"
+    );
+}
+
 trait TapMkdir {
     fn tap_mkdir(self) -> Self;
 }

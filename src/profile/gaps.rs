@@ -7,12 +7,14 @@
 //! leading or trailing idle stretch inside the window counts.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::calls::{self, CallKind};
 use super::intervals::{self, Interval, StreamingUnion};
+use super::loaded::TableKind;
 use super::model;
 use super::utilization::device_union;
 use super::windows::{self, Window, WindowKind};
@@ -148,6 +150,17 @@ pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -
             .as_ref()
             .map(|s| s.ranges.as_slice())
             .unwrap_or(&[]);
+        // Per position: the kernel with the latest end so far (the last of
+        // equals, as `max_by_key` picks), so that a gap finds the kernel
+        // before it without scanning every earlier kernel.
+        let mut latest: Vec<usize> = Vec::with_capacity(dev_kernels.len());
+        for (i, (_, k)) in dev_kernels.iter().enumerate() {
+            let best = match latest.last() {
+                Some(&b) if dev_kernels[b].1.end > k.end => b,
+                _ => i,
+            };
+            latest.push(best);
+        }
         let launches = &p.launch_index()?.kernel_launch;
         let api = p.api()?;
         let tnames = super::info::thread_names(p)?;
@@ -156,11 +169,17 @@ pub fn gaps(p: &Profile, scope: &ResolvedScope, min_gap_ns: i64, limit: usize) -
             .iter()
             .map(|((gs, ge), kinds)| {
                 let after = dev_kernels.partition_point(|(_, k)| k.start < *ge);
-                let before = dev_kernels[..after]
-                    .iter()
-                    .map(|(_, k)| *k)
-                    .filter(|k| k.end <= *gs)
-                    .max_by_key(|k| k.end);
+                let before = match after.checked_sub(1).map(|i| dev_kernels[latest[i]].1) {
+                    // Every earlier kernel ends by the gap's start: the latest is the one.
+                    Some(k) if k.end <= *gs => Some(k),
+                    None => None,
+                    // A kernel reaching into the gap (not from a kernel union): scan.
+                    Some(_) => dev_kernels[..after]
+                        .iter()
+                        .map(|(_, k)| *k)
+                        .filter(|k| k.end <= *gs)
+                        .max_by_key(|k| k.end),
+                };
                 let launch_gtid = dev_kernels
                     .get(after)
                     .and_then(|(i, _)| launches[*i])
@@ -333,6 +352,128 @@ impl Visitor<'_> {
 /// table is read once for all groups (the OS runtime table can hold tens of
 /// millions of rows).
 pub fn attribute_cpu_groups(p: &Profile, groups: &mut [GapGroup]) -> Result<()> {
+    // A gap's explanation depends only on its bounds, its launching thread
+    // and its device's processes: gaps explained by an earlier question on
+    // this file (gaps, rules) are taken from what was kept, the rest computed.
+    let kept: Option<Arc<GapExplanations>> = p.kept(TableKind::GapExplanations);
+    let mut todo: Vec<GapGroup> = Vec::new();
+    let mut back: Vec<(usize, usize)> = Vec::new();
+    for (gi, g) in groups.iter_mut().enumerate() {
+        let mut rest = GapGroup {
+            global_pids: g.global_pids,
+            threads: Vec::new(),
+            gaps: Vec::new(),
+        };
+        for (i, gap) in g.gaps.iter_mut().enumerate() {
+            let thread = g.threads.get(i).copied().flatten();
+            let key = explanation_key(gap, thread, g.global_pids);
+            match kept.as_ref().and_then(|k| k.by_gap.get(&key)) {
+                Some(e) => {
+                    gap.cpu = e.cpu.clone();
+                    gap.cause = e.cause.clone();
+                    gap.explanation = e.explanation.clone();
+                }
+                None => {
+                    back.push((gi, i));
+                    rest.threads.push(thread);
+                    rest.gaps.push(gap.clone());
+                }
+            }
+        }
+        todo.push(rest);
+    }
+    if back.is_empty() {
+        return Ok(());
+    }
+    attribute_uncached(p, &mut todo)?;
+    let mut grown = kept.map(|k| (*k).clone()).unwrap_or_default();
+    let done = todo.iter().flat_map(|g| {
+        g.gaps
+            .iter()
+            .zip(&g.threads)
+            .map(move |(gap, t)| (gap, *t, g.global_pids))
+    });
+    for ((gap, thread, pids), &(gi, i)) in done.zip(&back) {
+        grown.insert(
+            explanation_key(gap, thread, pids),
+            Explained {
+                cpu: gap.cpu.clone(),
+                cause: gap.cause.clone(),
+                explanation: gap.explanation.clone(),
+            },
+        );
+        let out = &mut groups[gi].gaps[i];
+        out.cpu = gap.cpu.clone();
+        out.cause = gap.cause.clone();
+        out.explanation = gap.explanation.clone();
+    }
+    p.keep(TableKind::GapExplanations, Arc::new(grown));
+    Ok(())
+}
+
+/// Gap bounds, launching thread and the device's processes.
+type ExplanationKey = (i64, i64, Option<i64>, Vec<i64>);
+
+fn explanation_key(gap: &Gap, thread: Option<i64>, pids: &[i64]) -> ExplanationKey {
+    (gap.start_ns, gap.end_ns, thread, pids.to_vec())
+}
+
+/// What [`explain`] wrote for one gap.
+#[derive(Debug, Clone)]
+struct Explained {
+    cpu: Vec<CpuActivity>,
+    cause: String,
+    explanation: String,
+}
+
+/// The gap explanations kept for one file (bounded: the oldest half goes
+/// when it holds [`GapExplanations::MAX`]).
+#[derive(Debug, Clone, Default)]
+pub struct GapExplanations {
+    by_gap: HashMap<ExplanationKey, Explained>,
+    order: Vec<ExplanationKey>,
+}
+
+impl GapExplanations {
+    const MAX: usize = 4096;
+
+    fn insert(&mut self, key: ExplanationKey, e: Explained) {
+        if self.by_gap.insert(key.clone(), e).is_none() {
+            self.order.push(key);
+        }
+        if self.order.len() > Self::MAX {
+            let old: Vec<ExplanationKey> = self.order.drain(..Self::MAX / 2).collect();
+            for k in old {
+                self.by_gap.remove(&k);
+            }
+        }
+    }
+}
+
+impl super::loaded::Footprint for GapExplanations {
+    fn footprint(&self) -> u64 {
+        let key = std::mem::size_of::<ExplanationKey>() as u64;
+        self.by_gap
+            .iter()
+            .map(|(k, e)| {
+                2 * key
+                    + 16 * k.3.capacity() as u64
+                    + std::mem::size_of::<Explained>() as u64
+                    + (e.cause.capacity() + e.explanation.capacity()) as u64
+                    + e.cpu
+                        .iter()
+                        .map(|c| {
+                            std::mem::size_of::<CpuActivity>() as u64
+                                + (c.source.capacity() + c.kind.capacity() + c.name.capacity())
+                                    as u64
+                        })
+                        .sum::<u64>()
+            })
+            .sum()
+    }
+}
+
+fn attribute_uncached(p: &Profile, groups: &mut [GapGroup]) -> Result<()> {
     let mut sorted = Vec::new();
     let mut flat: Vec<(usize, usize)> = Vec::new();
     for (gi, g) in groups.iter().enumerate() {

@@ -435,6 +435,8 @@ pub fn thread_names(p: &Profile) -> Result<HashMap<i64, String>> {
 }
 
 pub fn info(p: &Profile) -> Result<Info> {
+    // The OS runtime table decodes on other threads while this one reads the rest.
+    let osrt = p.prefetch_osrt();
     let kernels = p.kernels()?;
     let api = p.api()?;
     let memcpys = p.memcpys()?;
@@ -573,7 +575,10 @@ pub fn info(p: &Profile) -> Result<Info> {
             nvtx_rows: nvtx.rows,
             // Every row of the table, as COUNT(*) gives, from the decoded
             // calls that summary, gaps and rules read anyway.
-            osrt_calls: p.osrt()?.map(|o| o.table_rows),
+            osrt_calls: {
+                p.join_osrt(osrt);
+                p.osrt()?.map(|o| o.table_rows)
+            },
             sync_events: count(p, tables.sync.as_ref())?,
         },
         tables: p.schema().table_names(),

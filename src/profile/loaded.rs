@@ -46,6 +46,12 @@ pub enum TableKind {
     OsRuntime,
     MemcpyOperLabels,
     MemKindLabels,
+    // Derived products (plain comments: the status schema stays a plain enum):
+    // exact per-name statistics of every OS runtime call (`osrt_sum`, whole table),
+    OsrtNameStats,
+    // and what the CPU threads did during each GPU gap explained so far
+    // (`gaps` and `rules` explain many of the same gaps).
+    GapExplanations,
 }
 
 /// Bytes a decoded table holds in memory (rows, strings, index entries), an
@@ -68,6 +74,12 @@ impl Footprint for HashMap<i64, String> {
         // Buckets (key, String header, control byte) at the table's capacity, plus the text.
         let bucket = std::mem::size_of::<(i64, String)>() + 1;
         (self.capacity() * bucket) as u64 + self.values().map(|v| v.capacity() as u64).sum::<u64>()
+    }
+}
+
+impl<T: Footprint> Footprint for Option<T> {
+    fn footprint(&self) -> u64 {
+        self.as_ref().map_or(0, Footprint::footprint)
     }
 }
 
@@ -253,10 +265,52 @@ impl TableCache {
         result
     }
 
+    /// A kept value, if any (no decoding; counts as a use).
+    pub fn peek<T: Send + Sync + 'static>(
+        &self,
+        id: &FileIdentity,
+        kind: TableKind,
+    ) -> Option<Arc<T>> {
+        if self.budget() == 0 {
+            return None;
+        }
+        self.get::<T>(&(id.clone(), kind))
+    }
+
+    /// Keep `value` as `kind` of the file `id`, replacing what was kept (a
+    /// derived product that grows: its bytes are counted again).
+    pub fn put<T: Footprint + Send + Sync + 'static>(
+        &self,
+        id: &FileIdentity,
+        path: &Path,
+        kind: TableKind,
+        value: Arc<T>,
+    ) {
+        if self.budget() == 0 {
+            return;
+        }
+        let key = (id.clone(), kind);
+        // A replacement grows what was made once: not another load.
+        let fresh = !self.lock().items.contains_key(&key);
+        self.insert_counted(key, path, value, fresh);
+    }
+
     fn insert<T: Footprint + Send + Sync + 'static>(&self, key: Key, path: &Path, value: Arc<T>) {
+        self.insert_counted(key, path, value, true)
+    }
+
+    fn insert_counted<T: Footprint + Send + Sync + 'static>(
+        &self,
+        key: Key,
+        path: &Path,
+        value: Arc<T>,
+        count_load: bool,
+    ) {
         let bytes = value.footprint();
         let mut g = self.lock();
-        g.loads += 1;
+        if count_load {
+            g.loads += 1;
+        }
         if bytes > g.budget {
             tracing::info!(
                 path = %path.display(),
@@ -417,6 +471,40 @@ mod tests {
         assert_eq!(s.files[0].tables, vec![(TableKind::Kernels, 30)]);
         assert_eq!(s.not_kept.len(), 2);
         assert_eq!(s.not_kept[0].table, TableKind::OsRuntime);
+    }
+
+    #[test]
+    fn a_derived_product_put_again_is_counted_again_not_loaded_again() {
+        let c = TableCache::new(100);
+        let f = id(1);
+        assert!(c.peek::<Blob>(&f, TableKind::GapExplanations).is_none());
+        c.put(
+            &f,
+            Path::new("x"),
+            TableKind::GapExplanations,
+            Arc::new(Blob(10)),
+        );
+        c.put(
+            &f,
+            Path::new("x"),
+            TableKind::GapExplanations,
+            Arc::new(Blob(30)),
+        );
+        assert_eq!(
+            c.peek::<Blob>(&f, TableKind::GapExplanations).unwrap().0,
+            30
+        );
+        let s = c.status();
+        assert_eq!(s.used_bytes, 30);
+        assert_eq!(s.loads, 1);
+        let none = TableCache::new(0);
+        none.put(
+            &f,
+            Path::new("x"),
+            TableKind::GapExplanations,
+            Arc::new(Blob(1)),
+        );
+        assert!(none.peek::<Blob>(&f, TableKind::GapExplanations).is_none());
     }
 
     #[test]

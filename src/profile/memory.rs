@@ -220,7 +220,11 @@ pub fn memory(p: &Profile, scope: &ResolvedScope, limit: usize) -> Result<Memory
         .memcpy
         .as_ref()
         .is_none_or(|t| !t.has("globalPid"));
-    let index = super::correlation_index(api, correlation_only);
+    let index = super::correlation_index_for(
+        api,
+        correlation_only,
+        memcpys.iter().map(|m| (m.global_pid, m.correlation)),
+    );
     let steps: HashMap<i64, (i64, i64)> = windows::device_windows(p, scope)?
         .into_iter()
         .filter_map(|w| w.steps.map(|s| (w.device, s.bounds())))

@@ -173,6 +173,7 @@ pub struct Profile {
     nvtx: OnceCell<Arc<Nvtx>>,
     launch_index: OnceCell<Arc<LaunchIndex>>,
     osrt: OnceCell<Arc<OsrtCalls>>,
+    osrt_stats: OnceCell<Arc<Option<osrt::NameStats>>>,
     memcpy_oper: OnceCell<Arc<HashMap<i64, String>>>,
     mem_kind: OnceCell<Arc<HashMap<i64, String>>>,
 }
@@ -247,6 +248,7 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Profile> {
         cache,
         progress: options.progress.clone(),
         osrt: OnceCell::new(),
+        osrt_stats: OnceCell::new(),
         strings: OnceCell::new(),
         kernels: OnceCell::new(),
         api: OnceCell::new(),
@@ -352,6 +354,20 @@ impl Profile {
         Ok(cell.get_or_init(|| v))
     }
 
+    /// A derived product kept for this file ([`loaded::TableCache::peek`]).
+    pub(crate) fn kept<T: Send + Sync + 'static>(&self, kind: TableKind) -> Option<Arc<T>> {
+        self.cache.peek(&self.identity, kind)
+    }
+
+    /// Keep a derived product for this file, replacing the previous one.
+    pub(crate) fn keep<T: loaded::Footprint + Send + Sync + 'static>(
+        &self,
+        kind: TableKind,
+        value: Arc<T>,
+    ) {
+        self.cache.put(&self.identity, &self.db_path, kind, value)
+    }
+
     fn progress(&self) -> Option<&ScanProgress> {
         self.progress.as_ref()
     }
@@ -425,6 +441,67 @@ impl Profile {
             model::load_osrt(&self.conn, t, &self.db_path, self.progress())
         })
         .map(Some)
+    }
+
+    /// Start decoding the OS runtime table (the largest) on another thread
+    /// into the shared cache, so that a question that reads every table
+    /// (info, the first of a session) overlaps it with decoding the others.
+    /// Hand the handle to [`Profile::join_osrt`] before reading the table
+    /// (the decoded table is used even when it is too large to keep). Nothing
+    /// starts without an OSRT table, with a zero budget or when it is already
+    /// kept.
+    pub fn prefetch_osrt(&self) -> Option<std::thread::JoinHandle<Option<Arc<OsrtCalls>>>> {
+        let t = self.tables.osrt.clone()?;
+        if self.cache.budget() == 0
+            || self.osrt.get().is_some()
+            || self
+                .cache
+                .peek::<OsrtCalls>(&self.identity, TableKind::OsRuntime)
+                .is_some()
+        {
+            return None;
+        }
+        let (cache, id, path) = (
+            self.cache.clone(),
+            self.identity.clone(),
+            self.db_path.clone(),
+        );
+        let progress = self.progress.clone();
+        std::thread::Builder::new()
+            .name("aisp-osrt-prefetch".into())
+            .spawn(move || {
+                // The fast path only: if it gives up, `osrt()` reads through SQL later.
+                cache
+                    .get_or_load(&id, &path, TableKind::OsRuntime, || {
+                        model::load_osrt_fast(&t, &path, progress.as_ref()).ok_or(())
+                    })
+                    .ok()
+            })
+            .ok()
+    }
+
+    /// Wait for [`Profile::prefetch_osrt`]'s thread and take what it decoded.
+    pub fn join_osrt(&self, handle: Option<std::thread::JoinHandle<Option<Arc<OsrtCalls>>>>) {
+        if let Some(v) = handle.and_then(|h| h.join().ok()).flatten() {
+            let _ = self.osrt.set(v);
+        }
+    }
+
+    /// Exact per-name statistics of all OS runtime calls (`osrt_sum` with no
+    /// window or process filter), kept with the decoded tables so that asking
+    /// again (another `limit`, another name key) costs nothing. `None` without
+    /// an OSRT table, or when the sums overflow (then list durations instead).
+    pub fn osrt_name_stats(&self) -> Result<Option<&osrt::NameStats>> {
+        if self.tables.osrt.is_none() {
+            return Ok(None);
+        }
+        let stats = self.table(&self.osrt_stats, TableKind::OsrtNameStats, || {
+            Ok(match self.osrt()? {
+                Some(calls) => osrt::name_stats(calls, fastscan::default_threads()),
+                None => None,
+            })
+        })?;
+        Ok(stats.as_ref())
     }
 
     /// Fold OS runtime calls as `(start, end, globalTid, nameId)`, optionally
@@ -528,7 +605,7 @@ impl Profile {
 
 /// `(process, correlationId) → API call index`.
 pub(crate) struct CorrelationIndex {
-    map: HashMap<(i64, i64), u32>,
+    map: rustc_hash::FxHashMap<(i64, i64), u32>,
     correlation_only: bool,
 }
 
@@ -540,12 +617,58 @@ impl CorrelationIndex {
         } else {
             (global_pid & model::PID_MASK, correlation)
         };
-        self.map.get(&key).copied()
+        self.map.get(&key).copied().filter(|&i| i != NOT_FOUND)
+    }
+}
+
+/// A wanted key no API call carries ([`correlation_index_for`]).
+const NOT_FOUND: u32 = u32::MAX;
+
+/// [`correlation_index`] for a few GPU activities `(globalPid,
+/// correlationId)` (the copies of an export: thousands, against millions of
+/// API calls): one pass over the calls that only looks keys up, instead of
+/// inserting every call. `find` answers the same for the wanted keys.
+pub(crate) fn correlation_index_for(
+    api: &[ApiCall],
+    correlation_only: bool,
+    wanted: impl IntoIterator<Item = (i64, i64)>,
+) -> CorrelationIndex {
+    let mut map: rustc_hash::FxHashMap<(i64, i64), u32> = wanted
+        .into_iter()
+        .map(|(pid, corr)| {
+            let key = if correlation_only {
+                (0, corr)
+            } else {
+                (pid & model::PID_MASK, corr)
+            };
+            (key, NOT_FOUND)
+        })
+        .collect();
+    for (i, a) in api.iter().enumerate() {
+        if a.correlation == 0 {
+            continue;
+        }
+        let key = if correlation_only {
+            (0, a.correlation)
+        } else {
+            (model::process_key(a.global_tid), a.correlation)
+        };
+        // The first call with the key, as `correlation_index` keeps.
+        if let Some(slot) = map.get_mut(&key)
+            && *slot == NOT_FOUND
+        {
+            *slot = i as u32;
+        }
+    }
+    CorrelationIndex {
+        map,
+        correlation_only,
     }
 }
 
 pub(crate) fn correlation_index(api: &[ApiCall], correlation_only: bool) -> CorrelationIndex {
-    let mut map = HashMap::with_capacity(api.len());
+    // FxHash: millions of integer keys; SipHash's DoS resistance buys nothing here.
+    let mut map = rustc_hash::FxHashMap::with_capacity_and_hasher(api.len(), Default::default());
     for (i, a) in api.iter().enumerate() {
         if a.correlation == 0 {
             continue;

@@ -569,6 +569,27 @@ pub fn load_enum(conn: &Connection, t: &TableInfo, path: &Path) -> Result<HashMa
     Ok(out)
 }
 
+/// [`load_osrt`]'s b-tree fast path alone (no connection needed, so it can
+/// run on another thread); `None` when it is off or gave up.
+pub(crate) fn load_osrt_fast(
+    t: &TableInfo,
+    path: &Path,
+    progress: Option<&super::ScanProgress>,
+) -> Option<super::osrt::OsrtCalls> {
+    use super::osrt::Encoder;
+    let class = t.has("eventClass");
+    let cols = ["start", "end", "globalTid", "nameId", "eventClass"];
+    fast_scan(
+        path,
+        t,
+        &cols,
+        progress,
+        Encoder::default,
+        |e: &mut Encoder, v| e.row(v[0], v[1], v[2], v[3], class.then_some(v[4])),
+    )
+    .map(Encoder::finish)
+}
+
 /// Decode the OS runtime calls (`OSRT_API`, eventClass 27 when the column
 /// exists) into their compact form ([`super::osrt`]), through the b-tree fast
 /// path when it applies, else SQL, keeping the rows in file order.
@@ -579,18 +600,10 @@ pub fn load_osrt(
     progress: Option<&super::ScanProgress>,
 ) -> Result<super::osrt::OsrtCalls> {
     use super::osrt::Encoder;
-    let class = t.has("eventClass");
-    let cols = ["start", "end", "globalTid", "nameId", "eventClass"];
-    if let Some(parts) = fast_scan(
-        path,
-        t,
-        &cols,
-        progress,
-        Encoder::default,
-        |e: &mut Encoder, v| e.row(v[0], v[1], v[2], v[3], class.then_some(v[4])),
-    ) {
-        return Ok(Encoder::finish(parts));
+    if let Some(calls) = load_osrt_fast(t, path, progress) {
+        return Ok(calls);
     }
+    let class = t.has("eventClass");
     let sql = format!(
         "SELECT start, \"end\", {}, {}, {} FROM {}",
         c(t, "globalTid"),

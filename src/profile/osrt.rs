@@ -37,6 +37,8 @@ pub struct OsrtCalls {
     pub table_rows: u64,
     /// The OS runtime calls kept (eventClass 27, or every row without that column).
     pub calls: u64,
+    /// Per name id: count, sums, extremes and histogram of the durations.
+    name_acc: FxHashMap<i64, NameAcc>,
 }
 
 impl super::loaded::Footprint for OsrtCalls {
@@ -51,6 +53,11 @@ impl super::loaded::Footprint for OsrtCalls {
             })
             .sum::<u64>()
             + (self.chunks.capacity() as u64) * per_chunk
+            + self
+                .name_acc
+                .values()
+                .map(|a| (std::mem::size_of::<(i64, NameAcc)>() + 8 * a.hist.capacity()) as u64)
+                .sum::<u64>()
     }
 }
 
@@ -100,6 +107,13 @@ pub struct Encoder {
     name_ix: FxHashMap<i64, u32>,
     table_rows: u64,
     calls: u64,
+    /// Per-name duration aggregates ([`name_stats`]' first half, made while
+    /// decoding: the rows pass by anyway), by slot.
+    acc: Vec<NameAcc>,
+    acc_names: Vec<i64>,
+    acc_ix: FxHashMap<i64, u32>,
+    /// The slot of each name of the current chunk, by chunk-local index.
+    cur_slots: Vec<u32>,
 }
 
 impl Encoder {
@@ -124,8 +138,21 @@ impl Encoder {
         });
         let n = *self.name_ix.entry(name).or_insert_with(|| {
             c.names.push(name);
+            let slot = *self.acc_ix.entry(name).or_insert_with(|| {
+                self.acc.push(NameAcc::default());
+                self.acc_names.push(name);
+                (self.acc.len() - 1) as u32
+            });
+            self.cur_slots.push(slot);
             (c.names.len() - 1) as u32
         });
+        if let Some(a) = self
+            .cur_slots
+            .get(n as usize)
+            .and_then(|&slot| self.acc.get_mut(slot as usize))
+        {
+            a.add(end.wrapping_sub(start));
+        }
         put(&mut c.bytes, zig(start.wrapping_sub(self.prev_start)));
         put(&mut c.bytes, zig(end.wrapping_sub(start)));
         put(&mut c.bytes, t as u64);
@@ -147,6 +174,7 @@ impl Encoder {
         }
         self.thread_ix.clear();
         self.name_ix.clear();
+        self.cur_slots.clear();
     }
 
     /// Join the encoders of consecutive parts of the table, in order.
@@ -157,13 +185,71 @@ impl Encoder {
             out.table_rows += e.table_rows;
             out.calls += e.calls;
             out.chunks.append(&mut e.done);
+            for (name, a) in e.acc_names.into_iter().zip(e.acc) {
+                out.name_acc.entry(name).or_default().merge(a);
+            }
         }
         out.chunks.shrink_to_fit();
         out
     }
 }
 
+impl Chunk {
+    /// Each row as `(start, end, chunk-local thread, chunk-local name)`.
+    #[inline]
+    fn each(&self, mut f: impl FnMut(i64, i64, u32, u32)) {
+        let b = &self.bytes;
+        let mut at = 0;
+        let mut start = 0i64;
+        for _ in 0..self.rows {
+            let (Some(ds), Some(dur), Some(t), Some(n)) = (
+                get(b, &mut at),
+                get(b, &mut at),
+                get(b, &mut at),
+                get(b, &mut at),
+            ) else {
+                break;
+            };
+            start = start.wrapping_add(unzig(ds));
+            f(start, start.wrapping_add(unzig(dur)), t as u32, n as u32);
+        }
+    }
+}
+
 impl OsrtCalls {
+    /// Fold whole chunks on up to `threads` threads, each a consecutive run
+    /// of chunks into its own accumulator, returned in row order.
+    fn fold_chunks<A, I, F>(&self, threads: usize, init: I, f: F) -> Vec<A>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, &Chunk) + Sync,
+    {
+        let threads = threads.clamp(1, 16).min(self.chunks.len().max(1));
+        let work = |chunks: &[Chunk]| {
+            let mut acc = init();
+            for c in chunks {
+                f(&mut acc, c);
+            }
+            acc
+        };
+        if threads == 1 {
+            return vec![work(&self.chunks)];
+        }
+        let per = self.chunks.len().div_ceil(threads);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = self
+                .chunks
+                .chunks(per)
+                .map(|c| s.spawn(|| work(c)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| init()))
+                .collect()
+        })
+    }
+
     /// Fold the calls as `(start, end, globalTid, nameId)`, optionally only
     /// those overlapping `[lo, hi)`, on up to `threads` threads. Each thread
     /// folds a consecutive run of rows into its own accumulator; they come
@@ -254,9 +340,269 @@ impl OsrtCalls {
     }
 }
 
+/// Count, sums, extremes and histogram of one name's durations: exact
+/// integers, so the parts of a parallel decode merge into the same answer.
+#[derive(Debug, Default)]
+struct NameAcc {
+    count: u64,
+    total: i128,
+    squares: i128,
+    min: i64,
+    max: i64,
+    overflow: bool,
+    hist: Vec<u64>,
+}
+
+impl NameAcc {
+    #[inline]
+    fn add(&mut self, d: i64) {
+        if self.count == 0 {
+            self.min = d;
+            self.max = d;
+            self.hist = vec![0; BUCKETS];
+        }
+        self.count += 1;
+        self.total += d as i128;
+        self.min = self.min.min(d);
+        self.max = self.max.max(d);
+        match (d as i128)
+            .checked_mul(d as i128)
+            .and_then(|q| self.squares.checked_add(q))
+        {
+            Some(q) => self.squares = q,
+            None => self.overflow = true,
+        }
+        if let Some(h) = self.hist.get_mut(bucket(d)) {
+            *h += 1;
+        }
+    }
+
+    fn merge(&mut self, o: NameAcc) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = o;
+            return;
+        }
+        self.count += o.count;
+        self.total += o.total;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        match self.squares.checked_add(o.squares) {
+            Some(q) => self.squares = q,
+            None => self.overflow = true,
+        }
+        self.overflow |= o.overflow;
+        for (a, b) in self.hist.iter_mut().zip(o.hist) {
+            *a += b;
+        }
+    }
+}
+
+/// Exact `nsys stats` statistics of every name's call durations over the
+/// whole table (`osrt_sum` without a time window or process filter), with no
+/// per-call list: 23 M durations held as a list cost more in fresh memory
+/// pages than the statistics themselves.
+///
+/// - count, total, min, max and the sums for the standard deviation are exact
+///   integers gathered while the table was decoded; the standard deviation is
+///   `sqrt((n·Σd² − (Σd)²) / (n·(n − 1)))`, the exact sample variance;
+/// - the median comes from the histogram gathered with them: one fold keeps
+///   only the durations in the one or two buckets that hold the middle
+///   rank(s), and those are selected exactly.
+///
+/// `None` when a sum would overflow 128 bits (the caller then lists durations).
+pub fn name_stats(calls: &OsrtCalls, threads: usize) -> Option<NameStats> {
+    if calls.name_acc.values().any(|a| a.overflow) {
+        return None;
+    }
+    // Per name: the middle rank(s) (0-based, ascending), the bucket of each
+    // and the values before it.
+    struct Middle {
+        ranks: [u64; 2],
+        buckets: [usize; 2],
+        before: [u64; 2],
+    }
+    let middles: FxHashMap<i64, Middle> = calls
+        .name_acc
+        .iter()
+        .filter(|(_, a)| a.count > 0)
+        .map(|(&name, a)| {
+            let hi = a.count / 2;
+            let lo = if a.count % 2 == 0 { hi - 1 } else { hi };
+            let find = |rank: u64| {
+                let mut seen = 0u64;
+                for (b, &c) in a.hist.iter().enumerate() {
+                    if seen + c > rank {
+                        return (b, seen);
+                    }
+                    seen += c;
+                }
+                (BUCKETS - 1, seen)
+            };
+            let (b0, s0) = find(lo);
+            let (b1, s1) = find(hi);
+            (
+                name,
+                Middle {
+                    ranks: [lo, hi],
+                    buckets: [b0, b1],
+                    before: [s0, s1],
+                },
+            )
+        })
+        .collect();
+    let parts = calls.fold_chunks(
+        threads,
+        FxHashMap::<(i64, usize), Vec<i64>>::default,
+        |m, c| {
+            // The chunk's names resolved once, not per row.
+            let local: Vec<Option<(i64, [usize; 2])>> = c
+                .names
+                .iter()
+                .map(|n| middles.get(n).map(|mid| (*n, mid.buckets)))
+                .collect();
+            c.each(|s, e, _, n| {
+                if let Some(Some((name, b))) = local.get(n as usize) {
+                    let d = e.wrapping_sub(s);
+                    let k = bucket(d);
+                    if k == b[0] || k == b[1] {
+                        m.entry((*name, k)).or_default().push(d);
+                    }
+                }
+            });
+        },
+    );
+    let mut held: FxHashMap<(i64, usize), Vec<i64>> = FxHashMap::default();
+    for part in parts {
+        for (k, v) in part {
+            held.entry(k).or_default().extend(v);
+        }
+    }
+    let mut out = NameStats::default();
+    for (&name, a) in calls.name_acc.iter().filter(|(_, a)| a.count > 0) {
+        let mid = &middles[&name];
+        let mut at = |k: usize| -> i64 {
+            let v = held
+                .get_mut(&(name, mid.buckets[k]))
+                .map(Vec::as_mut_slice)
+                .unwrap_or(&mut []);
+            let r = (mid.ranks[k] - mid.before[k]) as usize;
+            if r >= v.len() {
+                return 0; // cannot happen: the decode and the fold see the same rows
+            }
+            *v.select_nth_unstable(r).1
+        };
+        let n = a.count as i128;
+        let med = if a.count % 2 == 1 {
+            at(1) as f64
+        } else {
+            let (lo, hi) = (at(0), at(1));
+            super::stats::round_ratio(lo as i128 + hi as i128, 2, 10)
+        };
+        let stddev = if a.count > 1 {
+            // n·Σd² − (Σd)² = n(n−1)·variance, exactly (never negative).
+            let num = n
+                .checked_mul(a.squares)
+                .and_then(|x| a.total.checked_mul(a.total).and_then(|t| x.checked_sub(t)))?;
+            super::stats::round1((num.max(0) as f64 / (n * (n - 1)) as f64).sqrt())
+        } else {
+            0.0
+        };
+        out.by_name.insert(
+            name,
+            super::stats::Stats {
+                count: a.count,
+                total: a.total as i64,
+                avg: super::stats::round1_ratio(a.total, n),
+                med,
+                min: a.min,
+                max: a.max,
+                stddev,
+            },
+        );
+    }
+    Some(out)
+}
+
+/// [`name_stats`]' answer: per name id, the statistics of its calls' durations.
+#[derive(Debug, Default)]
+pub struct NameStats {
+    pub by_name: FxHashMap<i64, super::stats::Stats>,
+}
+
+impl super::loaded::Footprint for NameStats {
+    fn footprint(&self) -> u64 {
+        let entry = std::mem::size_of::<(i64, super::stats::Stats)>() as u64 + 1;
+        self.by_name.capacity() as u64 * entry
+    }
+}
+
+/// Histogram buckets: one for negative durations (damaged rows), 32 exact
+/// small values, then 16 per power of two (the median's bucket holds about a
+/// sixteenth of its octave's calls, so the second fold keeps few).
+const BUCKETS: usize = 1 + 32 + 59 * 16;
+
+#[inline]
+fn bucket(d: i64) -> usize {
+    if d < 0 {
+        return 0;
+    }
+    let v = d as u64;
+    if v < 32 {
+        return 1 + v as usize;
+    }
+    let e = 64 - v.leading_zeros() as usize; // 6..=63
+    1 + 32 + (e - 6) * 16 + ((v >> (e - 5)) & 15) as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn name_stats_equal_the_statistics_of_the_listed_durations() {
+        // Names with odd and even counts, one call, ties, negative (damaged)
+        // rows, huge and tiny durations, spread over many chunks.
+        let mut e = Encoder::default();
+        let mut by_name: std::collections::HashMap<i64, Vec<i64>> = Default::default();
+        let mut x: u64 = 12345;
+        for i in 0..200_000i64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let name = 1 + (x >> 60) as i64 % 7;
+            let dur = match name {
+                1 => (x >> 20) as i64 % 50,             // small, many ties
+                2 => (x >> 11) as i64 % 10_000_000_000, // up to 10 s
+                3 => 100_098_917,                       // all equal
+                4 => (x >> 30) as i64 % 1000 - 3,       // a few negative
+                5 => (1 << 45) + (x >> 40) as i64,      // hours
+                _ => (x >> 33) as i64,
+            };
+            let start = 1_000_000 + i * 1000;
+            e.row(start, start + dur, 7 << 24, name, Some(27));
+            by_name.entry(name).or_default().push(dur);
+        }
+        e.row(5, 9, 7 << 24, 99, Some(27)); // a name with one call
+        by_name.entry(99).or_default().push(4);
+        let t = Encoder::finish(vec![e]);
+        for threads in [1, 3] {
+            let got = name_stats(&t, threads).expect("no overflow");
+            assert_eq!(got.by_name.len(), by_name.len());
+            for (name, v) in &by_name {
+                let want = super::super::stats::stats(&mut v.clone());
+                assert_eq!(got.by_name[name], want, "name {name}");
+            }
+        }
+        // Sums past 128 bits: no answer (the caller lists durations instead).
+        let mut e = Encoder::default();
+        for i in 0..4 {
+            e.row(i, i + i64::MAX / 2, 1, 1, None);
+        }
+        assert!(name_stats(&Encoder::finish(vec![e]), 2).is_none());
+    }
 
     #[test]
     fn rows_come_back_exactly_in_order_and_windows_filter() {

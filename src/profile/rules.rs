@@ -310,6 +310,34 @@ struct Ctx<'a> {
     /// Per finding (same order): the measured idle intervals behind its time at stake.
     idle_of: Vec<Vec<Interval>>,
     checked: Vec<RuleCheck>,
+    /// What each CUDA API name id is, decided once per name rather than by
+    /// matching strings for each of millions of calls in every rule.
+    api_facts: rustc_hash::FxHashMap<i64, ApiFacts>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ApiFacts {
+    kind: CallKind,
+    sync_memcpy: bool,
+    sync_memset: bool,
+}
+
+impl Ctx<'_> {
+    fn facts(&self, name: i64) -> ApiFacts {
+        self.api_facts
+            .get(&name)
+            .copied()
+            .unwrap_or_else(|| api_facts_of(self.p, name))
+    }
+}
+
+fn api_facts_of(p: &Profile, name: i64) -> ApiFacts {
+    let n = calls::api_display_name(p.string(name));
+    ApiFacts {
+        kind: calls::api_kind(n),
+        sync_memcpy: calls::is_sync_memcpy_api(n),
+        sync_memset: calls::is_sync_memset_api(n),
+    }
 }
 
 struct Draft {
@@ -482,7 +510,13 @@ pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
         findings: Vec::new(),
         idle_of: Vec::new(),
         checked: Vec::new(),
+        api_facts: Default::default(),
     };
+    for a in p.api()? {
+        cx.api_facts
+            .entry(a.name)
+            .or_insert_with(|| api_facts_of(p, a.name));
+    }
     if cx.devs.is_empty() {
         return Ok(Rules {
             findings: Vec::new(),
@@ -953,8 +987,16 @@ fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
             .memcpy
             .as_ref()
             .is_none_or(|t| !t.has("globalPid"));
-    let index = super::correlation_index(api, correlation_only);
+    let index = super::correlation_index_for(
+        api,
+        correlation_only,
+        cx.p.memcpys()?
+            .iter()
+            .map(|m| (m.global_pid, m.correlation)),
+    );
     let opers = cx.p.memcpy_oper_labels()?;
+    // The best pinned bandwidth of a direction scans every copy: once per direction, not per copy.
+    let mut bandwidth: HashMap<i64, f64> = HashMap::new();
     let mut drafts = Vec::new();
     let mut total_everywhere = 0u64;
     for (i, d) in cx.devs.iter().enumerate() {
@@ -991,7 +1033,15 @@ fn rule_pageable_memcpy(cx: &mut Ctx) -> Result<()> {
             let e = dirs.entry(dir).or_default();
             e.0 += 1;
             e.1 += m.bytes;
-            let ideal = (m.bytes as f64 / pinned_bandwidth(cx.p, m.copy_kind)?) as i64;
+            let bw = match bandwidth.get(&m.copy_kind) {
+                Some(&bw) => bw,
+                None => {
+                    let bw = pinned_bandwidth(cx.p, m.copy_kind)?;
+                    bandwidth.insert(m.copy_kind, bw);
+                    bw
+                }
+            };
+            let ideal = (m.bytes as f64 / bw) as i64;
             let (s, e) = (m.start.max(d.window.start_ns), m.end.min(d.window.end_ns));
             let excess = ((e - s) - ideal).max(0);
             at_stake += excess;
@@ -1205,8 +1255,8 @@ fn rule_sync_memcpy(cx: &mut Ctx) -> Result<()> {
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
         let pick = |ai: usize| {
-            let n = calls::api_display_name(cx.p.string(api[ai].name));
-            calls::is_sync_memcpy_api(n) || calls::is_sync_memset_api(n)
+            let f = cx.facts(api[ai].name);
+            f.sync_memcpy || f.sync_memset
         };
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
@@ -1242,10 +1292,7 @@ fn rule_sync_apis(cx: &mut Ctx) -> Result<()> {
     let api = cx.p.api()?;
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
-        let pick = |ai: usize| {
-            calls::api_kind(calls::api_display_name(cx.p.string(api[ai].name)))
-                == CallKind::HostSync
-        };
+        let pick = |ai: usize| cx.facts(api[ai].name).kind == CallKind::HostSync;
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
         };
@@ -1303,8 +1350,8 @@ fn rule_sync_every_iteration(cx: &mut Ctx) -> Result<()> {
                 {
                     continue;
                 }
-                let n = calls::api_display_name(cx.p.string(a.name));
-                if calls::api_kind(n) == CallKind::HostSync || calls::is_sync_memcpy_api(n) {
+                let f = cx.facts(a.name);
+                if f.kind == CallKind::HostSync || f.sync_memcpy {
                     in_steps[lo + k] = true;
                     any = true;
                 }
@@ -1358,10 +1405,7 @@ fn rule_allocator_churn(cx: &mut Ctx) -> Result<()> {
     let api = cx.p.api()?;
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
-        let pick = |ai: usize| {
-            calls::api_kind(calls::api_display_name(cx.p.string(api[ai].name)))
-                == CallKind::Allocation
-        };
+        let pick = |ai: usize| cx.facts(api[ai].name).kind == CallKind::Allocation;
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
         };
@@ -1653,12 +1697,15 @@ fn rule_exposed_communication(cx: &mut Ctx) -> Result<()> {
         }
         let o =
             super::overlap::window_overlap(d.window, &intervals::union(c), &intervals::union(n));
-        let shared = ns.iter().any(|s| cs.contains(s));
         if o.communication_only_ns * 100 < d.window.length_ns {
             continue;
         }
         ns.sort_unstable();
         ns.dedup();
+        // Distinct streams only: one entry per kernel made this quadratic.
+        cs.sort_unstable();
+        cs.dedup();
+        let shared = ns.iter().any(|s| cs.binary_search(s).is_ok());
         let dr = Draft::estimate(
             i,
             o.communication_only_ns,

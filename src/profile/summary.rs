@@ -185,7 +185,8 @@ impl Durations {
 }
 
 /// Group key → (display name, style, domain, values).
-type Groups<K> = HashMap<K, (String, Option<String>, Option<String>, Vec<i64>)>;
+type Group = (String, Option<String>, Option<String>, Vec<i64>);
+type Groups<K> = rustc_hash::FxHashMap<K, Group>;
 
 fn time_report<K>(report: &str, groups: Groups<K>, limit: usize) -> TimeReport {
     time_report_of(
@@ -245,7 +246,7 @@ pub fn kern_sum(
     names: NameKey,
     limit: usize,
 ) -> Result<TimeReport> {
-    let mut groups: Groups<i64> = HashMap::new();
+    let mut groups: Groups<i64> = Groups::default();
     for k in p.kernels()? {
         if !scope.admits(k.device, k.global_pid, k.start, k.end) {
             continue;
@@ -334,21 +335,26 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
     let mut api_sum = None;
     if want("cuda_api_sum") {
         if tables.runtime.is_some() {
-            let mut groups: Groups<String> = HashMap::new();
-            let mut by_id: HashMap<i64, String> = HashMap::new();
+            // Name id → group (several ids share a display name), so that
+            // millions of calls neither hash nor copy a string each; each
+            // group's durations stay in row order.
+            let mut groups: Vec<Group> = Vec::new();
+            let mut by_name: HashMap<String, usize> = HashMap::new();
+            let mut by_id: rustc_hash::FxHashMap<i64, usize> = Default::default();
             for a in p.api()? {
                 if !cpu_ok(a.global_tid, a.start, a.end) {
                     continue;
                 }
-                let name = by_id
-                    .entry(a.name)
-                    .or_insert_with(|| api_display_name(p.string(a.name)).to_string());
-                groups
-                    .entry(name.clone())
-                    .or_insert_with(|| (name.clone(), None, None, Vec::new()))
-                    .3
-                    .push(a.dur());
+                let g = *by_id.entry(a.name).or_insert_with(|| {
+                    let name = api_display_name(p.string(a.name)).to_string();
+                    *by_name.entry(name.clone()).or_insert_with(|| {
+                        groups.push((name, None, None, Vec::new()));
+                        groups.len() - 1
+                    })
+                });
+                groups[g].3.push(a.dur());
             }
+            let groups: Groups<usize> = groups.into_iter().enumerate().collect();
             api_sum = Some(time_report("cuda_api_sum", groups, limit));
         } else {
             missing("cuda_api_sum", "no CUPTI_ACTIVITY_KIND_RUNTIME table");
@@ -359,8 +365,8 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
     if want("cuda_gpu_mem_time_sum") || want("cuda_gpu_mem_size_sum") {
         if tables.memcpy.is_some() || tables.memset.is_some() {
             let opers = p.memcpy_oper_labels()?;
-            let mut durs: Groups<i64> = HashMap::new();
-            let mut sizes: Groups<i64> = HashMap::new();
+            let mut durs: Groups<i64> = Groups::default();
+            let mut sizes: Groups<i64> = Groups::default();
             let mut push = |key: i64, name: String, d: i64, b: i64| {
                 durs.entry(key)
                     .or_insert_with(|| (name.clone(), None, None, Vec::new()))
@@ -429,7 +435,7 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
     if want("nvtx_sum") {
         if tables.nvtx.is_some() {
             let nvtx = p.nvtx()?;
-            let mut groups: Groups<(i64, String, i64)> = HashMap::new();
+            let mut groups: Groups<(i64, String, i64)> = Groups::default();
             for r in &nvtx.ranges {
                 if !cpu_ok(r.global_tid, r.start, r.end) {
                     continue;
@@ -470,7 +476,19 @@ pub fn summary(p: &Profile, scope: &ResolvedScope, options: &SummaryOptions) -> 
     }
     let mut osrt = None;
     if want("osrt_sum") {
-        if tables.osrt.is_some() {
+        let whole = if scope.trim.is_none() && procs.is_none() {
+            p.osrt_name_stats()?
+        } else {
+            None
+        };
+        if let Some(whole) = whole {
+            // Every call of the file: the per-name statistics kept with its tables.
+            let groups = whole
+                .by_name
+                .iter()
+                .map(|(&id, s)| (p.string(id).to_string(), None, None, s.clone()));
+            osrt = Some(time_report_of("osrt_sum", groups, limit));
+        } else if tables.osrt.is_some() {
             // Tens of millions of calls: their durations are held as u32
             // where they fit (half the memory of i64; the same statistics).
             let parts = p.fold_osrt(
