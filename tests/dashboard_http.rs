@@ -241,7 +241,10 @@ async fn pages_sections_and_tool_schemas_are_served() {
     let set = tempfile::tempdir().unwrap();
     std::fs::copy(train_good(), set.path().join("rank_0.sqlite")).unwrap();
     let (code, _, view) = get(
-        server.url(&format!("/dashboard/profile/ranks?path={}", set.path().display())),
+        server.url(&format!(
+            "/dashboard/profile/ranks?path={}",
+            set.path().display()
+        )),
         None,
     )
     .await;

@@ -134,8 +134,16 @@ fn split_per_rank_gives_the_combined_exports_figures() {
             .unwrap()
     };
     let k = ar(&set.cross_rank);
-    assert_eq!((k.sized_instances, k.bytes, k.bus_gb_per_s), (0, None, None));
-    assert!(set.cross_rank.notes.iter().any(|n| n.contains("--include-blobs=true")));
+    assert_eq!(
+        (k.sized_instances, k.bytes, k.bus_gb_per_s),
+        (0, None, None)
+    );
+    assert!(
+        set.cross_rank
+            .notes
+            .iter()
+            .any(|n| n.contains("--include-blobs=true"))
+    );
     // Bus bandwidth arithmetic on the real timings with SYNTHETIC sizes (this capture has none): 64 MiB per
     // all-reduce. algbw = Σ S / Σ transfer after the last arrival; busbw = algbw × 2(n−1)/n = algbw for 2 ranks.
     let mut sized = split.clone();
@@ -465,14 +473,19 @@ fn kineto_traces_per_rank_get_the_same_cross_rank_answers() {
         assert!(x.collectives.iter().all(|c| c.peer.is_none()));
     }
     // No point-to-point transfers: the answer says a slow link cannot be determined, and why.
-    assert!(cr.link_basis.starts_with("slow link: not determinable from ring/tree collective timing"));
+    assert!(
+        cr.link_basis
+            .starts_with("slow link: not determinable from ring/tree collective timing")
+    );
 }
 
 /// The sizes `scripts/capture-nccl-sizes.py` used on one H100 (torch.distributed, NCCL 2.28.9, world size 1).
 fn script_sizes() -> Vec<(String, i64)> {
     let m: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(profile_common::data_dir().join("capture/nccl_sizes_1gpu.manifest.json"))
-            .unwrap(),
+        &std::fs::read_to_string(
+            profile_common::data_dir().join("capture/nccl_sizes_1gpu.manifest.json"),
+        )
+        .unwrap(),
     )
     .unwrap();
     assert_eq!(m["nccl"], "2.28.9");
@@ -480,7 +493,12 @@ fn script_sizes() -> Vec<(String, i64)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["collective"].as_str().unwrap().to_string(), c["bytes"].as_i64().unwrap()))
+        .map(|c| {
+            (
+                c["collective"].as_str().unwrap().to_string(),
+                c["bytes"].as_i64().unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -494,7 +512,12 @@ fn nccl_nvtx_payloads_give_the_sizes_the_script_used() {
     // ncclCommInitRankConfig's payload: one rank, rank 0, CUDA device 0.
     assert_eq!(
         pl.comms,
-        vec![NcclComm { comm: 0x6e74_abf4_2a25_547e, ranks: Some(1), rank: Some(0), cuda_device: Some(0) }]
+        vec![NcclComm {
+            comm: 0x6e74_abf4_2a25_547e,
+            ranks: Some(1),
+            rank: Some(0),
+            cuda_device: Some(0)
+        }]
     );
     // Every call of the script (2 warm-up steps + 3 profiled), with the bytes it asked for. PyTorch answers
     // a one-rank reduce_scatter_tensor without calling NCCL, so NCCL recorded none.
@@ -521,18 +544,41 @@ fn nccl_nvtx_payloads_give_the_sizes_the_script_used() {
         }
     }
     assert_eq!(pl.calls.len(), 20);
-    assert!(pl.calls.iter().filter(|c| c.api == "ncclBroadcast").all(|c| c.root == Some(0)));
+    assert!(
+        pl.calls
+            .iter()
+            .filter(|c| c.api == "ncclBroadcast")
+            .all(|c| c.root == Some(0))
+    );
     // The single-export NCCL answer lists them; a one-rank communicator launches no NCCL kernel (it copies),
     // so no kernel carries a size and the answer says so.
     let scope = p.resolve(&aisp::profile::Scope::default()).unwrap();
     let n = aisp::profile::nccl::nccl(&p, &scope).unwrap();
     assert!(n.message_sizes_recorded);
     assert!(n.collectives.is_empty());
-    let row = n.api_calls.iter().find(|a| a.api == "ncclAllReduce").unwrap();
-    assert_eq!((row.calls, row.message_bytes, row.min_message_bytes, row.max_message_bytes), (5, 5 * 4_194_304, 4_194_304, 4_194_304));
+    let row = n
+        .api_calls
+        .iter()
+        .find(|a| a.api == "ncclAllReduce")
+        .unwrap();
+    assert_eq!(
+        (
+            row.calls,
+            row.message_bytes,
+            row.min_message_bytes,
+            row.max_message_bytes
+        ),
+        (5, 5 * 4_194_304, 4_194_304, 4_194_304)
+    );
     assert_eq!(row.size_s_bytes, Some(5 * 4_194_304));
     assert_eq!(row.matched_to_kernels, 0);
-    assert!(n.notes.iter().any(|x| x.contains("launched no kernel of their own")), "{:?}", n.notes);
+    assert!(
+        n.notes
+            .iter()
+            .any(|x| x.contains("launched no kernel of their own")),
+        "{:?}",
+        n.notes
+    );
     assert_eq!(n.communicators.len(), 1);
 }
 
@@ -553,11 +599,18 @@ fn kineto_record_param_comms_give_the_sizes_the_script_used() {
     // Three profiled steps, each with the script's five calls.
     assert_eq!(t.comms.len(), 15);
     for (coll, bytes) in script_sizes() {
-        let ops: Vec<_> = t.comms.iter().filter(|c| c.collective == name(&coll)).collect();
+        let ops: Vec<_> = t
+            .comms
+            .iter()
+            .filter(|c| c.collective == name(&coll))
+            .collect();
         assert_eq!(ops.len(), 3, "{coll}");
         for c in ops {
             assert_eq!(c.bytes(), Some(bytes), "{coll}");
-            assert_eq!((c.group_size, c.group_ranks.as_slice()), (Some(1), &[0i64][..]));
+            assert_eq!(
+                (c.group_size, c.group_ranks.as_slice()),
+                (Some(1), &[0i64][..])
+            );
             assert_eq!(c.peer(), None);
         }
     }

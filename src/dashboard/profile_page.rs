@@ -570,34 +570,6 @@ fn iterations(it: &Value) -> String {
     h
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_is_escaped_and_durations_read_well() {
-        assert_eq!(
-            esc(r#"<a href="x">&'"#),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
-        );
-        assert_eq!(fmt_ns(1_500.0), "1.5 µs");
-        assert_eq!(fmt_ns(2_345_678.0), "2.35 ms");
-        assert_eq!(fmt_ns(3.0e9), "3.000 s");
-        assert_eq!(int_sep(1234567), "1,234,567");
-        assert_eq!(int_sep(-1000), "-1,000");
-    }
-
-    #[test]
-    fn a_finding_points_at_its_first_timed_item_else_its_window() {
-        let f = json!({"data": {"largest": [{"start_ns": 100, "length_ns": 50}]},
-                       "window": {"start_ns": 0, "end_ns": 1000}});
-        assert_eq!(finding_place(&f), Some((100, 150)));
-        let f = json!({"data": {"steps": 3}, "window": {"start_ns": 10, "end_ns": 20}});
-        assert_eq!(finding_place(&f), Some((10, 20)));
-        assert_eq!(finding_place(&json!({"data": {}})), None);
-    }
-}
-
 /// The cross-rank view of a set (`aisp_profile_ranks`): findings, ranks, the rank × step heat map,
 /// collectives with skew and bandwidth, links, and every note of the answer.
 fn rank_set(ans: &Value) -> String {
@@ -612,7 +584,10 @@ fn rank_set(ans: &Value) -> String {
         ranks.len(),
         ranks.len(),
         arr(&set["files"]).len(),
-        esc(&residual.map_or("not aligned by collectives (no skew concluded)".into(), fmt_ns)),
+        esc(&residual.map_or(
+            "not aligned by collectives (no skew concluded)".into(),
+            fmt_ns
+        )),
     );
     let findings = arr(&ans["findings"]);
     if findings.is_empty() {
@@ -659,7 +634,12 @@ fn rank_set(ans: &Value) -> String {
         let cols: Vec<String> = arr(&hm["steps"]).iter().map(|x| s(x).to_string()).collect();
         let values: Vec<Vec<Option<f64>>> = arr(&hm["values"])
             .iter()
-            .map(|row| arr(row).iter().map(|v| v.as_f64().map(|ns| ns / 1e6)).collect())
+            .map(|row| {
+                arr(row)
+                    .iter()
+                    .map(|v| v.as_f64().map(|ns| ns / 1e6))
+                    .collect()
+            })
             .collect();
         let what = if s(&hm["figure"]) == "cpu_ns" {
             "CPU step time"
@@ -703,8 +683,40 @@ fn rank_set(ans: &Value) -> String {
         let _ = write!(h, r#"<p class="muted small note">{}</p>"#, esc(s(n)));
     }
     if !arr(&cr["links"]).is_empty() {
-        let _ = write!(h, r#"<p class="muted small">{}</p>"#, esc(s(&cr["link_basis"])));
+        let _ = write!(
+            h,
+            r#"<p class="muted small">{}</p>"#,
+            esc(s(&cr["link_basis"]))
+        );
     }
     h.push_str("</div>");
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped_and_durations_read_well() {
+        assert_eq!(
+            esc(r#"<a href="x">&'"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+        assert_eq!(fmt_ns(1_500.0), "1.5 µs");
+        assert_eq!(fmt_ns(2_345_678.0), "2.35 ms");
+        assert_eq!(fmt_ns(3.0e9), "3.000 s");
+        assert_eq!(int_sep(1234567), "1,234,567");
+        assert_eq!(int_sep(-1000), "-1,000");
+    }
+
+    #[test]
+    fn a_finding_points_at_its_first_timed_item_else_its_window() {
+        let f = json!({"data": {"largest": [{"start_ns": 100, "length_ns": 50}]},
+                       "window": {"start_ns": 0, "end_ns": 1000}});
+        assert_eq!(finding_place(&f), Some((100, 150)));
+        let f = json!({"data": {"steps": 3}, "window": {"start_ns": 10, "end_ns": 20}});
+        assert_eq!(finding_place(&f), Some((10, 20)));
+        assert_eq!(finding_place(&json!({"data": {}})), None);
+    }
 }

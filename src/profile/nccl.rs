@@ -285,7 +285,9 @@ pub fn nccl(p: &Profile, scope: &ResolvedScope) -> Result<Nccl> {
         // Calls are CPU-side: scoped by process and trim window (a device scope does not apply to them).
         let pid = model::pid_of(c.global_tid);
         if scope.process.is_some_and(|want| want != pid)
-            || scope.trim.is_some_and(|(s, e)| c.start_ns >= e || c.end_ns < s)
+            || scope
+                .trim
+                .is_some_and(|(s, e)| c.start_ns >= e || c.end_ns < s)
         {
             continue;
         }

@@ -90,7 +90,10 @@ impl NcclPayloads {
     /// Ranks of a communicator, from its init call.
     pub fn ranks_of(&self, comm: Option<u64>) -> Option<i64> {
         let c = comm?;
-        self.comms.iter().find(|x| x.comm == c).and_then(|x| x.ranks)
+        self.comms
+            .iter()
+            .find(|x| x.comm == c)
+            .and_then(|x| x.ranks)
     }
 }
 
@@ -143,7 +146,10 @@ pub fn split_blob(blob: &[u8]) -> Vec<(i64, &[u8])> {
             break;
         };
         let (size, offset) = (size as usize, offset as usize);
-        if let Some(b) = offset.checked_add(size).and_then(|end| blob.get(offset..end)) {
+        if let Some(b) = offset
+            .checked_add(size)
+            .and_then(|end| blob.get(offset..end))
+        {
             out.push((schema as i64, b));
         }
     }
@@ -211,7 +217,9 @@ pub fn read(p: &Profile) -> Result<NcclPayloads> {
             .map(|(_, f)| *f)
     };
     let mut any_blob = false;
-    let mut rows: Vec<(i64, Option<i64>, i64, i64, String, Vec<u8>)> = Vec::new();
+    // (start, end, globalTid, domain, name, blob)
+    type BlobRow = (i64, Option<i64>, i64, i64, String, Vec<u8>);
+    let mut rows: Vec<BlobRow> = Vec::new();
     model::scan(p.conn(), &path, &sql, |r| {
         any_blob = true;
         let domain = model::int(r, 3);
@@ -254,9 +262,8 @@ pub fn read(p: &Profile) -> Result<NcclPayloads> {
             let Some(fields) = schemas.get(&(domain, schema)) else {
                 continue;
             };
-            let get = |want: &dyn Fn(&str) -> bool| {
-                find(fields, want).and_then(|f| read_field(bytes, f))
-            };
+            let get =
+                |want: &dyn Fn(&str) -> bool| find(fields, want).and_then(|f| read_field(bytes, f));
             call.comm = call
                 .comm
                 .or(get(&|n| n.contains("communicator")).map(|v| v as u64));
@@ -275,16 +282,15 @@ pub fn read(p: &Profile) -> Result<NcclPayloads> {
             }
         }
         match (init, call.comm) {
-            (Some((ranks, rank, dev)), Some(comm)) => {
-                if !out.comms.iter().any(|c| c.comm == comm) {
-                    out.comms.push(NcclComm {
-                        comm,
-                        ranks,
-                        rank,
-                        cuda_device: dev,
-                    });
-                }
+            (Some((ranks, rank, dev)), Some(comm)) if !out.comms.iter().any(|c| c.comm == comm) => {
+                out.comms.push(NcclComm {
+                    comm,
+                    ranks,
+                    rank,
+                    cuda_device: dev,
+                });
             }
+            (Some(_), Some(_)) => {}
             _ if call.message_bytes.is_some() || call.peer.is_some() => out.calls.push(call),
             _ => {}
         }

@@ -719,11 +719,7 @@ fn links(
     } else {
         (bws[bws.len() / 2 - 1] + bws[bws.len() / 2]) / 2.0
     };
-    let host = |r: u32| {
-        index
-            .get(&r)
-            .and_then(|&i| ds[i].identity.hostname.clone())
-    };
+    let host = |r: u32| index.get(&r).and_then(|&i| ds[i].identity.hostname.clone());
     let mut slow: Vec<SlowLink> = judged
         .iter()
         .filter(|r| median > 0.0 && r.gb_per_s * 100.0 < median * SLOW_LINK_PCT)
@@ -832,20 +828,36 @@ mod tests {
         let c = cross_rank(&ring(4_000_000, true), &aligned());
         assert_eq!(c.links.len(), 4, "{:?}", c.links);
         // Both ends of every transfer are seen: transfer = later end − later start.
-        assert!(c.links.iter().all(|l| l.instances == 10 && l.both_ends == 10));
+        assert!(
+            c.links
+                .iter()
+                .all(|l| l.instances == 10 && l.both_ends == 10)
+        );
         let bytes = 10 * (64i64 << 20);
         let fast = &c.links[0];
-        assert_eq!((fast.src, fast.dst, fast.bytes, fast.transfer_ns), (0, 1, bytes, 10_000_000));
+        assert_eq!(
+            (fast.src, fast.dst, fast.bytes, fast.transfer_ns),
+            (0, 1, bytes, 10_000_000)
+        );
         assert_eq!(fast.gb_per_s, 67.11);
         assert_eq!(c.slow_links.len(), 1, "{}", c.link_basis);
         let s = &c.slow_links[0];
         assert_eq!((s.src, s.dst, s.pairs_measured), (2, 3, 4));
-        assert_eq!((s.src_host.as_deref(), s.dst_host.as_deref()), (Some("h1"), Some("h1")));
-        assert_eq!((s.transfer_ns, s.gb_per_s, s.median_pair_gb_per_s), (40_000_000, 16.78, 67.11));
+        assert_eq!(
+            (s.src_host.as_deref(), s.dst_host.as_deref()),
+            (Some("h1"), Some("h1"))
+        );
+        assert_eq!(
+            (s.transfer_ns, s.gb_per_s, s.median_pair_gb_per_s),
+            (40_000_000, 16.78, 67.11)
+        );
         // 40 ms against 671,088,640 B / 67.11 GB/s = 9,999,831 ns.
         assert_eq!(s.time_lost_ns, 40_000_000 - 9_999_831);
         let f = super::super::findings::findings(&c);
-        let link = f.iter().find(|x| x.id == "cross_rank_slow_link").expect("slow-link finding");
+        let link = f
+            .iter()
+            .find(|x| x.id == "cross_rank_slow_link")
+            .expect("slow-link finding");
         assert_eq!(link.title, "The link from rank 2 to rank 3 is slow");
         assert_eq!(link.time_at_stake_ns, s.time_lost_ns);
         assert_eq!(
@@ -862,7 +874,10 @@ mod tests {
         // Even hops: no slow link, and the basis says what was compared.
         let even = cross_rank(&ring(1_000_000, true), &aligned());
         assert!(even.slow_links.is_empty());
-        assert!(even.link_basis.starts_with("slow link: 4 rank pairs with sized send/recv transfers"));
+        assert!(
+            even.link_basis
+                .starts_with("slow link: 4 rank pairs with sized send/recv transfers")
+        );
     }
 
     #[test]
@@ -870,7 +885,9 @@ mod tests {
         let c = cross_rank(&ring(4_000_000, false), &aligned());
         assert!(c.links.is_empty() && c.slow_links.is_empty());
         assert!(
-            c.link_basis.starts_with("slow link: not determinable: 80 send/recv kernels without a recorded peer"),
+            c.link_basis.starts_with(
+                "slow link: not determinable: 80 send/recv kernels without a recorded peer"
+            ),
             "{}",
             c.link_basis
         );
@@ -883,7 +900,10 @@ mod tests {
             }
         }
         let c = cross_rank(&ds, &aligned());
-        assert!(c.link_basis.starts_with("slow link: not determinable from ring/tree collective timing"));
+        assert!(
+            c.link_basis
+                .starts_with("slow link: not determinable from ring/tree collective timing")
+        );
         assert!(c.notes.contains(&c.link_basis));
     }
 
@@ -910,8 +930,14 @@ mod tests {
         assert_eq!((k.instances, k.sized_instances), (10, 5));
         assert_eq!(k.bytes, Some(5 * (64 << 20)));
         // Transfer: 1 ms after the last arrival, per instance.
-        assert_eq!((k.transfer_ns, k.sized_transfer_ns), (10_000_000, 5_000_000));
+        assert_eq!(
+            (k.transfer_ns, k.sized_transfer_ns),
+            (10_000_000, 5_000_000)
+        );
         // algbw 335,544,320 B / 5 ms = 67.11 GB/s; busbw × 2(4−1)/4 = 100.66 GB/s.
-        assert_eq!((k.alg_gb_per_s, k.bus_gb_per_s), (Some(67.11), Some(100.66)));
+        assert_eq!(
+            (k.alg_gb_per_s, k.bus_gb_per_s),
+            (Some(67.11), Some(100.66))
+        );
     }
 }

@@ -490,7 +490,10 @@ pub(crate) struct CollSpan {
 
 /// Collective rows from spans: numbered per kind in start order (the instance
 /// index the cross-rank alignment matches on), each with its overlap with the compute union.
-pub(crate) fn collective_rows(mut coll: Vec<CollSpan>, compute_u: &[(i64, i64)]) -> Vec<CollectiveRow> {
+pub(crate) fn collective_rows(
+    mut coll: Vec<CollSpan>,
+    compute_u: &[(i64, i64)],
+) -> Vec<CollectiveRow> {
     coll.sort_by_key(|c| (c.start, c.end));
     let mut seqs: BTreeMap<Collective, u32> = BTreeMap::new();
     coll.into_iter()
