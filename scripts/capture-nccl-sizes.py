@@ -7,7 +7,9 @@ os.environ.setdefault("MASTER_ADDR", "127.0.0.1"); os.environ.setdefault("MASTER
 os.environ.setdefault("RANK", "0"); os.environ.setdefault("WORLD_SIZE", "1"); os.environ.setdefault("LOCAL_RANK", "0")
 dev = torch.device("cuda:0"); torch.cuda.set_device(dev)
 dist.init_process_group("nccl", device_id=dev)
-PLAN = [  # (collective, dtype, elements)
+AVG = "--avg" in sys.argv  # one-rank reductions that make NCCL launch a kernel (AVG / PREMUL_SUM scale on the GPU)
+PLAN = [("all_reduce_avg", torch.float32, 1048576), ("all_reduce_premul", torch.bfloat16, 524288),
+        ("all_reduce", torch.float32, 262144)] if AVG else [  # (collective, dtype, elements)
     ("all_reduce", torch.float32, 1048576),
     ("all_gather", torch.bfloat16, 524288),
     ("broadcast", torch.float16, 262144),
@@ -17,6 +19,8 @@ PLAN = [  # (collective, dtype, elements)
 def one(kind, dt, n):
     x = torch.ones(n, dtype=dt, device=dev)
     if kind == "all_reduce": dist.all_reduce(x)
+    elif kind == "all_reduce_avg": dist.all_reduce(x, op=dist.ReduceOp.AVG)
+    elif kind == "all_reduce_premul": dist.all_reduce(x, op=dist._make_nccl_premul_sum(0.5))
     elif kind == "all_gather":
         out = torch.empty(n * dist.get_world_size(), dtype=dt, device=dev); dist.all_gather_into_tensor(out, x)
     elif kind == "broadcast": dist.broadcast(x, 0)

@@ -1,4 +1,7 @@
 #!/bin/bash
+# Issue 16's NCCL message-size captures (tests/data/capture/nccl_sizes_1gpu*). Run on the GPU machine from a
+# folder C holding this script, capture-nccl-sizes.py and lib/ (libdw.so.1, libelf.so.1 for nsys's importer:
+# copies of /work/shared/nsys-runtime/lib/*-0.188.so); results under $OUT.
 # h16 capture: NCCL collectives of known sizes under nsys (NVTX payloads) and torch.profiler.
 C=$(cd "$(dirname "$0")" && pwd); W=/tmp/w; mkdir -p $W; LOG=$OUT/log.txt
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -8,9 +11,9 @@ export LD_LIBRARY_PATH=$C/lib:${LD_LIBRARY_PATH:-}
 $NSYS export --help > $OUT/export-help.txt 2>&1
 cd $W
 echo "== kineto" >> $LOG
-MANIFEST=$W/manifest_kineto.json timeout 120 python3 $C/colls.py --kineto $W/colls.kineto.json >> $LOG 2>&1; echo "rc=$?" >> $LOG
+MANIFEST=$W/manifest_kineto.json timeout 120 python3 $C/capture-nccl-sizes.py --kineto $W/colls.kineto.json >> $LOG 2>&1; echo "rc=$?" >> $LOG
 echo "== nsys" >> $LOG
-MANIFEST=$W/manifest.json timeout 150 $NSYS profile -t cuda,nvtx --force-overwrite=true -o $W/colls python3 $C/colls.py >> $LOG 2>&1; echo "rc=$?" >> $LOG
+MANIFEST=$W/manifest.json timeout 150 $NSYS profile -t cuda,nvtx --force-overwrite=true -o $W/colls python3 $C/capture-nccl-sizes.py >> $LOG 2>&1; echo "rc=$?" >> $LOG
 timeout 90 $NSYS export --type sqlite --include-blobs=true --force-overwrite true --output $W/colls.sqlite $W/colls.nsys-rep >> $LOG 2>&1; echo "export rc=$?" >> $LOG
 ls -la $W >> $LOG
 python3 - >> $OUT/inspect.txt 2>&1 <<'PY'

@@ -583,6 +583,64 @@ fn nccl_nvtx_payloads_give_the_sizes_the_script_used() {
 }
 
 #[test]
+fn nccl_payloads_are_matched_to_the_kernels_that_carry_them() {
+    // The same script with one-rank reductions that scale (AVG, PreMulSum 0.5): NCCL then launches its
+    // `oneRankReduce` kernel inside the ncclAllReduce call; a plain one-rank sum copies and launches none.
+    let path = fixture("capture/nccl_sizes_1gpu_avg.sqlite");
+    let p = aisp::profile::open(&path).unwrap();
+    let pl = aisp::profile::nccl_payloads::read(&p).unwrap();
+    // 2 warm-up + 3 steps of the three all-reduces (float32 × 1,048,576 AVG, bfloat16 × 524,288 PreMulSum,
+    // float32 × 262,144 sum: the manifest's bytes).
+    let m: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            profile_common::data_dir().join("capture/nccl_sizes_1gpu_avg.manifest.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let bytes: Vec<i64> = m["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["bytes"].as_i64().unwrap())
+        .collect();
+    assert_eq!(bytes, [4_194_304, 1_048_576, 1_048_576]);
+    assert_eq!(pl.calls.len(), 15);
+    assert!(pl.calls.iter().all(|c| c.api == "ncclAllReduce"));
+    let messages = aisp::profile::nccl_payloads::kernel_messages(&p).unwrap();
+    let kernels = p.kernels().unwrap();
+    // Every oneRankReduce kernel carries exactly one call, of the size of the reduction that launched it.
+    let mut got: Vec<i64> = Vec::new();
+    for (ki, k) in kernels.iter().enumerate() {
+        if p.string(k.short_name) == "oneRankReduce" {
+            let msg = messages.get(&(ki as u32)).expect("matched");
+            assert_eq!((msg.calls, msg.peer), (1, None));
+            got.push(msg.bytes.unwrap());
+        }
+    }
+    assert_eq!(messages.len(), 10);
+    got.sort_unstable();
+    assert_eq!(got, [vec![1_048_576; 5], vec![4_194_304; 5]].concat());
+    // The NCCL answer: sized kernel time with its bandwidth (over kernel time), 10 of 15 calls on a kernel.
+    let scope = p.resolve(&aisp::profile::Scope::default()).unwrap();
+    let n = aisp::profile::nccl::nccl(&p, &scope).unwrap();
+    assert_eq!(n.collectives.len(), 1);
+    let row = &n.collectives[0];
+    assert_eq!((row.collective, row.count), (Collective::Other, 10));
+    assert_eq!(row.bytes, Some(5 * 4_194_304 + 5 * 1_048_576));
+    let alg = (row.bytes.unwrap() as f64 / row.total_ns as f64 * 100.0).round() / 100.0;
+    assert_eq!(row.algbw_gb_per_s, Some(alg));
+    // One rank: the bus factor of "other" is 1.
+    assert_eq!(row.busbw_gb_per_s, Some(alg));
+    let api = &n.api_calls[0];
+    assert_eq!((api.calls, api.matched_to_kernels), (15, 10));
+    // The digest of the one rank carries the sizes too.
+    let d = digest::digest_profile(&p, &path).unwrap();
+    let sized: i64 = d[0].collectives.iter().filter_map(|c| c.bytes).sum();
+    assert_eq!(sized, 5 * 4_194_304 + 5 * 1_048_576);
+}
+
+#[test]
 fn kineto_record_param_comms_give_the_sizes_the_script_used() {
     let t = aisp::kineto::load(
         &profile_common::data_dir().join("capture/nccl_sizes_1gpu.kineto.json.xz"),

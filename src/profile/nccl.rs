@@ -2,7 +2,8 @@
 //! counts and times, algorithm and bus bandwidth (nccl-tests definitions) when
 //! message sizes are known, and rank imbalance.
 //!
-//! A kernel is NCCL when its short name contains `nccl` (case-insensitive);
+//! A kernel is NCCL when its short name contains `nccl` (case-insensitive), or is
+//! NCCL's one-rank reduction `oneRankReduce`;
 //! the collective is the first of AllGather, ReduceScatter, AllReduce,
 //! Broadcast, SendRecv, Send, Recv, AllToAll, Reduce found in the name.
 
@@ -26,8 +27,13 @@ fn messages_calls(
 }
 
 pub fn is_nccl(short_name: &str) -> bool {
-    short_name.len() >= 4 && short_name.to_ascii_lowercase().contains("nccl")
+    (short_name.len() >= 4 && short_name.to_ascii_lowercase().contains("nccl"))
+        // NCCL's kernel for a reduction with scaling (AVG, PreMulSum) on a one-rank communicator.
+        || short_name == ONE_RANK_REDUCE
 }
+
+/// The short name of NCCL's one-rank reduction kernel (`enqueue.cc`: `ncclLaunchOneRank`).
+pub const ONE_RANK_REDUCE: &str = "oneRankReduce";
 
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
@@ -48,6 +54,10 @@ pub enum Collective {
 
 impl Collective {
     pub fn of(short_name: &str) -> Collective {
+        // One rank's reduction serves any reducing collective: which one is in NCCL's payload, not the name.
+        if short_name == ONE_RANK_REDUCE {
+            return Collective::Other;
+        }
         const ORDER: &[(&str, Collective)] = &[
             ("AllGather", Collective::AllGather),
             ("ReduceScatter", Collective::ReduceScatter),
