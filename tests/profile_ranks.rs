@@ -475,7 +475,7 @@ fn kineto_traces_per_rank_get_the_same_cross_rank_answers() {
     // No point-to-point transfers: the answer says a slow link cannot be determined, and why.
     assert!(
         cr.link_basis
-            .starts_with("slow link: not determinable from ring/tree collective timing")
+            .starts_with("slow link: not determinable: ring/tree collectives name no hop")
     );
 }
 

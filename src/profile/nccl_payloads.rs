@@ -307,6 +307,9 @@ pub struct KernelMessage {
     /// The peer when every point-to-point call it carries has the same one.
     pub peer: Option<u32>,
     pub calls: u32,
+    /// The collective of the calls when they agree (tells a send from a receive where NCCL runs both as
+    /// one `SendRecv` kernel).
+    pub collective: Option<Collective>,
 }
 
 /// Match NCCL calls to the kernels that carry them, per launching thread: a call whose range contains a
@@ -394,6 +397,14 @@ pub fn kernel_messages(p: &Profile) -> Result<HashMap<u32, KernelMessage>> {
     for (k, cis) in matched_calls(p, &payloads)? {
         let mut m = KernelMessage::default();
         let mut peers: Vec<i64> = Vec::new();
+        let mut kinds: Vec<Collective> = cis
+            .iter()
+            .map(|&ci| payloads.calls[ci].collective())
+            .collect();
+        kinds.dedup();
+        if kinds.len() == 1 {
+            m.collective = Some(kinds[0]);
+        }
         for &ci in &cis {
             let c = &payloads.calls[ci];
             m.calls += 1;

@@ -126,6 +126,9 @@ pub fn ranks_report(path: &str, set: &RankSet, findings: &[Finding]) -> Report {
         for n in &cr.notes {
             c.note(n.clone());
         }
+        if cr.links.is_empty() {
+            c.note(cr.link_basis.clone());
+        }
         sections.push(c);
     }
 

@@ -190,9 +190,9 @@ pub struct CrossRank {
     pub stragglers: Vec<Straggler>,
     pub slow_nodes: Vec<SlowNode>,
     /// Per rank pair point-to-point bandwidth, where send/recv peers are recorded.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<LinkRow>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slow_links: Vec<SlowLink>,
     /// Whether a slow link could be looked for, and on what basis (or what is missing).
     #[serde(default)]
@@ -423,9 +423,8 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
             );
         } else if collectives.iter().all(|c| c.bytes.is_none()) {
             notes.push(
-                "message sizes are not recorded (an Nsight Systems export needs NCCL's NVTX payloads: \
-                 `nsys export --include-blobs=true`; a Kineto trace needs record_param_comms, PyTorch 2.1 or later): \
-                 no bus bandwidth"
+                "message sizes are not recorded (NCCL NVTX payloads: `nsys export --include-blobs=true`; Kineto: \
+                 record_param_comms): no bus bandwidth"
                     .into(),
             );
         }
@@ -593,10 +592,8 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
         }
     });
     let _ = matched_total;
+    // Said once, in `link_basis` (reports and the dashboard print it).
     let (links, slow_links, link_basis) = links(&ds, &offsets, resolution);
-    if n > 1 && links.is_empty() {
-        notes.push(link_basis.clone());
-    }
     CrossRank {
         ranks,
         collectives,
@@ -656,14 +653,11 @@ fn links(
         let basis = if p2p_kernels > 0 {
             format!(
                 "slow link: not determinable: {p2p_kernels} send/recv kernels without a recorded peer and size \
-                 (record them with NCCL NVTX payloads, `nsys export --include-blobs=true`, or a Kineto trace's \
-                 record_param_comms)"
+                 (NCCL NVTX payloads: `nsys export --include-blobs=true`; Kineto record_param_comms)"
             )
         } else {
-            "slow link: not determinable from ring/tree collective timing (a collective's kernels on every rank \
-             last as long as its slowest hop, and do not say which hop that is); needs per-pair transfers: \
-             send/recv with a recorded peer (NCCL NVTX payloads via `nsys export --include-blobs=true`, or Kineto \
-             record_param_comms), or a per-pair bandwidth test (aisp_hw_nccl, aisp_gpu_nvlink)"
+            "slow link: not determinable: ring/tree collectives name no hop; needs send/recv peers \
+             (nsys export --include-blobs=true, Kineto record_param_comms)"
                 .to_string()
         };
         return (Vec::new(), Vec::new(), basis);
@@ -891,7 +885,6 @@ mod tests {
             "{}",
             c.link_basis
         );
-        assert!(c.notes.contains(&c.link_basis));
         // Collectives alone: the ring/tree sentence.
         let mut ds = ring(1_000_000, false);
         for d in &mut ds {
@@ -902,9 +895,10 @@ mod tests {
         let c = cross_rank(&ds, &aligned());
         assert!(
             c.link_basis
-                .starts_with("slow link: not determinable from ring/tree collective timing")
+                .starts_with("slow link: not determinable: ring/tree collectives name no hop")
         );
-        assert!(c.notes.contains(&c.link_basis));
+        // Said once: in link_basis, not repeated in the notes.
+        assert!(!c.notes.contains(&c.link_basis));
     }
 
     #[test]

@@ -236,7 +236,7 @@ pub fn digest_profile(p: &Profile, file: &Path) -> Result<Vec<RankDigest>> {
                     start: k.start,
                     end: k.end,
                     stream: k.stream,
-                    kind: Collective::of(short),
+                    kind: p2p_direction(Collective::of(short), m.and_then(|m| m.collective)),
                     bytes: m.and_then(|m| m.bytes),
                     peer: m.and_then(|m| m.peer),
                 });
@@ -478,6 +478,14 @@ pub fn digest_files(
     Ok((digests, skipped))
 }
 
+/// A `SendRecv` kernel is a send or a receive: the recorded call says which (NCCL runs both as one kernel).
+pub(crate) fn p2p_direction(kernel: Collective, call: Option<Collective>) -> Collective {
+    match (kernel, call) {
+        (Collective::SendRecv, Some(c @ (Collective::Send | Collective::Recv))) => c,
+        _ => kernel,
+    }
+}
+
 /// One communication kernel before numbering.
 pub(crate) struct CollSpan {
     pub start: i64,
@@ -518,6 +526,15 @@ pub(crate) fn collective_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sendrecv_kernel_takes_its_direction_from_the_call() {
+        use Collective::*;
+        assert_eq!(p2p_direction(SendRecv, Some(Recv)), Recv);
+        assert_eq!(p2p_direction(SendRecv, Some(Send)), Send);
+        assert_eq!(p2p_direction(SendRecv, None), SendRecv);
+        assert_eq!(p2p_direction(AllReduce, Some(Send)), AllReduce);
+    }
 
     #[test]
     fn rank_numbers_in_file_names() {

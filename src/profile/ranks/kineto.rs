@@ -97,7 +97,14 @@ pub fn digest_trace(t: &Trace) -> Vec<RankDigest> {
                         start: iv.0,
                         end: iv.1,
                         stream: op.stream,
-                        kind: Collective::of(&op.name),
+                        kind: super::digest::p2p_direction(
+                            Collective::of(&op.name),
+                            c.and_then(|c| match c.collective.as_str() {
+                                "send" => Some(Collective::Send),
+                                "recv" | "recv_anysource" => Some(Collective::Recv),
+                                _ => None,
+                            }),
+                        ),
                         bytes: c.and_then(CommOp::bytes),
                         peer: c.and_then(CommOp::peer).and_then(|p| u32::try_from(p).ok()),
                     });
