@@ -556,6 +556,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn record_param_comms_give_sizes_and_global_peers() {
+        // As PyTorch records them: a send to group rank 1 of the group [4, 5], and an all-gather of 3 × bf16.
+        let text = r#"{"traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 2, "ts": 10.0, "dur": 5.0,
+             "args": {"Collective name": "send", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
+                      "Group size": 2, "Rank": 1, "Process Group Ranks": "[4, 5]"}},
+            {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 2, "ts": 20.0, "dur": 5.0,
+             "args": {"Collective name": "_allgather_base", "In msg nelems": 3, "Out msg nelems": 6,
+                      "dtype": "BFloat16", "Group size": 2, "Rank": 0, "Process Group Ranks": [4, 5]}},
+            {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 2, "ts": 30.0, "dur": 5.0,
+             "args": {"Collective name": "allreduce", "dtype": {"odd": 1}, "In msg nelems": "x"}}
+        ]}"#;
+        let t = parse(Path::new("t.json"), text).unwrap();
+        assert_eq!(t.comms.len(), 3);
+        let send = &t.comms[0];
+        assert_eq!(
+            (send.bytes(), send.peer(), send.is_p2p()),
+            (Some(4096), Some(5), true)
+        );
+        let ag = &t.comms[1];
+        assert_eq!(
+            (ag.bytes(), ag.peer(), ag.group_ranks.clone()),
+            (Some(12), None, vec![4, 5])
+        );
+        // Odd values read as absent, not as a failed trace.
+        assert_eq!((t.comms[2].bytes(), t.comms[2].dtype.clone()), (None, None));
+    }
+
+    #[test]
     fn microsecond_text_becomes_exact_nanoseconds() {
         assert_eq!(
             us_text_to_ns("4461650758935.304"),
