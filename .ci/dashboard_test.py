@@ -18,7 +18,8 @@ steps; the compare verdict of two fixtures (neutral, +2.60 % per step, ground
 truth in tests/data/README.md) and a cancelled comparison; a leaderboard row
 and the roofline of history imported from examples/benchmark (values from its
 run.json); the memory per GPU of a plan (equal to the CLI's answer); a cited
-finding in an offline ask that opens the profile page at that finding.
+finding in an offline ask that opens the profile page at that finding; a folder of exports (a rank set)
+opening the cross-rank view whose rank x step heat-map cells equal the CLI's step times.
 """
 
 import json
@@ -253,6 +254,49 @@ def test_profile(d, base, shots):
         abs(int(canvas.get_attribute("data-window-start")) - ls) <= 1,
         "a deep link with start_ns/end_ns opens the timeline there",
     )
+
+
+def test_rank_set(d, base, home, shots, tmp):
+    """A folder naming a set of exports (here the two-GPU DDP export, two ranks) opens the cross-rank view:
+    the rank x step heat map drawn by the server, each cell the CLI's figure for that rank and step."""
+    set_dir = os.path.join(tmp, "rank-set")
+    os.makedirs(set_dir, exist_ok=True)
+    fixture_xz("ddp.sqlite", set_dir)
+    ref = cli(["profile", "ranks", set_dir], home)
+    hm = ref["set"]["cross_rank"]["heat_map"]
+    d.get(base + "/profiles?path=" + urllib.request.quote(set_dir))
+    wait(d, lambda: ready(d), "rank set page ready", timeout=120)
+    check(not console_errors(d), "rank set page: no console errors")
+    view = d.find_element(By.CSS_SELECTOR, "#ranks .rank-set")
+    check(view.get_attribute("data-ranks") == "2", "the set shows its two ranks")
+    check(d.find_element(By.ID, "overview").get_attribute("hidden") is not None
+          and d.find_element(By.ID, "timeline").get_attribute("hidden") is not None,
+          "single-export sections are hidden for a set")
+    cells = d.execute_script(
+        "return Array.from(document.querySelectorAll('#ranks .heat-map svg rect > title')).map(t => t.textContent)")
+    want = sum(len(row) for row in hm["values"])
+    check(len(cells) == want and want == 2 * len(hm["steps"]),
+          f"the heat map has a cell per rank and step ({len(cells)} of {want})")
+    tips = {}
+    for c in cells:
+        m = re.match(r"^rank (\d+), (.+): ([0-9.e+-]+) ms$", c)
+        if m:
+            tips[(int(m.group(1)), m.group(2))] = float(m.group(3))
+    checked = 0
+    for r, rank in enumerate(hm["ranks"]):
+        for j, step in enumerate(hm["steps"]):
+            v = hm["values"][r][j]
+            if v is None:
+                continue
+            got = tips.get((rank, step))
+            ms = v / 1e6
+            # The chart prints 3 significant figures (fmt_num): compare within its rounding.
+            if got is None or abs(got - ms) > max(0.051, ms * 0.005):
+                raise AssertionError(f"heat map cell rank {rank}, {step}: {got} ms, the CLI says {ms:.4f} ms")
+            checked += 1
+    check(checked == want, f"every heat-map cell equals the CLI's step time ({checked} cells, e.g. rank 1 "
+          f"{hm['steps'][1]}: {hm['values'][1][1] / 1e6:.3f} ms)")
+    full_page_shot(d, shots, "rank-set.png")
 
 
 def test_tools(d, base, shots):
@@ -515,6 +559,9 @@ def main():
         d.set_page_load_timeout(60)
         test_pages(d, base, shots)
         test_profile(d, base, shots)
+        rank_tmp = tempfile.mkdtemp(prefix="aisp-dash-set-")
+        homes.append(rank_tmp)
+        test_rank_set(d, base, homes[0], shots, rank_tmp)
         test_tools(d, base, shots)
         test_overview(d, base, homes[0], shots)
         test_compare(d, base, shots, homes[0])

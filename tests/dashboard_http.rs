@@ -234,6 +234,24 @@ async fn pages_sections_and_tool_schemas_are_served() {
     assert!(missing.contains(r#"class="error" data-kind="not_found""#));
     let (code, _, _) = get(server.url(&format!("/dashboard/profile/nope{q}")), None).await;
     assert_eq!(code, 404);
+    // The cross-rank section: nothing for one export (the page keeps its sections), the set's view with the
+    // rank × step heat map for a folder of exports (here one export, one rank).
+    let (code, _, none) = get(server.url(&format!("/dashboard/profile/ranks{q}")), None).await;
+    assert_eq!((code, none.as_str()), (200, ""));
+    let set = tempfile::tempdir().unwrap();
+    std::fs::copy(train_good(), set.path().join("rank_0.sqlite")).unwrap();
+    let (code, _, view) = get(
+        server.url(&format!(
+            "/dashboard/profile/ranks?path={}",
+            set.path().display()
+        )),
+        None,
+    )
+    .await;
+    assert_eq!(code, 200, "{view}");
+    assert!(view.contains(r#"data-set="1" data-ranks="1""#), "{view}");
+    assert!(view.contains(r#"<div class="heat-map"><svg"#), "{view}");
+    assert!(view.contains("GPU-projected step time per rank and step (ms)"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -125,6 +125,43 @@ fn split_per_rank_gives_the_combined_exports_figures() {
     // Rank 1 waits for rank 0 at the all-reduces: its NCCL time is larger (117.9 vs 62.4 ms).
     let ranks_rows = &set.cross_rank.ranks;
     assert!(ranks_rows[1].collective_wait_ns > ranks_rows[0].collective_wait_ns);
+    // This export records no message sizes: no bandwidth, and the answer says what would record them.
+    let ar = |cr: &ranks::CrossRank| {
+        cr.collectives
+            .iter()
+            .find(|c| c.kind == Collective::AllReduce)
+            .cloned()
+            .unwrap()
+    };
+    let k = ar(&set.cross_rank);
+    assert_eq!(
+        (k.sized_instances, k.bytes, k.bus_gb_per_s),
+        (0, None, None)
+    );
+    assert!(
+        set.cross_rank
+            .notes
+            .iter()
+            .any(|n| n.contains("--include-blobs=true"))
+    );
+    // Bus bandwidth arithmetic on the real timings with SYNTHETIC sizes (this capture has none): 64 MiB per
+    // all-reduce. algbw = Σ S / Σ transfer after the last arrival; busbw = algbw × 2(n−1)/n = algbw for 2 ranks.
+    let mut sized = split.clone();
+    for d in &mut sized {
+        for c in &mut d.collectives {
+            if c.kind == Collective::AllReduce {
+                c.bytes = Some(64 << 20);
+            }
+        }
+    }
+    let set2 = ranks::merge(&mut sized, set.files.clone(), Vec::new()).unwrap();
+    let k = ar(&set2.cross_rank);
+    assert_eq!((k.instances, k.sized_instances), (248, 248));
+    assert_eq!(k.bytes, Some(248 * (64 << 20)));
+    assert_eq!(k.sized_transfer_ns, k.transfer_ns);
+    let alg = (248.0 * 67_108_864.0 / k.sized_transfer_ns as f64 * 100.0).round() / 100.0;
+    assert_eq!(k.alg_gb_per_s, Some(alg));
+    assert_eq!(k.bus_gb_per_s, Some(alg));
 }
 
 #[test]
@@ -415,6 +452,226 @@ fn kineto_traces_per_rank_get_the_same_cross_rank_answers() {
             .all(|r| r.busy_ns > 0 && r.communication_ns > 0)
     );
     assert!(ranks::findings::findings(cr).is_empty());
+    // Message sizes: each NCCL kernel whose launch lies inside a record_param_comms op carries its
+    // In/Out msg nelems × 4 (Float). Counted independently with Python over the JSON: per rank 55
+    // buckets of 16,781,312 floats, 5 of 16,777,216 and 5 of 4,096; the 11 (rank 0) and 12 (rank 1)
+    // kernels without a recorded launch call stay unsized.
+    for (x, no_size) in d.iter().zip([11, 12]) {
+        let mut sizes: std::collections::BTreeMap<Option<i64>, usize> = Default::default();
+        for c in &x.collectives {
+            *sizes.entry(c.bytes).or_default() += 1;
+        }
+        let want: std::collections::BTreeMap<Option<i64>, usize> = [
+            (None, no_size),
+            (Some(16_384), 5),
+            (Some(67_108_864), 5),
+            (Some(67_125_248), 55),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(sizes, want, "rank {}", x.identity.rank);
+        assert!(x.collectives.iter().all(|c| c.peer.is_none()));
+    }
+    // No point-to-point transfers: the answer says a slow link cannot be determined, and why.
+    assert!(
+        cr.link_basis
+            .starts_with("slow link: not determinable: ring/tree collectives name no hop")
+    );
+}
+
+/// The sizes `scripts/capture-nccl-sizes.py` used on one H100 (torch.distributed, NCCL 2.28.9, world size 1).
+fn script_sizes() -> Vec<(String, i64)> {
+    let m: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            profile_common::data_dir().join("capture/nccl_sizes_1gpu.manifest.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(m["nccl"], "2.28.9");
+    m["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["collective"].as_str().unwrap().to_string(),
+                c["bytes"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn nccl_nvtx_payloads_give_the_sizes_the_script_used() {
+    use aisp::profile::nccl_payloads::{self, NcclComm};
+    let path = fixture("capture/nccl_sizes_1gpu.sqlite");
+    let p = aisp::profile::open(&path).unwrap();
+    let pl = nccl_payloads::read(&p).unwrap();
+    assert!(pl.blobs_exported);
+    // ncclCommInitRankConfig's payload: one rank, rank 0, CUDA device 0.
+    assert_eq!(
+        pl.comms,
+        vec![NcclComm {
+            comm: 0x6e74_abf4_2a25_547e,
+            ranks: Some(1),
+            rank: Some(0),
+            cuda_device: Some(0)
+        }]
+    );
+    // Every call of the script (2 warm-up steps + 3 profiled), with the bytes it asked for. PyTorch answers
+    // a one-rank reduce_scatter_tensor without calling NCCL, so NCCL recorded none.
+    let api = |c: &str| match c {
+        "all_reduce" => "ncclAllReduce",
+        "all_gather" => "ncclAllGather",
+        "broadcast" => "ncclBroadcast",
+        "all_to_all" => "ncclAlltoAll",
+        _ => "none",
+    };
+    let sizes = script_sizes();
+    assert_eq!(sizes.len(), 5);
+    for (coll, bytes) in &sizes {
+        let calls: Vec<_> = pl.calls.iter().filter(|c| c.api == api(coll)).collect();
+        if coll == "reduce_scatter" {
+            assert!(calls.is_empty());
+            continue;
+        }
+        assert_eq!(calls.len(), 5, "{coll}");
+        for c in calls {
+            assert_eq!(c.message_bytes, Some(*bytes), "{coll}");
+            assert_eq!(c.size_s(pl.ranks_of(c.comm)), Some(*bytes), "{coll}");
+            assert_eq!(c.comm, Some(0x6e74_abf4_2a25_547e));
+        }
+    }
+    assert_eq!(pl.calls.len(), 20);
+    assert!(
+        pl.calls
+            .iter()
+            .filter(|c| c.api == "ncclBroadcast")
+            .all(|c| c.root == Some(0))
+    );
+    // The single-export NCCL answer lists them; a one-rank communicator launches no NCCL kernel (it copies),
+    // so no kernel carries a size and the answer says so.
+    let scope = p.resolve(&aisp::profile::Scope::default()).unwrap();
+    let n = aisp::profile::nccl::nccl(&p, &scope).unwrap();
+    assert!(n.message_sizes_recorded);
+    assert!(n.collectives.is_empty());
+    let row = n
+        .api_calls
+        .iter()
+        .find(|a| a.api == "ncclAllReduce")
+        .unwrap();
+    assert_eq!(
+        (
+            row.calls,
+            row.message_bytes,
+            row.min_message_bytes,
+            row.max_message_bytes
+        ),
+        (5, 5 * 4_194_304, 4_194_304, 4_194_304)
+    );
+    assert_eq!(row.size_s_bytes, Some(5 * 4_194_304));
+    assert_eq!(row.matched_to_kernels, 0);
+    assert!(
+        n.notes
+            .iter()
+            .any(|x| x.contains("launched no kernel of their own")),
+        "{:?}",
+        n.notes
+    );
+    assert_eq!(n.communicators.len(), 1);
+}
+
+#[test]
+fn nccl_payloads_are_matched_to_the_kernels_that_carry_them() {
+    // The same script with one-rank reductions that scale (AVG, PreMulSum 0.5): NCCL then launches its
+    // `oneRankReduce` kernel inside the ncclAllReduce call; a plain one-rank sum copies and launches none.
+    let path = fixture("capture/nccl_sizes_1gpu_avg.sqlite");
+    let p = aisp::profile::open(&path).unwrap();
+    let pl = aisp::profile::nccl_payloads::read(&p).unwrap();
+    // 2 warm-up + 3 steps of the three all-reduces (float32 × 1,048,576 AVG, bfloat16 × 524,288 PreMulSum,
+    // float32 × 262,144 sum: the manifest's bytes).
+    let m: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            profile_common::data_dir().join("capture/nccl_sizes_1gpu_avg.manifest.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let bytes: Vec<i64> = m["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["bytes"].as_i64().unwrap())
+        .collect();
+    assert_eq!(bytes, [4_194_304, 1_048_576, 1_048_576]);
+    assert_eq!(pl.calls.len(), 15);
+    assert!(pl.calls.iter().all(|c| c.api == "ncclAllReduce"));
+    let messages = aisp::profile::nccl_payloads::kernel_messages(&p).unwrap();
+    let kernels = p.kernels().unwrap();
+    // Every oneRankReduce kernel carries exactly one call, of the size of the reduction that launched it.
+    let mut got: Vec<i64> = Vec::new();
+    for (ki, k) in kernels.iter().enumerate() {
+        if p.string(k.short_name) == "oneRankReduce" {
+            let msg = messages.get(&(ki as u32)).expect("matched");
+            assert_eq!((msg.calls, msg.peer), (1, None));
+            got.push(msg.bytes.unwrap());
+        }
+    }
+    assert_eq!(messages.len(), 10);
+    got.sort_unstable();
+    assert_eq!(got, [vec![1_048_576; 5], vec![4_194_304; 5]].concat());
+    // The NCCL answer: sized kernel time with its bandwidth (over kernel time), 10 of 15 calls on a kernel.
+    let scope = p.resolve(&aisp::profile::Scope::default()).unwrap();
+    let n = aisp::profile::nccl::nccl(&p, &scope).unwrap();
+    assert_eq!(n.collectives.len(), 1);
+    let row = &n.collectives[0];
+    assert_eq!((row.collective, row.count), (Collective::Other, 10));
+    assert_eq!(row.bytes, Some(5 * 4_194_304 + 5 * 1_048_576));
+    let alg = (row.bytes.unwrap() as f64 / row.total_ns as f64 * 100.0).round() / 100.0;
+    assert_eq!(row.algbw_gb_per_s, Some(alg));
+    // One rank: the bus factor of "other" is 1.
+    assert_eq!(row.busbw_gb_per_s, Some(alg));
+    let api = &n.api_calls[0];
+    assert_eq!((api.calls, api.matched_to_kernels), (15, 10));
+    // The digest of the one rank carries the sizes too.
+    let d = digest::digest_profile(&p, &path).unwrap();
+    let sized: i64 = d[0].collectives.iter().filter_map(|c| c.bytes).sum();
+    assert_eq!(sized, 5 * 4_194_304 + 5 * 1_048_576);
+}
+
+#[test]
+fn kineto_record_param_comms_give_the_sizes_the_script_used() {
+    let t = aisp::kineto::load(
+        &profile_common::data_dir().join("capture/nccl_sizes_1gpu.kineto.json.xz"),
+        &Default::default(),
+    )
+    .unwrap();
+    let name = |c: &str| match c {
+        "all_reduce" => "allreduce",
+        "all_gather" => "_allgather_base",
+        "broadcast" => "broadcast",
+        "reduce_scatter" => "_reduce_scatter_base",
+        _ => "all_to_allv",
+    };
+    // Three profiled steps, each with the script's five calls.
+    assert_eq!(t.comms.len(), 15);
+    for (coll, bytes) in script_sizes() {
+        let ops: Vec<_> = t
+            .comms
+            .iter()
+            .filter(|c| c.collective == name(&coll))
+            .collect();
+        assert_eq!(ops.len(), 3, "{coll}");
+        for c in ops {
+            assert_eq!(c.bytes(), Some(bytes), "{coll}");
+            assert_eq!(
+                (c.group_size, c.group_ranks.as_slice()),
+                (Some(1), &[0i64][..])
+            );
+            assert_eq!(c.peer(), None);
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

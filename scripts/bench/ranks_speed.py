@@ -3,12 +3,15 @@
 per-rank exports, with nsys-ai's closest counterpart where it runs.
 
 usage: python3 scripts/bench/ranks_speed.py AISP_BIN EXPORT_EDIT_BIN DDP.sqlite WORK_DIR
-           [--ranks 2,16,64] [--big FILE_1G --big-count 16] [--nsys-ai NSYS_AI_BIN]
+           [--ranks 2,16,64] [--big FILE_1G --big-count 16 [--distinct]] [--nsys-ai NSYS_AI_BIN]
 
 Sets: DDP.sqlite (the 2-GPU DDP export) split per rank with `export_edit split` (full files, OS runtime kept),
 then copied to N ranks with `export_edit identity` (rank r is a copy of real rank r % 2, on host node<r/8>,
 device r % 8). `--big`: FILE_1G (made by examples/inflate_profile.rs from DDP.sqlite; two processes, so two
-ranks per file) named --big-count times through symbolic links (disk space), each a clock domain.
+ranks per file) named --big-count times through symbolic links (disk space), each a clock domain; with
+`--distinct`, --big-count real copies (distinct inodes, --big-count × its size of disk), each written, synced
+and evicted from the page cache (posix_fadvise DONTNEED) before the run, so every byte is read from disk; nsys-ai
+then runs once, on one more evicted copy (its per-file NCCL breakdown; the set would take 16 × that).
 
 For each set, whole processes with a fresh $AISP_HOME, files in the OS page cache (generated just before):
   digest+merge  aisp profile ranks SET --write-digests D   (wall, peak RSS; digest_ms/merge_ms from its answer)
@@ -86,6 +89,16 @@ def nsys_ai_per_file(bin_, files, work):
     return total, rss
 
 
+def evict(path):
+    """Drop a file's pages from the page cache (dirty pages are written first)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     skip = {flag(n) for n in ("--ranks", "--big", "--big-count", "--nsys-ai") if flag(n)}
@@ -116,13 +129,36 @@ def main():
         set_dir = os.path.join(work, "big")
         shutil.rmtree(set_dir, ignore_errors=True)
         os.makedirs(set_dir)
+        distinct = "--distinct" in sys.argv
         for i in range(count):
-            os.symlink(os.path.abspath(big), os.path.join(set_dir, f"node{i}.sqlite"))
+            dst = os.path.join(set_dir, f"node{i}.sqlite")
+            if distinct:
+                shutil.copyfile(big, dst)
+            else:
+                os.symlink(os.path.abspath(big), dst)
+        if distinct:
+            for f in os.listdir(set_dir):
+                evict(os.path.join(set_dir, f))
+            evict(big)
         mb = os.path.getsize(big) * count / 1e6
         a = aisp_pair(aisp, set_dir, work)
-        print(f"| {count} x {os.path.getsize(big) / 1e6:,.0f} MB | {a['ranks']} | {mb:,.0f} | {a['wall']:.2f} | {a['digest_ms']:,} | "
-              f"{a['merge_ms']:,} | {a['rss']:.0f} | {a['merge_wall']:.3f} | {a['merge_rss']:.0f} | – | – |")
-        shutil.rmtree(set_dir)
+        ns = "– | – |"
+        if distinct and nsys_ai:
+            shutil.rmtree(set_dir)  # disk: the copies go before nsys-ai's one copy
+            d = tempfile.mkdtemp(dir=work)
+            one = os.path.join(d, "rank_0.sqlite")
+            shutil.copyfile(big, one)
+            evict(one)
+            try:
+                w, r, _ = run(["timeout", "900", nsys_ai, "skill", "run", "nccl_breakdown", one, "-p", "device=0"])
+                ns = f"{w:.2f} (one file) | {r:.0f} |"
+            except SystemExit as e:
+                ns = f"failed: {str(e)[-120:]} | – |"
+            shutil.rmtree(d)
+        kind = "distinct files, evicted from the page cache" if distinct else "symlinks to one cached file"
+        print(f"| {count} x {os.path.getsize(big) / 1e6:,.0f} MB ({kind}) | {a['ranks']} | {mb:,.0f} | {a['wall']:.2f} | "
+              f"{a['digest_ms']:,} | {a['merge_ms']:,} | {a['rss']:.0f} | {a['merge_wall']:.3f} | {a['merge_rss']:.0f} | {ns}")
+        shutil.rmtree(set_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

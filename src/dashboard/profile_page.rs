@@ -80,9 +80,20 @@ pub async fn section(
             )
             .await?,
         )),
+        // A set of exports (folder or glob): the cross-rank view. Empty for one export, so the page
+        // keeps its single-export sections.
+        "ranks" => {
+            let path = scope.get("path").and_then(Value::as_str).unwrap_or("");
+            if !crate::profile::ranks::is_set(path) {
+                return Ok(String::new());
+            }
+            Ok(rank_set(
+                &call(app, "aisp_profile_ranks", json!({"path": path})).await?,
+            ))
+        }
         other => Err(OpError::not_found(
             format!("the profile page has no section `{other}`"),
-            "Sections: overview, findings, utilization, nvtx, gaps, iterations.",
+            "Sections: overview, findings, utilization, nvtx, gaps, iterations, ranks.",
         )),
     }
 }
@@ -556,6 +567,129 @@ fn iterations(it: &Value) -> String {
             );
         }
     }
+    h
+}
+
+/// The cross-rank view of a set (`aisp_profile_ranks`): findings, ranks, the rank × step heat map,
+/// collectives with skew and bandwidth, links, and every note of the answer.
+fn rank_set(ans: &Value) -> String {
+    let mut h = String::new();
+    let set = &ans["set"];
+    let cr = &set["cross_rank"];
+    let ranks = arr(&cr["ranks"]);
+    let residual = set["alignment"]["residual_ns"].as_f64();
+    let _ = write!(
+        h,
+        r#"<div class="rank-set" data-set="1" data-ranks="{}"><p class="headline">{} ranks from {} export(s) · clock residual {}</p>"#,
+        ranks.len(),
+        ranks.len(),
+        arr(&set["files"]).len(),
+        esc(&residual.map_or(
+            "not aligned by collectives (no skew concluded)".into(),
+            fmt_ns
+        )),
+    );
+    let findings = arr(&ans["findings"]);
+    if findings.is_empty() {
+        h.push_str(r#"<p class="muted">No straggler, skew-dominated collective, slow node or slow link above the clock residual.</p>"#);
+    }
+    for fnd in findings {
+        let sev = s(&fnd["severity"]);
+        let _ = write!(
+            h,
+            r#"<article class="finding" data-rule="{id}"><header><span class="sev sev-{sev}">{sev}</span> <strong>{title}</strong> <span class="muted">{share:.1} % of the median rank's window · {stake} at stake</span></header><ul>"#,
+            id = esc(s(&fnd["id"])),
+            sev = esc(sev),
+            title = esc(s(&fnd["title"])),
+            share = f(&fnd["share_pct"]),
+            stake = esc(&fmt_ns(f(&fnd["time_at_stake_ns"]))),
+        );
+        for e in arr(&fnd["evidence"]) {
+            let _ = write!(h, "<li>{}</li>", esc(s(e)));
+        }
+        h.push_str("</ul></article>");
+    }
+    h.push_str(r#"<table class="grid ranks"><thead><tr><th>rank</th><th>host</th><th>GPU</th><th>clock offset</th><th>median step</th><th>busy</th><th>exposed comm.</th><th>waiting at collectives</th><th>last arrivals</th></tr></thead><tbody>"#);
+    for r in ranks {
+        let _ = write!(
+            h,
+            r#"<tr data-rank="{rank}"><td>{rank}</td><td>{host}</td><td>{dev}</td><td>{off}</td><td>{step}</td><td>{busy:.2} %</td><td>{exp}</td><td>{wait}</td><td>{last}</td></tr>"#,
+            rank = i(&r["rank"]),
+            host = esc(r["hostname"].as_str().unwrap_or("–")),
+            dev = i(&r["device"]),
+            off = esc(&fmt_ns(f(&r["offset_ns"]))),
+            step = esc(&r["step_median_ns"].as_f64().map_or("–".into(), fmt_ns)),
+            busy = f(&r["busy_pct"]),
+            exp = esc(&fmt_ns(f(&r["exposed_communication_ns"]))),
+            wait = esc(&fmt_ns(f(&r["collective_wait_ns"]))),
+            last = i(&r["last_arrivals"]),
+        );
+    }
+    h.push_str("</tbody></table>");
+    if let Some(hm) = cr["heat_map"].as_object() {
+        let rows: Vec<String> = arr(&hm["ranks"])
+            .iter()
+            .map(|r| format!("rank {}", i(r)))
+            .collect();
+        let cols: Vec<String> = arr(&hm["steps"]).iter().map(|x| s(x).to_string()).collect();
+        let values: Vec<Vec<Option<f64>>> = arr(&hm["values"])
+            .iter()
+            .map(|row| {
+                arr(row)
+                    .iter()
+                    .map(|v| v.as_f64().map(|ns| ns / 1e6))
+                    .collect()
+            })
+            .collect();
+        let what = if s(&hm["figure"]) == "cpu_ns" {
+            "CPU step time"
+        } else {
+            "GPU-projected step time"
+        };
+        h.push_str(r#"<div class="heat-map">"#);
+        h.push_str(&svg::render(&build::heat_map(
+            &format!("{what} per rank and step (ms)"),
+            &rows,
+            &cols,
+            &values,
+            "ms",
+        )));
+        h.push_str("</div>");
+        if hm["truncated"].as_bool() == Some(true) {
+            h.push_str(r#"<p class="muted small">Ranks or steps were left out to keep the map readable.</p>"#);
+        }
+    }
+    let colls = arr(&cr["collectives"]);
+    if !colls.is_empty() {
+        h.push_str(r#"<table class="grid"><thead><tr><th>collective</th><th>instances</th><th>wait per device</th><th>transfer</th><th>skew share</th><th>sized</th><th>algbw</th><th>busbw</th></tr></thead><tbody>"#);
+        let gbs = |v: &Value| v.as_f64().map_or("–".into(), |b| format!("{b:.2} GB/s"));
+        for c in colls {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1} %</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(s(&c["kind"])),
+                i(&c["instances"]),
+                esc(&fmt_ns(f(&c["wait_per_device_ns"]))),
+                esc(&fmt_ns(f(&c["transfer_ns"]))),
+                f(&c["skew_share_pct"]),
+                i(&c["sized_instances"]),
+                esc(&gbs(&c["alg_gb_per_s"])),
+                esc(&gbs(&c["bus_gb_per_s"])),
+            );
+        }
+        h.push_str("</tbody></table>");
+    }
+    for n in arr(&cr["notes"]) {
+        let _ = write!(h, r#"<p class="muted small note">{}</p>"#, esc(s(n)));
+    }
+    if !arr(&cr["links"]).is_empty() {
+        let _ = write!(
+            h,
+            r#"<p class="muted small">{}</p>"#,
+            esc(s(&cr["link_basis"]))
+        );
+    }
+    h.push_str("</div>");
     h
 }
 

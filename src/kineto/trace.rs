@@ -89,6 +89,69 @@ pub struct CpuOp {
     pub flops: Option<f64>,
 }
 
+/// A torch.distributed (c10d) call as its `record_param_comms` CPU op records it: what PyTorch says it asked
+/// NCCL to move. `In/Out msg nelems` are whole tensors (all-gather: the input is one rank's part and the output
+/// the gathered whole; reduce-scatter the reverse), so [`CommOp::bytes`] (the larger side) is the nccl-tests
+/// message size `S` of every collective.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommOp {
+    pub pid: i64,
+    pub tid: i64,
+    pub start_ns: i64,
+    pub dur_ns: i64,
+    /// `Collective name` (`allreduce`, `_allgather_base`, `send`, ...).
+    pub collective: String,
+    pub in_nelems: Option<i64>,
+    pub out_nelems: Option<i64>,
+    /// `dtype` (`Float`, `BFloat16`, ...).
+    pub dtype: Option<String>,
+    pub group_size: Option<i64>,
+    /// `Rank`: the caller's rank in the group for collectives, the peer's for `send`/`recv`.
+    pub rank_arg: Option<i64>,
+    /// `Process Group Ranks`: group rank → global rank.
+    pub group_ranks: Vec<i64>,
+}
+
+impl CommOp {
+    /// Bytes of one element of `dtype`, when the name is known.
+    pub fn element_bytes(&self) -> Option<i64> {
+        Some(match self.dtype.as_deref()? {
+            "Double" | "Long" | "ComplexFloat" | "UInt64" => 8,
+            "Float" | "Int" | "ComplexHalf" | "UInt32" => 4,
+            "Half" | "BFloat16" | "Short" | "UInt16" => 2,
+            "Byte" | "Char" | "Bool" | "Float8_e4m3fn" | "Float8_e5m2" | "Float8_e4m3fnuz"
+            | "Float8_e5m2fnuz" => 1,
+            "ComplexDouble" => 16,
+            _ => return None,
+        })
+    }
+
+    /// The message size `S` in bytes (the larger of input and output), when recorded.
+    pub fn bytes(&self) -> Option<i64> {
+        let n = self.in_nelems.max(self.out_nelems)?;
+        Some(n * self.element_bytes()?)
+    }
+
+    /// Point-to-point (`send`, `recv`): `rank_arg` is then the peer.
+    pub fn is_p2p(&self) -> bool {
+        matches!(self.collective.as_str(), "send" | "recv" | "recv_anysource")
+    }
+
+    /// The peer's global rank of a send or recv (group rank mapped through the group's ranks).
+    pub fn peer(&self) -> Option<i64> {
+        if !self.is_p2p() {
+            return None;
+        }
+        let r = self.rank_arg?;
+        Some(
+            usize::try_from(r)
+                .ok()
+                .and_then(|i| self.group_ranks.get(i).copied())
+                .unwrap_or(r),
+        )
+    }
+}
+
 /// A loaded trace (one rank).
 #[derive(Debug, Clone, Default)]
 pub struct Trace {
@@ -104,6 +167,8 @@ pub struct Trace {
     pub runtime: Vec<RuntimeCall>,
     /// `cpu_op` events.
     pub cpu_ops: Vec<CpuOp>,
+    /// torch.distributed calls (`record_param_comms`), in time order.
+    pub comms: Vec<CommOp>,
     /// `ProfilerStep#N` annotations, in time order.
     pub steps: Vec<CpuOp>,
     /// Other `user_annotation` events (record_function ranges such as
@@ -198,6 +263,20 @@ struct RawArgs {
     device_type: Lenient,
     #[serde(rename = "Device Id", default)]
     device_id: Lenient,
+    #[serde(rename = "Collective name", default)]
+    collective_name: Option<serde_json::Value>,
+    #[serde(rename = "In msg nelems", default)]
+    in_nelems: Lenient,
+    #[serde(rename = "Out msg nelems", default)]
+    out_nelems: Lenient,
+    #[serde(default)]
+    dtype: Option<serde_json::Value>,
+    #[serde(rename = "Group size", default)]
+    group_size: Lenient,
+    #[serde(rename = "Rank", default)]
+    rank: Lenient,
+    #[serde(rename = "Process Group Ranks", default)]
+    group_ranks: Option<serde_json::Value>,
     /// `thread_name` metadata: the thread's name.
     #[serde(default)]
     name: Option<serde_json::Value>,
@@ -409,6 +488,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Trace, TraceError> {
                 correlation: args.correlation.int(),
             }),
             "cpu_op" | "user_annotation" | "python_function" => {
+                if cat == "cpu_op" && name == "record_param_comms" {
+                    t.comms.push(comm_op(&args, pid, tid, start_ns, dur_ns));
+                }
                 let op = CpuOp {
                     name: name.to_string(),
                     pid,
@@ -434,13 +516,73 @@ pub fn parse(path: &Path, text: &str) -> Result<Trace, TraceError> {
     t.memory_peaks = peaks.into_iter().collect();
     t.gpu_ops.sort_by_key(|o| (o.start_ns, o.end_ns()));
     t.steps.sort_by_key(|s| s.start_ns);
+    t.comms.sort_by_key(|c| (c.start_ns, c.dur_ns));
     t.annotations.sort_by_key(|s| s.start_ns);
     Ok(t)
+}
+
+fn comm_op(args: &RawArgs, pid: i64, tid: i64, start_ns: i64, dur_ns: i64) -> CommOp {
+    let text = |v: &Option<serde_json::Value>| match v {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    // `Process Group Ranks` is a string ("[0, 1]") in current PyTorch; accept an array too.
+    let group_ranks = match &args.group_ranks {
+        Some(serde_json::Value::String(s)) => s
+            .trim_matches(|c| c == '[' || c == ']')
+            .split(',')
+            .filter_map(|x| x.trim().parse().ok())
+            .collect(),
+        Some(serde_json::Value::Array(a)) => a.iter().filter_map(|x| x.as_i64()).collect(),
+        _ => Vec::new(),
+    };
+    CommOp {
+        pid,
+        tid,
+        start_ns,
+        dur_ns,
+        collective: text(&args.collective_name).unwrap_or_default(),
+        in_nelems: args.in_nelems.int(),
+        out_nelems: args.out_nelems.int(),
+        dtype: text(&args.dtype),
+        group_size: args.group_size.int(),
+        rank_arg: args.rank.int(),
+        group_ranks,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn record_param_comms_give_sizes_and_global_peers() {
+        // As PyTorch records them: a send to group rank 1 of the group [4, 5], and an all-gather of 3 × bf16.
+        let text = r#"{"traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 2, "ts": 10.0, "dur": 5.0,
+             "args": {"Collective name": "send", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
+                      "Group size": 2, "Rank": 1, "Process Group Ranks": "[4, 5]"}},
+            {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 2, "ts": 20.0, "dur": 5.0,
+             "args": {"Collective name": "_allgather_base", "In msg nelems": 3, "Out msg nelems": 6,
+                      "dtype": "BFloat16", "Group size": 2, "Rank": 0, "Process Group Ranks": [4, 5]}},
+            {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 2, "ts": 30.0, "dur": 5.0,
+             "args": {"Collective name": "allreduce", "dtype": {"odd": 1}, "In msg nelems": "x"}}
+        ]}"#;
+        let t = parse(Path::new("t.json"), text).unwrap();
+        assert_eq!(t.comms.len(), 3);
+        let send = &t.comms[0];
+        assert_eq!(
+            (send.bytes(), send.peer(), send.is_p2p()),
+            (Some(4096), Some(5), true)
+        );
+        let ag = &t.comms[1];
+        assert_eq!(
+            (ag.bytes(), ag.peer(), ag.group_ranks.clone()),
+            (Some(12), None, vec![4, 5])
+        );
+        // Odd values read as absent, not as a failed trace.
+        assert_eq!((t.comms[2].bytes(), t.comms[2].dtype.clone()), (None, None));
+    }
 
     #[test]
     fn microsecond_text_becomes_exact_nanoseconds() {

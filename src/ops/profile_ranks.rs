@@ -53,11 +53,12 @@ pub struct RanksOutput {
     pub digest_ms: u64,
     pub merge_ms: u64,
     /// identities, rank_note, alignment {reference_file, domains [{file, ranks, offset_ns, residual_ns, method, ...}],
-    /// residual_ns}, cross_rank {ranks, collectives, stragglers, slow_nodes, imbalance, heat_map, resolution_ns,
-    /// notes}, skipped (see README "Many ranks"). Null with digest_only.
+    /// residual_ns}, cross_rank {ranks, collectives (skew, transfer, algbw/busbw when sizes are recorded), stragglers,
+    /// slow_nodes, links, slow_links, link_basis, imbalance, heat_map, resolution_ns, notes}, skipped (see README
+    /// "Many ranks"). Null with digest_only.
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub set: Option<RankSet>,
-    /// Cross-rank findings (straggler, skew-dominated collectives, slow node).
+    /// Cross-rank findings (straggler, skew-dominated collectives, slow node, slow link).
     pub findings: Vec<Finding>,
     /// With `each`: that operation's answer (or error) for every export, with the ranks it holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -49,6 +49,7 @@ pub mod loaded;
 pub mod memory;
 pub mod model;
 pub mod nccl;
+pub mod nccl_payloads;
 pub mod nsysrep;
 pub mod nvtx;
 pub mod osrt;

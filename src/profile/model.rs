@@ -230,7 +230,7 @@ pub struct Nvtx {
     pub rows: u64,
 }
 
-fn scan<F>(conn: &Connection, path: &Path, sql: &str, mut f: F) -> Result<()>
+pub(crate) fn scan<F>(conn: &Connection, path: &Path, sql: &str, mut f: F) -> Result<()>
 where
     F: FnMut(&Row<'_>),
 {

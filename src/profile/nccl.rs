@@ -2,7 +2,8 @@
 //! counts and times, algorithm and bus bandwidth (nccl-tests definitions) when
 //! message sizes are known, and rank imbalance.
 //!
-//! A kernel is NCCL when its short name contains `nccl` (case-insensitive);
+//! A kernel is NCCL when its short name contains `nccl` (case-insensitive), or is
+//! NCCL's one-rank reduction `oneRankReduce`;
 //! the collective is the first of AllGather, ReduceScatter, AllReduce,
 //! Broadcast, SendRecv, Send, Recv, AllToAll, Reduce found in the name.
 
@@ -12,11 +13,27 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::stats::{self, pct1};
-use super::{Profile, ResolvedScope, Result};
+use super::{Profile, ResolvedScope, Result, model};
+
+/// Indices of the payload calls some NCCL kernel carries.
+fn messages_calls(
+    p: &Profile,
+    payloads: &super::nccl_payloads::NcclPayloads,
+) -> Result<std::collections::HashSet<usize>> {
+    Ok(super::nccl_payloads::matched_calls(p, payloads)?
+        .into_values()
+        .flatten()
+        .collect())
+}
 
 pub fn is_nccl(short_name: &str) -> bool {
-    short_name.len() >= 4 && short_name.to_ascii_lowercase().contains("nccl")
+    (short_name.len() >= 4 && short_name.to_ascii_lowercase().contains("nccl"))
+        // NCCL's kernel for a reduction with scaling (AVG, PreMulSum) on a one-rank communicator.
+        || short_name == ONE_RANK_REDUCE
 }
+
+/// The short name of NCCL's one-rank reduction kernel (`enqueue.cc`: `ncclLaunchOneRank`).
+pub const ONE_RANK_REDUCE: &str = "oneRankReduce";
 
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
@@ -37,6 +54,10 @@ pub enum Collective {
 
 impl Collective {
     pub fn of(short_name: &str) -> Collective {
+        // One rank's reduction serves any reducing collective: which one is in NCCL's payload, not the name.
+        if short_name == ONE_RANK_REDUCE {
+            return Collective::Other;
+        }
         const ORDER: &[(&str, Collective)] = &[
             ("AllGather", Collective::AllGather),
             ("ReduceScatter", Collective::ReduceScatter),
@@ -130,22 +151,52 @@ pub struct Nccl {
     /// Ranks seen (devices with NCCL kernels): the `n` of the bus-bandwidth factors.
     pub ranks: u32,
     pub message_sizes_recorded: bool,
+    /// NCCL's API calls with their recorded message sizes (NVTX payloads), per API name.
+    #[serde(default)]
+    pub api_calls: Vec<ApiCallSizes>,
+    /// Communicators as their init calls record them (ranks, this process's rank, CUDA device).
+    #[serde(default)]
+    pub communicators: Vec<super::nccl_payloads::NcclComm>,
     pub notes: Vec<String>,
 }
 
+/// NCCL API calls of one name with the sizes NCCL recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ApiCallSizes {
+    /// `ncclAllReduce`, `ncclAllGather`, `ncclSend`, ...
+    pub api: String,
+    pub collective: Collective,
+    pub calls: u64,
+    /// Σ `Message size [bytes]` as NCCL records it (per rank for all-gather and reduce-scatter).
+    pub message_bytes: i64,
+    pub min_message_bytes: i64,
+    pub max_message_bytes: i64,
+    /// Σ nccl-tests size S (× the communicator's ranks for all-gather, reduce-scatter, all-to-all), when the ranks are known.
+    pub size_s_bytes: Option<i64>,
+    /// Calls matched to the NCCL kernel that carried them.
+    pub matched_to_kernels: u64,
+}
+
 pub fn nccl(p: &Profile, scope: &ResolvedScope) -> Result<Nccl> {
+    let payloads = super::nccl_payloads::read(p)?;
+    let messages = super::nccl_payloads::kernel_messages(p)?;
+    let mut sized: BTreeMap<(i64, i64, Collective), (i64, i64)> = BTreeMap::new();
     let mut per: BTreeMap<(i64, i64, Collective), Vec<i64>> = BTreeMap::new();
     let mut dev_kernel_time: BTreeMap<i64, i64> = BTreeMap::new();
-    for k in p.kernels()? {
+    for (ki, k) in p.kernels()?.iter().enumerate() {
         if !scope.admits(k.device, k.global_pid, k.start, k.end) {
             continue;
         }
         *dev_kernel_time.entry(k.device).or_default() += k.dur();
         let name = p.string(k.short_name);
         if is_nccl(name) {
-            per.entry((k.device, k.stream, Collective::of(name)))
-                .or_default()
-                .push(k.dur());
+            let key = (k.device, k.stream, Collective::of(name));
+            per.entry(key).or_default().push(k.dur());
+            if let Some(b) = messages.get(&(ki as u32)).and_then(|m| m.bytes) {
+                let e = sized.entry(key).or_default();
+                e.0 += b;
+                e.1 += k.dur();
+            }
         }
     }
     let mut devices: BTreeMap<i64, DeviceNccl> = BTreeMap::new();
@@ -170,11 +221,22 @@ pub fn nccl(p: &Profile, scope: &ResolvedScope) -> Result<Nccl> {
         );
     }
     let ranks = devices.len() as u32;
+    // The bus factor's n: the communicator's ranks when NCCL recorded them, else the devices seen here.
+    let ranks_for_bw = payloads
+        .comms
+        .iter()
+        .filter_map(|c| c.ranks)
+        .max()
+        .and_then(|r| u32::try_from(r).ok())
+        .unwrap_or(ranks);
     let mut collectives: Vec<CollectiveRow> = per
         .iter()
         .map(|((d, s, c), v)| {
             let mut v = v.clone();
             let st = stats::stats(&mut v);
+            let bw = sized
+                .get(&(*d, *s, *c))
+                .map(|&(b, t)| (b, bandwidth_gb_per_s(*c, b, t, ranks_for_bw)));
             CollectiveRow {
                 device: *d,
                 stream: *s,
@@ -185,9 +247,9 @@ pub fn nccl(p: &Profile, scope: &ResolvedScope) -> Result<Nccl> {
                 min_ns: st.min,
                 max_ns: st.max,
                 share_pct: pct1(st.total, devices.get(d).map_or(0, |x| x.total_ns)),
-                bytes: None,
-                algbw_gb_per_s: None,
-                busbw_gb_per_s: None,
+                bytes: bw.map(|b| b.0),
+                algbw_gb_per_s: bw.map(|b| b.1.0),
+                busbw_gb_per_s: bw.map(|b| b.1.1),
             }
         })
         .collect();
@@ -227,19 +289,76 @@ pub fn nccl(p: &Profile, scope: &ResolvedScope) -> Result<Nccl> {
         })
         .collect();
     let mut notes = Vec::new();
-    if !collectives.is_empty() {
+    let mut api: BTreeMap<String, ApiCallSizes> = BTreeMap::new();
+    let matched = messages_calls(p, &payloads)?;
+    for (i, c) in payloads.calls.iter().enumerate() {
+        // Calls are CPU-side: scoped by process and trim window (a device scope does not apply to them).
+        let pid = model::pid_of(c.global_tid);
+        if scope.process.is_some_and(|want| want != pid)
+            || scope
+                .trim
+                .is_some_and(|(s, e)| c.start_ns >= e || c.end_ns < s)
+        {
+            continue;
+        }
+        let Some(b) = c.message_bytes else { continue };
+        let e = api.entry(c.api.clone()).or_insert_with(|| ApiCallSizes {
+            api: c.api.clone(),
+            collective: c.collective(),
+            calls: 0,
+            message_bytes: 0,
+            min_message_bytes: i64::MAX,
+            max_message_bytes: 0,
+            size_s_bytes: Some(0),
+            matched_to_kernels: 0,
+        });
+        e.calls += 1;
+        e.message_bytes += b;
+        e.min_message_bytes = e.min_message_bytes.min(b);
+        e.max_message_bytes = e.max_message_bytes.max(b);
+        e.size_s_bytes = e
+            .size_s_bytes
+            .zip(c.size_s(payloads.ranks_of(c.comm)))
+            .map(|(a, b)| a + b);
+        e.matched_to_kernels += matched.contains(&i) as u64;
+    }
+    let api_calls: Vec<ApiCallSizes> = api.into_values().collect();
+    let message_sizes_recorded = !api_calls.is_empty();
+    if !collectives.is_empty() && !message_sizes_recorded {
+        notes.push(if payloads.nccl_ranges > 0 && !payloads.blobs_exported {
+            "NCCL's NVTX ranges are here but not their payloads: export again with `nsys export --include-blobs=true` \
+             to get message sizes; without them algorithm and bus bandwidth cannot be computed, and kernel time \
+             includes waiting for the slowest rank"
+                .to_string()
+        } else {
+            "message sizes are not recorded in this export (NCCL's NVTX payloads need NCCL 2.19 or later, `-t nvtx` \
+             and `nsys export --include-blobs=true`), so algorithm and bus bandwidth cannot be computed; kernel time \
+             includes waiting for the slowest rank"
+                .to_string()
+        });
+    }
+    if message_sizes_recorded {
         notes.push(
-            "message sizes are not recorded in this export (NCCL NVTX payloads need `nsys export --include-blobs=true`), \
-             so algorithm and bus bandwidth cannot be computed; kernel time includes waiting for the slowest rank"
+            "message sizes from NCCL's NVTX payloads; bandwidth per row is over kernel time, which includes waiting \
+             for the slowest rank (the cross-rank analysis, aisp_profile_ranks, separates the two)"
                 .to_string(),
         );
+        if api_calls.iter().any(|a| a.matched_to_kernels < a.calls) {
+            notes.push(
+                "some NCCL calls launched no kernel of their own (one-rank communicators copy with memcpy; \
+                 PyTorch skips some calls on one rank): their sizes are in api_calls only"
+                    .to_string(),
+            );
+        }
     }
     Ok(Nccl {
         devices: devices.into_values().collect(),
         collectives,
         imbalance,
         ranks,
-        message_sizes_recorded: false,
+        message_sizes_recorded,
+        api_calls,
+        communicators: payloads.comms,
         notes,
     })
 }

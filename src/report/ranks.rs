@@ -97,7 +97,9 @@ pub fn ranks_report(path: &str, set: &RankSet, findings: &[Finding]) -> Report {
             ("transfer ms", true),
             ("skew share %", true),
             ("skew median ms", true),
-            ("bus GB/s", true),
+            ("sized instances", true),
+            ("algbw GB/s", true),
+            ("busbw GB/s", true),
         ]);
         for k in &cr.collectives {
             t.row(vec![
@@ -107,16 +109,54 @@ pub fn ranks_report(path: &str, set: &RankSet, findings: &[Finding]) -> Report {
                 ms(k.transfer_ns),
                 format!("{:.1}", k.skew_share_pct),
                 ms(k.skew_median_ns),
+                k.sized_instances.to_string(),
+                k.alg_gb_per_s
+                    .map(|b| format!("{b:.1}"))
+                    .unwrap_or_else(|| "–".into()),
                 k.bus_gb_per_s
                     .map(|b| format!("{b:.1}"))
                     .unwrap_or_else(|| "–".into()),
             ]);
         }
         c.table(t);
+        c.note(
+            "Bandwidth over transfer time only (after the last rank arrived), nccl-tests' definitions with n = the \
+             ranks of the set.",
+        );
         for n in &cr.notes {
             c.note(n.clone());
         }
+        if cr.links.is_empty() {
+            c.note(cr.link_basis.clone());
+        }
         sections.push(c);
+    }
+
+    if !cr.links.is_empty() {
+        let mut l = Section::new("Point-to-point links");
+        let mut t = Table::new(&[
+            ("sender", true),
+            ("receiver", true),
+            ("transfers", true),
+            ("both ends seen", true),
+            ("bytes", true),
+            ("transfer ms", true),
+            ("GB/s", true),
+        ]);
+        for row in &cr.links {
+            t.row(vec![
+                row.src.to_string(),
+                row.dst.to_string(),
+                row.instances.to_string(),
+                row.both_ends.to_string(),
+                row.bytes.to_string(),
+                ms(row.transfer_ns),
+                format!("{:.2}", row.gb_per_s),
+            ]);
+        }
+        l.table(t);
+        l.note(cr.link_basis.clone());
+        sections.push(l);
     }
 
     if let Some(h) = &cr.heat_map {

@@ -7,7 +7,7 @@ const profilePage = {
   timeline: null,
   pending: 0,
 
-  start() {
+  async start() {
     const path = this.params.get('path');
     this.loadCaptures();
     this.bindUpload();
@@ -24,6 +24,9 @@ const profilePage = {
     }
     this.scope = scope;
     const q = new URLSearchParams(scope).toString();
+    // A set of exports (a folder or a glob): the server answers the cross-rank view (empty for one export),
+    // and the single-export sections and the timeline do not apply to it.
+    if (await this.loadRankSet(q)) return;
     const sections = document.querySelectorAll('.section[data-section]');
     this.pending = sections.length + 1;
     sections.forEach((el) => this.loadSection(el, q));
@@ -62,6 +65,26 @@ const profilePage = {
     const link = art.querySelector('a.to-timeline');
     if (link && !this.params.get('start_ns')) this.showOnTimeline(Number(link.dataset.start), Number(link.dataset.end));
     art.scrollIntoView({ block: 'center' });
+  },
+
+  async loadRankSet(q) {
+    const el = document.getElementById('ranks-section');
+    let html = '';
+    try {
+      html = await aisp.html('/dashboard/profile/ranks?' + q);
+    } catch (e) {
+      if (e.status === 401) return true;
+      el.replaceChildren(aisp.errorBox(e));
+      html = null;
+    }
+    if (html === '') return false;
+    if (html !== null) el.innerHTML = html; // server-rendered, escaped on the server
+    document.querySelectorAll('#profile > section.panel').forEach((p) => { p.hidden = p.id !== 'ranks'; });
+    document.querySelector('#profile .actions').hidden = true;
+    el.dataset.loaded = '1';
+    window.aispReady = performance.now();
+    document.body.dataset.ready = '1';
+    return true;
   },
 
   async loadSection(el, q) {

@@ -74,9 +74,51 @@ pub struct CollectiveSkew {
     pub skew_max_ns: i64,
     /// Instances whose skew is below the clock residual (no conclusion drawn).
     pub below_residual: usize,
-    /// Σ bytes when sizes are recorded, and the bus bandwidth over transfer time.
+    /// Instances whose message size every rank recorded (Kineto `record_param_comms`, NCCL NVTX payloads).
+    #[serde(default)]
+    pub sized_instances: usize,
+    /// Σ message size `S` over those instances (nccl-tests' definition).
     pub bytes: Option<i64>,
+    /// Σ transfer time of those instances (after the last arrival: skew excluded).
+    #[serde(default)]
+    pub sized_transfer_ns: i64,
+    /// Algorithm bandwidth S / transfer and bus bandwidth (× 2(n−1)/n for all-reduce, (n−1)/n for
+    /// all-gather, reduce-scatter and all-to-all, 1 for broadcast, reduce and point-to-point; n = ranks of the set), GB/s.
+    #[serde(default)]
+    pub alg_gb_per_s: Option<f64>,
     pub bus_gb_per_s: Option<f64>,
+}
+
+/// Point-to-point traffic of one ordered rank pair (sender → receiver), from send/recv kernels whose peer is recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkRow {
+    pub src: u32,
+    pub dst: u32,
+    pub instances: usize,
+    /// Instances where both the send and the matching receive were seen (transfer = last end − last start);
+    /// the others use the one kernel seen, which includes waiting for the peer.
+    pub both_ends: usize,
+    pub bytes: i64,
+    pub transfer_ns: i64,
+    pub gb_per_s: f64,
+}
+
+/// A rank pair whose transfers run well below the median pair's bandwidth.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SlowLink {
+    pub src: u32,
+    pub dst: u32,
+    pub src_host: Option<String>,
+    pub dst_host: Option<String>,
+    pub instances: usize,
+    pub bytes: i64,
+    pub transfer_ns: i64,
+    pub gb_per_s: f64,
+    /// Median bandwidth over the pairs measured.
+    pub median_pair_gb_per_s: f64,
+    pub pairs_measured: usize,
+    /// transfer − bytes / median bandwidth: the time it would save at the median pair's speed (per device of the pair).
+    pub time_lost_ns: i64,
 }
 
 /// A rank that arrives last.
@@ -147,6 +189,14 @@ pub struct CrossRank {
     pub collectives: Vec<CollectiveSkew>,
     pub stragglers: Vec<Straggler>,
     pub slow_nodes: Vec<SlowNode>,
+    /// Per rank pair point-to-point bandwidth, where send/recv peers are recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkRow>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slow_links: Vec<SlowLink>,
+    /// Whether a slow link could be looked for, and on what basis (or what is missing).
+    #[serde(default)]
+    pub link_basis: String,
     pub imbalance: Vec<Imbalance>,
     pub heat_map: Option<HeatMap>,
     /// The finest time difference this answer draws conclusions from.
@@ -264,6 +314,7 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
             let mut skews = Vec::new();
             let (mut wsum, mut ewsum, mut tsum, mut below, mut bytes) =
                 (0i64, 0i64, 0i64, 0, None::<i64>);
+            let (mut sized, mut sized_t) = (0usize, 0i64);
             let mut instances = 0;
             for seq in 0..count as i64 {
                 let mut arr = Vec::with_capacity(n);
@@ -290,8 +341,11 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
                 let mut transfers: Vec<i64> = arr.iter().map(|a| (a.1 - l).max(0)).collect();
                 let transfer = median_i64(&mut transfers);
                 tsum += transfer;
-                if let Some(b) = arr[0].3 {
+                // Bandwidth only over instances every rank sized (ranks agree on S for these collectives).
+                if let Some(b) = arr[0].3.filter(|_| arr.iter().all(|a| a.3.is_some())) {
                     bytes = Some(bytes.unwrap_or(0) + b);
+                    sized += 1;
+                    sized_t += transfer;
                 }
                 if skew <= res {
                     below += 1;
@@ -343,10 +397,9 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
             }
             let skew_max = skews.iter().copied().max().unwrap_or(0);
             let skew_median = median_i64(&mut skews);
-            let bus = bytes.filter(|_| tsum > 0).map(|b| {
-                let (_, bus) = bandwidth_gb_per_s(kind, b, tsum, n as u32);
-                bus
-            });
+            let bw = bytes
+                .filter(|_| sized_t > 0)
+                .map(|b| bandwidth_gb_per_s(kind, b, sized_t, n as u32));
             collectives.push(CollectiveSkew {
                 kind,
                 instances,
@@ -357,8 +410,11 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
                 skew_median_ns: skew_median,
                 skew_max_ns: skew_max,
                 below_residual: below,
+                sized_instances: sized,
                 bytes,
-                bus_gb_per_s: bus,
+                sized_transfer_ns: sized_t,
+                alg_gb_per_s: bw.map(|b| b.0),
+                bus_gb_per_s: bw.map(|b| b.1),
             });
         }
         if collectives.is_empty() {
@@ -367,8 +423,8 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
             );
         } else if collectives.iter().all(|c| c.bytes.is_none()) {
             notes.push(
-                "message sizes are not recorded (NCCL NVTX payloads need `nsys export --include-blobs=true`): \
-                 no bus bandwidth"
+                "message sizes are not recorded (NCCL NVTX payloads: `nsys export --include-blobs=true`; Kineto: \
+                 record_param_comms): no bus bandwidth"
                     .into(),
             );
         }
@@ -536,14 +592,346 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
         }
     });
     let _ = matched_total;
+    // Said once, in `link_basis` (reports and the dashboard print it).
+    let (links, slow_links, link_basis) = links(&ds, &offsets, resolution);
     CrossRank {
         ranks,
         collectives,
         stragglers,
         slow_nodes,
+        links,
+        slow_links,
+        link_basis,
         imbalance,
         heat_map,
         resolution_ns: resolution,
         notes,
+    }
+}
+
+/// A pair is slow below this share of the median pair's bandwidth.
+pub const SLOW_LINK_PCT: f64 = 50.0;
+/// Pairs needed for a median to compare against, and transfers a pair needs to be judged.
+const LINK_MIN_PAIRS: usize = 3;
+const LINK_MIN_INSTANCES: usize = 3;
+
+/// Per-pair point-to-point bandwidth and slow links. A ring or tree collective's kernels do not say which
+/// hop was slow, so only send/recv kernels with a recorded peer and size can name a link.
+fn links(
+    ds: &[&RankDigest],
+    offsets: &[i64],
+    resolution: Option<i64>,
+) -> (Vec<LinkRow>, Vec<SlowLink>, String) {
+    use crate::profile::nccl::Collective as C;
+    let index: BTreeMap<u32, usize> = ds
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.identity.rank, i))
+        .collect();
+    // (src, dst) → sends seen on src, receives seen on dst: (aligned start, aligned end, bytes).
+    type Ends = Vec<(i64, i64, i64)>;
+    let mut pairs: BTreeMap<(u32, u32), (Ends, Ends)> = BTreeMap::new();
+    let mut p2p_kernels = 0usize;
+    for (i, d) in ds.iter().enumerate() {
+        for c in &d.collectives {
+            if !matches!(c.kind, C::Send | C::Recv | C::SendRecv) {
+                continue;
+            }
+            p2p_kernels += 1;
+            let (Some(peer), Some(b)) = (c.peer, c.bytes) else {
+                continue;
+            };
+            let me = d.identity.rank;
+            let span = (c.start_ns + offsets[i], c.end_ns + offsets[i], b);
+            match c.kind {
+                C::Recv => pairs.entry((peer, me)).or_default().1.push(span),
+                _ => pairs.entry((me, peer)).or_default().0.push(span),
+            }
+        }
+    }
+    if pairs.is_empty() {
+        let basis = if p2p_kernels > 0 {
+            format!(
+                "slow link: not determinable: {p2p_kernels} send/recv kernels without a recorded peer and size \
+                 (NCCL NVTX payloads: `nsys export --include-blobs=true`; Kineto record_param_comms)"
+            )
+        } else {
+            "slow link: not determinable: ring/tree collectives name no hop; needs send/recv peers \
+             (nsys export --include-blobs=true, Kineto record_param_comms)"
+                .to_string()
+        };
+        return (Vec::new(), Vec::new(), basis);
+    }
+    let use_both = resolution.is_some();
+    let mut rows = Vec::new();
+    for ((src, dst), (sends, recvs)) in pairs {
+        let both_seen = use_both && index.contains_key(&src) && index.contains_key(&dst);
+        let n = sends.len().max(recvs.len());
+        let (mut bytes, mut t, mut both) = (0i64, 0i64, 0usize);
+        for k in 0..n {
+            let (s, r) = (sends.get(k), recvs.get(k));
+            let (b, dur) = match (s, r) {
+                // Data moves once both ends are in: from the later start to the later end.
+                (Some(s), Some(r)) if both_seen => {
+                    both += 1;
+                    (s.2, s.1.max(r.1) - s.0.max(r.0))
+                }
+                (Some(x), _) | (None, Some(x)) => (x.2, x.1 - x.0),
+                (None, None) => continue,
+            };
+            bytes += b;
+            t += dur.max(0);
+        }
+        if t > 0 {
+            rows.push(LinkRow {
+                src,
+                dst,
+                instances: n,
+                both_ends: both,
+                bytes,
+                transfer_ns: t,
+                gb_per_s: (bytes as f64 / t as f64 * 100.0).round() / 100.0,
+            });
+        }
+    }
+    let judged: Vec<&LinkRow> = rows
+        .iter()
+        .filter(|r| r.instances >= LINK_MIN_INSTANCES)
+        .collect();
+    if judged.len() < LINK_MIN_PAIRS {
+        let basis = format!(
+            "slow link: {} rank pairs with at least {LINK_MIN_INSTANCES} sized send/recv transfers; at least \
+             {LINK_MIN_PAIRS} are needed to compare a pair with the median pair",
+            judged.len()
+        );
+        return (rows, Vec::new(), basis);
+    }
+    let mut bws: Vec<f64> = judged.iter().map(|r| r.gb_per_s).collect();
+    bws.sort_by(f64::total_cmp);
+    let median = if bws.len() % 2 == 1 {
+        bws[bws.len() / 2]
+    } else {
+        (bws[bws.len() / 2 - 1] + bws[bws.len() / 2]) / 2.0
+    };
+    let host = |r: u32| index.get(&r).and_then(|&i| ds[i].identity.hostname.clone());
+    let mut slow: Vec<SlowLink> = judged
+        .iter()
+        .filter(|r| median > 0.0 && r.gb_per_s * 100.0 < median * SLOW_LINK_PCT)
+        .map(|r| SlowLink {
+            src: r.src,
+            dst: r.dst,
+            src_host: host(r.src),
+            dst_host: host(r.dst),
+            instances: r.instances,
+            bytes: r.bytes,
+            transfer_ns: r.transfer_ns,
+            gb_per_s: r.gb_per_s,
+            median_pair_gb_per_s: median,
+            pairs_measured: judged.len(),
+            // bytes / (GB/s) = ns.
+            time_lost_ns: r.transfer_ns - (r.bytes as f64 / median).round() as i64,
+        })
+        .collect();
+    slow.sort_by_key(|s| std::cmp::Reverse(s.time_lost_ns));
+    let basis = format!(
+        "slow link: {} rank pairs with sized send/recv transfers compared with the median pair ({median:.2} GB/s); \
+         a pair below {SLOW_LINK_PCT:.0} % of it is slow",
+        judged.len()
+    );
+    (rows, slow, basis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::align::Alignment;
+    use super::super::digest::{CollectiveRow, RankDigest, RankIdentity, WindowFigures};
+    use super::*;
+    use crate::profile::windows::{Window, WindowKind};
+
+    /// Synthetic (no capture with real point-to-point peers exists here): four ranks on two hosts pass
+    /// 64 MiB down a ring ten times; every hop takes 1 ms except rank 2 → rank 3, which takes 4 ms.
+    fn ring(slow_hop_ns: i64, with_peers: bool) -> Vec<RankDigest> {
+        const MIB64: i64 = 64 << 20;
+        (0..4u32)
+            .map(|r| {
+                let mut collectives = Vec::new();
+                for k in 0..10u32 {
+                    let t0 = 10_000_000 * k as i64;
+                    let hop = |from: u32| if from == 2 { slow_hop_ns } else { 1_000_000 };
+                    let to = (r + 1) % 4;
+                    let from = (r + 3) % 4;
+                    for (kind, peer, dur) in [
+                        (Collective::Send, to, hop(r)),
+                        (Collective::Recv, from, hop(from)),
+                    ] {
+                        collectives.push(CollectiveRow {
+                            kind,
+                            seq: k,
+                            start_ns: t0,
+                            end_ns: t0 + dur,
+                            stream: 7,
+                            compute_overlap_ns: 0,
+                            bytes: Some(MIB64),
+                            peer: with_peers.then_some(peer),
+                        });
+                    }
+                }
+                let w = Window::new(WindowKind::Span, 0, 100_000_000);
+                RankDigest {
+                    identity: RankIdentity {
+                        rank: r,
+                        rank_source: "order".into(),
+                        env_rank: None,
+                        local_rank: None,
+                        world_size: Some(4),
+                        file: format!("r{r}"),
+                        pid: 1,
+                        device: r as i64,
+                        hostname: Some(format!("h{}", r / 2)),
+                        gpu: None,
+                        utc_epoch_ns: None,
+                    },
+                    kernels: 20,
+                    kernel_sum_ns: 0,
+                    windows: vec![WindowFigures {
+                        window: w,
+                        busy_ns: 50_000_000,
+                        compute_ns: 40_000_000,
+                        communication_ns: 10_000_000,
+                        overlap_ns: 0,
+                        exposed_communication_ns: 10_000_000,
+                    }],
+                    steps: Vec::new(),
+                    collectives,
+                    classes: Vec::new(),
+                }
+            })
+            .collect()
+    }
+
+    fn aligned() -> Alignment {
+        Alignment {
+            reference_file: "r0".into(),
+            domains: Vec::new(),
+            residual_ns: Some(1_000),
+        }
+    }
+
+    #[test]
+    fn a_slow_point_to_point_pair_is_named_with_the_time_it_loses() {
+        let c = cross_rank(&ring(4_000_000, true), &aligned());
+        assert_eq!(c.links.len(), 4, "{:?}", c.links);
+        // Both ends of every transfer are seen: transfer = later end − later start.
+        assert!(
+            c.links
+                .iter()
+                .all(|l| l.instances == 10 && l.both_ends == 10)
+        );
+        let bytes = 10 * (64i64 << 20);
+        let fast = &c.links[0];
+        assert_eq!(
+            (fast.src, fast.dst, fast.bytes, fast.transfer_ns),
+            (0, 1, bytes, 10_000_000)
+        );
+        assert_eq!(fast.gb_per_s, 67.11);
+        assert_eq!(c.slow_links.len(), 1, "{}", c.link_basis);
+        let s = &c.slow_links[0];
+        assert_eq!((s.src, s.dst, s.pairs_measured), (2, 3, 4));
+        assert_eq!(
+            (s.src_host.as_deref(), s.dst_host.as_deref()),
+            (Some("h1"), Some("h1"))
+        );
+        assert_eq!(
+            (s.transfer_ns, s.gb_per_s, s.median_pair_gb_per_s),
+            (40_000_000, 16.78, 67.11)
+        );
+        // 40 ms against 671,088,640 B / 67.11 GB/s = 9,999,831 ns.
+        assert_eq!(s.time_lost_ns, 40_000_000 - 9_999_831);
+        let f = super::super::findings::findings(&c);
+        let link = f
+            .iter()
+            .find(|x| x.id == "cross_rank_slow_link")
+            .expect("slow-link finding");
+        assert_eq!(link.title, "The link from rank 2 to rank 3 is slow");
+        assert_eq!(link.time_at_stake_ns, s.time_lost_ns);
+        assert_eq!(
+            link.evidence[0],
+            "rank 2 (h1) → rank 3 (h1): 10 transfers, 671088640 bytes in 40.000 ms: 16.78 GB/s against a \
+             median of 67.11 GB/s over 4 rank pairs"
+        );
+        assert_eq!(
+            link.evidence[1],
+            "at the median pair's bandwidth these transfers would take 30.000 ms less"
+        );
+        // 30 ms of a 100 ms window.
+        assert_eq!(link.share_pct, 30.0);
+        // Even hops: no slow link, and the basis says what was compared.
+        let even = cross_rank(&ring(1_000_000, true), &aligned());
+        assert!(even.slow_links.is_empty());
+        assert!(
+            even.link_basis
+                .starts_with("slow link: 4 rank pairs with sized send/recv transfers")
+        );
+    }
+
+    #[test]
+    fn without_peers_the_answer_says_a_link_cannot_be_determined() {
+        let c = cross_rank(&ring(4_000_000, false), &aligned());
+        assert!(c.links.is_empty() && c.slow_links.is_empty());
+        assert!(
+            c.link_basis.starts_with(
+                "slow link: not determinable: 80 send/recv kernels without a recorded peer"
+            ),
+            "{}",
+            c.link_basis
+        );
+        // Collectives alone: the ring/tree sentence.
+        let mut ds = ring(1_000_000, false);
+        for d in &mut ds {
+            for c in &mut d.collectives {
+                c.kind = Collective::AllReduce;
+            }
+        }
+        let c = cross_rank(&ds, &aligned());
+        assert!(
+            c.link_basis
+                .starts_with("slow link: not determinable: ring/tree collectives name no hop")
+        );
+        // Said once: in link_basis, not repeated in the notes.
+        assert!(!c.notes.contains(&c.link_basis));
+    }
+
+    #[test]
+    fn bus_bandwidth_counts_only_sized_instances_over_transfer_time() {
+        // Synthetic sizes: the ring as all-reduces of 64 MiB, half of them unsized on one rank.
+        let mut ds = ring(1_000_000, false);
+        for d in &mut ds {
+            d.collectives.retain(|c| c.kind == Collective::Send);
+            for c in &mut d.collectives {
+                c.kind = Collective::AllReduce;
+                // Rank 3 arrives 0.5 ms late; everyone ends 1 ms after it.
+                if d.identity.rank == 3 {
+                    c.start_ns += 500_000;
+                }
+                c.end_ns = c.seq as i64 * 10_000_000 + 1_500_000;
+                if d.identity.rank == 1 && c.seq % 2 == 1 {
+                    c.bytes = None;
+                }
+            }
+        }
+        let c = cross_rank(&ds, &aligned());
+        let k = &c.collectives[0];
+        assert_eq!((k.instances, k.sized_instances), (10, 5));
+        assert_eq!(k.bytes, Some(5 * (64 << 20)));
+        // Transfer: 1 ms after the last arrival, per instance.
+        assert_eq!(
+            (k.transfer_ns, k.sized_transfer_ns),
+            (10_000_000, 5_000_000)
+        );
+        // algbw 335,544,320 B / 5 ms = 67.11 GB/s; busbw × 2(4−1)/4 = 100.66 GB/s.
+        assert_eq!(
+            (k.alg_gb_per_s, k.bus_gb_per_s),
+            (Some(67.11), Some(100.66))
+        );
     }
 }

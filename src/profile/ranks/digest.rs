@@ -91,8 +91,12 @@ pub struct CollectiveRow {
     pub stream: i64,
     /// Compute kernels of the rank overlapping this kernel (ns).
     pub compute_overlap_ns: i64,
-    /// Message bytes when the export records them.
+    /// Message size `S` in bytes (nccl-tests' definition: the whole gathered/reduced buffer) when the export
+    /// records it: Kineto `record_param_comms` args, or NCCL's NVTX payloads in an Nsight Systems export.
     pub bytes: Option<i64>,
+    /// The other rank of a point-to-point transfer (send/recv), when recorded.
+    #[serde(default)]
+    pub peer: Option<u32>,
 }
 
 /// Kernel time of one class.
@@ -194,6 +198,8 @@ pub fn digest_profile(p: &Profile, file: &Path) -> Result<Vec<RankDigest>> {
     let env = crate::profile::info::environment(p)?;
     let gpus = crate::profile::info::gpus(p)?;
     let kernels = p.kernels()?;
+    // NCCL's own record of each call's size and peer (NVTX payloads), by kernel.
+    let messages = crate::profile::nccl_payloads::kernel_messages(p)?;
     // Rank units: (device, globalPid) with kernels, in device order.
     let mut units: BTreeMap<(i64, i64), ()> = BTreeMap::new();
     for k in kernels {
@@ -217,7 +223,7 @@ pub fn digest_profile(p: &Profile, file: &Path) -> Result<Vec<RankDigest>> {
         let mut compute: Vec<Interval> = Vec::new();
         let mut comm: Vec<Interval> = Vec::new();
         let mut classes: BTreeMap<KernelClass, (u64, i64)> = BTreeMap::new();
-        let mut coll: Vec<(i64, i64, i64, Collective)> = Vec::new();
+        let mut coll: Vec<CollSpan> = Vec::new();
         let mut sum = 0i64;
         for &ki in &mine {
             let k = &kernels[ki as usize];
@@ -225,7 +231,15 @@ pub fn digest_profile(p: &Profile, file: &Path) -> Result<Vec<RankDigest>> {
             let short = p.string(k.short_name);
             if is_nccl(short) {
                 comm.push((k.start, k.end));
-                coll.push((k.start, k.end, k.stream, Collective::of(short)));
+                let m = messages.get(&ki);
+                coll.push(CollSpan {
+                    start: k.start,
+                    end: k.end,
+                    stream: k.stream,
+                    kind: p2p_direction(Collective::of(short), m.and_then(|m| m.collective)),
+                    bytes: m.and_then(|m| m.bytes),
+                    peer: m.and_then(|m| m.peer),
+                });
             } else {
                 compute.push((k.start, k.end));
             }
@@ -464,25 +478,44 @@ pub fn digest_files(
     Ok((digests, skipped))
 }
 
-/// Collective rows from `(start, end, stream, kind)` spans: numbered per kind in start order (the instance
+/// A `SendRecv` kernel is a send or a receive: the recorded call says which (NCCL runs both as one kernel).
+pub(crate) fn p2p_direction(kernel: Collective, call: Option<Collective>) -> Collective {
+    match (kernel, call) {
+        (Collective::SendRecv, Some(c @ (Collective::Send | Collective::Recv))) => c,
+        _ => kernel,
+    }
+}
+
+/// One communication kernel before numbering.
+pub(crate) struct CollSpan {
+    pub start: i64,
+    pub end: i64,
+    pub stream: i64,
+    pub kind: Collective,
+    pub bytes: Option<i64>,
+    pub peer: Option<u32>,
+}
+
+/// Collective rows from spans: numbered per kind in start order (the instance
 /// index the cross-rank alignment matches on), each with its overlap with the compute union.
 pub(crate) fn collective_rows(
-    mut coll: Vec<(i64, i64, i64, Collective)>,
+    mut coll: Vec<CollSpan>,
     compute_u: &[(i64, i64)],
 ) -> Vec<CollectiveRow> {
-    coll.sort_by_key(|c| (c.0, c.1));
+    coll.sort_by_key(|c| (c.start, c.end));
     let mut seqs: BTreeMap<Collective, u32> = BTreeMap::new();
     coll.into_iter()
-        .map(|(s, e, stream, kind)| {
-            let seq = seqs.entry(kind).or_default();
+        .map(|c| {
+            let seq = seqs.entry(c.kind).or_default();
             let row = CollectiveRow {
-                kind,
+                kind: c.kind,
                 seq: *seq,
-                start_ns: s,
-                end_ns: e,
-                stream,
-                compute_overlap_ns: intervals::clipped_length(compute_u, (s, e)),
-                bytes: None,
+                start_ns: c.start,
+                end_ns: c.end,
+                stream: c.stream,
+                compute_overlap_ns: intervals::clipped_length(compute_u, (c.start, c.end)),
+                bytes: c.bytes,
+                peer: c.peer,
             };
             *seq += 1;
             row
@@ -493,6 +526,15 @@ pub(crate) fn collective_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sendrecv_kernel_takes_its_direction_from_the_call() {
+        use Collective::*;
+        assert_eq!(p2p_direction(SendRecv, Some(Recv)), Recv);
+        assert_eq!(p2p_direction(SendRecv, Some(Send)), Send);
+        assert_eq!(p2p_direction(SendRecv, None), SendRecv);
+        assert_eq!(p2p_direction(AllReduce, Some(Send)), AllReduce);
+    }
 
     #[test]
     fn rank_numbers_in_file_names() {

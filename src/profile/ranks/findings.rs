@@ -11,6 +11,10 @@
 //!   (wait not hidden behind compute).
 //! - `cross_rank_slow_node`: the late arrivals come from the ranks of one host.
 //!   At stake: their summed lateness.
+//! - `cross_rank_slow_link`: one rank pair's point-to-point transfers run below
+//!   half the median pair's bandwidth (only where send/recv peers and sizes are
+//!   recorded). At stake: its transfer time minus the time at the median pair's
+//!   bandwidth.
 //!
 //! Each evidence sentence is built from the numbers in `data`.
 
@@ -216,6 +220,51 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
             data: json!({
                 "hostname": s.hostname, "ranks": s.ranks, "last_arrival_share_pct": s.last_arrival_share_pct,
                 "rank_share_pct": s.rank_share_pct, "lateness_total_ns": s.lateness_total_ns, "window_ns": window,
+            }),
+        }));
+    }
+    for l in &c.slow_links {
+        let at_stake = l.time_lost_ns.max(0);
+        let host = |h: &Option<String>| h.clone().unwrap_or_else(|| "?".into());
+        out.push(finding(Draft {
+            id: "cross_rank_slow_link",
+            title: format!("The link from rank {} to rank {} is slow", l.src, l.dst),
+            time_at_stake_ns: at_stake,
+            basis: "the pair's point-to-point transfer time minus its bytes at the median pair's bandwidth (transfer \
+                    from the later start to the later end of matched send/recv kernels)"
+                .into(),
+            window_ns: window,
+            evidence: vec![
+                format!(
+                    "rank {} ({}) → rank {} ({}): {} transfers, {} bytes in {}: {:.2} GB/s against a median of {:.2} GB/s over {} rank pairs",
+                    l.src,
+                    host(&l.src_host),
+                    l.dst,
+                    host(&l.dst_host),
+                    l.instances,
+                    l.bytes,
+                    ms(l.transfer_ns),
+                    l.gb_per_s,
+                    l.median_pair_gb_per_s,
+                    l.pairs_measured
+                ),
+                format!(
+                    "at the median pair's bandwidth these transfers would take {} less",
+                    ms(at_stake)
+                ),
+            ],
+            why: "A pipeline or point-to-point exchange runs at the pace of its slowest link: a degraded NVLink, \
+                  a PCIe fallback, or a NIC on a congested path."
+                .into(),
+            fix: "Measure the pair directly (aisp_hw_nccl, aisp_gpu_nvlink, aisp_gpu_topology on its hosts); \
+                  check link errors and the route; move the stage boundary off that pair if it stays slow."
+                .into(),
+            verify: "Re-profile: the pair's bandwidth should be near the median pair's.".into(),
+            data: json!({
+                "src": l.src, "dst": l.dst, "src_host": l.src_host, "dst_host": l.dst_host,
+                "instances": l.instances, "bytes": l.bytes, "transfer_ns": l.transfer_ns,
+                "gb_per_s": l.gb_per_s, "median_pair_gb_per_s": l.median_pair_gb_per_s,
+                "pairs_measured": l.pairs_measured, "time_lost_ns": l.time_lost_ns, "window_ns": window,
             }),
         }));
     }

@@ -7,17 +7,58 @@
 //! `distributedInfo.rank` as the recorded rank; `baseTimeNanoseconds` as the
 //! session start (Kineto `ts` counts from it). What it lacks: hostname and
 //! process-wide launch threads are not distinguished (a trace is one
-//! process), message sizes are not recorded.
+//! process). Message sizes and send/recv peers come from the `record_param_comms` op that launched each
+//! NCCL kernel (its `In/Out msg nelems`, `dtype` and `Rank` args).
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::digest::{ClassRow, RankDigest, RankIdentity, StepRow, WindowFigures};
+use super::digest::{ClassRow, CollSpan, RankDigest, RankIdentity, StepRow, WindowFigures};
 use crate::kineto::Trace;
+use crate::kineto::trace::CommOp;
 use crate::kineto::trace::OpClass;
 use crate::profile::classify;
 use crate::profile::intervals::{self, Interval};
 use crate::profile::nccl::Collective;
 use crate::profile::windows::{Window, WindowKind};
+
+/// GPU op index → the `record_param_comms` op whose span holds the op's launching runtime call (same
+/// thread; the innermost when they nest).
+pub fn comm_of_kernels(t: &Trace) -> HashMap<usize, usize> {
+    let mut out = HashMap::new();
+    if t.comms.is_empty() {
+        return out;
+    }
+    let launch: HashMap<i64, (i64, i64, i64)> = t
+        .runtime
+        .iter()
+        .filter_map(|r| r.correlation.map(|c| (c, (r.pid, r.tid, r.start_ns))))
+        .collect();
+    let mut by_thread: HashMap<(i64, i64), Vec<usize>> = HashMap::new();
+    for (i, c) in t.comms.iter().enumerate() {
+        by_thread.entry((c.pid, c.tid)).or_default().push(i);
+    }
+    for (k, op) in t.gpu_ops.iter().enumerate() {
+        if op.class != OpClass::Communication {
+            continue;
+        }
+        let Some(&(pid, tid, at)) = op.correlation.and_then(|c| launch.get(&c)) else {
+            continue;
+        };
+        let Some(cs) = by_thread.get(&(pid, tid)) else {
+            continue;
+        };
+        // comms are in start order: the last one starting at or before the launch that still holds it.
+        let n = cs.partition_point(|&i| t.comms[i].start_ns <= at);
+        if let Some(&ci) = cs[..n]
+            .iter()
+            .rev()
+            .find(|&&i| t.comms[i].start_ns + t.comms[i].dur_ns >= at)
+        {
+            out.insert(k, ci);
+        }
+    }
+    out
+}
 
 /// Digest every device of a trace (one rank per device).
 pub fn digest_trace(t: &Trace) -> Vec<RankDigest> {
@@ -27,6 +68,7 @@ pub fn digest_trace(t: &Trace) -> Vec<RankDigest> {
         .filter_map(|r| r.correlation.map(|c| (c, r.start_ns)))
         .collect();
     let pid = t.runtime.first().map_or(0, |r| r.pid);
+    let comm_of = comm_of_kernels(t);
     let mut devices: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
     for (i, op) in t.gpu_ops.iter().enumerate() {
         if op.class != OpClass::Memory {
@@ -50,7 +92,22 @@ pub fn digest_trace(t: &Trace) -> Vec<RankDigest> {
                 sum += op.dur_ns;
                 if op.class == OpClass::Communication {
                     comm.push(iv);
-                    coll.push((iv.0, iv.1, op.stream, Collective::of(&op.name)));
+                    let c = comm_of.get(&k).map(|&ci| &t.comms[ci]);
+                    coll.push(CollSpan {
+                        start: iv.0,
+                        end: iv.1,
+                        stream: op.stream,
+                        kind: super::digest::p2p_direction(
+                            Collective::of(&op.name),
+                            c.and_then(|c| match c.collective.as_str() {
+                                "send" => Some(Collective::Send),
+                                "recv" | "recv_anysource" => Some(Collective::Recv),
+                                _ => None,
+                            }),
+                        ),
+                        bytes: c.and_then(CommOp::bytes),
+                        peer: c.and_then(CommOp::peer).and_then(|p| u32::try_from(p).ok()),
+                    });
                 } else {
                     compute.push(iv);
                 }

@@ -16,7 +16,7 @@
 //!   `gpu_union_ns`, `compute_ns`, `communication_ns`,
 //!   `exposed_communication_ns`, `kernels`.
 //! - `collectives.parquet`: `kind` (`all_reduce`, ...), `seq`, `start_ns`,
-//!   `end_ns`, `stream`, `compute_overlap_ns`, `bytes`.
+//!   `end_ns`, `stream`, `compute_overlap_ns`, `bytes` (message size S), `peer` (send/recv).
 //! - `classes.parquet`: `class`, `kernels`, `total_ns`.
 //!
 //! All integer columns are INT64, strings are UTF-8 BYTE_ARRAY, all OPTIONAL.
@@ -294,6 +294,7 @@ pub fn write(dir: &Path, digests: &[&RankDigest]) -> Result<()> {
     t.int("stream", c(|x| Some(x.stream)));
     t.int("compute_overlap_ns", c(|x| Some(x.compute_overlap_ns)));
     t.int("bytes", c(|x| x.bytes));
+    t.int("peer", c(|x| x.peer.map(i64::from)));
     write_table(&dir.join("collectives.parquet"), &t)?;
     // classes
     let rows: Vec<(&RankDigest, usize)> = digests
@@ -411,6 +412,8 @@ pub fn read(dir: &Path) -> Result<Vec<RankDigest>> {
                 stream: g("stream"),
                 compute_overlap_ns: g("compute_overlap_ns"),
                 bytes: int(&r, "bytes"),
+                // Absent in digests written before peers were recorded.
+                peer: int(&r, "peer").and_then(|p| u32::try_from(p).ok()),
             });
         }
     }
