@@ -241,15 +241,7 @@ pub fn from_kineto(trace: &Trace, frames: KinetoFrames) -> Result<Stacks, FlameE
 /// Stacks from an Nsight Systems export's CPU samples (`COMPOSITE_EVENTS`
 /// with `SAMPLING_CALLCHAINS`, symbols in `StringIds`), root frame the thread.
 pub fn from_nsys(conn: &rusqlite::Connection) -> Result<Stacks, FlameError> {
-    let has = |t: &str| -> Result<bool, rusqlite::Error> {
-        conn.query_row(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1",
-            [t],
-            |_| Ok(()),
-        )
-        .optional()
-        .map(|r| r.is_some())
-    };
+    let has = |t: &str| crate::profile::db::has_table(conn, t);
     if !has("SAMPLING_CALLCHAINS")? || !has("COMPOSITE_EVENTS")? {
         return Err(FlameError::NoSamples);
     }

@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Evidence, LoaderAnalysis, LoaderError, StepWait, ThreadUse, assemble, copies_from};
+use crate::profile::db::has_table;
 
 /// OS runtime calls in which the loop thread waits on the DataLoader's queue.
 pub const QUEUE_WAITS: &[&str] = &[
@@ -54,16 +55,6 @@ impl Default for NsysOptions {
     fn default() -> Self {
         NsysOptions { nvtx_ranges: true }
     }
-}
-
-fn has_table(conn: &Connection, t: &str) -> Result<bool, rusqlite::Error> {
-    conn.query_row(
-        "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1",
-        [t],
-        |_| Ok(()),
-    )
-    .optional()
-    .map(|r| r.is_some())
 }
 
 fn has_column(conn: &Connection, t: &str, c: &str) -> Result<bool, rusqlite::Error> {
@@ -137,7 +128,7 @@ fn ranges(conn: &Connection) -> Result<(Vec<Range>, Vec<Range>), rusqlite::Error
 
 /// globalTid → thread name.
 fn thread_names(conn: &Connection) -> Result<HashMap<i64, String>, rusqlite::Error> {
-    if !has_table(conn, "ThreadNames")? || !has_table(conn, "StringIds")? {
+    if !has_table(conn, "ThreadNames")? || !crate::profile::db::has_table(conn, "StringIds")? {
         return Ok(HashMap::new());
     }
     let mut st = conn.prepare(
@@ -157,7 +148,7 @@ fn osrt_waits(
     w0: i64,
     w1: i64,
 ) -> Result<Option<QueueWaits>, rusqlite::Error> {
-    if !has_table(conn, "OSRT_API")? || !has_table(conn, "StringIds")? {
+    if !has_table(conn, "OSRT_API")? || !crate::profile::db::has_table(conn, "StringIds")? {
         return Ok(None);
     }
     let names = QUEUE_WAITS

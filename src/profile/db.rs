@@ -197,6 +197,18 @@ pub fn open_readonly(path: &Path, max_bytes: u64) -> Result<OpenedDb> {
     })
 }
 
+/// Whether the export has table `t` (exports differ by what the capture traced).
+pub fn has_table(conn: &Connection, t: &str) -> rusqlite::Result<bool> {
+    use rusqlite::OptionalExtension;
+    conn.query_row(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1",
+        [t],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|r| r.is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -302,26 +302,13 @@ impl OsrtCalls {
         let work = |chunks: &[&Chunk]| -> A {
             let mut acc = init();
             for c in chunks {
-                let b = &c.bytes;
-                let mut at = 0;
-                let mut start = 0i64;
-                for _ in 0..c.rows {
-                    let (Some(ds), Some(dur), Some(t), Some(n)) = (
-                        get(b, &mut at),
-                        get(b, &mut at),
-                        get(b, &mut at),
-                        get(b, &mut at),
-                    ) else {
-                        break;
-                    };
-                    start = start.wrapping_add(unzig(ds));
-                    let end = start.wrapping_add(unzig(dur));
+                c.each(|start, end, t, n| {
                     if bounds.is_none_or(|(lo, hi)| end > lo && start < hi) {
                         let gtid = c.threads.get(t as usize).copied().unwrap_or(0);
                         let name = c.names.get(n as usize).copied().unwrap_or(0);
                         row(&mut acc, start, end, gtid, name);
                     }
-                }
+                });
             }
             acc
         };
