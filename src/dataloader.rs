@@ -100,6 +100,9 @@ pub struct LoaderAnalysis {
     pub threads: Vec<ThreadUse>,
     pub fix: Vec<String>,
     pub per_step: Vec<StepWait>,
+    /// What the figures above could not separate (e.g. several training processes in one export).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One thread's (or worker process's) running time over the measured steps.
@@ -184,6 +187,7 @@ pub fn analyze_kineto(trace: &Trace) -> Result<LoaderAnalysis, LoaderError> {
         wait_basis: "Kineto `enumerate(DataLoader)#...__next__` ranges on the loop's thread".into(),
         threads: Vec::new(),
         prefetch_unseen: "not in a Kineto trace: the worker processes and their queue are not traced",
+        notes: Vec::new(),
     }))
 }
 
@@ -255,6 +259,7 @@ pub(crate) struct Evidence {
     pub threads: Vec<ThreadUse>,
     /// Why the queue's depth is not seen in this source.
     pub prefetch_unseen: &'static str,
+    pub notes: Vec<String>,
 }
 
 fn ms(ns: f64) -> f64 {
@@ -434,5 +439,6 @@ pub(crate) fn assemble(e: Evidence) -> LoaderAnalysis {
         threads: e.threads,
         fix,
         per_step,
+        notes: e.notes,
     }
 }

@@ -370,15 +370,10 @@ async fn chat(
     }))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_llm_loop_verifies_every_round_and_keeps_the_best_correct_kernel() {
+/// An OpenAI-compatible endpoint on a free local port that answers with `replies` in order.
+async fn serve_scripted_llm(replies: Vec<String>) -> (Arc<Mock>, std::net::SocketAddr) {
     let mock = Arc::new(Mock::default());
-    *mock.replies.lock().unwrap() = vec![
-        "Try this:\n```cuda\n// fake: wrong\n// fake: ms=0.2\n__global__ void k() {}\n```\nCHANGE: unrolled by 4 (drops the tail).".into(),
-        "```cuda\n// fake: ms=0.5\n__global__ void k() {}\n```\nCHANGE: float4 loads and stores.".into(),
-        "I think it is already optimal.".into(),
-        "```cuda\n// fake: ms=0.6\n__global__ void k() {}\n```\nCHANGE: fewer blocks.".into(),
-    ];
+    *mock.replies.lock().unwrap() = replies;
     let app = axum::Router::new()
         .route("/v1/chat/completions", axum::routing::post(chat))
         .with_state(Arc::clone(&mock));
@@ -387,6 +382,18 @@ async fn the_llm_loop_verifies_every_round_and_keeps_the_best_correct_kernel() {
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
+    (mock, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_llm_loop_verifies_every_round_and_keeps_the_best_correct_kernel() {
+    let (mock, addr) = serve_scripted_llm(vec![
+        "Try this:\n```cuda\n// fake: wrong\n// fake: ms=0.2\n__global__ void k() {}\n```\nCHANGE: unrolled by 4 (drops the tail).".into(),
+        "```cuda\n// fake: ms=0.5\n__global__ void k() {}\n```\nCHANGE: float4 loads and stores.".into(),
+        "I think it is already optimal.".into(),
+        "```cuda\n// fake: ms=0.6\n__global__ void k() {}\n```\nCHANGE: fewer blocks.".into(),
+    ])
+    .await;
     let home = tempfile::tempdir().unwrap();
     let home_path = home.path().to_path_buf();
     let args = json!({
@@ -709,20 +716,12 @@ fn bad_ncu_arguments_are_refused_before_any_work() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_llm_loop_sends_the_best_kernels_ncu_findings() {
-    let mock = Arc::new(Mock::default());
-    *mock.replies.lock().unwrap() = vec![
+    let (mock, addr) = serve_scripted_llm(vec![
         "```cuda\n// fake: ms=0.5\n__global__ void transpose_tiled() {}\n```\nCHANGE: float4."
             .into(),
         "No further idea.".into(),
-    ];
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", axum::routing::post(chat))
-        .with_state(Arc::clone(&mock));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    ])
+    .await;
     let home = tempfile::tempdir().unwrap();
     let home_path = home.path().to_path_buf();
     let mut lab = copy_call(

@@ -476,12 +476,9 @@ fn dataloader_wait_per_step_of_a_loader_bound_run() {
     assert_eq!(e["error"]["kind"], "invalid_input");
 }
 
-/// The same analysis over MCP stdio: the tool is reachable by tools/call
-/// (Domain tier) and answers with structured content.
-#[test]
-fn memory_patterns_over_mcp_stdio() {
-    let home = tempfile::tempdir().unwrap();
-    let mut child = common::aisp(home.path())
+/// One tools/call over a fresh `aisp serve` on stdio (initialize, initialized, the call): the JSON-RPC answer.
+fn call_over_stdio(home: &Path, tool: &str, arguments: Value) -> Value {
+    let mut child = common::aisp(home)
         .args(["serve"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -489,11 +486,10 @@ fn memory_patterns_over_mcp_stdio() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let raw: PathBuf = data("lessons.ncu-raw.csv.xz").into();
     for l in [
         json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
         json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
-        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"aisp_analyze_memory_patterns","arguments":{"path": raw}}}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":tool,"arguments":arguments}}),
     ] {
         writeln!(stdin, "{l}").unwrap();
     }
@@ -510,6 +506,20 @@ fn memory_patterns_over_mcp_stdio() {
     };
     drop(stdin);
     let _ = child.wait();
+    answer
+}
+
+/// The same analysis over MCP stdio: the tool is reachable by tools/call
+/// (Domain tier) and answers with structured content.
+#[test]
+fn memory_patterns_over_mcp_stdio() {
+    let home = tempfile::tempdir().unwrap();
+    let raw: PathBuf = data("lessons.ncu-raw.csv.xz").into();
+    let answer = call_over_stdio(
+        home.path(),
+        "aisp_analyze_memory_patterns",
+        json!({"path": raw}),
+    );
     let s = &answer["result"]["structuredContent"];
     assert_ne!(answer["result"]["isError"], true, "{answer}");
     assert_eq!(s["flagged"], 4);
@@ -990,34 +1000,11 @@ fn dataloader_from_nsys_over_mcp_stdio_equals_the_cli() {
         home.path(),
         &["analyze", "dataloader", &path, "--limit", "5"],
     );
-    let mut child = common::aisp(home.path())
-        .args(["serve"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for l in [
-        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
-        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
-        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"aisp_analyze_dataloader","arguments":{"path": export, "limit": 5}}}),
-    ] {
-        writeln!(stdin, "{l}").unwrap();
-    }
-    stdin.flush().unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    let answer = loop {
-        line.clear();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "server closed");
-        let v: Value = serde_json::from_str(line.trim()).unwrap();
-        if v["id"] == 2 {
-            break v;
-        }
-    };
-    drop(stdin);
-    let _ = child.wait();
+    let answer = call_over_stdio(
+        home.path(),
+        "aisp_analyze_dataloader",
+        json!({"path": export, "limit": 5}),
+    );
     assert_ne!(answer["result"]["isError"], true, "{answer}");
     let s = &answer["result"]["structuredContent"];
     assert_eq!(s["verdict"], "loader_bound");

@@ -67,7 +67,8 @@ pub fn supported_archs() -> Result<Vec<i32>, BenchError> {
     }
 }
 
-fn c_text(bytes: Vec<std::ffi::c_char>) -> String {
+/// An NVRTC log or name buffer (NUL-terminated C chars) as text.
+pub(crate) fn c_text(bytes: Vec<std::ffi::c_char>) -> String {
     let bytes: Vec<u8> = bytes
         .into_iter()
         .map(|c| c as u8)

@@ -131,6 +131,18 @@ fn x_grid(sc: &mut Scene, ax: &Axis, top: f32, bottom: f32) {
     }
 }
 
+/// The x grid and, centred under its tick labels, what the axis measures.
+fn x_axis_below(sc: &mut Scene, ax: &Axis, top: f32, bottom: f32, label: &str) {
+    x_grid(sc, ax, top, bottom);
+    sc.muted_text(
+        (ax.p0 + ax.p1) / 2.0,
+        bottom + 24.0,
+        label,
+        8.5,
+        Anchor::Middle,
+    );
+}
+
 /// Horizontal grid lines at the y axis's ticks from `x0` to `x1`, labelled on the left.
 fn y_grid(sc: &mut Scene, ay: &Axis, x0: f32, x1: f32) {
     for t in ay.ticks() {
@@ -259,14 +271,7 @@ pub fn bars(
     }
     let ax = Axis::new(lo, hi, x0, x1, scale);
     let bottom = top + rows.len().max(1) as f32 * row_h;
-    x_grid(&mut sc, &ax, top, bottom);
-    sc.muted_text(
-        (x0 + x1) / 2.0,
-        bottom + 24.0,
-        axis_label,
-        8.5,
-        Anchor::Middle,
-    );
+    x_axis_below(&mut sc, &ax, top, bottom, axis_label);
     let base = match scale {
         Scale::Linear => 0.0,
         Scale::Log => reference.map(|r| r.0).unwrap_or(ax.lo),
@@ -349,14 +354,7 @@ pub fn stacked(
         hi = 1.0;
     }
     let ax = Axis::new(0.0, hi, x0, x1, Scale::Linear);
-    x_grid(&mut sc, &ax, top, bottom);
-    sc.muted_text(
-        (x0 + x1) / 2.0,
-        bottom + 24.0,
-        axis_label,
-        8.5,
-        Anchor::Middle,
-    );
+    x_axis_below(&mut sc, &ax, top, bottom, axis_label);
     for (i, r) in rows.iter().enumerate() {
         let y = top + i as f32 * row_h;
         sc.text(x0 - 6.0, y + 11.0, clip(&r.label, 40), FONT, Anchor::End);
@@ -615,14 +613,7 @@ pub fn timeline(
     let ms = |t: i64| (t - t0) as f64 / 1e6;
     let ax = Axis::new(0.0, ms(t1).max(1e-6), x0, x1, Scale::Linear);
     let bottom = top + lanes.len().max(1) as f32 * lane_h;
-    x_grid(&mut sc, &ax, top, bottom);
-    sc.muted_text(
-        (x0 + x1) / 2.0,
-        bottom + 23.0,
-        "ms from the window start",
-        8.5,
-        Anchor::Middle,
-    );
+    x_axis_below(&mut sc, &ax, top, bottom, "ms from the window start");
     for (i, lane) in lanes.iter().enumerate() {
         let y = top + i as f32 * lane_h;
         sc.text(x0 - 8.0, y + 12.0, clip(&lane.label, 20), FONT, Anchor::End);

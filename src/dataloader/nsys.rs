@@ -351,6 +351,29 @@ pub fn analyze(conn: &Connection, opts: NsysOptions) -> Result<LoaderAnalysis, L
         .filter(|(g, n)| n.as_str() == "pt_data_pin" && pid_of(**g) == pid_of(loop_tid))
         .map(|(g, _)| *g)
         .min();
+    // The export does not say which process started a worker: with several
+    // training processes (one per rank) every worker is counted for this loop.
+    let mut loops: Vec<i64> = names
+        .iter()
+        .filter(|(_, n)| n.as_str() == "pt_data_pin")
+        .map(|(g, _)| pid_of(*g))
+        .chain(step_ranges.iter().map(|r| pid_of(r.gtid)))
+        .collect();
+    loops.sort_unstable();
+    loops.dedup();
+    let mut notes = Vec::new();
+    if loops.len() > 1 {
+        notes.push(format!(
+            "this export holds {} processes with a training loop or pin-memory thread (pids {}); the figures are \
+             of the loop in pid {}, but the worker processes counted ({}) may include other processes' workers (Nsight \
+             Systems does not record which process started a worker): export one rank per file for exact \
+             worker figures",
+            loops.len(),
+            loops.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", "),
+            pid_of(loop_tid),
+            workers.len(),
+        ));
+    }
     let mut ids: Vec<i64> = workers.clone();
     ids.extend(pin);
     ids.push(loop_tid);
@@ -397,6 +420,7 @@ pub fn analyze(conn: &Connection, opts: NsysOptions) -> Result<LoaderAnalysis, L
         threads,
         prefetch_unseen: "not derivable from this export: batches cross from the worker processes through pipes \
                           and shared memory, not as events",
+        notes,
     }))
 }
 
@@ -490,6 +514,32 @@ mod tests {
             "{}",
             a.fix[0]
         );
+    }
+
+    #[test]
+    fn a_second_training_process_is_said_not_folded_in_silently() {
+        let one = analyze(&export(true), NsysOptions::default()).unwrap();
+        assert!(one.notes.is_empty(), "{:?}", one.notes);
+        // A second rank (pid 300) with its own pin-memory thread in the same export.
+        let c = export(true);
+        c.execute(
+            "INSERT INTO ThreadNames VALUES (4, 0, ?1)",
+            params![(300i64 << 24) | 301],
+        )
+        .unwrap();
+        let two = analyze(&c, NsysOptions::default()).unwrap();
+        assert_eq!(two.notes.len(), 1);
+        assert!(
+            two.notes[0].starts_with(
+                "this export holds 2 processes with a training loop or pin-memory thread (pids 100, 300); \
+                 the figures are of the loop in pid 100, but the worker processes counted (1) may include"
+            ),
+            "{}",
+            two.notes[0]
+        );
+        // The figures themselves are those of the one loop.
+        assert_eq!(two.per_step.len(), one.per_step.len());
+        assert_eq!(two.total_wait_ns, one.total_wait_ns);
     }
 
     #[test]

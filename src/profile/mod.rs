@@ -613,13 +613,38 @@ pub(crate) struct CorrelationIndex {
 impl CorrelationIndex {
     /// The API call of a GPU activity with this globalPid and correlationId.
     pub fn find(&self, global_pid: i64, correlation: i64) -> Option<u32> {
-        let key = if self.correlation_only {
-            (0, correlation)
-        } else {
-            (global_pid & model::PID_MASK, correlation)
-        };
+        let key = index_key(
+            self.correlation_only,
+            global_pid & model::PID_MASK,
+            correlation,
+        );
         self.map.get(&key).copied().filter(|&i| i != NOT_FOUND)
     }
+}
+
+/// The key a GPU activity is joined to its launch by: the correlation id, and
+/// the process unless the export's ids are unique across processes.
+fn index_key(correlation_only: bool, process: i64, correlation: i64) -> (i64, i64) {
+    if correlation_only {
+        (0, correlation)
+    } else {
+        (process, correlation)
+    }
+}
+
+/// Each API call that carries a correlation id, with its position and key.
+fn call_keys(api: &[ApiCall], correlation_only: bool) -> impl Iterator<Item = (usize, (i64, i64))> {
+    api.iter()
+        .enumerate()
+        .filter(|(_, a)| a.correlation != 0)
+        .map(move |(i, a)| {
+            let key = index_key(
+                correlation_only,
+                model::process_key(a.global_tid),
+                a.correlation,
+            );
+            (i, key)
+        })
 }
 
 /// A wanted key no API call carries ([`correlation_index_for`]).
@@ -637,23 +662,11 @@ pub(crate) fn correlation_index_for(
     let mut map: rustc_hash::FxHashMap<(i64, i64), u32> = wanted
         .into_iter()
         .map(|(pid, corr)| {
-            let key = if correlation_only {
-                (0, corr)
-            } else {
-                (pid & model::PID_MASK, corr)
-            };
+            let key = index_key(correlation_only, pid & model::PID_MASK, corr);
             (key, NOT_FOUND)
         })
         .collect();
-    for (i, a) in api.iter().enumerate() {
-        if a.correlation == 0 {
-            continue;
-        }
-        let key = if correlation_only {
-            (0, a.correlation)
-        } else {
-            (model::process_key(a.global_tid), a.correlation)
-        };
+    for (i, key) in call_keys(api, correlation_only) {
         // The first call with the key, as `correlation_index` keeps.
         if let Some(slot) = map.get_mut(&key)
             && *slot == NOT_FOUND
@@ -670,15 +683,7 @@ pub(crate) fn correlation_index_for(
 pub(crate) fn correlation_index(api: &[ApiCall], correlation_only: bool) -> CorrelationIndex {
     // FxHash: millions of integer keys; SipHash's DoS resistance buys nothing here.
     let mut map = rustc_hash::FxHashMap::with_capacity_and_hasher(api.len(), Default::default());
-    for (i, a) in api.iter().enumerate() {
-        if a.correlation == 0 {
-            continue;
-        }
-        let key = if correlation_only {
-            (0, a.correlation)
-        } else {
-            (model::process_key(a.global_tid), a.correlation)
-        };
+    for (i, key) in call_keys(api, correlation_only) {
         map.entry(key).or_insert(i as u32);
     }
     CorrelationIndex {

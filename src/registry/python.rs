@@ -44,11 +44,9 @@ pub fn py_name(arg: &str) -> String {
     }
 }
 
-/// The exception class for an error kind: `not_found` → `NotFoundError`,
-/// `timeout` → `AispTimeoutError` (not the built-in `TimeoutError`).
-pub fn error_class(kind: ErrorKind) -> String {
-    let camel: String = kind
-        .as_str()
+/// `not_found` → `NotFound`.
+fn camel_case(snake: &str) -> String {
+    snake
         .split('_')
         .map(|w| {
             let mut c = w.chars();
@@ -56,7 +54,13 @@ pub fn error_class(kind: ErrorKind) -> String {
                 .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
                 .unwrap_or_default()
         })
-        .collect();
+        .collect()
+}
+
+/// The exception class for an error kind: `not_found` → `NotFoundError`,
+/// `timeout` → `AispTimeoutError` (not the built-in `TimeoutError`).
+pub fn error_class(kind: ErrorKind) -> String {
+    let camel = camel_case(kind.as_str());
     let name = format!("{camel}Error");
     if TAKEN_EXCEPTION_NAMES.contains(&name.as_str()) {
         format!("Aisp{name}")
@@ -338,15 +342,7 @@ fn tool_json(t: &ToolDef) -> Value {
 
 /// The Python class name of a domain's namespace (`profile` → `ProfileDomain`).
 fn domain_class(domain: &str) -> String {
-    let camel: String = domain
-        .split('_')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect();
+    let camel = camel_case(domain);
     format!("{camel}Domain")
 }
 

@@ -120,15 +120,6 @@ pub fn parse_log(log: &str, source: &str, file: &str) -> (Vec<Diagnostic>, Vec<D
     (errors, warnings)
 }
 
-fn c_text(bytes: Vec<std::ffi::c_char>) -> String {
-    let bytes: Vec<u8> = bytes
-        .into_iter()
-        .map(|c| c as u8)
-        .take_while(|&b| b != 0)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 fn options(k: &Kernel, arch: &str) -> Vec<String> {
     let mut o = vec![format!("-arch={arch}")];
     o.extend(nvrtc::OPTIONS.iter().map(|s| s.to_string()));
@@ -236,7 +227,7 @@ fn compile_uncached(k: &Kernel, arch: &str) -> Result<Result<Built, CompileRepor
         let _ = sys::nvrtcAddNameExpression(prog, entry.as_ptr());
         let compiled = result::compile_program(prog, &options(k, arch));
         let log = result::get_program_log(prog)
-            .map(c_text)
+            .map(nvrtc::c_text)
             .unwrap_or_default();
         let log = log.trim().to_string();
         let (errors, warnings) = parse_log(&log, &k.source, &format!("{label}.cu"));
