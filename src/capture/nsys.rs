@@ -156,16 +156,7 @@ impl NsysOptions {
     }
 }
 
-/// Arguments of `nsys export` turning a report into SQLite.
-pub fn export_args(report: &Path, sqlite: &Path) -> Vec<String> {
-    vec![
-        "export".into(),
-        "--type=sqlite".into(),
-        "--force-overwrite=true".into(),
-        format!("--output={}", sqlite.display()),
-        report.display().to_string(),
-    ]
-}
+pub use crate::profile::nsysrep::export_args;
 
 /// How a launcher starts one process per rank, and the variable holding the rank there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -400,6 +391,7 @@ mod tests {
             vec![
                 "export",
                 "--type=sqlite",
+                "--include-blobs=true",
                 "--force-overwrite=true",
                 "--output=/r/profile.sqlite",
                 "/r/profile.nsys-rep"

@@ -293,7 +293,7 @@ pub fn slurm_script(j: &SlurmJob) -> String {
              # --digest-only writes Parquet digests); then merge anywhere from the digests alone:\n\
              #   aisp profile ranks {merge}\n\
              srun --ntasks-per-node=1 --gpus-per-node=0 bash -c 'for f in {dir}/\"$(hostname)\"_rank_*.nsys-rep; do\n\
-             \x20 (nsys export --type=sqlite --force-overwrite=true --output=\"${{f%.nsys-rep}}.sqlite\" \"$f\" >/dev/null \\\n\
+             \x20 (nsys export --type=sqlite --include-blobs=true --force-overwrite=true --output=\"${{f%.nsys-rep}}.sqlite\" \"$f\" >/dev/null \\\n\
              \x20  && aisp profile ranks \"${{f%.nsys-rep}}.sqlite\" --digest-only --write-digests {digests} >/dev/null) &\n\
              done\n\
              wait'\n",

@@ -11,7 +11,7 @@
 //! set of open ranges, so it is linear in events times nesting depth, where an
 //! SQL range join is quadratic.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::model::{self, NvtxRange};
 use super::{Profile, Result};
@@ -31,7 +31,7 @@ pub fn attribute(p: &Profile, ranges: &[&NvtxRange]) -> Result<Vec<RangeKernels>
     let api = p.api()?;
     let launches = &p.launch_index()?.kernel_launch;
     // Launch calls per process: (call start, call end, call thread, kernel index).
-    let mut by_process: HashMap<i64, Vec<(i64, i64, i64, u32)>> = HashMap::new();
+    let mut by_process: HashMap<i64, Vec<(i64, i64, i64, u32)>> = HashMap::default();
     for (ki, launch) in launches.iter().enumerate() {
         if let Some(ai) = launch {
             let a = &api[*ai as usize];
@@ -42,7 +42,7 @@ pub fn attribute(p: &Profile, ranges: &[&NvtxRange]) -> Result<Vec<RangeKernels>
         }
     }
     let _ = kernels;
-    let mut ranges_by_process: HashMap<i64, Vec<usize>> = HashMap::new();
+    let mut ranges_by_process: HashMap<i64, Vec<usize>> = HashMap::default();
     for (i, r) in ranges.iter().enumerate() {
         ranges_by_process
             .entry(model::process_key(r.global_tid))

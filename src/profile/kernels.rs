@@ -3,7 +3,10 @@
 //! (see [`super::classify`]); time per class; and short (< 5 µs) kernels per
 //! device.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// Integer keys hashed per kernel (hundreds of thousands at 1 GB): FxHash, not SipHash.
+use rustc_hash::FxHashMap as HashMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -116,7 +119,7 @@ impl<'p> Classifier<'p> {
     pub fn new(p: &'p Profile) -> Self {
         Classifier {
             p,
-            cache: HashMap::new(),
+            cache: HashMap::default(),
         }
     }
     pub fn of(&mut self, k: &Kernel) -> &Classification {
@@ -144,7 +147,7 @@ pub fn kernels(
         .filter(|k| scope.admits(k.device, k.global_pid, k.start, k.end))
         .collect();
     let mut classifier = Classifier::new(p);
-    let mut groups: HashMap<i64, Vec<&Kernel>> = HashMap::new();
+    let mut groups: HashMap<i64, Vec<&Kernel>> = HashMap::default();
     for k in &ks {
         groups.entry(names.of(k)).or_default().push(k);
     }
@@ -156,8 +159,8 @@ pub fn kernels(
             let s = stats::stats(&mut d);
             d.sort_unstable();
             let mut per_dev: BTreeMap<i64, (u64, i64)> = BTreeMap::new();
-            let mut by_demangled: HashMap<i64, i64> = HashMap::new();
-            let mut configs: HashMap<LaunchConfig, u64> = HashMap::new();
+            let mut by_demangled: HashMap<i64, i64> = HashMap::default();
+            let mut configs: HashMap<LaunchConfig, u64> = HashMap::default();
             for k in &members {
                 let e = per_dev.entry(k.device).or_default();
                 e.0 += 1;

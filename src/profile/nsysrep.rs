@@ -93,6 +93,20 @@ pub fn find_nsys(explicit: Option<&Path>) -> std::result::Result<PathBuf, Vec<St
     Err(searched)
 }
 
+/// Arguments of `nsys export` turning a report into SQLite. Blobs are kept:
+/// NCCL's NVTX payloads (message sizes, peers) live there, and without them
+/// bus bandwidth and per-link timing cannot be computed.
+pub fn export_args(report: &Path, sqlite: &Path) -> Vec<String> {
+    vec![
+        "export".into(),
+        "--type=sqlite".into(),
+        "--include-blobs=true".into(),
+        "--force-overwrite=true".into(),
+        format!("--output={}", sqlite.display()),
+        report.display().to_string(),
+    ]
+}
+
 /// The cached SQLite export of a report, exporting it first when needed.
 pub fn export_cached(path: &Path, cache_dir: &Path, nsys: Option<&Path>) -> Result<PathBuf> {
     let identity = FileIdentity::of(path)?;
@@ -116,16 +130,7 @@ pub fn export_cached(path: &Path, cache_dir: &Path, nsys: Option<&Path>) -> Resu
     ));
     tracing::info!(report = %path.display(), nsys = %nsys.display(), "exporting .nsys-rep to SQLite");
     let output = Command::new(&nsys)
-        .args([
-            "export",
-            "--type",
-            "sqlite",
-            "--force-overwrite",
-            "true",
-            "--output",
-        ])
-        .arg(&tmp)
-        .arg(path)
+        .args(export_args(path, &tmp))
         .output()
         .map_err(|e| ProfileError::ExportFailed {
             path: path.to_path_buf(),
@@ -173,11 +178,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let rep = dir.path().join("run.nsys-rep");
         std::fs::write(&rep, b"not really a report").unwrap();
-        // A stand-in `nsys` that writes a marker file where --output points.
+        // A stand-in `nsys` that writes a marker file where --output= points,
+        // saying whether it was asked to keep the blobs (NCCL payloads).
         let fake = dir.path().join("nsys");
         std::fs::write(
             &fake,
-            "#!/bin/sh\nwhile [ \"$1\" != \"--output\" ]; do shift; done\necho exported > \"$2\"\n",
+            "#!/bin/sh\nb=no\nfor a in \"$@\"; do case \"$a\" in --include-blobs=true) b=blobs ;; \
+             --output=*) o=\"${a#--output=}\" ;; esac; done\necho exported $b > \"$o\"\n",
         )
         .unwrap();
         #[cfg(unix)]
@@ -186,7 +193,10 @@ mod tests {
             std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
             let cache = dir.path().join("cache");
             let out = export_cached(&rep, &cache, Some(&fake)).unwrap();
-            assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "exported");
+            assert_eq!(
+                std::fs::read_to_string(&out).unwrap().trim(),
+                "exported blobs"
+            );
             assert!(
                 out.file_name()
                     .unwrap()

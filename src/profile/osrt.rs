@@ -217,37 +217,16 @@ impl Chunk {
 }
 
 impl OsrtCalls {
-    /// Fold whole chunks on up to `threads` threads, each a consecutive run
-    /// of chunks into its own accumulator, returned in row order.
+    /// Fold whole chunks on up to `threads` threads into accumulators that
+    /// come back in row order ([`fold_runs`]).
     fn fold_chunks<A, I, F>(&self, threads: usize, init: I, f: F) -> Vec<A>
     where
         A: Send,
         I: Fn() -> A + Sync,
         F: Fn(&mut A, &Chunk) + Sync,
     {
-        let threads = threads.clamp(1, 16).min(self.chunks.len().max(1));
-        let work = |chunks: &[Chunk]| {
-            let mut acc = init();
-            for c in chunks {
-                f(&mut acc, c);
-            }
-            acc
-        };
-        if threads == 1 {
-            return vec![work(&self.chunks)];
-        }
-        let per = self.chunks.len().div_ceil(threads);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = self
-                .chunks
-                .chunks(per)
-                .map(|c| s.spawn(|| work(c)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| init()))
-                .collect()
-        })
+        let all: Vec<&Chunk> = self.chunks.iter().collect();
+        fold_runs(&all, threads, init, f)
     }
 
     /// Fold the calls as `(start, end, globalTid, nameId)`, optionally only
@@ -299,32 +278,63 @@ impl OsrtCalls {
             .filter(|c| bounds.is_none_or(|(lo, hi)| c.max_end > lo && c.min_start < hi))
             .filter(|c| near(c))
             .collect();
-        let work = |chunks: &[&Chunk]| -> A {
-            let mut acc = init();
-            for c in chunks {
-                c.each(|start, end, t, n| {
-                    if bounds.is_none_or(|(lo, hi)| end > lo && start < hi) {
-                        let gtid = c.threads.get(t as usize).copied().unwrap_or(0);
-                        let name = c.names.get(n as usize).copied().unwrap_or(0);
-                        row(&mut acc, start, end, gtid, name);
-                    }
-                });
-            }
-            acc
-        };
-        let threads = threads.clamp(1, 16).min(wanted.len().max(1));
-        if threads == 1 {
-            return vec![work(&wanted)];
-        }
-        let per = wanted.len().div_ceil(threads);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = wanted.chunks(per).map(|c| s.spawn(|| work(c))).collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| init()))
-                .collect()
+        fold_runs(&wanted, threads, init, |acc: &mut A, c: &Chunk| {
+            c.each(|start, end, t, n| {
+                if bounds.is_none_or(|(lo, hi)| end > lo && start < hi) {
+                    let gtid = c.threads.get(t as usize).copied().unwrap_or(0);
+                    let name = c.names.get(n as usize).copied().unwrap_or(0);
+                    row(acc, start, end, gtid, name);
+                }
+            });
         })
     }
+}
+
+/// Fold `chunks` on up to `threads` threads. The chunks are cut into
+/// consecutive runs, several per thread, that idle threads take in turn (the
+/// rows a fold does real work on cluster in time, so equal shares per thread
+/// would leave most threads waiting on one); each run has its own
+/// accumulator, and they come back in row order (merge them afterwards).
+fn fold_runs<A, I, F>(chunks: &[&Chunk], threads: usize, init: I, f: F) -> Vec<A>
+where
+    A: Send,
+    I: Fn() -> A + Sync,
+    F: Fn(&mut A, &Chunk) + Sync,
+{
+    let threads = threads.clamp(1, 16).min(chunks.len().max(1));
+    let fold = |run: &[&Chunk]| {
+        let mut acc = init();
+        for c in run {
+            f(&mut acc, c);
+        }
+        acc
+    };
+    if threads == 1 {
+        return vec![fold(chunks)];
+    }
+    let runs: Vec<&[&Chunk]> = chunks.chunks(chunks.len().div_ceil(threads * 8)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, A)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(run) = runs.get(i) else { break };
+                        mine.push((i, fold(run)));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, a)| a).collect()
 }
 
 /// Count, sums, extremes and histogram of one name's durations: exact
@@ -440,46 +450,43 @@ pub fn name_stats(calls: &OsrtCalls, threads: usize) -> Option<NameStats> {
             )
         })
         .collect();
-    let parts = calls.fold_chunks(
-        threads,
-        FxHashMap::<(i64, usize), Vec<i64>>::default,
-        |m, c| {
-            // The chunk's names resolved once, not per row.
-            let local: Vec<Option<(i64, [usize; 2])>> = c
-                .names
-                .iter()
-                .map(|n| middles.get(n).map(|mid| (*n, mid.buckets)))
-                .collect();
-            c.each(|s, e, _, n| {
-                if let Some(Some((name, b))) = local.get(n as usize) {
-                    let d = e.wrapping_sub(s);
-                    let k = bucket(d);
-                    if k == b[0] || k == b[1] {
-                        m.entry((*name, k)).or_default().push(d);
-                    }
+    let parts = calls.fold_chunks(threads, FxHashMap::<(i64, usize), Held>::default, |m, c| {
+        // The chunk's names resolved once, not per row.
+        let local: Vec<Option<(i64, [usize; 2])>> = c
+            .names
+            .iter()
+            .map(|n| middles.get(n).map(|mid| (*n, mid.buckets)))
+            .collect();
+        c.each(|s, e, _, n| {
+            if let Some(Some((name, b))) = local.get(n as usize) {
+                let d = e.wrapping_sub(s);
+                let k = bucket(d);
+                if k == b[0] || k == b[1] {
+                    m.entry((*name, k)).or_insert_with(|| Held::new(k)).add(d);
                 }
-            });
-        },
-    );
-    let mut held: FxHashMap<(i64, usize), Vec<i64>> = FxHashMap::default();
+            }
+        });
+    });
+    let mut held: FxHashMap<(i64, usize), Held> = FxHashMap::default();
     for part in parts {
         for (k, v) in part {
-            held.entry(k).or_default().extend(v);
+            match held.get_mut(&k) {
+                Some(h) => h.merge(v),
+                None => {
+                    held.insert(k, v);
+                }
+            }
         }
     }
     let mut out = NameStats::default();
     for (&name, a) in calls.name_acc.iter().filter(|(_, a)| a.count > 0) {
         let mid = &middles[&name];
         let mut at = |k: usize| -> i64 {
-            let v = held
-                .get_mut(&(name, mid.buckets[k]))
-                .map(Vec::as_mut_slice)
-                .unwrap_or(&mut []);
-            let r = (mid.ranks[k] - mid.before[k]) as usize;
-            if r >= v.len() {
-                return 0; // cannot happen: the decode and the fold see the same rows
+            let r = mid.ranks[k] - mid.before[k];
+            match held.get_mut(&(name, mid.buckets[k])) {
+                Some(h) => h.nth(r),
+                None => 0, // cannot happen: the decode and the fold see the same rows
             }
-            *v.select_nth_unstable(r).1
         };
         let n = a.count as i128;
         let med = if a.count % 2 == 1 {
@@ -513,6 +520,78 @@ pub fn name_stats(calls: &OsrtCalls, threads: usize) -> Option<NameStats> {
     Some(out)
 }
 
+/// The durations of one name that fall in its median's histogram bucket.
+/// A narrow bucket (at most [`DENSE_WIDTH`] values wide: every duration
+/// under about 131 µs) is counted per value, so the few hot names with
+/// millions of calls in one bucket (`accept`, `poll`) cost no list; a wide
+/// one keeps the values themselves.
+enum Held {
+    Dense { lo: i64, counts: Vec<u32> },
+    Values(Vec<i64>),
+}
+
+/// The widest bucket counted per value (16 KiB of counts).
+const DENSE_WIDTH: i64 = 4096;
+
+impl Held {
+    fn new(k: usize) -> Held {
+        match bucket_bounds(k) {
+            Some((lo, width)) if width <= DENSE_WIDTH => Held::Dense {
+                lo,
+                counts: vec![0; width as usize],
+            },
+            _ => Held::Values(Vec::new()),
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, d: i64) {
+        match self {
+            Held::Dense { lo, counts } => {
+                if let Some(c) = counts.get_mut((d - *lo) as usize) {
+                    *c += 1;
+                }
+            }
+            Held::Values(v) => v.push(d),
+        }
+    }
+
+    fn merge(&mut self, other: Held) {
+        match (self, other) {
+            (Held::Dense { counts, .. }, Held::Dense { counts: o, .. }) => {
+                for (a, b) in counts.iter_mut().zip(o) {
+                    *a += b;
+                }
+            }
+            (Held::Values(v), Held::Values(o)) => v.extend(o),
+            _ => {} // the same bucket always makes the same kind
+        }
+    }
+
+    /// The `r`-th smallest (0-based) held duration.
+    fn nth(&mut self, r: u64) -> i64 {
+        match self {
+            Held::Dense { lo, counts } => {
+                let mut seen = 0u64;
+                for (i, &c) in counts.iter().enumerate() {
+                    seen += c as u64;
+                    if seen > r {
+                        return *lo + i as i64;
+                    }
+                }
+                0
+            }
+            Held::Values(v) => {
+                if (r as usize) < v.len() {
+                    *v.select_nth_unstable(r as usize).1
+                } else {
+                    0
+                }
+            }
+        }
+    }
+}
+
 /// [`name_stats`]' answer: per name id, the statistics of its calls' durations.
 #[derive(Debug, Default)]
 pub struct NameStats {
@@ -544,9 +623,46 @@ fn bucket(d: i64) -> usize {
     1 + 32 + (e - 6) * 16 + ((v >> (e - 5)) & 15) as usize
 }
 
+/// The first value and the width of bucket `k` (`None` for the negative bucket).
+fn bucket_bounds(k: usize) -> Option<(i64, i64)> {
+    match k {
+        0 => None,
+        1..=32 => Some((k as i64 - 1, 1)),
+        _ => {
+            let j = k - 33;
+            let (e, sub) = (j / 16 + 6, (j % 16) as i64);
+            let shift = e - 5;
+            Some(((16 + sub) << shift, 1 << shift))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bucket_bounds_invert_bucket() {
+        let mut x: u64 = 99;
+        for i in 0..100_000i64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let d = if i < 5000 {
+                i
+            } else {
+                (x >> (2 + x % 40)) as i64
+            };
+            let k = bucket(d);
+            let (lo, w) = bucket_bounds(k).unwrap();
+            assert!(
+                lo <= d && d < lo + w,
+                "{d}: bucket {k} = [{lo}, {})",
+                lo + w
+            );
+            assert_eq!((bucket(lo), bucket(lo + w - 1)), (k, k), "{d}");
+            assert_ne!(bucket(lo + w), k);
+        }
+        assert_eq!(bucket_bounds(bucket(-5)), None);
+    }
 
     #[test]
     fn name_stats_equal_the_statistics_of_the_listed_durations() {
@@ -566,6 +682,7 @@ mod tests {
                 3 => 100_098_917,                       // all equal
                 4 => (x >> 30) as i64 % 1000 - 3,       // a few negative
                 5 => (1 << 45) + (x >> 40) as i64,      // hours
+                7 => 1000 + (x >> 33) as i64 % 300,     // like `accept`: one narrow bucket
                 _ => (x >> 33) as i64,
             };
             let start = 1_000_000 + i * 1000;

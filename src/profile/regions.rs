@@ -10,7 +10,7 @@
 //! 96 token ranges are one region with 96 occurrences. Nothing here knows
 //! what any name means: detection never keys on range names.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::model::{self, NvtxRange};
 use super::{Profile, Result};
@@ -31,7 +31,7 @@ pub fn fold_name(name: &str) -> String {
 /// Push/pop ranges per thread with each range's parent, for innermost-range lookups.
 pub struct RegionIndex<'a> {
     /// process key → its threads' ranges: (ranges sorted by start, parent index per range).
-    by_process: HashMap<i64, Vec<ThreadRanges<'a>>>,
+    by_process: FxHashMap<i64, Vec<ThreadRanges<'a>>>,
 }
 
 struct ThreadRanges<'a> {
@@ -58,11 +58,11 @@ impl<'a> ThreadRanges<'a> {
 impl<'a> RegionIndex<'a> {
     pub fn new(p: &'a Profile) -> Result<RegionIndex<'a>> {
         let nvtx = p.nvtx()?;
-        let mut threads: HashMap<i64, Vec<&'a NvtxRange>> = HashMap::new();
+        let mut threads: FxHashMap<i64, Vec<&'a NvtxRange>> = FxHashMap::default();
         for r in nvtx.ranges.iter().filter(|r| r.is_push_pop()) {
             threads.entry(r.global_tid).or_default().push(r);
         }
-        let mut by_process: HashMap<i64, Vec<ThreadRanges<'a>>> = HashMap::new();
+        let mut by_process: FxHashMap<i64, Vec<ThreadRanges<'a>>> = FxHashMap::default();
         for (tid, mut ranges) in threads {
             ranges.sort_by_key(|r| (r.start, std::cmp::Reverse(r.end)));
             // Push/pop ranges nest per thread: a stack gives each its parent.

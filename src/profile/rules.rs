@@ -310,9 +310,13 @@ struct Ctx<'a> {
     /// Per finding (same order): the measured idle intervals behind its time at stake.
     idle_of: Vec<Vec<Interval>>,
     checked: Vec<RuleCheck>,
-    /// What each CUDA API name id is, decided once per name rather than by
-    /// matching strings for each of millions of calls in every rule.
-    api_facts: rustc_hash::FxHashMap<i64, ApiFacts>,
+    /// What each CUDA API call is (same order as `Profile::api`), decided once
+    /// per name id rather than by matching strings for each of millions of
+    /// calls in every rule.
+    call_facts: Vec<ApiFacts>,
+    /// Per device (same order as `devs`): copy labels by (process, correlation),
+    /// made on first use and shared by every blocking-call rule.
+    copy_labels: Vec<std::cell::OnceCell<HashMap<(i64, i64), String>>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -323,11 +327,9 @@ struct ApiFacts {
 }
 
 impl Ctx<'_> {
-    fn facts(&self, name: i64) -> ApiFacts {
-        self.api_facts
-            .get(&name)
-            .copied()
-            .unwrap_or_else(|| api_facts_of(self.p, name))
+    /// What CUDA API call `ai` (an index into `Profile::api`) is.
+    fn facts(&self, ai: usize) -> ApiFacts {
+        self.call_facts[ai]
     }
 }
 
@@ -510,13 +512,20 @@ pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
         findings: Vec::new(),
         idle_of: Vec::new(),
         checked: Vec::new(),
-        api_facts: Default::default(),
+        call_facts: Vec::new(),
+        copy_labels: Vec::new(),
     };
-    for a in p.api()? {
-        cx.api_facts
-            .entry(a.name)
-            .or_insert_with(|| api_facts_of(p, a.name));
-    }
+    let mut by_name: rustc_hash::FxHashMap<i64, ApiFacts> = Default::default();
+    cx.call_facts = p
+        .api()?
+        .iter()
+        .map(|a| {
+            *by_name
+                .entry(a.name)
+                .or_insert_with(|| api_facts_of(p, a.name))
+        })
+        .collect();
+    cx.copy_labels = (0..cx.devs.len()).map(|_| Default::default()).collect();
     if cx.devs.is_empty() {
         return Ok(Rules {
             findings: Vec::new(),
@@ -1137,8 +1146,16 @@ fn preceding_call(cx: &Ctx, idx: usize, copies: &HashMap<(i64, i64), String>) ->
     )
 }
 
-/// Copy labels by (process, correlation): "Device-to-Host, Pageable".
-fn copy_labels(cx: &Ctx, d: &Dev) -> Result<HashMap<(i64, i64), String>> {
+/// Copy labels of device `i`'s copies by (process, correlation): "Device-to-Host, Pageable".
+fn copy_labels<'c>(cx: &'c Ctx, i: usize) -> Result<&'c HashMap<(i64, i64), String>> {
+    if let Some(m) = cx.copy_labels[i].get() {
+        return Ok(m);
+    }
+    let m = make_copy_labels(cx, &cx.devs[i])?;
+    Ok(cx.copy_labels[i].get_or_init(|| m))
+}
+
+fn make_copy_labels(cx: &Ctx, d: &Dev) -> Result<HashMap<(i64, i64), String>> {
     let opers = cx.p.memcpy_oper_labels()?;
     let kinds = cx.p.mem_kind_labels()?;
     let mut m = HashMap::new();
@@ -1170,18 +1187,19 @@ fn blocking(
 ) -> Result<Option<Blocking>> {
     let d = &cx.devs[i];
     let api = cx.p.api()?;
-    let copies = copy_labels(cx, d)?;
-    let mut names: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
+    let copies = copy_labels(cx, i)?;
+    // Per name id (display names are made once per name, at the end).
+    let mut by_name: rustc_hash::FxHashMap<i64, (u64, i64, i64)> = Default::default();
     let mut blocked = Vec::new();
     let mut per_region = Vec::new();
     let mut patterns: BTreeMap<String, u64> = BTreeMap::new();
     let mut drains = Vec::new();
     for (ai, a) in api.iter().enumerate() {
-        if !d.in_process(a.global_tid) || !d.contains(a.start, a.end) || !pick(ai) {
+        // `pick` first: it rejects almost every call for the price of an index.
+        if !pick(ai) || !d.in_process(a.global_tid) || !d.contains(a.start, a.end) {
             continue;
         }
-        let n = calls::api_display_name(cx.p.string(a.name));
-        let e = names.entry(n.to_string()).or_default();
+        let e = by_name.entry(a.name).or_default();
         e.0 += 1;
         e.1 += a.dur();
         e.2 = e.2.max(a.dur());
@@ -1193,9 +1211,20 @@ fn blocking(
             intervals::length(&drain),
         ));
         drains.extend(drain);
-        if let Some(prev) = preceding_call(cx, ai, &copies) {
+        if let Some(prev) = preceding_call(cx, ai, copies) {
+            let n = calls::api_display_name(cx.p.string(a.name));
             *patterns.entry(format!("{prev} → {n}")).or_default() += 1;
         }
+    }
+    let mut names: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
+    for (id, (n, total, max)) in by_name {
+        // Two name ids can share a display name (`cudaMalloc` and `cudaMalloc_v3020`).
+        let e = names
+            .entry(calls::api_display_name(cx.p.string(id)).to_string())
+            .or_default();
+        e.0 += n;
+        e.1 += total;
+        e.2 = e.2.max(max);
     }
     if names.is_empty() {
         return Ok(None);
@@ -1251,11 +1280,10 @@ impl Blocking {
 
 fn rule_sync_memcpy(cx: &mut Ctx) -> Result<()> {
     let id = "sync_memcpy_memset";
-    let api = cx.p.api()?;
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
         let pick = |ai: usize| {
-            let f = cx.facts(api[ai].name);
+            let f = cx.facts(ai);
             f.sync_memcpy || f.sync_memset
         };
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
@@ -1289,10 +1317,9 @@ fn rule_sync_memcpy(cx: &mut Ctx) -> Result<()> {
 
 fn rule_sync_apis(cx: &mut Ctx) -> Result<()> {
     let id = "cuda_api_sync";
-    let api = cx.p.api()?;
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
-        let pick = |ai: usize| cx.facts(api[ai].name).kind == CallKind::HostSync;
+        let pick = |ai: usize| cx.facts(ai).kind == CallKind::HostSync;
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
         };
@@ -1350,7 +1377,7 @@ fn rule_sync_every_iteration(cx: &mut Ctx) -> Result<()> {
                 {
                     continue;
                 }
-                let f = cx.facts(a.name);
+                let f = cx.facts(lo + k);
                 if f.kind == CallKind::HostSync || f.sync_memcpy {
                     in_steps[lo + k] = true;
                     any = true;
@@ -1402,10 +1429,9 @@ const MIN_CHURN_CALLS: u64 = 10;
 
 fn rule_allocator_churn(cx: &mut Ctx) -> Result<()> {
     let id = "allocator_churn";
-    let api = cx.p.api()?;
     let mut drafts = Vec::new();
     for i in 0..cx.devs.len() {
-        let pick = |ai: usize| cx.facts(api[ai].name).kind == CallKind::Allocation;
+        let pick = |ai: usize| cx.facts(ai).kind == CallKind::Allocation;
         let Some(b) = blocking(cx, i, pick, DRAIN_BASIS)? else {
             continue;
         };

@@ -13,7 +13,11 @@
 //!    matched instances; the **residual** is the 90th percentile of the
 //!    remaining differences. A shift in instance numbering (a capture that
 //!    started a few collectives late) is searched for and taken when it makes
-//!    the ends agree better.
+//!    the ends agree better. Where both ranks recorded message sizes, a shift
+//!    that pairs collectives of different sizes is not the same operation and
+//!    is ruled out: evenly spaced collectives (a straggler's, one per DDP
+//!    bucket) fit several shifts equally well by their ends alone, but the
+//!    buckets' sizes tell them apart.
 //!
 //! Cross-rank conclusions finer than the residual are refused by the analysis.
 
@@ -94,34 +98,58 @@ fn p90_abs(v: &[i64], center: i64) -> i64 {
     d[i.clamp(1, d.len()) - 1]
 }
 
-/// Collective ends by (kind, seq).
-fn ends(c: &[CollectiveRow]) -> BTreeMap<Collective, Vec<i64>> {
-    let mut m: BTreeMap<Collective, Vec<i64>> = BTreeMap::new();
+/// Collective ends and message sizes by (kind, seq).
+fn ends(c: &[CollectiveRow]) -> BTreeMap<Collective, Vec<(i64, Option<i64>)>> {
+    let mut m: BTreeMap<Collective, Vec<(i64, Option<i64>)>> = BTreeMap::new();
     for r in c {
         let v = m.entry(r.kind).or_default();
         if v.len() == r.seq as usize {
-            v.push(r.end_ns);
+            v.push((r.end_ns, r.bytes));
         }
     }
     m
 }
 
-/// Differences (reference end − domain end − estimate) for a sequence shift.
-fn diffs(
-    reference: &BTreeMap<Collective, Vec<i64>>,
-    other: &BTreeMap<Collective, Vec<i64>>,
+/// One instance shift's pairing of the reference's collectives with a domain's.
+struct Pairing {
+    /// reference end − domain end − estimate, per paired instance.
+    diffs: Vec<i64>,
+    /// Pairs whose message sizes both ranks recorded, and how many of them disagree.
+    sized: usize,
+    size_mismatches: usize,
+}
+
+impl Pairing {
+    /// Whether the sizes say these pairs are not the same operations (more than
+    /// a tenth disagree: uneven all-to-all sizes may differ now and then).
+    fn sizes_disagree(&self) -> bool {
+        self.sized > 0 && self.size_mismatches * 10 > self.sized
+    }
+}
+
+fn pair(
+    reference: &BTreeMap<Collective, Vec<(i64, Option<i64>)>>,
+    other: &BTreeMap<Collective, Vec<(i64, Option<i64>)>>,
     estimate: i64,
     shift: i64,
-) -> Vec<i64> {
-    let mut out = Vec::new();
+) -> Pairing {
+    let mut out = Pairing {
+        diffs: Vec::new(),
+        sized: 0,
+        size_mismatches: 0,
+    };
     for (kind, re) in reference {
         let Some(oe) = other.get(kind) else { continue };
-        for (i, r) in re.iter().enumerate() {
+        for (i, (r, rb)) in re.iter().enumerate() {
             let j = i as i64 + shift;
             if j >= 0
-                && let Some(o) = oe.get(j as usize)
+                && let Some((o, ob)) = oe.get(j as usize)
             {
-                out.push(r - (o + estimate));
+                out.diffs.push(r - (o + estimate));
+                if let (Some(a), Some(b)) = (rb, ob) {
+                    out.sized += 1;
+                    out.size_mismatches += usize::from(a != b);
+                }
             }
         }
     }
@@ -186,11 +214,13 @@ pub fn align(digests: &[RankDigest]) -> Alignment {
         let max_shift = (n_ref / 4).min(8) as i64;
         let mut candidates: Vec<(i64, i64, Vec<i64>)> = Vec::new();
         for shift in std::iter::once(0).chain((1..=max_shift).flat_map(|s| [s, -s])) {
-            let d = diffs(&ref_ends, &other, estimate, shift);
-            if d.len() < 3 || d.len() * 2 < n_ref.min(other.values().map(Vec::len).sum()) {
+            let p = pair(&ref_ends, &other, estimate, shift);
+            let d = p.diffs.len();
+            if d < 3 || d * 2 < n_ref.min(other.values().map(Vec::len).sum()) || p.sizes_disagree()
+            {
                 continue;
             }
-            candidates.push((mad(&d), shift, d));
+            candidates.push((mad(&p.diffs), shift, p.diffs));
         }
         // Stable: on equal spread the smaller shift (0 first) wins.
         candidates.sort_by_key(|c| c.0);

@@ -131,11 +131,20 @@ pub struct Straggler {
     pub of_instances: usize,
     /// Median lateness over the next-latest rank when it was last.
     pub lateness_median_ns: i64,
-    /// Σ lateness over the next-latest rank: the time per device the collectives
-    /// would finish earlier if it arrived with the others (critical-path time).
+    /// Σ lateness over the next-latest rank: how much earlier those collectives would end if it
+    /// arrived with the others. Not all of it is critical-path time: where collectives overlap
+    /// compute (DDP buckets), the other devices keep computing during part of the wait.
     pub lateness_total_ns: i64,
     /// Σ over the other ranks of the time they waited for it (GPU time, all devices).
     pub wait_caused_ns: i64,
+    /// Per waiting device: Σ over the collectives it was last at of the part of its lead over the
+    /// next-latest rank that the device spent idle in the collective (not overlapped by its own
+    /// compute). The median over the other devices: the GPU time per device a fix gives back.
+    #[serde(default)]
+    pub exposed_wait_caused_ns: i64,
+    /// The same for the device that lost the most.
+    #[serde(default)]
+    pub exposed_wait_caused_max_ns: i64,
     /// Its compute time minus the median rank's, over the same window.
     pub compute_excess_ns: i64,
     /// Its median step time minus the median rank's.
@@ -180,6 +189,10 @@ pub struct SlowNode {
     pub rank_share_pct: f64,
     /// Σ over those instances of the host's last arrival minus the other hosts' last arrival.
     pub lateness_total_ns: i64,
+    /// Per device of the other hosts: Σ over those instances of the part of that lead the device spent
+    /// idle in the collective (not overlapped by its own compute); the median over those devices.
+    #[serde(default)]
+    pub exposed_wait_caused_ns: i64,
 }
 
 /// The cross-rank answer.
@@ -252,6 +265,8 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
     let mut last = vec![0usize; n];
     let mut lateness: Vec<Vec<i64>> = vec![Vec::new(); n];
     let mut caused = vec![0i64; n];
+    // Per last rank: per device, the exposed part of the wait its lead caused (made on first use).
+    let mut exposed_caused: Vec<Option<Vec<i64>>> = vec![None; n];
     // Hosts: a slow node shows as several of one host's ranks arriving after every other host's
     // ranks; they arrive close together, so no one of them leads the next-latest rank by more
     // than the residual and the per-rank count above never sees them.
@@ -269,6 +284,7 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
         .collect();
     let mut host_last = vec![0usize; host_names.len()];
     let mut host_lateness = vec![0i64; host_names.len()];
+    let mut host_exposed: Vec<Vec<i64>> = vec![vec![0; n]; host_names.len()];
     let mut above_residual = 0usize;
     let mut collectives = Vec::new();
     let mut matched_total = 0usize;
@@ -367,10 +383,16 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
                 order.sort_by_key(|&r| std::cmp::Reverse(arr[r].0));
                 let (lr, second) = (order[0], arr[order[1]].0);
                 let late = l - second;
+                // A device's wait beyond what its own compute overlapped: GPU time idle in the collective.
+                let exposed = |a: &(i64, i64, i64, Option<i64>)| ((l - a.0) - a.2).max(0);
                 if late > res {
                     last[lr] += 1;
                     lateness[lr].push(late);
                     caused[lr] += arr.iter().map(|a| l - a.0).sum::<i64>();
+                    let row = exposed_caused[lr].get_or_insert_with(|| vec![0; n]);
+                    for (r, a) in arr.iter().enumerate().filter(|(r, _)| *r != lr) {
+                        row[r] += late.min(exposed(a));
+                    }
                 }
                 above_residual += 1;
                 if host_names.len() > 1
@@ -388,6 +410,13 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
                     {
                         host_last[h] += 1;
                         host_lateness[h] += l - others;
+                        for (r, a) in arr
+                            .iter()
+                            .enumerate()
+                            .filter(|(r, _)| host_of[*r] != Some(h))
+                        {
+                            host_exposed[h][r] += (l - others).min(exposed(a));
+                        }
                     }
                 }
             }
@@ -478,16 +507,28 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
             }
         })
         .collect();
-    // Stragglers: ranks that were last in at least 10 % of the matched instances.
+    // Stragglers: ranks last in at least 10 % of the matched instances and more often than chance
+    // allows. Where every rank arrives in a random order, each is last at 1/n of the instances a last
+    // rank was decided at (with two ranks, half of them), so a rank must be last more than three
+    // standard deviations of that binomial count above it: a symmetric run names no straggler.
+    let decided: usize = last.iter().sum();
+    let chance = |k: usize| {
+        let (p, m) = (1.0 / n.max(1) as f64, decided as f64);
+        k as f64 <= m * p + 3.0 * (m * p * (1.0 - p)).sqrt()
+    };
     let mut compute: Vec<i64> = ranks.iter().map(|r| r.compute_ns).collect();
     let compute_median = median_i64(&mut compute);
     let mut steps_m: Vec<i64> = ranks.iter().filter_map(|r| r.step_median_ns).collect();
     let step_m = (!steps_m.is_empty()).then(|| median_i64(&mut steps_m));
     let total_instances: usize = collectives.iter().map(|c| c.instances).sum();
     let mut stragglers: Vec<Straggler> = (0..n)
-        .filter(|&r| last[r] > 0 && last[r] * 10 >= total_instances.max(1))
+        .filter(|&r| last[r] > 0 && last[r] * 10 >= total_instances.max(1) && !chance(last[r]))
         .map(|r| {
             let mut l = lateness[r].clone();
+            let mut per_device: Vec<i64> = exposed_caused[r]
+                .as_ref()
+                .map(|row| (0..n).filter(|&o| o != r).map(|o| row[o]).collect())
+                .unwrap_or_default();
             Straggler {
                 rank: ranks[r].rank,
                 hostname: ranks[r].hostname.clone(),
@@ -496,12 +537,33 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
                 lateness_median_ns: median_i64(&mut l),
                 lateness_total_ns: lateness[r].iter().sum(),
                 wait_caused_ns: caused[r],
+                exposed_wait_caused_max_ns: per_device.iter().copied().max().unwrap_or(0),
+                exposed_wait_caused_ns: if per_device.is_empty() {
+                    0
+                } else {
+                    median_i64(&mut per_device)
+                },
                 compute_excess_ns: ranks[r].compute_ns - compute_median,
                 step_excess_ns: ranks[r].step_median_ns.zip(step_m).map(|(a, b)| a - b),
             }
         })
         .collect();
-    stragglers.sort_by_key(|s| std::cmp::Reverse(s.lateness_total_ns));
+    if stragglers.is_empty() && decided > 0 && n > 1 {
+        let most = (0..n)
+            .max_by_key(|&r| (last[r], std::cmp::Reverse(r)))
+            .unwrap_or(0);
+        notes.push(format!(
+            "no straggler: no rank arrived last more often than chance allows ({} of {} instances with a \
+             last rank over {n} ranks; rank {} the most often, {} times)",
+            decided, total_instances, ranks[most].rank, last[most]
+        ));
+    }
+    stragglers.sort_by_key(|s| {
+        (
+            std::cmp::Reverse(s.exposed_wait_caused_ns),
+            std::cmp::Reverse(s.lateness_total_ns),
+        )
+    });
     // Slow nodes: a host whose ranks (at least two of them) arrived after every other host's ranks at
     // most (75 %) of the instances with skew above the residual.
     let mut slow_nodes = Vec::new();
@@ -509,7 +571,16 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
         let rs: Vec<usize> = (0..n).filter(|&r| host_of[r] == Some(h)).collect();
         let share = pct(host_last[h] as i64, above_residual as i64);
         if rs.len() > 1 && above_residual > 0 && share >= 75.0 {
+            let mut others: Vec<i64> = (0..n)
+                .filter(|&r| host_of[r] != Some(h))
+                .map(|r| host_exposed[h][r])
+                .collect();
             slow_nodes.push(SlowNode {
+                exposed_wait_caused_ns: if others.is_empty() {
+                    0
+                } else {
+                    median_i64(&mut others)
+                },
                 hostname: name.clone(),
                 ranks: rs.iter().map(|&r| ranks[r].rank).collect(),
                 last_arrival_share_pct: share,
