@@ -1766,15 +1766,22 @@ the JSON text. Under a second for traces of tens of MB.",
             .iter()
             .flat_map(crate::profile::ranks::kineto::digest_trace)
             .collect();
+        let mut left_out = Vec::new();
         let ranks = if digests.len() > 1 {
-            let set = crate::profile::ranks::merge(&mut digests, names.clone(), Vec::new())?;
+            // The files are listed once, at the top of the answer.
+            let mut set = crate::profile::ranks::merge(&mut digests, Vec::new(), Vec::new())?;
             let findings = crate::profile::ranks::findings::findings(&set.cross_rank);
+            // The rank × step heat map repeats the steps each trace lists (traces[].steps).
+            if set.cross_rank.heat_map.take().is_some() {
+                left_out.push(
+                    "the rank × step heat map: each rank's steps are in traces[].steps".to_string(),
+                );
+            }
             Some(TraceRanks { set, findings })
         } else {
             None
         };
         let mut analysis = kineto::analyze(&traces, limits);
-        let mut left_out = Vec::new();
         if input.top.is_none() {
             left_out.push(format!(
                 "kernels and operators past the top {default_top} of each rank: pass \"top\": 15 (or more)"

@@ -211,6 +211,7 @@ pub struct CrossRank {
     #[serde(default)]
     pub link_basis: String,
     pub imbalance: Vec<Imbalance>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heat_map: Option<HeatMap>,
     /// The finest time difference this answer draws conclusions from.
     pub resolution_ns: Option<i64>,
@@ -553,9 +554,9 @@ pub fn cross_rank(digests: &[RankDigest], alignment: &Alignment) -> CrossRank {
             .max_by_key(|&r| (last[r], std::cmp::Reverse(r)))
             .unwrap_or(0);
         notes.push(format!(
-            "no straggler: no rank arrived last more often than chance allows ({} of {} instances with a \
-             last rank over {n} ranks; rank {} the most often, {} times)",
-            decided, total_instances, ranks[most].rank, last[most]
+            "no straggler: no rank was last more often than chance over {n} ranks (rank {} the most: {} of the \
+             {decided} instances with a last rank, of {total_instances} matched)",
+            ranks[most].rank, last[most]
         ));
     }
     stragglers.sort_by_key(|s| {
@@ -727,9 +728,7 @@ fn links(
                  (NCCL NVTX payloads: `nsys export --include-blobs=true`; Kineto record_param_comms)"
             )
         } else {
-            "slow link: not determinable: ring/tree collectives name no hop; needs send/recv peers \
-             (nsys export --include-blobs=true, Kineto record_param_comms)"
-                .to_string()
+            "slow link: not determinable: no send/recv transfers (ring/tree collectives name no hop)".to_string()
         };
         return (Vec::new(), Vec::new(), basis);
     }
@@ -966,7 +965,7 @@ mod tests {
         let c = cross_rank(&ds, &aligned());
         assert!(
             c.link_basis
-                .starts_with("slow link: not determinable: ring/tree collectives name no hop")
+                .starts_with("slow link: not determinable: no send/recv transfers")
         );
         // Said once: in link_basis, not repeated in the notes.
         assert!(!c.notes.contains(&c.link_basis));

@@ -121,6 +121,8 @@ fn read_dir(dir: &Path, keep: impl Fn(&Path) -> bool) -> Result<Vec<PathBuf>> {
 /// A set of exports analysed as one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RankSet {
+    /// The exports, in rank order (left out where the answer lists them already).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
     /// Files that could not be read, with why.
     pub skipped: Vec<SkippedFile>,
