@@ -217,8 +217,8 @@ impl Chunk {
 }
 
 impl OsrtCalls {
-    /// Fold whole chunks on up to `threads` threads into accumulators that
-    /// come back in row order ([`fold_runs`]).
+    /// Fold whole chunks on up to `threads` threads, one accumulator per
+    /// thread in no particular order (for folds whose parts merge in any order).
     fn fold_chunks<A, I, F>(&self, threads: usize, init: I, f: F) -> Vec<A>
     where
         A: Send,
@@ -226,7 +226,7 @@ impl OsrtCalls {
         F: Fn(&mut A, &Chunk) + Sync,
     {
         let all: Vec<&Chunk> = self.chunks.iter().collect();
-        fold_runs(&all, threads, init, f)
+        fold_runs(&all, threads, Order::Any, init, f)
     }
 
     /// Fold the calls as `(start, end, globalTid, nameId)`, optionally only
@@ -278,7 +278,7 @@ impl OsrtCalls {
             .filter(|c| bounds.is_none_or(|(lo, hi)| c.max_end > lo && c.min_start < hi))
             .filter(|c| near(c))
             .collect();
-        fold_runs(&wanted, threads, init, |acc: &mut A, c: &Chunk| {
+        fold_runs(&wanted, threads, Order::Rows, init, |acc: &mut A, c: &Chunk| {
             c.each(|start, end, t, n| {
                 if bounds.is_none_or(|(lo, hi)| end > lo && start < hi) {
                     let gtid = c.threads.get(t as usize).copied().unwrap_or(0);
@@ -290,27 +290,35 @@ impl OsrtCalls {
     }
 }
 
+/// Whether a fold's accumulators must come back in row order.
+#[derive(Clone, Copy, PartialEq)]
+enum Order {
+    /// One accumulator per run, in row order (a streaming union chains them).
+    Rows,
+    /// One accumulator per thread, in any order (sums and counts).
+    Any,
+}
+
 /// Fold `chunks` on up to `threads` threads. The chunks are cut into
 /// consecutive runs, several per thread, that idle threads take in turn (the
 /// rows a fold does real work on cluster in time, so equal shares per thread
-/// would leave most threads waiting on one); each run has its own
-/// accumulator, and they come back in row order (merge them afterwards).
-fn fold_runs<A, I, F>(chunks: &[&Chunk], threads: usize, init: I, f: F) -> Vec<A>
+/// would leave most threads waiting on one). With [`Order::Rows`] each run has
+/// its own accumulator and they come back in row order (merge them
+/// afterwards); with [`Order::Any`] a thread folds all its runs into one, so
+/// memory grows with the threads, not the runs.
+fn fold_runs<A, I, F>(chunks: &[&Chunk], threads: usize, order: Order, init: I, f: F) -> Vec<A>
 where
     A: Send,
     I: Fn() -> A + Sync,
     F: Fn(&mut A, &Chunk) + Sync,
 {
     let threads = threads.clamp(1, 16).min(chunks.len().max(1));
-    let fold = |run: &[&Chunk]| {
+    if threads == 1 {
         let mut acc = init();
-        for c in run {
+        for c in chunks {
             f(&mut acc, c);
         }
-        acc
-    };
-    if threads == 1 {
-        return vec![fold(chunks)];
+        return vec![acc];
     }
     let runs: Vec<&[&Chunk]> = chunks.chunks(chunks.len().div_ceil(threads * 8)).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -318,11 +326,18 @@ where
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
-                    let mut mine = Vec::new();
+                    let mut mine: Vec<(usize, A)> = Vec::new();
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(run) = runs.get(i) else { break };
-                        mine.push((i, fold(run)));
+                        if order == Order::Rows || mine.is_empty() {
+                            mine.push((i, init()));
+                        }
+                        if let Some((_, acc)) = mine.last_mut() {
+                            for c in run.iter() {
+                                f(acc, c);
+                            }
+                        }
                     }
                     mine
                 })
@@ -526,11 +541,11 @@ pub fn name_stats(calls: &OsrtCalls, threads: usize) -> Option<NameStats> {
 /// millions of calls in one bucket (`accept`, `poll`) cost no list; a wide
 /// one keeps the values themselves.
 enum Held {
-    Dense { lo: i64, counts: Vec<u32> },
+    Dense { lo: i64, counts: Vec<u64> },
     Values(Vec<i64>),
 }
 
-/// The widest bucket counted per value (16 KiB of counts).
+/// The widest bucket counted per value (32 KiB of counts per fold thread).
 const DENSE_WIDTH: i64 = 4096;
 
 impl Held {
@@ -574,7 +589,7 @@ impl Held {
             Held::Dense { lo, counts } => {
                 let mut seen = 0u64;
                 for (i, &c) in counts.iter().enumerate() {
-                    seen += c as u64;
+                    seen += c;
                     if seen > r {
                         return *lo + i as i64;
                     }
