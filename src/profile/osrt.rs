@@ -278,15 +278,21 @@ impl OsrtCalls {
             .filter(|c| bounds.is_none_or(|(lo, hi)| c.max_end > lo && c.min_start < hi))
             .filter(|c| near(c))
             .collect();
-        fold_runs(&wanted, threads, Order::Rows, init, |acc: &mut A, c: &Chunk| {
-            c.each(|start, end, t, n| {
-                if bounds.is_none_or(|(lo, hi)| end > lo && start < hi) {
-                    let gtid = c.threads.get(t as usize).copied().unwrap_or(0);
-                    let name = c.names.get(n as usize).copied().unwrap_or(0);
-                    row(acc, start, end, gtid, name);
-                }
-            });
-        })
+        fold_runs(
+            &wanted,
+            threads,
+            Order::Rows,
+            init,
+            |acc: &mut A, c: &Chunk| {
+                c.each(|start, end, t, n| {
+                    if bounds.is_none_or(|(lo, hi)| end > lo && start < hi) {
+                        let gtid = c.threads.get(t as usize).copied().unwrap_or(0);
+                        let name = c.names.get(n as usize).copied().unwrap_or(0);
+                        row(acc, start, end, gtid, name);
+                    }
+                });
+            },
+        )
     }
 }
 
