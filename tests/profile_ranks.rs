@@ -924,7 +924,7 @@ fn two_h100s_per_rank_exports_name_the_planted_straggler() {
     assert_eq!(hooked, 248);
     for set in ["plain", "straggler"] {
         let files = dir(set);
-        let (s, d) = digest_set(&files);
+        let (s, _) = digest_set(&files);
         let (u0, k0) = sql_all_reduces(&files[0]);
         let (u1, k1) = sql_all_reduces(&files[1]);
         assert_eq!((k0.len(), k1.len()), (248, 248));
@@ -1031,7 +1031,6 @@ fn two_h100s_per_rank_exports_name_the_planted_straggler() {
             );
             assert!(st.exposed_wait_caused_ns < st.lateness_total_ns);
         }
-        let _ = d;
     }
 }
 

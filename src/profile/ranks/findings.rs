@@ -9,7 +9,7 @@
 //!   median waiting device. Its whole lead is not critical-path time where
 //!   collectives overlap compute (DDP buckets): measured on two H100s with a
 //!   planted 1 ms straggler per bucket, the lead summed to 265.5 ms of a
-//!   340 ms window while the other device's exposed wait was about 200 ms.
+//!   340 ms window while the other device's exposed wait was 208.4 ms.
 //! - `cross_rank_skew_dominated`: most of a collective kind's time is waiting
 //!   for the last rank, not moving data. At stake: the exposed wait per device
 //!   (wait not hidden behind compute).
