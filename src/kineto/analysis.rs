@@ -309,6 +309,8 @@ pub struct Finding {
 /// Everything about one trace (one rank).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RankAnalysis {
+    /// The trace's file name (its full path is in the answer's `files`), or the full path
+    /// where two traces share a file name.
     pub path: String,
     /// From the trace's `distributedInfo`, when present.
     #[serde(skip_serializing_if = "Option::is_none")]

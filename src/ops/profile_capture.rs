@@ -1762,6 +1762,11 @@ the JSON text. Under a second for traces of tens of MB.",
             steps: input.steps.unwrap_or(10).min(10_000),
         };
         let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+        // `files` gives each path in full once; everything below names a trace by its file
+        // name, so the answer's size does not grow with how deep the traces sit.
+        for (trace, short) in traces.iter_mut().zip(short_names(&files)) {
+            trace.path = short;
+        }
         let mut digests: Vec<_> = traces
             .iter()
             .flat_map(crate::profile::ranks::kineto::digest_trace)
@@ -1817,6 +1822,27 @@ the JSON text. Under a second for traces of tens of MB.",
             ranks,
         })
     }
+}
+
+/// Each file's name without its folder, or its full path where two files share a name
+/// (`rank0/trace.json`, `rank1/trace.json`).
+fn short_names(files: &[PathBuf]) -> Vec<PathBuf> {
+    let base = |f: &PathBuf| f.file_name().map(PathBuf::from);
+    files
+        .iter()
+        .map(|f| match base(f) {
+            Some(name)
+                if files
+                    .iter()
+                    .filter(|g| base(g).as_ref() == Some(&name))
+                    .count()
+                    == 1 =>
+            {
+                name
+            }
+            _ => f.clone(),
+        })
+        .collect()
 }
 
 fn resolve_traces(ctx: &OpContext, reference: &str) -> Result<Vec<PathBuf>, OpError> {
