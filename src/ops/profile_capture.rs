@@ -1975,4 +1975,24 @@ mod tests {
             vec![("CUDA_VISIBLE_DEVICES".to_string(), "0".to_string())]
         );
     }
+
+    #[test]
+    fn traces_are_named_by_file_name_unless_two_share_it() {
+        let files: Vec<PathBuf> = [
+            "/a/rank0/trace.json",
+            "/a/rank1/trace.json",
+            "/b/r2.json.xz",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(
+            short_names(&files),
+            vec![
+                PathBuf::from("/a/rank0/trace.json"),
+                PathBuf::from("/a/rank1/trace.json"),
+                PathBuf::from("r2.json.xz"),
+            ]
+        );
+    }
 }
