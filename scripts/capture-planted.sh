@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
+# capture operation on a 4-GPU H100/H200 host, in two phases that each end inside 540 s of wall time.
+#
+#   scripts/capture-planted.sh CARRY single     all one-GPU cases, four at a time, one per GPU
+#   scripts/capture-planted.sh CARRY multi      the 4-rank cases (torchrun), one after another
+#   ONLY=case1,case2 scripts/capture-planted.sh CARRY single|multi     a subset (e.g. to redo skipped ones)
+#
+# CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
+# libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
+#
+#   run(kind="nvidia-h100-x4", carry=["CARRY"], timeout_s=600,
+#       command="bash scripts/capture-planted.sh CARRY single")
+#   run(kind="nvidia-h100-x4", carry=["CARRY"], timeout_s=600,
+#       command="bash scripts/capture-planted.sh CARRY multi")
+#
+# (CARRY: an ignored folder of the checkout, e.g. .carry-planted, listed in .git/info/exclude.) Both phases
+# should run on the same kind of card; the reply says which (H100 80GB HBM3 or H200) and the summary's
+# nvidia-smi line records it, since the manifests give H100 and H200 bands separately.
+#
+# Writes under $OUT at most 8 files, none deeper than $OUT/file: <phase>_summary.md (versions, then each
+# case's exit, wall time, export sizes and the program's own "mean step" line), <phase>_results.json,
+# <phase>_logs.tar.xz (aisp answers, stderr), and the exports: <phase>_tuned.tar and <phase>_heldout.tar
+# (split into _1, _2... past 15 MiB) holding <case>.sqlite.xz (one GPU) or <case>.rank<N>.sqlite.xz.
+# Each case runs as `python3 train.py` from a folder named by a hash with its arguments in run_args.json,
+# so the command line, folder and environment nsys records name neither the workload nor the variant.
+# NVLink multicast stays off in every run (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
+# NVSHMEM_DISABLE_NVLS=1); clocks are never touched. A failing case is logged and the phase goes on; a case
+# that would not end inside the budget is skipped and listed ("skipped (time)"): send it again with ONLY=.
+set -u
+CARRY="$(cd "${1:?usage: capture-planted.sh CARRY single|multi}" && pwd)"
+PHASE="${2:?usage: capture-planted.sh CARRY single|multi}"
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+DEST="${OUT:?set OUT to the output folder}"
+W=/tmp/pl
+rm -rf "$W"; mkdir -p "$W"
+export PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export AISP_NSYS="${AISP_NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}"
+export LD_LIBRARY_PATH="$CARRY/lib:${LD_LIBRARY_PATH:-}"
+xz -dc "$CARRY/aisp.xz" > "$W/aisp" && chmod +x "$W/aisp" || { echo "no aisp binary in $CARRY" >&2; exit 2; }
+exec python3 "$REPO/scripts/capture_planted.py" --phase "$PHASE" --aisp "$W/aisp" --lib "$CARRY/lib" \
+  --work "$W" --out "$DEST" --budget "${BUDGET_S:-540}"

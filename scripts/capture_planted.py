@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""Runner behind scripts/capture-planted.sh (read that file's header for how it is called).
+
+Every case is a manifest (workloads/planted/manifests/*.json, workloads/planted/heldout/manifests/*.json)
+holding the program, its arguments and its rank count. Each capture goes through aisp's own capture
+operation, `aisp --allow-exec --format json profile nsys --json {...}` ("launcher": torchrun for the
+4-rank cases), with "analyze": false; the SQLite exports it lists under `artifacts` (`sqlite`,
+`sqlite_rank_N`) are kept.
+
+Neutral names: nsys records the command line, the working folder and the environment in the export
+(META_DATA_CAPTURE), so each case runs as `python3 train.py` from a folder named by a hash
+(/tmp/pl/cases/c1a2b3c4), with its arguments in run_args.json beside it (the programs read that file):
+an export read later as an evaluation case does not name its workload or variant.
+
+Phases:
+  single  every 1-rank case, four at a time, one GPU each (CUDA_VISIBLE_DEVICES); the cases that move
+          data over PCIe share one GPU slot so that no two run at once
+  multi   every 4-rank case, one after another, on all four GPUs
+A case that would not finish inside the budget (default 540 s from the start) is skipped and listed;
+a failing case is logged and the run goes on.
+
+Writes under --out (at most 8 files): <phase>_summary.md, <phase>_results.json, <phase>_logs.tar.xz
+(aisp answers and program output) and the exports, each xz-compressed, in plain tars of at most
+15 MiB: <phase>_<set>[_<n>].tar holding <phase>_<set>/<case>.sqlite.xz or <case>.rank<N>.sqlite.xz.
+"""
+import argparse
+import concurrent.futures as cf
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLANTED = os.path.join(REPO, "workloads", "planted")
+MANIFEST_DIRS = [("tuned", os.path.join(PLANTED, "manifests")), ("heldout", os.path.join(PLANTED, "heldout", "manifests"))]
+PCIE_HEAVY = ("copy_bound", "d2h_sync")  # workloads whose cases share one GPU slot
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+TAR_LIMIT = 15 * 1024 * 1024
+
+_lock = threading.Lock()
+T0 = time.time()
+
+
+def log(fh, msg):
+    line = f"[{time.time() - T0:6.1f} s] {msg}"
+    with _lock:
+        print(line, flush=True)
+        fh.write(line + "\n")
+        fh.flush()
+
+
+def load_cases(ranks, only):
+    cases = []
+    for set_name, d in MANIFEST_DIRS:
+        if not os.path.isdir(d):
+            continue
+        for f in sorted(os.listdir(d)):
+            if not f.endswith(".json"):
+                continue
+            m = json.load(open(os.path.join(d, f)))
+            if m.get("ranks", 1) != ranks:
+                continue
+            if only and m["case"] not in only:
+                continue
+            m["_set"] = set_name
+            cases.append(m)
+    # Planted and healthy cases first (tuned, then held out), fixed variants last: if the budget runs
+    # out, what is skipped is the cheapest to send again (ONLY=...).
+    cases.sort(key=lambda m: (m.get("variant") == "fixed", m["_set"] == "heldout", m["case"]))
+    return cases
+
+
+def prepare(m, work):
+    """A neutral folder: train.py (the workload), common.py, run_args.json (its arguments)."""
+    cid = "c" + hashlib.sha1(m["case"].encode()).hexdigest()[:8]
+    d = os.path.join(work, "cases", cid)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    shutil.copy(os.path.join(REPO, m["workload"]), os.path.join(d, "train.py"))
+    shutil.copy(os.path.join(PLANTED, "common.py"), os.path.join(d, "common.py"))
+    args = m["command"][2:]  # ["python3", "<script>", args...]
+    with open(os.path.join(d, "run_args.json"), "w") as f:
+        json.dump(args, f)
+    return cid, d
+
+
+def run_case(m, gpu, a, fh, deadline):
+    name = m["case"]
+    cid, d = prepare(m, a.work)
+    home = os.path.join(a.work, "home", f"slot{gpu if gpu is not None else 'all'}")
+    os.makedirs(home, exist_ok=True)
+    env = dict(MULTICAST_OFF, PYTHONUNBUFFERED="1", TRITON_CACHE_DIR=os.path.join(a.work, "triton"),
+               LD_LIBRARY_PATH=f"{a.lib}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    timeout = max(20, min(a.case_timeout, int(deadline - time.time()) - 5))
+    req = {"command": ["python3", "train.py"], "cwd": d, "env": env, "timeout_s": timeout,
+           "trace": ["cuda", "nvtx", "osrt"], "analyze": False}
+    if m.get("launcher"):
+        req["launcher"] = m["launcher"]
+    penv = dict(os.environ, AISP_HOME=home, AISP_CONFIG=os.path.join(a.work, "no-config.toml"))
+    t = time.time()
+    log(fh, f"start {name} ({cid}) {'gpu ' + str(gpu) if gpu is not None else 'all gpus'}, limit {timeout} s")
+    out_json = os.path.join(a.work, "logs", f"{name}.aisp.json")
+    err_txt = os.path.join(a.work, "logs", f"{name}.aisp.stderr")
+    rec = {"case": name, "set": m["_set"], "id": cid, "gpu": gpu, "ranks": m.get("ranks", 1)}
+    try:
+        with open(out_json, "w") as fo, open(err_txt, "w") as fe:
+            p = subprocess.run([a.aisp, "--allow-exec", "--format", "json", "profile", "nsys", "--json", json.dumps(req)],
+                               stdout=fo, stderr=fe, env=penv, timeout=timeout + 60)
+        rec["exit"] = p.returncode
+    except subprocess.TimeoutExpired:
+        rec["exit"] = "timeout"
+    rec["wall_s"] = round(time.time() - t, 1)
+    exports = {}
+    try:
+        ans = json.load(open(out_json))
+    except Exception as e:  # noqa: BLE001
+        ans = {"error": {"kind": "no answer", "message": str(e)}}
+    if "error" in ans:
+        rec["error"] = f"{ans['error'].get('kind')}: {ans['error'].get('message', '')[:600]}"
+    else:
+        rec["program_exit"] = ans.get("exit_code")
+        rec["duration_ms"] = ans.get("duration_ms")
+        rec["notes"] = ans.get("notes", [])[:4]
+        tail = (ans.get("stdout") or {}).get("tail") or []
+        rec["stdout_tail"] = [l for l in tail if "mean step" in l or "Error" in l or "error" in l][-8:] or tail[-4:]
+        rec["stderr_tail"] = ((ans.get("stderr") or {}).get("tail") or [])[-6:]
+        for k, path in sorted((ans.get("artifacts") or {}).items()):
+            if not k.startswith("sqlite") or not os.path.isfile(path):
+                continue
+            suffix = "" if k == "sqlite" else "." + k[len("sqlite_"):].replace("_", "")
+            dest_dir = os.path.join(a.work, "pack", m["_set"])
+            os.makedirs(dest_dir, exist_ok=True)
+            dest = os.path.join(dest_dir, f"{name}{suffix}.sqlite")
+            shutil.copy(path, dest)
+            exports[os.path.basename(dest)] = os.path.getsize(dest)
+    rec["exports"] = exports
+    status = "ok" if exports and rec.get("program_exit") == 0 else "FAILED"
+    rec["status"] = status
+    log(fh, f"end {name}: {status}, exit {rec.get('exit')}, program {rec.get('program_exit')}, {rec['wall_s']} s, "
+            f"exports {', '.join(f'{k} {v / 1e6:.1f} MB' for k, v in exports.items()) or 'none'}"
+            + (f", error {rec['error']}" if "error" in rec else ""))
+    for l in rec.get("stdout_tail", []):
+        log(fh, f"    | {l}")
+    return rec
+
+
+def schedule_single(cases):
+    """Four slots; the PCIe-heavy cases all on slot 0, the rest spread by estimated cost."""
+    slots = [[] for _ in range(4)]
+    cost = [0.0] * 4
+    heavy = [m for m in cases if any(m["case"].startswith(h) for h in PCIE_HEAVY)]
+    rest = [m for m in cases if m not in heavy]
+    for m in heavy:
+        slots[0].append(m)
+        cost[0] += m.get("capture_estimate_s", 45)
+    for m in sorted(rest, key=lambda m: -m.get("capture_estimate_s", 45)):
+        i = min(range(4), key=lambda j: cost[j])
+        slots[i].append(m)
+        cost[i] += m.get("capture_estimate_s", 45)
+    return slots
+
+
+def pack(a, phase, fh):
+    """xz every export, then tar them per set in files of at most TAR_LIMIT bytes."""
+    made = []
+    for set_name in ("tuned", "heldout"):
+        d = os.path.join(a.work, "pack", set_name)
+        if not os.path.isdir(d):
+            continue
+        files = sorted(f for f in os.listdir(d) if f.endswith(".sqlite"))
+        with cf.ThreadPoolExecutor(max_workers=8) as ex:
+            list(ex.map(lambda f: subprocess.run(["xz", "-6", "-f", os.path.join(d, f)], check=False), files))
+        xzs = sorted(f for f in os.listdir(d) if f.endswith(".sqlite.xz"))
+        groups, cur, size = [], [], 0
+        for f in xzs:
+            s = os.path.getsize(os.path.join(d, f))
+            if cur and size + s > TAR_LIMIT:
+                groups.append(cur)
+                cur, size = [], 0
+            cur.append(f)
+            size += s
+        if cur:
+            groups.append(cur)
+        for i, g in enumerate(groups):
+            name = f"{phase}_{set_name}{'' if len(groups) == 1 else '_' + str(i + 1)}.tar"
+            path = os.path.join(a.out, name)
+            with tarfile.open(path, "w") as t:
+                for f in g:
+                    t.add(os.path.join(d, f), arcname=f"{phase}_{set_name}/{f}")
+            made.append((name, os.path.getsize(path), len(g)))
+            log(fh, f"packed {name}: {len(g)} exports, {os.path.getsize(path) / 2**20:.1f} MiB")
+    return made
+
+
+def versions(a):
+    cmds = [["nvidia-smi", "-L"],
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"],
+            ["python3", "-c", "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, "
+                              "'nccl', '.'.join(map(str, torch.cuda.nccl.version())), 'triton', triton.__version__, "
+                              "'gpus', torch.cuda.device_count())"],
+            [a.aisp, "--version"], [os.environ.get("AISP_NSYS", "nsys"), "--version"]]
+    out = []
+    for c in cmds:
+        try:
+            r = subprocess.run(c, capture_output=True, text=True, timeout=60)
+            out.append(f"$ {' '.join(c[:2])}\n{(r.stdout + r.stderr).strip()}")
+        except Exception as e:  # noqa: BLE001
+            out.append(f"$ {' '.join(c[:2])}\n(failed: {e})")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--phase", choices=["single", "multi"], required=True)
+    ap.add_argument("--aisp", required=True)
+    ap.add_argument("--lib", required=True, help="folder prepended to LD_LIBRARY_PATH for nsys")
+    ap.add_argument("--work", default="/tmp/pl")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget", type=float, default=540.0, help="seconds from the start within which the phase ends")
+    ap.add_argument("--pack-reserve", type=float, default=45.0, help="seconds kept for compressing and packing")
+    ap.add_argument("--case-timeout", type=int, default=200)
+    ap.add_argument("--only", default=os.environ.get("ONLY", ""), help="comma-separated case names")
+    a = ap.parse_args()
+    for sub in ("logs", "pack", "home", "cases"):
+        os.makedirs(os.path.join(a.work, sub), exist_ok=True)
+    open(os.path.join(a.work, "no-config.toml"), "w").close()
+    os.makedirs(a.out, exist_ok=True)
+    fh = open(os.path.join(a.work, "log.txt"), "a")
+    only = {c.strip() for c in a.only.split(",") if c.strip()}
+    ranks = 1 if a.phase == "single" else 4
+    cases = load_cases(ranks, only)
+    head = versions(a)
+    log(fh, f"phase {a.phase}: {len(cases)} cases, budget {a.budget:.0f} s\n{head}")
+    deadline = T0 + a.budget - a.pack_reserve
+    results = []
+    if a.phase == "single":
+        slots = schedule_single(cases)
+
+        def worker(i):
+            recs = []
+            for m in slots[i]:
+                est = m.get("capture_estimate_s", 45)
+                if time.time() + est > deadline:
+                    recs.append({"case": m["case"], "set": m["_set"], "status": "skipped (time)", "gpu": i})
+                    log(fh, f"skip {m['case']}: {deadline - time.time():.0f} s left, needs ~{est} s")
+                    continue
+                recs.append(run_case(m, i, a, fh, deadline))
+            return recs
+
+        with cf.ThreadPoolExecutor(max_workers=4) as ex:
+            for recs in ex.map(worker, range(4)):
+                results.extend(recs)
+    else:
+        for m in cases:
+            est = m.get("capture_estimate_s", 70)
+            if time.time() + est > deadline:
+                results.append({"case": m["case"], "set": m["_set"], "status": "skipped (time)"})
+                log(fh, f"skip {m['case']}: {deadline - time.time():.0f} s left, needs ~{est} s")
+                continue
+            results.append(run_case(m, None, a, fh, deadline))
+    made = pack(a, a.phase, fh)
+    with tarfile.open(os.path.join(a.out, f"{a.phase}_logs.tar.xz"), "w:xz") as t:
+        t.add(os.path.join(a.work, "logs"), arcname=f"{a.phase}_logs")
+        t.add(os.path.join(a.work, "log.txt"), arcname=f"{a.phase}_logs/log.txt")
+    json.dump({"phase": a.phase, "versions": head, "results": results, "tars": made,
+               "elapsed_s": round(time.time() - T0, 1)}, open(os.path.join(a.out, f"{a.phase}_results.json"), "w"), indent=1)
+    with open(os.path.join(a.out, f"{a.phase}_summary.md"), "w") as s:
+        s.write(f"# planted captures, phase {a.phase} ({time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())})\n\n```\n{head}\n```\n\n")
+        s.write("| case | set | status | exit | program | wall s | exports (MB) | mean step line |\n|---|---|---|---|---|---|---|---|\n")
+        for r in results:
+            ex = ", ".join(f"{k} {v / 1e6:.1f}" for k, v in (r.get("exports") or {}).items())
+            line = "; ".join(r.get("stdout_tail", [])[-4:]).replace("|", "/")
+            s.write(f"| {r['case']} | {r.get('set')} | {r.get('status')} | {r.get('exit', '')} | {r.get('program_exit', '')} | "
+                    f"{r.get('wall_s', '')} | {ex} | {line[:300]} |\n")
+        for r in results:
+            if r.get("error") or r.get("status") == "FAILED":
+                s.write(f"\n## {r['case']}\n\nerror: {r.get('error', '')}\n\nstderr tail:\n```\n" +
+                        "\n".join(r.get("stderr_tail", [])) + "\n```\n")
+        s.write(f"\ntars: {made}\n\nelapsed {time.time() - T0:.1f} s\n")
+    log(fh, f"done in {time.time() - T0:.1f} s: " + ", ".join(f"{r['case']} {r.get('status')}" for r in results))
+    failed = [r for r in results if r.get("status") != "ok"]
+    sys.exit(0 if not failed else 1)
+
+
+if __name__ == "__main__":
+    main()
