@@ -8,7 +8,7 @@ backward), gradient_as_bucket_view=True. NVTX: step_N.
 """
 import torch
 
-from common import MLP, StepClock, init_distributed, nvtx, parse, parser
+from common import StepClock, init_distributed, nvtx, parse, parser
 
 p = parser(__doc__, steps=30)
 p.add_argument("--rows", type=int, default=4096, help="rows per rank")
