@@ -2,6 +2,7 @@
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
 # capture operation on a 4-GPU H100/H200 host, in two phases that each end inside 540 s of wall time.
 #
+#   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
 #   scripts/capture-planted.sh CARRY single     all one-GPU cases, four at a time, one per GPU
 #   scripts/capture-planted.sh CARRY multi      the 4-rank cases (torchrun), one after another
 #   ONLY=case1,case2 scripts/capture-planted.sh CARRY single|multi     a subset (e.g. to redo skipped ones)
@@ -13,6 +14,9 @@
 #       command="bash scripts/capture-planted.sh CARRY single")
 #   run(kind="nvidia-h100-x4", carry=["CARRY"], timeout_s=600,
 #       command="bash scripts/capture-planted.sh CARRY multi")
+#
+#   (smoke needs no aisp or nsys; it still reads CARRY/aisp.xz, so pass the same folder:
+#    run(kind="nvidia-h100-x4", carry=["CARRY"], timeout_s=420, command="bash scripts/capture-planted.sh CARRY smoke"))
 #
 # (CARRY: an ignored folder of the checkout, e.g. .carry-planted, listed in .git/info/exclude.) Both phases
 # should run on the same kind of card; the reply says which (H100 80GB HBM3 or H200) and the summary's
@@ -28,8 +32,8 @@
 # NVSHMEM_DISABLE_NVLS=1); clocks are never touched. A failing case is logged and the phase goes on; a case
 # that would not end inside the budget is skipped and listed ("skipped (time)"): send it again with ONLY=.
 set -u
-CARRY="$(cd "${1:?usage: capture-planted.sh CARRY single|multi}" && pwd)"
-PHASE="${2:?usage: capture-planted.sh CARRY single|multi}"
+CARRY="$(cd "${1:?usage: capture-planted.sh CARRY smoke|single|multi}" && pwd)"
+PHASE="${2:?usage: capture-planted.sh CARRY smoke|single|multi}"
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 DEST="${OUT:?set OUT to the output folder}"
 W=/tmp/pl

@@ -13,6 +13,8 @@ Neutral names: nsys records the command line, the working folder and the environ
 an export read later as an evaluation case does not name its workload or variant.
 
 Phases:
+  smoke   every case for 5 steps without nsys or aisp (the 1-rank ones four at a time, then the 4-rank
+          ones under torchrun): a ~2-minute check that every program runs before the captures
   single  every 1-rank case, four at a time, one GPU each (CUDA_VISIBLE_DEVICES); the cases that move
           data over PCIe share one GPU slot so that no two run at once
   multi   every 4-rank case, one after another, on all four GPUs
@@ -38,7 +40,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLANTED = os.path.join(REPO, "workloads", "planted")
 MANIFEST_DIRS = [("tuned", os.path.join(PLANTED, "manifests")), ("heldout", os.path.join(PLANTED, "heldout", "manifests"))]
-PCIE_HEAVY = ("copy_bound", "d2h_sync")  # workloads whose cases share one GPU slot
+PCIE_HEAVY = ("copy_bound", "d2h_sync", "fp32_head")  # workloads with pageable copies: one GPU slot, one at a time
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 TAR_LIMIT = 15 * 1024 * 1024
 
@@ -116,6 +118,8 @@ def run_case(m, gpu, a, fh, deadline):
         rec["exit"] = p.returncode
     except subprocess.TimeoutExpired:
         rec["exit"] = "timeout"
+    except OSError as e:
+        rec["exit"] = f"not run: {e}"
     rec["wall_s"] = round(time.time() - t, 1)
     exports = {}
     try:
@@ -148,6 +152,37 @@ def run_case(m, gpu, a, fh, deadline):
             + (f", error {rec['error']}" if "error" in rec else ""))
     for l in rec.get("stdout_tail", []):
         log(fh, f"    | {l}")
+    return rec
+
+
+def smoke_case(m, gpu, a, fh):
+    """Run the program directly for 5 steps (2 warm-up), no profiler: does it run at all?"""
+    name = m["case"]
+    cid, d = prepare(m, a.work)
+    env = dict(os.environ, **MULTICAST_OFF, PYTHONUNBUFFERED="1", TRITON_CACHE_DIR=os.path.join(a.work, "triton"))
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    cmd = ["python3", "train.py", "--steps", "5", "--warmup", "2"]
+    if m.get("launcher"):
+        cmd = m["launcher"] + ["train.py", "--steps", "5", "--warmup", "2"]
+    t = time.time()
+    try:
+        p = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=180)
+        code, text = p.returncode, (p.stdout + p.stderr)
+    except subprocess.TimeoutExpired as e:
+        code, text = "timeout", str(e)
+    except OSError as e:  # e.g. torchrun not on PATH
+        code, text = "not run", str(e)
+    lines = [l for l in text.splitlines() if l.strip()]
+    with open(os.path.join(a.work, "logs", f"{name}.smoke.txt"), "w") as f:
+        f.write(text)
+    rec = {"case": name, "set": m["_set"], "gpu": gpu, "exit": code, "wall_s": round(time.time() - t, 1),
+           "status": "ok" if code == 0 else "FAILED",
+           "stdout_tail": [l for l in lines if "mean step" in l][-4:] or lines[-6:]}
+    if code != 0:
+        rec["error"] = "\n".join(lines[-15:])
+        rec["stderr_tail"] = lines[-15:]
+    log(fh, f"smoke {name}: {rec['status']} ({code}) in {rec['wall_s']} s: " + " / ".join(rec["stdout_tail"][-2:]))
     return rec
 
 
@@ -218,7 +253,7 @@ def versions(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phase", choices=["single", "multi"], required=True)
+    ap.add_argument("--phase", choices=["smoke", "single", "multi"], required=True)
     ap.add_argument("--aisp", required=True)
     ap.add_argument("--lib", required=True, help="folder prepended to LD_LIBRARY_PATH for nsys")
     ap.add_argument("--work", default="/tmp/pl")
@@ -234,13 +269,24 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     fh = open(os.path.join(a.work, "log.txt"), "a")
     only = {c.strip() for c in a.only.split(",") if c.strip()}
-    ranks = 1 if a.phase == "single" else 4
-    cases = load_cases(ranks, only)
+    if a.phase == "smoke":
+        cases = load_cases(1, only) + load_cases(4, only)
+    else:
+        cases = load_cases(1 if a.phase == "single" else 4, only)
     head = versions(a)
     log(fh, f"phase {a.phase}: {len(cases)} cases, budget {a.budget:.0f} s\n{head}")
     deadline = T0 + a.budget - a.pack_reserve
     results = []
-    if a.phase == "single":
+    if a.phase == "smoke":
+        ones = [m for m in cases if m.get("ranks", 1) == 1]
+        slots = [ones[i::4] for i in range(4)]
+        with cf.ThreadPoolExecutor(max_workers=4) as ex:
+            for recs in ex.map(lambda i: [smoke_case(m, i, a, fh) for m in slots[i]], range(4)):
+                results.extend(recs)
+        for m in cases:
+            if m.get("ranks", 1) > 1:
+                results.append(smoke_case(m, None, a, fh))
+    elif a.phase == "single":
         slots = schedule_single(cases)
 
         def worker(i):
