@@ -348,12 +348,17 @@ DS = dict(rows=16384, slow_factor=1.75, slow_rank=2, dims=[1024, 2048, 4096, 409
 def m_ddp_straggler(r, fixed=False):
     B, f, dims = DS["rows"], DS["slow_factor"], DS["dims"]
     P = mlp_params(dims)
-    slow_rows = B if fixed else int(B * f)
-    fast = mlp_forward(r, B, dims) + ddp_backward(r, B, dims)[0]
+    # The fix rebalances the same global batch: every rank gets (3 + f) / 4 x the rows.
+    balanced = int(B * (3 + f) / 4)
+    fast_rows = balanced if fixed else B
+    slow_rows = balanced if fixed else int(B * f)
+    fast = mlp_forward(r, fast_rows, dims) + ddp_backward(r, fast_rows, dims)[0]
     bwd_slow, tail, ar_total = ddp_backward(r, slow_rows, dims)
     slow = mlp_forward(r, slow_rows, dims) + bwd_slow
     fx = t_bytes((AMP_B + ADAM_B[4] + DDP_B) * P, r["hbm_tbs"])
     step = slow + tail + fx
+    bwd_bal, tail_bal, _ = ddp_backward(r, balanced, dims)
+    step_balanced = mlp_forward(r, balanced, dims) + bwd_bal + tail_bal + fx
     c = {"forward_backward_fast_ranks": fast, "forward_backward_slow_rank": slow,
          "amp_casts_adam_ddp_copies": fx, "allreduce_left_after_slowest_backward": tail,
          "allreduce_total_overlapped": ar_total}
@@ -362,7 +367,7 @@ def m_ddp_straggler(r, fixed=False):
     wait = slow - fast
     rm = {"straggler_compute": wait}
     return {"c": c, "step": step, "rm": rm, "share": {k: pct(v, step) for k, v in rm.items()},
-            "after": step - wait, "other_ranks_wait": wait}
+            "after": step_balanced, "other_ranks_wait": wait}
 
 
 DX = dict(rows=4096, dims=[1024] + [8192] * 5, steps=30)
@@ -903,7 +908,7 @@ def build():
                                  NOT_ATT + ["bf16 (already autocast)", "fused optimizer (already)", "gradient bucketing / overlap (DDP already overlaps)"])
     m["planted"] = [
         planted("straggler_compute", {"rank": DS["slow_rank"], "waiting_ranks": [0, 1, 3]},
-                "give every rank the same rows (--fixed)", b, "rm.straggler_compute", "share.straggler_compute",
+                "rebalance: the same global batch, equal rows on every rank (--fixed)", b, "rm.straggler_compute", "share.straggler_compute",
                 f"Rows: 16384 on ranks 0, 1, 3; 1.75 x 16384 = 28672 on rank 2. Per-rank forward + backward scales with rows: "
                 f"GEMMs 6 x rows x {mlp_params(DS['dims']) / 1e6:.1f}M params (the first layer's input grad skipped) at 650-820 TFLOP/s + "
                 f"GELU/loss bytes = {rng(b, 'c.forward_backward_fast_ranks')} ms (fast) vs {rng(b, 'c.forward_backward_slow_rank')} ms (rank 2). "
