@@ -309,6 +309,7 @@ pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
         overlaps: Vec::new(),
         highest,
         verdict,
+        ledger: Vec::new(),
         windows: Vec::new(),
         checked: Vec::new(),
     })

@@ -45,6 +45,7 @@ pub mod info;
 pub mod intervals;
 pub mod iterations;
 pub mod kernels;
+pub mod ledger;
 pub mod loaded;
 pub mod memory;
 pub mod model;

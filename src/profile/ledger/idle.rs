@@ -1,0 +1,413 @@
+//! Why the device was idle: each idle stretch is explained from the host side
+//! of the operation that ended it. If that operation was already queued when
+//! the device ran dry, the host is not to blame (`idle_queued`). Otherwise the
+//! device waited for the thread that launched it, and what that thread was
+//! doing during the stretch is the cause, by precedence:
+//!
+//! 1. a synchronizing call (stream/device/event sync, blocking memcpy/memset)
+//!    → `idle_sync`; an allocation call → `idle_allocator`; a pageable copy
+//!    call (it stages the data) → `idle_pageable_staging`. Each of these also
+//!    takes the refill after it returns — until the next operation reaches the
+//!    device, at most 1 ms past the return — since the pipeline it drained must
+//!    fill again (the findings contract's drain rule);
+//! 2. module loading (`cuModuleLoad*`, `cuLibraryLoad*`) → `idle_module_loading`;
+//! 3. other CUDA calls (launches, async copies, events) → `idle_launch_overhead`;
+//! 4. for what is left of stretches of 100 µs or more: OS runtime calls of the
+//!    thread — queue waits and reads (`sem_wait`, `poll`, `read`, ...) or a
+//!    DataLoader NVTX range → `idle_data_loading`; sleeps and locks
+//!    (`nanosleep`, `futex`, `pthread_mutex_lock`, ...) → `idle_os_wait`;
+//! 5. the rest is host code outside any recorded call: `idle_launch_overhead`
+//!    in stretches under 1 ms (the host's per-operation cost), else
+//!    `idle_host_compute`.
+//!
+//! No launching call recorded for the next operation → `idle_unattributed`.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::super::calls::{self, CallKind};
+use super::super::intervals::{self, Interval};
+use super::super::model::ApiCall;
+use super::super::{Profile, Result};
+use super::columns::Column;
+use super::ops::{DeviceOps, OpKind};
+
+/// Stretches shorter than this are the host's per-operation cost; longer ones are host work of their own.
+pub const HOST_STRETCH_NS: i64 = 1_000_000;
+/// How long after a draining call returns its refill is still counted against it.
+pub const DRAIN_NS: i64 = 1_000_000;
+/// The OS runtime trace is read only for unexplained host time at least this long.
+const OSRT_MIN_NS: i64 = 100_000;
+/// How many earlier calls of a thread are checked for one still running at a stretch's start.
+const LOOK_BACK: usize = 64;
+
+/// A labelled piece of idle time (used while covering a stretch).
+type Piece = (i64, i64, Column);
+
+/// A piece of idle time with its cause and the thread the device waited for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IdlePiece {
+    pub start: i64,
+    pub end: i64,
+    pub column: Column,
+    /// The thread that launched the operation ending the stretch (`None`: unattributed or queued).
+    pub thread: Option<i64>,
+}
+
+/// What the ledger needs to know about the host, made once per profile.
+pub struct Host<'p> {
+    p: &'p Profile,
+    api: &'p [ApiCall],
+    by_thread: FxHashMap<i64, Vec<u32>>,
+    kinds: FxHashMap<i64, CallKind>,
+    /// DataLoader NVTX ranges per thread, sorted.
+    loader_ranges: FxHashMap<i64, Vec<Interval>>,
+}
+
+impl<'p> Host<'p> {
+    pub fn new(p: &'p Profile) -> Result<Host<'p>> {
+        let api = p.api()?;
+        let mut by_thread: FxHashMap<i64, Vec<u32>> = FxHashMap::default();
+        let mut kinds: FxHashMap<i64, CallKind> = FxHashMap::default();
+        for (i, a) in api.iter().enumerate() {
+            by_thread.entry(a.global_tid).or_default().push(i as u32);
+            kinds
+                .entry(a.name)
+                .or_insert_with(|| calls::api_kind(calls::api_display_name(p.string(a.name))));
+        }
+        let mut loader_ranges: FxHashMap<i64, Vec<Interval>> = FxHashMap::default();
+        for r in &p.nvtx()?.ranges {
+            if r.name.contains("DataLoader") {
+                loader_ranges
+                    .entry(r.global_tid)
+                    .or_default()
+                    .push((r.start, r.end));
+            }
+        }
+        for v in loader_ranges.values_mut() {
+            *v = intervals::union(std::mem::take(v));
+        }
+        Ok(Host {
+            p,
+            api,
+            by_thread,
+            kinds,
+            loader_ranges,
+        })
+    }
+
+    /// The kind of an API call.
+    pub fn kind(&self, call: u32) -> CallKind {
+        let a = &self.api[call as usize];
+        self.kinds.get(&a.name).copied().unwrap_or(CallKind::Other)
+    }
+
+    pub fn call(&self, call: u32) -> &ApiCall {
+        &self.api[call as usize]
+    }
+
+    /// The calls of a thread overlapping `[s, e)`.
+    pub fn thread_calls(&self, tid: i64, s: i64, e: i64) -> impl Iterator<Item = u32> + '_ {
+        let v: &[u32] = self.by_thread.get(&tid).map_or(&[], |v| v.as_slice());
+        let api = self.api;
+        let hi = v.partition_point(|&i| api[i as usize].start < e);
+        // Calls starting before `s` may still run at `s`: look a few back.
+        let lo = v[..hi]
+            .partition_point(|&i| api[i as usize].start < s)
+            .saturating_sub(LOOK_BACK);
+        v[lo..hi]
+            .iter()
+            .copied()
+            .filter(move |&i| api[i as usize].end > s)
+    }
+}
+
+/// The precedence of a CUDA call's cause (lower wins) and whether its refill counts against it.
+fn call_cause(kind: CallKind, pageable: bool) -> (u8, Column, bool) {
+    match kind {
+        CallKind::HostSync | CallKind::SyncCopy => (0, Column::IdleSync, true),
+        CallKind::Allocation => (1, Column::IdleAllocator, true),
+        CallKind::AsyncCopy if pageable => (2, Column::IdlePageableStaging, true),
+        CallKind::ModuleLoading => (3, Column::IdleModuleLoading, false),
+        _ => (4, Column::IdleLaunchOverhead, false),
+    }
+}
+
+/// The OS runtime's word on unexplained host time: queue waits and reads are waits for input.
+fn osrt_cause(name: &str) -> Option<(u8, Column)> {
+    const INPUT: &[&str] = &[
+        "sem_wait",
+        "sem_timedwait",
+        "poll",
+        "ppoll",
+        "epoll_wait",
+        "epoll_pwait",
+        "select",
+        "pselect",
+        "pthread_cond_wait",
+        "pthread_cond_timedwait",
+        "read",
+        "readv",
+        "pread",
+        "pread64",
+        "recv",
+        "recvmsg",
+        "recvfrom",
+        "fread",
+    ];
+    if INPUT.contains(&name) {
+        return Some((5, Column::IdleDataLoading));
+    }
+    match calls::osrt_kind(name) {
+        CallKind::OsWait => Some((6, Column::IdleOsWait)),
+        _ => None,
+    }
+}
+
+/// Covers `[s, e)` with labelled intervals by precedence: each level takes what earlier levels left.
+fn cover(s: i64, e: i64, mut levels: Vec<(u8, Column, Interval)>, out: &mut Vec<Piece>) -> Vec<Interval> {
+    levels.sort_by_key(|l| l.0);
+    let mut free: Vec<Interval> = vec![(s, e)];
+    let mut i = 0;
+    while i < levels.len() && !free.is_empty() {
+        let prio = levels[i].0;
+        // Group by (level, column) so one union per label.
+        let mut by_col: Vec<(Column, Vec<Interval>)> = Vec::new();
+        while i < levels.len() && levels[i].0 == prio {
+            let (_, c, iv) = levels[i];
+            match by_col.iter_mut().find(|(x, _)| *x == c) {
+                Some((_, v)) => v.push(iv),
+                None => by_col.push((c, vec![iv])),
+            }
+            i += 1;
+        }
+        for (c, ivs) in by_col {
+            let u = intervals::clip(&intervals::union(ivs), (s, e));
+            let got = intervals::intersect(&free, &u);
+            for &(a, b) in &got {
+                out.push((a, b, c));
+            }
+            free = subtract(&free, &got);
+        }
+    }
+    free
+}
+
+/// `a` minus `b` (both sorted and disjoint).
+pub fn subtract(a: &[Interval], b: &[Interval]) -> Vec<Interval> {
+    let mut out = Vec::with_capacity(a.len());
+    let mut j = 0;
+    for &(mut s, e) in a {
+        while j < b.len() && b[j].1 <= s {
+            j += 1;
+        }
+        let mut k = j;
+        while k < b.len() && b[k].0 < e {
+            if b[k].0 > s {
+                out.push((s, b[k].0));
+            }
+            s = s.max(b[k].1);
+            k += 1;
+        }
+        if s < e {
+            out.push((s, e));
+        }
+    }
+    out
+}
+
+/// A stretch whose leftover host time needs the OS runtime trace.
+struct Pending {
+    /// Leftover pieces (no CUDA call covers them).
+    free: Vec<Interval>,
+    tid: i64,
+    /// The whole stretch's length, for the launch-overhead vs host-compute split.
+    stretch: i64,
+}
+
+/// Explain every idle stretch of a device; returns labelled pieces covering them exactly.
+pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<IdlePiece>> {
+    let pageable: FxHashSet<u32> = d
+        .ops
+        .iter()
+        .filter(|o| {
+            matches!(
+                o.kind,
+                OpKind::Copy(Column::H2dPageable) | OpKind::Copy(Column::D2hPageable)
+            )
+        })
+        .filter_map(|o| o.launch)
+        .collect();
+    let mut out: Vec<IdlePiece> = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
+    let whole = |s: i64, e: i64, column: Column| IdlePiece {
+        start: s,
+        end: e,
+        column,
+        thread: None,
+    };
+    for &(s, e) in idle {
+        let Some(next) = d.first_at_or_after(e) else {
+            out.push(whole(s, e, Column::IdleUnattributed));
+            continue;
+        };
+        let Some(launch) = next.launch else {
+            out.push(whole(s, e, Column::IdleUnattributed));
+            continue;
+        };
+        let call = host.call(launch);
+        if call.end <= s {
+            out.push(whole(s, e, Column::IdleQueued));
+            continue;
+        }
+        let tid = call.global_tid;
+        let mut mine: Vec<Piece> = Vec::new();
+        let mut levels = Vec::new();
+        for c in host.thread_calls(tid, s, e) {
+            let (prio, col, drains) = call_cause(host.kind(c), pageable.contains(&c));
+            let a = host.call(c);
+            let end = if drains { a.end + DRAIN_NS } else { a.end };
+            levels.push((prio, col, (a.start, end)));
+        }
+        if let Some(r) = host.loader_ranges.get(&tid) {
+            for &iv in r.iter().filter(|iv| iv.0 < e && iv.1 > s) {
+                levels.push((5, Column::IdleDataLoading, iv));
+            }
+        }
+        let free = cover(s, e, levels, &mut mine);
+        let long: i64 = free.iter().map(|iv| iv.1 - iv.0).sum();
+        if long >= OSRT_MIN_NS {
+            pending.push(Pending {
+                free,
+                tid,
+                stretch: e - s,
+            });
+        } else {
+            leftover(&free, e - s, &mut mine);
+        }
+        out.extend(mine.into_iter().map(|(a, b, column)| IdlePiece {
+            start: a,
+            end: b,
+            column,
+            thread: Some(tid),
+        }));
+    }
+    if !pending.is_empty() {
+        let mut mine: Vec<(Piece, i64)> = Vec::new();
+        osrt_pass(host.p, &mut pending, &mut mine)?;
+        out.extend(mine.into_iter().map(|((a, b, column), tid)| IdlePiece {
+            start: a,
+            end: b,
+            column,
+            thread: Some(tid),
+        }));
+    }
+    out.sort_unstable_by_key(|p| (p.start, p.end));
+    Ok(out)
+}
+
+/// Host time outside any recorded call: per-operation cost in short stretches, host work in long ones.
+fn leftover(free: &[Interval], stretch: i64, out: &mut Vec<Piece>) {
+    let col = if stretch < HOST_STRETCH_NS {
+        Column::IdleLaunchOverhead
+    } else {
+        Column::IdleHostCompute
+    };
+    out.extend(free.iter().map(|&(a, b)| (a, b, col)));
+}
+
+/// One read of the OS runtime calls near the pending stretches, then label them.
+fn osrt_pass(p: &Profile, pending: &mut [Pending], out: &mut Vec<(Piece, i64)>) -> Result<()> {
+    // Windows sorted and disjoint (stretches of one device are), each pointing back at its stretch.
+    let mut windows: Vec<(i64, i64, usize)> = pending
+        .iter()
+        .enumerate()
+        .flat_map(|(i, pd)| pd.free.iter().map(move |&(s, e)| (s, e, i)))
+        .collect();
+    windows.sort_unstable();
+    let bounds: Vec<Interval> = intervals::union(windows.iter().map(|w| (w.0, w.1)).collect());
+    type Acc = Vec<(usize, i64, i64, i64)>;
+    let parts: Vec<Acc> = p.fold_osrt_near(&bounds, Vec::new, |acc: &mut Acc, s, e, gtid, name| {
+        let mut k = windows.partition_point(|w| w.1 <= s);
+        while k < windows.len() && windows[k].0 < e {
+            let (ws, we, i) = windows[k];
+            if pending[i].tid == gtid {
+                acc.push((i, s.max(ws), e.min(we), name));
+            }
+            k += 1;
+        }
+    })?;
+    let mut per: Vec<Vec<(u8, Column, Interval)>> = vec![Vec::new(); pending.len()];
+    let mut names: FxHashMap<i64, Option<(u8, Column)>> = FxHashMap::default();
+    for part in parts {
+        for (i, s, e, name) in part {
+            let cause = *names
+                .entry(name)
+                .or_insert_with(|| osrt_cause(p.string(name)));
+            if let Some((prio, col)) = cause {
+                per[i].push((prio, col, (s, e)));
+            }
+        }
+    }
+    for (pd, levels) in pending.iter().zip(per) {
+        let mut rest = Vec::new();
+        let mut mine = Vec::new();
+        for &(s, e) in &pd.free {
+            let lv: Vec<(u8, Column, Interval)> = levels
+                .iter()
+                .copied()
+                .filter(|l| l.2.0 < e && l.2.1 > s)
+                .collect();
+            rest.extend(cover(s, e, lv, &mut mine));
+        }
+        leftover(&rest, pd.stretch, &mut mine);
+        out.extend(mine.into_iter().map(|piece| (piece, pd.tid)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subtracting_intervals_leaves_the_gaps() {
+        assert_eq!(
+            subtract(&[(0, 10), (20, 30)], &[(2, 4), (8, 22), (25, 26)]),
+            vec![(0, 2), (4, 8), (22, 25), (26, 30)]
+        );
+        assert_eq!(subtract(&[(0, 10)], &[]), vec![(0, 10)]);
+        assert_eq!(subtract(&[(0, 10)], &[(0, 10)]), Vec::<Interval>::new());
+    }
+
+    #[test]
+    fn precedence_decides_overlapping_causes() {
+        let mut out = Vec::new();
+        let free = cover(
+            0,
+            100,
+            vec![
+                (4, Column::IdleLaunchOverhead, (0, 50)),
+                (0, Column::IdleSync, (20, 60)),
+            ],
+            &mut out,
+        );
+        out.sort_unstable_by_key(|p| p.0);
+        assert_eq!(
+            out,
+            vec![
+                (0, 20, Column::IdleLaunchOverhead),
+                (20, 60, Column::IdleSync)
+            ]
+        );
+        assert_eq!(free, vec![(60, 100)]);
+    }
+
+    #[test]
+    fn input_waits_and_sleeps_are_told_apart() {
+        assert_eq!(osrt_cause("sem_timedwait").unwrap().1, Column::IdleDataLoading);
+        assert_eq!(osrt_cause("poll").unwrap().1, Column::IdleDataLoading);
+        assert_eq!(osrt_cause("clock_nanosleep").unwrap().1, Column::IdleOsWait);
+        assert_eq!(osrt_cause("pthread_mutex_lock").unwrap().1, Column::IdleOsWait);
+        assert_eq!(osrt_cause("ioctl"), None);
+    }
+}

@@ -1,0 +1,635 @@
+//! Rules on idle time whose cause is on the host: each reads one idle column
+//! of the ledger, so no two claim the same nanosecond. What-if for all of
+//! them: the cause goes, and with it that idle time (the device still needs
+//! its busy time, which stays).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+
+use super::super::calls::{self, CallKind};
+use super::super::gaps::{self, GapGroup};
+use super::super::kernels::SHORT_KERNEL_NS;
+use super::super::ledger::{Column, DeviceLedger, IdlePiece};
+use super::super::model;
+use super::super::regions;
+use super::super::stats::pct1;
+use super::super::Result;
+use super::registry::{RuleSpec, RuleText};
+use super::{Ctx, Draft, RegionStake, Stake, ms};
+
+/// Shares below this are not findings (noise of any real loop).
+const MIN_SHARE_PCT: f64 = 1.0;
+
+/// A contiguous stretch of one idle cause on one thread.
+#[derive(Debug, Clone, Copy)]
+struct Stretch {
+    start: i64,
+    end: i64,
+    thread: Option<i64>,
+}
+
+fn stretches(d: &DeviceLedger, col: Column) -> Vec<Stretch> {
+    let mut out: Vec<Stretch> = Vec::new();
+    for p in d.idle.iter().filter(|p| p.column == col) {
+        match out.last_mut() {
+            Some(s) if s.end == p.start && s.thread == p.thread => s.end = p.end,
+            _ => out.push(Stretch {
+                start: p.start,
+                end: p.end,
+                thread: p.thread,
+            }),
+        }
+    }
+    out
+}
+
+/// The regions (innermost NVTX range of the waited-for thread's process) holding a column's idle pieces.
+fn regions_of(cx: &Ctx, d: &DeviceLedger, col: Column) -> Vec<RegionStake> {
+    let pieces: Vec<&IdlePiece> = d.idle.iter().filter(|p| p.column == col).collect();
+    let total: i64 = pieces.iter().map(|p| p.end - p.start).sum();
+    let mut m: BTreeMap<String, (i64, u64)> = BTreeMap::new();
+    for p in pieces {
+        let Some(t) = p.thread else { continue };
+        if let Some(r) = cx.regions.region(t, p.start + (p.end - p.start) / 2) {
+            let e = m.entry(r).or_default();
+            e.0 += p.end - p.start;
+            e.1 += 1;
+        }
+    }
+    let mut v: Vec<RegionStake> = m
+        .into_iter()
+        .filter(|(_, (ns, _))| *ns > 0)
+        .map(|(region, (ns, n))| RegionStake {
+            region,
+            at_stake_ns: ns,
+            pct_of_finding: pct1(ns, total.max(1)),
+            events: n,
+        })
+        .collect();
+    v.sort_by(|a, b| b.at_stake_ns.cmp(&a.at_stake_ns).then(a.region.cmp(&b.region)));
+    v.truncate(5);
+    v
+}
+
+/// The largest stretches of a column, explained from the waited-for thread's CPU side (what `aisp_profile_gaps`
+/// says of a gap): `(start, length, explanation)`.
+fn largest_explained(cx: &Ctx, d: &DeviceLedger, col: Column, n: usize) -> Result<Vec<(i64, i64, String)>> {
+    let mut st = stretches(d, col);
+    st.sort_by_key(|s| std::cmp::Reverse(s.end - s.start));
+    st.truncate(n);
+    if st.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pids: Vec<i64> = d.process_key.into_iter().collect();
+    let mut groups = vec![GapGroup {
+        global_pids: &pids,
+        threads: st.iter().map(|s| s.thread).collect(),
+        gaps: st
+            .iter()
+            .map(|s| gaps::Gap {
+                device: d.device,
+                start_ns: s.start,
+                end_ns: s.end,
+                length_ns: s.end - s.start,
+                windows: Vec::new(),
+                step: None,
+                kernel_before: None,
+                kernel_after: None,
+                launch_tid: s.thread.map(model::tid_of),
+                launch_thread: None,
+                cause: String::new(),
+                explanation: String::new(),
+                cpu: Vec::new(),
+            })
+            .collect(),
+    }];
+    gaps::attribute_cpu_groups(cx.p, &mut groups)?;
+    Ok(groups
+        .remove(0)
+        .gaps
+        .into_iter()
+        .map(|g| (g.start_ns, g.length_ns, g.explanation))
+        .collect())
+}
+
+/// The common shape of an idle-cause finding.
+fn idle_draft(cx: &Ctx, i: usize, d: &DeviceLedger, col: Column, basis: &str) -> Draft {
+    let mut dr = Draft::new(i, d, Stake::GpuIdle, basis, &[col], |s| s.columns.get(col));
+    dr.regions = regions_of(cx, d, col);
+    dr
+}
+
+fn steps_with(d: &DeviceLedger, col: Column) -> usize {
+    d.steady_steps().filter(|s| s.columns.get(col) > 0).count()
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub const LAUNCH_BOUND: RuleSpec = RuleSpec {
+    id: "launch_bound_tiny_kernels",
+    doc: "The device waits for the host to issue operations one by one: idle bubbles under 1 ms before an \
+          operation whose launch had not returned when the device ran dry (ledger column idle_launch_overhead).",
+    what_if: "the step's operations issued without per-operation host cost (one CUDA graph, fused kernels): its \
+              launch-overhead idle goes",
+    columns: &[Column::IdleLaunchOverhead],
+    text: RuleText {
+        why: "A kernel that runs for a few microseconds costs about as much to launch (3–10 us of CPU per launch, plus \
+              the Python between launches): the device waits for each launch.",
+        fix: "Capture the step in a CUDA graph (torch.cuda.CUDAGraph, or torch.compile mode=\"reduce-overhead\"), fuse \
+              elementwise chains (torch.compile), use fused optimizers (fused=True / foreach=True), or give each kernel \
+              more work (batch size).",
+        verify: "Re-profile: aisp_profile_ledger idle_launch_overhead should shrink and the steady step with it.",
+        quiet: "launch-overhead idle under 1% of the steady window",
+    },
+    eval: launch_bound,
+};
+
+fn is_per_tensor_optimizer_math(demangled: &str) -> bool {
+    !demangled.contains("multi_tensor")
+        && (demangled.contains("addcdiv")
+            || demangled.contains("lerp_kernel")
+            || demangled.contains("lerp_scalar"))
+}
+
+fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    let col = Column::IdleLaunchOverhead;
+    let kernels = cx.p.kernels()?;
+    let api = cx.p.api()?;
+    let launches = &cx.p.launch_index()?.kernel_launch;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devices() {
+        if d.steady.columns.get(col) == 0 {
+            continue;
+        }
+        let mut dr = idle_draft(
+            cx,
+            i,
+            d,
+            col,
+            "measured: the ledger's idle_launch_overhead of each steady step — idle stretches under 1 ms that end \
+             when an operation arrives whose launch call had not returned when the device ran dry",
+        );
+        // Kernels of the steady window: how many are tiny, and per region how many launches.
+        let (lo, hi) = (d.steady.start_ns, d.steady.end_ns);
+        let mut n = 0usize;
+        let mut tiny = 0usize;
+        let mut tiny_time = 0i64;
+        let mut all_time = 0i64;
+        let mut per_region: BTreeMap<String, (u64, u64, BTreeSet<i64>)> = BTreeMap::new();
+        for (k, kk) in kernels.iter().enumerate() {
+            if kk.device != d.device || kk.start < lo || kk.start >= hi {
+                continue;
+            }
+            n += 1;
+            all_time += kk.dur();
+            if kk.dur() < SHORT_KERNEL_NS {
+                tiny += 1;
+                tiny_time += kk.dur();
+            }
+            let Some(a) = launches[k].map(|a| &api[a as usize]) else {
+                continue;
+            };
+            if let Some(r) = cx.regions.innermost(a.global_tid, a.start) {
+                let e = per_region.entry(regions::fold_name(&r.name)).or_default();
+                e.0 += 1;
+                if is_per_tensor_optimizer_math(cx.p.string(kk.demangled_name)) {
+                    e.1 += 1;
+                }
+                e.2.insert(r.start);
+            }
+        }
+        let steps = d.steady.steps.max(1);
+        let per_step = n / steps;
+        let idle = dr.total();
+        let mut evidence = vec![
+            format!(
+                "{} steady steps: the device waited for launches {} in all ({}% of the steady window), in {} of the steps",
+                d.steady.steps,
+                ms(idle),
+                d.share(idle),
+                steps_with(d, col)
+            ),
+            format!(
+                "{n} kernels in the steady window ({per_step} per step), {tiny} of them under 5 us ({}% of kernel time)",
+                pct1(tiny_time, all_time.max(1))
+            ),
+        ];
+        let mut region_json = serde_json::Value::Null;
+        if let Some(top) = dr.regions.first().cloned() {
+            let (launched, optim, occ) = per_region
+                .get(&top.region)
+                .map(|(a, b, c)| (*a, *b, c.len() as u64))
+                .unwrap_or((0, 0, 0));
+            let per_occ = launched / occ.max(1);
+            evidence.push(format!(
+                "most of it in NVTX region `{}`: {} ({}% of the time at stake) over {occ} occurrences, {per_occ} kernels launched per occurrence",
+                top.region,
+                ms(top.at_stake_ns),
+                top.pct_of_finding
+            ));
+            let advice = if optim * 4 >= launched && optim > 0 {
+                evidence.push(format!(
+                    "{optim} of the {launched} kernels launched in `{}` are per-tensor optimizer updates (lerp/addcdiv one parameter at a time)",
+                    top.region
+                ));
+                format!(
+                    "In `{}`: the optimizer updates one parameter tensor at a time; use the multi-tensor or fused \
+                     implementation (torch.optim.Adam/AdamW/SGD with foreach=True, or fused=True), which launches a \
+                     handful of kernels per step instead of {per_occ}.",
+                    top.region
+                )
+            } else if occ >= 3 && per_occ >= 10 {
+                format!(
+                    "In `{}`: the same region runs {occ} times, launching {per_occ} kernels each while the device waits; \
+                     capture one occurrence in a CUDA graph (torch.cuda.CUDAGraph with static input buffers, or \
+                     torch.compile(mode=\"reduce-overhead\")) so it is launched once.",
+                    top.region
+                )
+            } else {
+                format!(
+                    "In `{}`: fuse its small kernels (torch.compile) or give each kernel more work (batch size).",
+                    top.region
+                )
+            };
+            region_json = json!({"region": top.region, "at_stake_ns": top.at_stake_ns, "pct_of_finding": top.pct_of_finding,
+                "occurrences": occ, "kernels_launched": launched, "kernels_per_occurrence": per_occ,
+                "per_tensor_optimizer_kernels": optim});
+            dr.fix = Some(advice);
+        }
+        let title = format!(
+            "Launch-bound: the device waits {}% of each steady step for the host to issue {per_step} operations",
+            d.share(idle)
+        );
+        drafts.push(dr.text(
+            title,
+            evidence,
+            json!({"idle_ns": idle, "idle_pct": d.share(idle), "steps": d.steady.steps, "steps_with_idle": steps_with(d, col),
+                "kernels": n, "kernels_per_step": per_step, "tiny": tiny, "tiny_time_pct": pct1(tiny_time, all_time.max(1)),
+                "top_region": region_json}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub const HOST_COMPUTE: RuleSpec = RuleSpec {
+    id: "gpu_starvation",
+    doc: "The device waits 1 ms or more at a time while the launching thread runs host code outside any recorded \
+          call (Python, preprocessing): ledger column idle_host_compute.",
+    what_if: "the host work moved off the critical path (overlapped with device work, or done ahead): its idle goes",
+    columns: &[Column::IdleHostCompute],
+    text: RuleText {
+        why: "While the host thread works on something else, it issues nothing: the device sits idle and the step \
+              takes as long as the host side.",
+        fix: "Find the host work named in the evidence and take it off the critical path: move data preparation into \
+              DataLoader workers (num_workers, pin_memory=True, prefetch), precompute what can be, avoid per-step \
+              Python work between launches, or overlap it with device work (let the CPU run ahead: no syncs).",
+        verify: "Re-profile: aisp_profile_ledger idle_host_compute should shrink and the steady step with it.",
+        quiet: "host-compute idle under 1% of the steady window",
+    },
+    eval: host_compute,
+};
+
+fn host_compute(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    idle_with_largest(
+        cx,
+        spec,
+        Column::IdleHostCompute,
+        "measured: the ledger's idle_host_compute — idle stretches of 1 ms or more while the thread the device waited \
+         for ran host code outside any recorded CUDA or OS call",
+        "GPU starvation: the device idles {pct}% of the steady window while the host computes",
+    )
+}
+
+pub const DATA_LOADING: RuleSpec = RuleSpec {
+    id: "data_loading_stall",
+    doc: "The device waits while the launching thread waits for input: queue waits and reads (sem_wait, poll, read) \
+          or a DataLoader range: ledger column idle_data_loading.",
+    what_if: "input ready when the step needs it (enough loader workers, prefetch): the waiting idle goes",
+    columns: &[Column::IdleDataLoading],
+    text: RuleText {
+        why: "The training loop blocks on the next batch while the device has nothing to do: input preparation, not \
+              the device, sets the step time.",
+        fix: "Feed the device faster: more DataLoader workers (num_workers), persistent_workers=True, prefetch_factor, \
+              pin_memory=True; move decoding/augmentation to the GPU or cache preprocessed data (aisp_analyze_dataloader \
+              says whether the workers are saturated).",
+        verify: "Re-profile: aisp_profile_ledger idle_data_loading should approach 0.",
+        quiet: "input-wait idle under 1% of the steady window",
+    },
+    eval: data_loading,
+};
+
+fn data_loading(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    idle_with_largest(
+        cx,
+        spec,
+        Column::IdleDataLoading,
+        "measured: the ledger's idle_data_loading — idle time while the thread the device waited for was in a queue \
+         wait or read (OS runtime trace) or a DataLoader range",
+        "Data loading stalls the device {pct}% of the steady window",
+    )
+}
+
+pub const OS_WAIT: RuleSpec = RuleSpec {
+    id: "host_os_wait",
+    doc: "The device waits while the launching thread sleeps or waits on a lock (nanosleep, futex, \
+          pthread_mutex_lock): ledger column idle_os_wait.",
+    what_if: "the sleep or lock wait removed from the loop: its idle goes",
+    columns: &[Column::IdleOsWait],
+    text: RuleText {
+        why: "A thread that sleeps or waits on a lock issues no work: the device idles for as long.",
+        fix: "Remove sleeps and polling waits from the training loop (time.sleep, busy-wait throttles), avoid lock \
+              contention with other threads (logging, checkpoint or metrics threads holding the GIL or a mutex), and \
+              move periodic work out of the step.",
+        verify: "Re-profile: aisp_profile_ledger idle_os_wait should approach 0.",
+        quiet: "sleep/lock idle under 1% of the steady window",
+    },
+    eval: os_wait,
+};
+
+fn os_wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    idle_with_largest(
+        cx,
+        spec,
+        Column::IdleOsWait,
+        "measured: the ledger's idle_os_wait — idle time while the thread the device waited for was in a sleep or \
+         lock wait (OS runtime trace)",
+        "The host sleeps or waits on a lock while the device idles {pct}% of the steady window",
+    )
+}
+
+/// An idle-cause finding with the largest stretches explained from the host side.
+fn idle_with_largest(
+    cx: &mut Ctx,
+    spec: &RuleSpec,
+    col: Column,
+    basis: &str,
+    title: &str,
+) -> Result<()> {
+    let mut drafts = Vec::new();
+    let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
+    for i in devs {
+        let d = &cx.ledger.devices[i];
+        if d.steady.columns.get(col) == 0 {
+            continue;
+        }
+        let dr = idle_draft(cx, i, d, col, basis);
+        let idle = dr.total();
+        let st = stretches(d, col);
+        let longest = st.iter().map(|s| s.end - s.start).max().unwrap_or(0);
+        let largest = largest_explained(cx, d, col, 3)?;
+        let mut evidence = vec![format!(
+            "{} in {} stretches over {} of {} steady steps ({}% of the steady window); the longest {}",
+            ms(idle),
+            st.len(),
+            steps_with(d, col),
+            d.steady.steps,
+            d.share(idle),
+            ms(longest)
+        )];
+        for (s, len, why) in largest.iter().take(2) {
+            evidence.push(format!("at {s} ns, {}: {why}", ms(*len)));
+        }
+        if let Some(r) = dr.regions.first() {
+            evidence.push(format!(
+                "most of it inside NVTX region `{}` ({}% of this idle)",
+                r.region, r.pct_of_finding
+            ));
+        }
+        let pct = d.share(idle);
+        drafts.push(dr.text(
+            title.replace("{pct}", &pct.to_string()),
+            evidence,
+            json!({"idle_ns": idle, "idle_pct": pct, "stretches": st.len(), "longest_ns": longest,
+                "steps_with_idle": steps_with(d, col), "steps": d.steady.steps,
+                "largest": largest.iter().map(|(s, l, e)| json!({"start_ns": s, "length_ns": l, "explanation": e})).collect::<Vec<_>>()}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+
+pub const SYNC: RuleSpec = RuleSpec {
+    id: "cuda_api_sync",
+    doc: "The device idles while the host blocks in a synchronizing call (stream/device/event sync, blocking \
+          memcpy/memset) and while the drained pipeline refills: ledger column idle_sync.",
+    what_if: "the synchronizations removed from the steady loop (the host runs ahead): their idle goes",
+    columns: &[Column::IdleSync],
+    text: RuleText {
+        why: "While the host waits in a synchronization call it issues no work; once the device has drained its \
+              queue it sits idle until the host returns and launches again. Blocking while the device is still busy \
+              costs the device nothing.",
+        fix: "Remove syncs from the loop: avoid .item(), .cpu(), print(tensor), blocking copies and \
+              torch.cuda.synchronize() per step; order work with CUDA events (cudaStreamWaitEvent) instead of host \
+              waits; accumulate metrics on the device and read them every N steps.",
+        verify: "Re-profile: aisp_profile_ledger idle_sync should approach 0.",
+        quiet: "synchronization idle under 1% of the steady window",
+    },
+    eval: sync,
+};
+
+/// Calls of one kind by the device's process in the steady window: name → (count, total ns); the patterns
+/// (previous call on the thread → this call) and how many steady steps hold one.
+struct CallSummary {
+    names: BTreeMap<String, (u64, i64)>,
+    patterns: BTreeMap<String, u64>,
+    steps_with: usize,
+}
+
+fn call_summary(cx: &Ctx, d: &DeviceLedger, want: impl Fn(CallKind) -> bool) -> Result<CallSummary> {
+    let api = cx.p.api()?;
+    let (lo, hi) = (d.steady.start_ns, d.steady.end_ns);
+    let process = d.process_key;
+    let lo_i = api.partition_point(|a| a.start < lo);
+    let mut names: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    let mut patterns: BTreeMap<String, u64> = BTreeMap::new();
+    let mut kinds: rustc_hash::FxHashMap<i64, CallKind> = Default::default();
+    let mut starts: Vec<i64> = Vec::new();
+    let mut last_on_thread: rustc_hash::FxHashMap<i64, i64> = Default::default();
+    // The call before the window on each thread is not needed: patterns start inside it.
+    for a in &api[lo_i..] {
+        if a.start >= hi {
+            break;
+        }
+        if process.is_some_and(|p| model::process_key(a.global_tid) != p) {
+            continue;
+        }
+        let kind = *kinds
+            .entry(a.name)
+            .or_insert_with(|| calls::api_kind(calls::api_display_name(cx.p.string(a.name))));
+        let prev = last_on_thread.insert(a.global_tid, a.name);
+        if !want(kind) {
+            continue;
+        }
+        let n = calls::api_display_name(cx.p.string(a.name)).to_string();
+        let e = names.entry(n.clone()).or_default();
+        e.0 += 1;
+        e.1 += a.dur();
+        if let Some(pn) = prev {
+            let pn = calls::api_display_name(cx.p.string(pn));
+            *patterns.entry(format!("{pn} → {n}")).or_default() += 1;
+        }
+        starts.push(a.start);
+    }
+    let steps_with = d
+        .steady_steps()
+        .filter(|s| {
+            let i = starts.partition_point(|&t| t < s.start_ns);
+            starts.get(i).is_some_and(|&t| t < s.start_ns + s.period_ns)
+        })
+        .count();
+    Ok(CallSummary {
+        names,
+        patterns,
+        steps_with,
+    })
+}
+
+fn top_pattern(patterns: &BTreeMap<String, u64>) -> Option<(&String, &u64)> {
+    patterns.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+}
+
+fn sync(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    blocking_rule(
+        cx,
+        spec,
+        Column::IdleSync,
+        |k| matches!(k, CallKind::HostSync | CallKind::SyncCopy),
+        "synchronizing calls",
+        "measured: the ledger's idle_sync — device idle while the host blocked in a synchronizing call (after the \
+         device ran dry) and the refill after it returned, at most 1 ms",
+    )
+}
+
+pub const ALLOCATOR: RuleSpec = RuleSpec {
+    id: "allocator_churn",
+    doc: "The device idles while the host allocates or frees device memory in the steady loop (cudaMalloc, \
+          cudaFree and kin) and while the pipeline refills: ledger column idle_allocator.",
+    what_if: "allocations reused instead of made and freed each step: their idle goes",
+    columns: &[Column::IdleAllocator],
+    text: RuleText {
+        why: "cudaMalloc and cudaFree in the steady state mean the caching allocator gives memory back and asks again: \
+              each call costs tens to hundreds of microseconds of CPU, and cudaFree waits for the whole device.",
+        fix: "Do not call torch.cuda.empty_cache() (or gc-driven frees) inside the loop; keep tensor shapes steady so \
+              blocks are reused; preallocate buffers; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+        verify: "Re-profile: aisp_profile_ledger idle_allocator should approach 0 and aisp_profile_summary show no \
+                 cudaMalloc/cudaFree inside the steps.",
+        quiet: "allocation idle under 1% of the steady window",
+    },
+    eval: allocator,
+};
+
+fn allocator(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    blocking_rule(
+        cx,
+        spec,
+        Column::IdleAllocator,
+        |k| k == CallKind::Allocation,
+        "allocation/release calls",
+        "measured: the ledger's idle_allocator — device idle while the host was in an allocation or release call \
+         and the refill after it, at most 1 ms",
+    )
+}
+
+pub const MODULE_LOADING: RuleSpec = RuleSpec {
+    id: "module_loading",
+    doc: "The device idles in the steady window while CUDA modules load (cuModuleLoad*, cuLibraryLoad*): ledger \
+          column idle_module_loading. Lazy loading normally stays in warm-up.",
+    what_if: "modules loaded before the loop: the loading idle goes",
+    columns: &[Column::IdleModuleLoading],
+    text: RuleText {
+        why: "With lazy loading, the first launch of each kernel loads its module: new kernels appearing in the steady \
+              state (new shapes, new code paths) pay that inside the step.",
+        fix: "Warm up every code path and shape before timing, keep shapes steady (pad or bucket), or set \
+              CUDA_MODULE_LOADING=EAGER to load modules at startup.",
+        verify: "Re-profile: aisp_profile_ledger idle_module_loading should be 0 in the steady window.",
+        quiet: "module-loading idle under 1% of the steady window",
+    },
+    eval: module_loading,
+};
+
+fn module_loading(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    blocking_rule(
+        cx,
+        spec,
+        Column::IdleModuleLoading,
+        |k| k == CallKind::ModuleLoading,
+        "module-loading calls",
+        "measured: the ledger's idle_module_loading — device idle while the host loaded CUDA modules",
+    )
+}
+
+/// An idle-cause finding whose cause is a kind of CUDA call: names, counts, the call pattern before them.
+fn blocking_rule(
+    cx: &mut Ctx,
+    spec: &RuleSpec,
+    col: Column,
+    want: impl Fn(CallKind) -> bool + Copy,
+    what: &str,
+    basis: &str,
+) -> Result<()> {
+    let mut drafts = Vec::new();
+    let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
+    for i in devs {
+        let d = &cx.ledger.devices[i];
+        if d.steady.columns.get(col) == 0 {
+            continue;
+        }
+        let cs = call_summary(cx, d, want)?;
+        let dr = idle_draft(cx, i, d, col, basis);
+        let idle = dr.total();
+        let count: u64 = cs.names.values().map(|v| v.0).sum();
+        let blocked: i64 = cs.names.values().map(|v| v.1).sum();
+        let mut evidence = vec![
+            format!(
+                "{count} {what} in the steady window (count, total ns per name: {:?}), in {} of {} steady steps",
+                cs.names, cs.steps_with, d.steady.steps
+            ),
+            format!(
+                "the host spent {} in them; the device sat idle {} of that time and the refill after ({}% of the steady window)",
+                ms(blocked),
+                ms(idle),
+                d.share(idle)
+            ),
+        ];
+        if let Some((pat, n)) = top_pattern(&cs.patterns) {
+            evidence.push(format!("call pattern: {pat} in {n} of {count} calls"));
+        }
+        let title = if cs.steps_with * 5 >= d.steady.steps * 4 && d.steady.steps >= 3 {
+            format!(
+                "{} in every step ({} of {}): the device idles {}% of the steady window",
+                capitalize(what),
+                cs.steps_with,
+                d.steady.steps,
+                d.share(idle)
+            )
+        } else {
+            format!(
+                "{}: the device idles {}% of the steady window around them",
+                capitalize(what),
+                d.share(idle)
+            )
+        };
+        drafts.push(dr.text(
+            title,
+            evidence,
+            json!({"idle_ns": idle, "idle_pct": d.share(idle), "calls": cs.names, "count": count, "blocked_ns": blocked,
+                "steps_with_call": cs.steps_with, "steps": d.steady.steps, "patterns": cs.patterns}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
+        None => String::new(),
+    }
+}

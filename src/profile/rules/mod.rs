@@ -1,0 +1,586 @@
+//! `rules`: findings in the style of `nsys analyze`, every one read from the
+//! step ledger (`profile::ledger`), with the GPU time a fix would remove from
+//! the critical path, the steady step it would leave, evidence, why it
+//! matters, the fix and how to verify it.
+//!
+//! The findings contract (ARCHITECTURE.md, "Findings contract"):
+//! - A rule reads ledger columns of one device's **steady window** (its steps
+//!   after warm-up, on the GPU timeline) and states a **what-if**: the saving
+//!   per steady step if its fix were applied alone. `time_at_stake_ns` is that
+//!   saving summed over the steady steps; `share_pct` is its share of the
+//!   steady window; `predicted_step_ns` the median steady period once each
+//!   step is shortened by its saving; `then_limited_by` the largest ledger
+//!   column left.
+//! - Severity comes from the share, one set of thresholds for every input:
+//!   info < 1 % ≤ low < 5 % ≤ medium < 15 % ≤ high < 40 % ≤ critical.
+//! - Every device gets its own finding per rule.
+//! - Idle causes are exclusive ledger columns, so findings on idle time never
+//!   claim the same nanosecond; savings of busy time (kernels a fix would
+//!   shorten) are bounded by the host: a step cannot become shorter than the
+//!   time its host needs to issue it.
+//! - Every number a finding prints is in its `data` (tests check each one).
+//!
+//! The rules themselves are one list, [`registry::RULES`]: id, doc, what-if and
+//! the ledger columns each reads.
+
+mod busy;
+mod host;
+pub mod registry;
+mod steps;
+mod transfer;
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::ledger::{self, Column, DeviceLedger, Group, Ledger, StepLedger, StepSource};
+use super::regions::RegionIndex;
+use super::stats::pct2;
+use super::windows::{Window, WindowKind};
+use super::{Profile, ResolvedScope, Result, Scope};
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    /// The severity of a share (0–100) of the analysis window.
+    pub fn from_share(share_pct: f64) -> Severity {
+        match share_pct {
+            s if s >= 40.0 => Severity::Critical,
+            s if s >= 15.0 => Severity::High,
+            s if s >= 5.0 => Severity::Medium,
+            s if s >= 1.0 => Severity::Low,
+            _ => Severity::Info,
+        }
+    }
+}
+
+// What `time_at_stake_ns` counts: measured GPU idle the cause explains, an
+// estimate of busy time the fix shortens (`basis` says how), or nothing known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Stake {
+    GpuIdle,
+    Estimate,
+    None,
+}
+
+// Where a finding's time at stake sits: the innermost NVTX range open on the
+// process's threads, numbering folded (`token_17` → `token_*`); `events` are
+// the bubbles, calls or gaps counted there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RegionStake {
+    pub region: String,
+    pub at_stake_ns: i64,
+    pub pct_of_finding: f64,
+    pub events: u64,
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Finding {
+    /// Stable rule id, e.g. `launch_bound_tiny_kernels`.
+    pub id: String,
+    pub title: String,
+    pub severity: Severity,
+    /// GPU time on `device` a fix would remove from the critical path, summed over the steady steps.
+    pub time_at_stake_ns: i64,
+    /// time_at_stake_ns / the steady window × 100.
+    pub share_pct: f64,
+    /// gpu_idle (measured), estimate or none.
+    pub stake: Stake,
+    /// How time_at_stake_ns was obtained: the what-if.
+    pub basis: String,
+    /// The median steady step period now (ns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_ns: Option<i64>,
+    /// The median steady step period if this finding's fix were applied alone (ns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_step_ns: Option<i64>,
+    /// What would then take most of the step: the largest ledger column left after the fix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub then_limited_by: Option<String>,
+    /// The ledger columns the stake is read from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<String>,
+    /// NVTX regions holding the time at stake, most first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regions: Vec<RegionStake>,
+    pub device: Option<i64>,
+    /// The window the share is of (the device's steady window on the GPU timeline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Window>,
+    /// Facts with numbers, names and timestamps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<String>,
+    /// Why this costs time.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub why: String,
+    /// What to change.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fix: String,
+    /// How to check the fix worked.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub verify: String,
+    /// The same facts as structured data (left out of `aisp_profile_rules` answers unless `detail`).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub data: serde_json::Value,
+}
+
+/// Whether a rule fired, and why not when it did not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RuleCheck {
+    pub id: String,
+    /// `finding`, `below_threshold` or `not_applicable`.
+    pub status: String,
+    pub detail: String,
+}
+
+// How one device's findings add up: Σ of their shares, the ledger columns they
+// read (each column belongs to one rule, so idle stakes never overlap), and the
+// estimated busy-time savings (bounded by the host, not additive with idle).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StakeOverlap {
+    pub device: i64,
+    pub sum_share_pct: f64,
+    pub idle_union_ns: i64,
+    pub idle_union_pct: f64,
+    pub estimated_ns: i64,
+    pub note: String,
+}
+
+/// Where one device's steady step goes, in short.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LedgerSummary {
+    pub device: i64,
+    /// `nvtx`, `kernel_pattern` or `span`.
+    pub steps_from: StepSource,
+    pub steady_steps: usize,
+    pub warmup_steps: usize,
+    /// Median steady step period on the GPU timeline.
+    pub step_ns: i64,
+    /// Share of the steady window per group: compute, communication, copy, idle (sums to 100 up to rounding).
+    pub groups_pct: BTreeMap<String, f64>,
+    /// The largest ledger columns, share of the steady window (at most 4).
+    pub top_columns: Vec<(String, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Rules {
+    /// Findings, most severe first, then most time at stake.
+    pub findings: Vec<Finding>,
+    /// Per device: how the findings' shares add up.
+    pub overlaps: Vec<StakeOverlap>,
+    /// The highest severity found (`info` when none).
+    pub highest: Severity,
+    /// One sentence: the most important finding, or that nothing significant was found.
+    pub verdict: String,
+    /// Per device: where the steady step goes (the step ledger in short; `aisp_profile_ledger` has all of it).
+    pub ledger: Vec<LedgerSummary>,
+    /// The analysis window per device.
+    pub windows: Vec<DeviceWindow>,
+    /// Every rule and its outcome.
+    pub checked: Vec<RuleCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceWindow {
+    pub device: i64,
+    pub window: Window,
+    /// Why this window.
+    pub reason: String,
+}
+
+/// Evaluate every rule on a scope and return the findings (most at stake first).
+pub fn evaluate(p: &Profile, scope: &Scope) -> Result<Vec<Finding>> {
+    let s = p.resolve(scope)?;
+    Ok(run(p, &s)?.findings)
+}
+
+/// What a rule proposes for one device; [`Ctx::emit`] makes it a finding.
+pub(crate) struct Draft {
+    pub dev: usize,
+    pub stake: Stake,
+    pub basis: String,
+    /// The saving per steady step (index into the device's steps) — the what-if.
+    pub saving: Vec<(u32, i64)>,
+    /// Columns the saving comes out of, for `then_limited_by`.
+    pub from: Vec<Column>,
+    pub regions: Vec<RegionStake>,
+    /// Advice for the region at fault, put before the rule's generic fix.
+    pub fix: Option<String>,
+    pub title: String,
+    pub evidence: Vec<String>,
+    pub data: serde_json::Value,
+}
+
+impl Draft {
+    /// A draft whose saving per step is read from the step by `f`.
+    pub fn new(
+        dev: usize,
+        d: &DeviceLedger,
+        stake: Stake,
+        basis: impl Into<String>,
+        from: &[Column],
+        f: impl Fn(&StepLedger) -> i64,
+    ) -> Draft {
+        Draft {
+            dev,
+            stake,
+            basis: basis.into(),
+            saving: d.steady_steps().map(|s| (s.index, f(s).clamp(0, s.period_ns))).collect(),
+            from: from.to_vec(),
+            regions: Vec::new(),
+            fix: None,
+            title: String::new(),
+            evidence: Vec::new(),
+            data: serde_json::Value::Null,
+        }
+    }
+    pub fn total(&self) -> i64 {
+        self.saving.iter().map(|s| s.1).sum()
+    }
+    pub fn text(mut self, title: String, evidence: Vec<String>, data: serde_json::Value) -> Draft {
+        self.title = title;
+        self.evidence = evidence;
+        self.data = data;
+        self
+    }
+}
+
+/// What every rule sees.
+pub(crate) struct Ctx<'a> {
+    pub p: &'a Profile,
+    pub ledger: &'a Ledger,
+    pub regions: RegionIndex<'a>,
+    findings: Vec<Finding>,
+    checked: Vec<RuleCheck>,
+}
+
+impl Ctx<'_> {
+    pub fn devices(&self) -> impl Iterator<Item = (usize, &DeviceLedger)> {
+        self.ledger
+            .devices
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.steady.steps > 0)
+    }
+
+    pub fn skip(&mut self, id: &str, status: &str, detail: impl Into<String>) {
+        self.checked.push(RuleCheck {
+            id: id.into(),
+            status: status.into(),
+            detail: detail.into(),
+        });
+    }
+
+    /// One finding per device draft whose stake reaches `min_share_pct` of the steady window (0: any stake).
+    pub fn emit(&mut self, id: &str, drafts: Vec<Draft>, min_share_pct: f64, text: &registry::RuleText) {
+        let mut shares = Vec::new();
+        let mut below = Vec::new();
+        for dr in drafts {
+            let d = &self.ledger.devices[dr.dev];
+            let total = dr.total();
+            let share = d.share(total);
+            if total <= 0 && dr.stake != Stake::None {
+                continue;
+            }
+            if share < min_share_pct {
+                below.push(format!("device {}: {share}%", d.device));
+                continue;
+            }
+            shares.push(format!("device {}: {share}%", d.device));
+            let per_step: BTreeMap<u32, i64> = dr.saving.iter().copied().collect();
+            let what_if = d.what_if(|s| per_step.get(&s.index).copied().unwrap_or(0));
+            let then = limited_after(d, &dr.from, total);
+            let mut data = dr.data;
+            if let serde_json::Value::Object(m) = &mut data {
+                m.insert("window_ns".into(), json!(d.steady.length_ns));
+                m.insert("step_ns".into(), json!(d.steady.period_median_ns));
+                m.insert("predicted_step_ns".into(), json!(what_if.predicted_step_ns));
+                m.insert("at_stake_ns".into(), json!(total));
+            }
+            self.findings.push(Finding {
+                id: id.into(),
+                title: dr.title,
+                severity: if dr.stake == Stake::None {
+                    Severity::Info
+                } else {
+                    Severity::from_share(share)
+                },
+                time_at_stake_ns: total,
+                share_pct: share,
+                stake: dr.stake,
+                basis: dr.basis,
+                step_ns: Some(d.steady.period_median_ns),
+                predicted_step_ns: (dr.stake != Stake::None).then_some(what_if.predicted_step_ns),
+                then_limited_by: (dr.stake != Stake::None).then_some(then).flatten(),
+                columns: dr.from.iter().map(|c| c.as_str().to_string()).collect(),
+                regions: dr.regions,
+                device: Some(d.device),
+                window: Some(steady_window(d)),
+                evidence: dr.evidence,
+                why: text.why.into(),
+                fix: match dr.fix {
+                    Some(f) => format!("{f} {}", text.fix),
+                    None => text.fix.into(),
+                },
+                verify: text.verify.into(),
+                data,
+            });
+        }
+        if shares.is_empty() {
+            let detail = if below.is_empty() {
+                text.quiet.to_string()
+            } else {
+                format!("{} (at stake: {})", text.quiet, below.join(", "))
+            };
+            self.skip(id, "below_threshold", detail);
+            return;
+        }
+        self.checked.push(RuleCheck {
+            id: id.into(),
+            status: "finding".into(),
+            detail: format!("of the steady window at stake: {}", shares.join(", ")),
+        });
+    }
+}
+
+/// The device's steady window as a [`Window`].
+pub fn steady_window(d: &DeviceLedger) -> Window {
+    let kind = if d.source == StepSource::Span {
+        WindowKind::Span
+    } else {
+        WindowKind::Steady
+    };
+    Window::new(kind, d.steady.start_ns, d.steady.end_ns)
+}
+
+/// The largest ledger column once `saved` ns are taken out of `from` (largest first).
+fn limited_after(d: &DeviceLedger, from: &[Column], saved: i64) -> Option<String> {
+    let mut cols = d.steady.columns;
+    let mut left = saved;
+    let mut from: Vec<Column> = from.to_vec();
+    from.sort_by_key(|&c| std::cmp::Reverse(cols.get(c)));
+    for c in from {
+        let take = left.min(cols.get(c));
+        cols.add(c, -take);
+        left -= take;
+    }
+    cols.largest(None).map(|(c, _)| c.as_str().to_string())
+}
+
+pub(crate) fn ms(ns: i64) -> String {
+    format!("{:.2} ms", ns as f64 / 1e6)
+}
+
+fn summary(d: &DeviceLedger) -> LedgerSummary {
+    let st = &d.steady;
+    let groups_pct = [Group::Compute, Group::Communication, Group::Copy, Group::Idle]
+        .iter()
+        .map(|&g| (g.as_str().to_string(), d.share(st.columns.group(g))))
+        .collect();
+    let mut cols: Vec<(Column, i64)> = st.columns.iter().collect();
+    cols.sort_by_key(|&(c, v)| (std::cmp::Reverse(v), c.index()));
+    LedgerSummary {
+        device: d.device,
+        steps_from: d.source.clone(),
+        steady_steps: st.steps,
+        warmup_steps: d.warmup_steps,
+        step_ns: st.period_median_ns,
+        groups_pct,
+        top_columns: cols
+            .into_iter()
+            .take(4)
+            .map(|(c, v)| (c.as_str().to_string(), d.share(v)))
+            .collect(),
+    }
+}
+
+fn window_reason(d: &DeviceLedger) -> String {
+    match d.source {
+        StepSource::Nvtx => format!(
+            "steady state on the GPU timeline: the periods of NVTX `{}` steps {}–{} (from each step's first GPU \
+             operation to the next's), the first {} step(s) reported apart as warm-up",
+            d.family.as_deref().unwrap_or("step"),
+            d.warmup_steps,
+            d.steps.len().saturating_sub(1),
+            d.warmup_steps
+        ),
+        StepSource::KernelPattern => format!(
+            "steady state on the GPU timeline: detected iterations {}–{} (between occurrences of one kernel), the \
+             first {} reported apart as warm-up",
+            d.warmup_steps,
+            d.steps.len().saturating_sub(1),
+            d.warmup_steps
+        ),
+        StepSource::Span => {
+            "first to last GPU operation of the device (no steps found: one period)".to_string()
+        }
+    }
+}
+
+/// Build the ledger of a scope and run every rule on it.
+pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
+    let l = ledger::build(p, scope, None)?;
+    run_on(p, &l)
+}
+
+/// Run every rule on a ledger already built (a rank of a set, with its collective waits).
+pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
+    let windows: Vec<DeviceWindow> = l
+        .devices
+        .iter()
+        .filter(|d| d.steady.steps > 0)
+        .map(|d| DeviceWindow {
+            device: d.device,
+            window: steady_window(d),
+            reason: window_reason(d),
+        })
+        .collect();
+    let summaries: Vec<LedgerSummary> = l.devices.iter().filter(|d| d.steady.steps > 0).map(summary).collect();
+    if windows.is_empty() {
+        return Ok(Rules {
+            findings: Vec::new(),
+            overlaps: Vec::new(),
+            highest: Severity::Info,
+            verdict: "no GPU activity in scope: nothing to analyse".into(),
+            ledger: summaries,
+            windows,
+            checked: Vec::new(),
+        });
+    }
+    let mut cx = Ctx {
+        p,
+        ledger: l,
+        regions: RegionIndex::new(p)?,
+        findings: Vec::new(),
+        checked: Vec::new(),
+    };
+    for rule in registry::RULES {
+        (rule.eval)(&mut cx, rule)?;
+    }
+    let overlaps = overlaps(&cx);
+    let mut findings = cx.findings;
+    findings.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(b.time_at_stake_ns.cmp(&a.time_at_stake_ns))
+            .then(a.id.cmp(&b.id))
+            .then(a.device.cmp(&b.device))
+    });
+    let highest = findings.first().map_or(Severity::Info, |f| f.severity);
+    let verdict = verdict(&findings, &summaries);
+    Ok(Rules {
+        findings,
+        overlaps,
+        highest,
+        verdict,
+        ledger: summaries,
+        windows,
+        checked: cx.checked,
+    })
+}
+
+fn verdict(findings: &[Finding], summaries: &[LedgerSummary]) -> String {
+    match findings.first() {
+        Some(f) if f.severity > Severity::Info => format!(
+            "{} ({:?}: {} of {} in the steady window at stake, {}% on device {}{}{})",
+            f.title,
+            f.severity,
+            ms(f.time_at_stake_ns),
+            f.window.map_or("?".into(), |w| ms(w.length_ns)),
+            f.share_pct,
+            f.device.unwrap_or(0),
+            match (f.step_ns, f.predicted_step_ns) {
+                (Some(a), Some(b)) => format!("; step {} → about {} if fixed", ms(a), ms(b)),
+                _ => String::new(),
+            },
+            if f.stake == Stake::Estimate {
+                "; an estimate"
+            } else {
+                ""
+            }
+        ),
+        _ => {
+            let top = summaries
+                .iter()
+                .filter_map(|s| s.top_columns.first().map(|c| format!("device {}: {} {}%", s.device, c.0, c.1)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!(
+                "nothing significant: no fix would save 1% of a steady step (largest ledger column: {})",
+                if top.is_empty() { "none".into() } else { top }
+            )
+        }
+    }
+}
+
+/// Per device: the findings' shares summed, the idle they claim (exclusive ledger columns), and the estimates.
+fn overlaps(cx: &Ctx) -> Vec<StakeOverlap> {
+    let mut out = Vec::new();
+    for (_, d) in cx.devices() {
+        let mine: Vec<&Finding> = cx
+            .findings
+            .iter()
+            .filter(|f| f.device == Some(d.device) && f.time_at_stake_ns > 0)
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let sum: f64 = mine.iter().map(|f| f.share_pct).sum();
+        let idle: i64 = mine
+            .iter()
+            .filter(|f| f.stake == Stake::GpuIdle)
+            .map(|f| f.time_at_stake_ns)
+            .sum();
+        let estimated: i64 = mine
+            .iter()
+            .filter(|f| f.stake == Stake::Estimate)
+            .map(|f| f.time_at_stake_ns)
+            .sum();
+        let sum = (sum * 100.0).round() / 100.0;
+        out.push(StakeOverlap {
+            device: d.device,
+            sum_share_pct: sum,
+            idle_union_ns: idle,
+            idle_union_pct: pct2(idle, d.steady.length_ns.max(1)),
+            estimated_ns: estimated,
+            note: format!(
+                "idle stakes are exclusive ledger columns and add up ({} in all, {}% of the steady window); \
+                 estimated savings of busy time ({}) are each bounded by the host's issue time, so two of them \
+                 applied together may save less than their sum",
+                ms(idle),
+                pct2(idle, d.steady.length_ns.max(1)),
+                ms(estimated)
+            ),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn severity_follows_share_thresholds() {
+        assert_eq!(Severity::from_share(0.99), Severity::Info);
+        assert_eq!(Severity::from_share(1.0), Severity::Low);
+        assert_eq!(Severity::from_share(5.0), Severity::Medium);
+        assert_eq!(Severity::from_share(15.0), Severity::High);
+        assert_eq!(Severity::from_share(40.0), Severity::Critical);
+        assert!(Severity::Critical > Severity::High && Severity::Low > Severity::Info);
+    }
+}

@@ -1,0 +1,77 @@
+//! The one list of rules. Each reads ledger columns of a device's steady
+//! window and states its what-if; `aisp_profile_rules`, `aisp_analyze_bottlenecks`,
+//! `aisp_profile_ranks`, `aisp_ask`, the dashboard and the reports all run this
+//! list, so no answer can disagree with another about what a step is made of.
+
+use super::super::ledger::Column;
+use super::super::Result;
+use super::{Ctx, busy, host, steps, transfer};
+
+/// What a rule prints besides its numbers.
+pub struct RuleText {
+    pub why: &'static str,
+    pub fix: &'static str,
+    pub verify: &'static str,
+    /// The `checked` detail when the rule finds nothing worth a finding.
+    pub quiet: &'static str,
+}
+
+/// One rule.
+pub struct RuleSpec {
+    pub id: &'static str,
+    /// What the rule looks for.
+    pub doc: &'static str,
+    /// The saving per steady step if the fix were applied alone.
+    pub what_if: &'static str,
+    /// The ledger columns the stake is read from.
+    pub columns: &'static [Column],
+    pub text: RuleText,
+    pub(crate) eval: fn(&mut Ctx, &RuleSpec) -> Result<()>,
+}
+
+pub static RULES: &[RuleSpec] = &[
+    host::LAUNCH_BOUND,
+    host::HOST_COMPUTE,
+    host::SYNC,
+    host::DATA_LOADING,
+    host::OS_WAIT,
+    host::ALLOCATOR,
+    host::MODULE_LOADING,
+    busy::ELEMENTWISE,
+    busy::FP32_GEMM,
+    transfer::COPIES,
+    transfer::COMMUNICATION,
+    transfer::WAIT,
+    steps::VARIANCE,
+    busy::DOMINANT_KERNEL,
+    steps::WARMUP,
+    steps::QUEUED,
+];
+
+/// The rule with this id.
+pub fn find(id: &str) -> Option<&'static RuleSpec> {
+    RULES.iter().find(|r| r.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_has_a_distinct_id_and_ledger_columns_belong_to_one_rule() {
+        let mut ids: Vec<&str> = RULES.iter().map(|r| r.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), RULES.len());
+        // A column read by two rules would let two findings claim the same time.
+        let mut seen = std::collections::BTreeMap::new();
+        for r in RULES {
+            for c in r.columns {
+                if let Some(other) = seen.insert(*c, r.id) {
+                    panic!("column {} read by {other} and {}", c.as_str(), r.id);
+                }
+            }
+            assert!(!r.doc.is_empty() && !r.what_if.is_empty(), "{}", r.id);
+        }
+    }
+}
