@@ -56,6 +56,9 @@ pub fn collectives_of(p: &Profile, d: &DeviceOps, ledger: &DeviceLedger) -> Resu
 pub struct Arrivals {
     /// Ranks (positions in the set) in order.
     pub ranks: usize,
+    /// What to call each position (`rank 2`, `device 1`).
+    #[serde(default)]
+    pub names: Vec<String>,
     /// Steady instances matched on every rank.
     pub instances: u64,
     /// Instances whose last rank is decided (its kernel at least 2 µs shorter than the next one).
@@ -193,10 +196,11 @@ pub fn split_within(p: &Profile, all: &[DeviceOps], devices: &mut [DeviceLedger]
     for &i in &with {
         ranks.push(collectives_of(p, &all[i], &devices[i])?);
     }
-    let s = split(&ranks, &vec![0; ranks.len()]);
+    let mut s = split(&ranks, &vec![0; ranks.len()]);
     for (k, &i) in with.iter().enumerate() {
         devices[i].apply_waits(&s.waits[k]);
     }
+    s.arrivals.names = with.iter().map(|&i| format!("device {}", devices[i].device)).collect();
     Ok(Some(s.arrivals))
 }
 

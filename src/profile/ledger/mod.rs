@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 pub use chains::{Chain, ChainSummary, tensors_touched};
 pub use collectives::{Arrivals, RankCollectives, WaitSplit, collectives_of, split};
+pub use sweep::StepAccount;
 pub use columns::{Column, Columns, Group};
 pub use idle::{DRAIN_NS, HOST_STRETCH_NS, IdlePiece};
 pub use ops::{DeviceOps, Op, OpKind, compute_column, device_ops, is_optimizer_kernel};
@@ -129,7 +130,7 @@ pub struct DeviceLedger {
 }
 
 /// A piece of exposed collective time in one step.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CommPiece {
     pub step: u32,
     /// Index into `Profile::kernels`.

@@ -843,6 +843,7 @@ mod tests {
                             compute_overlap_ns: 0,
                             bytes: Some(MIB64),
                             peer: with_peers.then_some(peer),
+                            kernel: None,
                         });
                     }
                 }
@@ -874,6 +875,7 @@ mod tests {
                     steps: Vec::new(),
                     collectives,
                     classes: Vec::new(),
+                    ledger: None,
                 }
             })
             .collect()

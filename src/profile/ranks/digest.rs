@@ -23,6 +23,8 @@ use crate::profile::intervals::{self, Interval};
 use crate::profile::model::{self, NvtxRange};
 use crate::profile::nccl::{Collective, is_nccl};
 use crate::profile::windows::{self, Window};
+use crate::profile::ledger::{self, CommPiece, DeviceLedger};
+use crate::profile::rules::{self, Finding};
 use crate::profile::{Profile, ProfileError, Result, Scope, attribution, iterations};
 
 /// Who a rank is and where its clock comes from.
@@ -97,6 +99,9 @@ pub struct CollectiveRow {
     /// The other rank of a point-to-point transfer (send/recv), when recorded.
     #[serde(default)]
     pub peer: Option<u32>,
+    /// Index of the kernel in its export (`Profile::kernels`), for splitting its time into wait and transfer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<u32>,
 }
 
 /// Kernel time of one class.
@@ -118,6 +123,21 @@ pub struct RankDigest {
     pub steps: Vec<StepRow>,
     pub collectives: Vec<CollectiveRow>,
     pub classes: Vec<ClassRow>,
+    /// The rank's step ledger and the findings of its own export (Nsight Systems exports; not Kineto traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<RankLedger>,
+}
+
+/// A rank's step ledger, with what the set needs to split its collective time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RankLedger {
+    pub ledger: DeviceLedger,
+    /// Exposed collective time by kernel (kept apart from `ledger`, whose answers leave it out).
+    #[serde(default)]
+    #[schemars(skip)]
+    pub comm: Vec<CommPiece>,
+    /// The rules' findings on the rank's own export (the ledger-only ones are made again once the set is split).
+    pub findings: Vec<Finding>,
 }
 
 impl RankDigest {
@@ -233,6 +253,7 @@ pub fn digest_profile(p: &Profile, file: &Path) -> Result<Vec<RankDigest>> {
                 comm.push((k.start, k.end));
                 let m = messages.get(&ki);
                 coll.push(CollSpan {
+                    kernel: Some(ki),
                     start: k.start,
                     end: k.end,
                     stream: k.stream,
@@ -321,6 +342,7 @@ pub fn digest_profile(p: &Profile, file: &Path) -> Result<Vec<RankDigest>> {
             })
             .collect();
         classes.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.class.cmp(&b.class)));
+        let rank_ledger = rank_ledger(p, &scope, device)?;
         out.push(RankDigest {
             identity: RankIdentity {
                 rank: i as u32,
@@ -345,9 +367,26 @@ pub fn digest_profile(p: &Profile, file: &Path) -> Result<Vec<RankDigest>> {
             steps,
             collectives,
             classes,
+            ledger: rank_ledger,
         });
     }
     Ok(out)
+}
+
+/// The ledger of one rank (device × process) of an export, and the rules' findings on it.
+fn rank_ledger(p: &Profile, scope: &crate::profile::ResolvedScope, device: i64) -> Result<Option<RankLedger>> {
+    let mut l = ledger::build(p, scope, None)?;
+    let Some(i) = l.devices.iter().position(|d| d.device == device) else {
+        return Ok(None);
+    };
+    let findings = rules::run_on(p, &l)?.findings;
+    let mut dl = l.devices.swap_remove(i);
+    let comm = std::mem::take(&mut dl.comm);
+    Ok(Some(RankLedger {
+        ledger: dl,
+        comm,
+        findings,
+    }))
 }
 
 /// Settle rank numbers over the whole set: the recorded `RANK` when every
@@ -488,6 +527,7 @@ pub(crate) fn p2p_direction(kernel: Collective, call: Option<Collective>) -> Col
 
 /// One communication kernel before numbering.
 pub(crate) struct CollSpan {
+    pub kernel: Option<u32>,
     pub start: i64,
     pub end: i64,
     pub stream: i64,
@@ -516,6 +556,7 @@ pub(crate) fn collective_rows(
                 compute_overlap_ns: intervals::clipped_length(compute_u, (c.start, c.end)),
                 bytes: c.bytes,
                 peer: c.peer,
+                kernel: c.kernel,
             };
             *seq += 1;
             row

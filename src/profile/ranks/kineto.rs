@@ -94,6 +94,7 @@ pub fn digest_trace(t: &Trace) -> Vec<RankDigest> {
                     comm.push(iv);
                     let c = comm_of.get(&k).map(|&ci| &t.comms[ci]);
                     coll.push(CollSpan {
+                        kernel: None,
                         start: iv.0,
                         end: iv.1,
                         stream: op.stream,
@@ -227,6 +228,7 @@ pub fn digest_trace(t: &Trace) -> Vec<RankDigest> {
                 steps,
                 collectives,
                 classes,
+                ledger: None,
             }
         })
         .collect()

@@ -13,6 +13,7 @@ pub mod analysis;
 pub mod digest;
 pub mod findings;
 pub mod kineto;
+pub mod ledger_set;
 pub mod store;
 
 use std::path::{Path, PathBuf};
@@ -132,6 +133,12 @@ pub struct RankSet {
     pub rank_note: Option<String>,
     pub alignment: Alignment,
     pub cross_rank: CrossRank,
+    /// Who arrived last at the steady collectives, from the ranks' kernel durations (Nsight Systems exports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<crate::profile::ledger::Arrivals>,
+    /// Each rank's step ledger in short (collective time split into wait and transfer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ledger: Vec<crate::profile::rules::LedgerSummary>,
 }
 
 /// Identify, align and compare digests (the merge step).
@@ -148,7 +155,11 @@ pub fn merge(
     }
     let rank_note = digest::resolve_ranks(digests);
     let alignment = align::align(digests);
-    let cross_rank = analysis::cross_rank(digests, &alignment);
+    let mut cross_rank = analysis::cross_rank(digests, &alignment);
+    let arrivals = ledger_set::split(digests, &alignment)?;
+    if let Some(a) = &arrivals {
+        ledger_set::replace_stragglers(&mut cross_rank, digests, a);
+    }
     Ok(RankSet {
         files,
         skipped,
@@ -156,6 +167,8 @@ pub fn merge(
         rank_note,
         alignment,
         cross_rank,
+        ledger: ledger_set::summaries(digests),
+        arrivals,
     })
 }
 

@@ -379,6 +379,7 @@ pub fn read(dir: &Path) -> Result<Vec<RankDigest>> {
                 steps: Vec::new(),
                 collectives: Vec::new(),
                 classes: Vec::new(),
+                ledger: None,
             },
         );
     }
@@ -414,6 +415,7 @@ pub fn read(dir: &Path) -> Result<Vec<RankDigest>> {
                 bytes: int(&r, "bytes"),
                 // Absent in digests written before peers were recorded.
                 peer: int(&r, "peer").and_then(|p| u32::try_from(p).ok()),
+                kernel: None,
             });
         }
     }

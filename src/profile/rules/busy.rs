@@ -37,6 +37,7 @@ pub const ELEMENTWISE: RuleSpec = RuleSpec {
                  aisp_profile_kernels show one fused kernel where the chain was.",
         quiet: "no unfused elementwise chain saves 1% of the steady window",
     },
+    needs_profile: true,
     eval: elementwise,
 };
 
@@ -120,6 +121,7 @@ pub const FP32_GEMM: RuleSpec = RuleSpec {
         verify: "Re-profile: aisp_profile_ledger gemm_fp32_simt should move to gemm_tensor_core at a fraction of the time.",
         quiet: "no fp32 SIMT GEMM, or its saving under 1% of the steady window",
     },
+    needs_profile: true,
     eval: fp32_gemm,
 };
 
@@ -136,8 +138,9 @@ fn fp32_ratio(gpu: Option<&str>) -> (f64, String) {
 }
 
 fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
-    let gpus_info = info::gpus(cx.p)?;
-    let kernels = cx.p.kernels()?;
+    let p = cx.p()?;
+    let gpus_info = info::gpus(p)?;
+    let kernels = cx.p()?.kernels()?;
     let mut drafts = Vec::new();
     for (i, d) in cx.devices() {
         let t = d.steady.columns.get(Column::GemmFp32Simt);
@@ -164,8 +167,8 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
         }) {
             let cls = super::super::classify::classify(
-                cx.p.string(k.demangled_name),
-                cx.p.string(k.short_name),
+                cx.p()?.string(k.demangled_name),
+                cx.p()?.string(k.short_name),
                 k.grid,
                 k.block,
             );
@@ -184,7 +187,7 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             d.share(t)
         )];
         if let Some((n, (c, tt))) = top.first() {
-            evidence.push(format!("top: `{}` ({c} calls, {})", cx.p.string(*n), ms(*tt)));
+            evidence.push(format!("top: `{}` ({c} calls, {})", cx.p()?.string(*n), ms(*tt)));
         }
         evidence.push(format!(
             "on TF32 tensor cores they would take {:.1}% of that ({source}): {} saved",
@@ -200,7 +203,7 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             evidence,
             json!({"kernels": count, "time_ns": t, "time_pct": d.share(t), "ratio": ratio, "ratio_pct": (ratio * 1000.0).round() / 10.0,
                 "saving_ns": saving, "saving_pct": d.share(saving),
-                "top": top.iter().take(3).map(|(id, (c, t))| json!({"name": cx.p.string(*id), "count": c, "time_ns": t})).collect::<Vec<_>>()}),
+                "top": top.iter().take(3).map(|(id, (c, t))| json!({"name": p.string(*id), "count": c, "time_ns": t})).collect::<Vec<_>>()}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
@@ -219,11 +222,12 @@ pub const DOMINANT_KERNEL: RuleSpec = RuleSpec {
         verify: "Re-profile: its share and total time in aisp_profile_kernels.",
         quiet: "no kernel holds half the steady compute time",
     },
+    needs_profile: true,
     eval: dominant_kernel,
 };
 
 fn dominant_kernel(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
-    let kernels = cx.p.kernels()?;
+    let kernels = cx.p()?.kernels()?;
     let mut drafts = Vec::new();
     for (i, d) in cx.devices() {
         let mut t: HashMap<i64, (u64, i64)> = HashMap::new();
@@ -255,14 +259,14 @@ fn dominant_kernel(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             |_| 0,
         );
         drafts.push(dr.text(
-            format!("One kernel dominates: `{}` is {share}% of steady kernel time", cx.p.string(name)),
+            format!("One kernel dominates: `{}` is {share}% of steady kernel time", cx.p()?.string(name)),
             vec![format!(
                 "`{}` runs {n} times for {} of {} kernel time in the steady window",
-                cx.p.string(name),
+                cx.p()?.string(name),
                 ms(time),
                 ms(all)
             )],
-            json!({"kernel": cx.p.string(name), "count": n, "time_ns": time, "all_ns": all, "share_of_kernel_time_pct": share}),
+            json!({"kernel": cx.p()?.string(name), "count": n, "time_ns": time, "all_ns": all, "share_of_kernel_time_pct": share}),
         ));
     }
     cx.emit(spec.id, drafts, 0.0, &spec.text);

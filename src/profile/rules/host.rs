@@ -51,7 +51,7 @@ fn regions_of(cx: &Ctx, d: &DeviceLedger, col: Column) -> Vec<RegionStake> {
     let mut m: BTreeMap<String, (i64, u64)> = BTreeMap::new();
     for p in pieces {
         let Some(t) = p.thread else { continue };
-        if let Some(r) = cx.regions.region(t, p.start + (p.end - p.start) / 2) {
+        if let Some(r) = cx.region(t, p.start + (p.end - p.start) / 2) {
             let e = m.entry(r).or_default();
             e.0 += p.end - p.start;
             e.1 += 1;
@@ -104,7 +104,7 @@ fn largest_explained(cx: &Ctx, d: &DeviceLedger, col: Column, n: usize) -> Resul
             })
             .collect(),
     }];
-    gaps::attribute_cpu_groups(cx.p, &mut groups)?;
+    gaps::attribute_cpu_groups(cx.p()?, &mut groups)?;
     Ok(groups
         .remove(0)
         .gaps
@@ -142,6 +142,7 @@ pub const LAUNCH_BOUND: RuleSpec = RuleSpec {
         verify: "Re-profile: aisp_profile_ledger idle_launch_overhead should shrink and the steady step with it.",
         quiet: "launch-overhead idle under 1% of the steady window",
     },
+    needs_profile: true,
     eval: launch_bound,
 };
 
@@ -154,9 +155,9 @@ fn is_per_tensor_optimizer_math(demangled: &str) -> bool {
 
 fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     let col = Column::IdleLaunchOverhead;
-    let kernels = cx.p.kernels()?;
-    let api = cx.p.api()?;
-    let launches = &cx.p.launch_index()?.kernel_launch;
+    let kernels = cx.p()?.kernels()?;
+    let api = cx.p()?.api()?;
+    let launches = &cx.p()?.launch_index()?.kernel_launch;
     let mut drafts = Vec::new();
     for (i, d) in cx.devices() {
         if d.steady.columns.get(col) == 0 {
@@ -190,10 +191,10 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             let Some(a) = launches[k].map(|a| &api[a as usize]) else {
                 continue;
             };
-            if let Some(r) = cx.regions.innermost(a.global_tid, a.start) {
+            if let Some(r) = cx.regions.as_ref().and_then(|r| r.innermost(a.global_tid, a.start)) {
                 let e = per_region.entry(regions::fold_name(&r.name)).or_default();
                 e.0 += 1;
-                if is_per_tensor_optimizer_math(cx.p.string(kk.demangled_name)) {
+                if is_per_tensor_optimizer_math(cx.p()?.string(kk.demangled_name)) {
                     e.1 += 1;
                 }
                 e.2.insert(r.start);
@@ -290,6 +291,7 @@ pub const HOST_COMPUTE: RuleSpec = RuleSpec {
         verify: "Re-profile: aisp_profile_ledger idle_host_compute should shrink and the steady step with it.",
         quiet: "host-compute idle under 1% of the steady window",
     },
+    needs_profile: true,
     eval: host_compute,
 };
 
@@ -319,6 +321,7 @@ pub const DATA_LOADING: RuleSpec = RuleSpec {
         verify: "Re-profile: aisp_profile_ledger idle_data_loading should approach 0.",
         quiet: "input-wait idle under 1% of the steady window",
     },
+    needs_profile: true,
     eval: data_loading,
 };
 
@@ -347,6 +350,7 @@ pub const OS_WAIT: RuleSpec = RuleSpec {
         verify: "Re-profile: aisp_profile_ledger idle_os_wait should approach 0.",
         quiet: "sleep/lock idle under 1% of the steady window",
     },
+    needs_profile: true,
     eval: os_wait,
 };
 
@@ -430,6 +434,7 @@ pub const SYNC: RuleSpec = RuleSpec {
         verify: "Re-profile: aisp_profile_ledger idle_sync should approach 0.",
         quiet: "synchronization idle under 1% of the steady window",
     },
+    needs_profile: true,
     eval: sync,
 };
 
@@ -442,7 +447,8 @@ struct CallSummary {
 }
 
 fn call_summary(cx: &Ctx, d: &DeviceLedger, want: impl Fn(CallKind) -> bool) -> Result<CallSummary> {
-    let api = cx.p.api()?;
+    let p = cx.p()?;
+    let api = p.api()?;
     let (lo, hi) = (d.steady.start_ns, d.steady.end_ns);
     let process = d.process_key;
     let lo_i = api.partition_point(|a| a.start < lo);
@@ -461,17 +467,17 @@ fn call_summary(cx: &Ctx, d: &DeviceLedger, want: impl Fn(CallKind) -> bool) -> 
         }
         let kind = *kinds
             .entry(a.name)
-            .or_insert_with(|| calls::api_kind(calls::api_display_name(cx.p.string(a.name))));
+            .or_insert_with(|| calls::api_kind(calls::api_display_name(p.string(a.name))));
         let prev = last_on_thread.insert(a.global_tid, a.name);
         if !want(kind) {
             continue;
         }
-        let n = calls::api_display_name(cx.p.string(a.name)).to_string();
+        let n = calls::api_display_name(cx.p()?.string(a.name)).to_string();
         let e = names.entry(n.clone()).or_default();
         e.0 += 1;
         e.1 += a.dur();
         if let Some(pn) = prev {
-            let pn = calls::api_display_name(cx.p.string(pn));
+            let pn = calls::api_display_name(cx.p()?.string(pn));
             *patterns.entry(format!("{pn} → {n}")).or_default() += 1;
         }
         starts.push(a.start);
@@ -521,6 +527,7 @@ pub const ALLOCATOR: RuleSpec = RuleSpec {
                  cudaMalloc/cudaFree inside the steps.",
         quiet: "allocation idle under 1% of the steady window",
     },
+    needs_profile: true,
     eval: allocator,
 };
 
@@ -550,6 +557,7 @@ pub const MODULE_LOADING: RuleSpec = RuleSpec {
         verify: "Re-profile: aisp_profile_ledger idle_module_loading should be 0 in the steady window.",
         quiet: "module-loading idle under 1% of the steady window",
     },
+    needs_profile: true,
     eval: module_loading,
 };
 

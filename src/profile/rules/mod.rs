@@ -164,6 +164,9 @@ pub struct StakeOverlap {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LedgerSummary {
     pub device: i64,
+    /// The rank, for a set of ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
     /// `nvtx`, `kernel_pattern` or `span`.
     pub steps_from: StepSource,
     pub steady_steps: usize,
@@ -261,14 +264,27 @@ impl Draft {
 
 /// What every rule sees.
 pub(crate) struct Ctx<'a> {
-    pub p: &'a Profile,
+    /// The export, when the rules run beside it (a set's merge runs the ledger-only rules without it).
+    p: Option<&'a Profile>,
     pub ledger: &'a Ledger,
-    pub regions: RegionIndex<'a>,
+    pub regions: Option<RegionIndex<'a>>,
     findings: Vec<Finding>,
     checked: Vec<RuleCheck>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// The export; rules that need it are run only when it is there ([`registry::RuleSpec::needs_profile`]).
+    pub fn p(&self) -> Result<&'a Profile> {
+        self.p.ok_or_else(|| {
+            super::ProfileError::Missing("this rule needs the export itself, not only its ledger".into())
+        })
+    }
+
+    /// The folded NVTX region of a thread's process at `t`.
+    pub fn region(&self, global_tid: i64, t: i64) -> Option<String> {
+        self.regions.as_ref().and_then(|r| r.region(global_tid, t))
+    }
+
     pub fn devices(&self) -> impl Iterator<Item = (usize, &DeviceLedger)> {
         self.ledger
             .devices
@@ -385,7 +401,8 @@ pub(crate) fn ms(ns: i64) -> String {
     format!("{:.2} ms", ns as f64 / 1e6)
 }
 
-fn summary(d: &DeviceLedger) -> LedgerSummary {
+/// A device's ledger in short.
+pub fn summary(d: &DeviceLedger) -> LedgerSummary {
     let st = &d.steady;
     let groups_pct = [Group::Compute, Group::Communication, Group::Copy, Group::Idle]
         .iter()
@@ -395,6 +412,7 @@ fn summary(d: &DeviceLedger) -> LedgerSummary {
     cols.sort_by_key(|&(c, v)| (std::cmp::Reverse(v), c.index()));
     LedgerSummary {
         device: d.device,
+        rank: None,
         steps_from: d.source.clone(),
         steady_steps: st.steps,
         warmup_steps: d.warmup_steps,
@@ -462,9 +480,9 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
         });
     }
     let mut cx = Ctx {
-        p,
+        p: Some(p),
         ledger: l,
-        regions: RegionIndex::new(p)?,
+        regions: Some(RegionIndex::new(p)?),
         findings: Vec::new(),
         checked: Vec::new(),
     };
@@ -491,6 +509,24 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
         windows,
         checked: cx.checked,
     })
+}
+
+/// The rules that read only the ledger (communication, waits, step variation, warm-up), for a rank of a set
+/// whose collective time was split after its export was read. Returns their findings and outcomes.
+pub fn run_ledger_only(l: &Ledger, earlier: &[Finding]) -> Result<(Vec<Finding>, Vec<RuleCheck>)> {
+    let mut cx = Ctx {
+        p: None,
+        ledger: l,
+        regions: None,
+        findings: earlier.to_vec(),
+        checked: Vec::new(),
+    };
+    let before = cx.findings.len();
+    for rule in registry::RULES.iter().filter(|r| !r.needs_profile) {
+        (rule.eval)(&mut cx, rule)?;
+    }
+    let new = cx.findings.split_off(before);
+    Ok((new, cx.checked))
 }
 
 fn verdict(findings: &[Finding], summaries: &[LedgerSummary]) -> String {

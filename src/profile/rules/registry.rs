@@ -26,6 +26,9 @@ pub struct RuleSpec {
     /// The ledger columns the stake is read from.
     pub columns: &'static [Column],
     pub text: RuleText,
+    /// Whether the rule reads the export itself (regions, call names); the others read only the ledger and
+    /// run again when a set splits collective time.
+    pub needs_profile: bool,
     pub(crate) eval: fn(&mut Ctx, &RuleSpec) -> Result<()>,
 }
 

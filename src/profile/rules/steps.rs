@@ -25,6 +25,7 @@ pub const VARIANCE: RuleSpec = RuleSpec {
         verify: "Re-profile: the steady periods' CV in aisp_profile_ledger should fall under 10%.",
         quiet: "steady periods even (slowest under 1.5x the median and CV under 10%), or fewer than 5 steady steps",
     },
+    needs_profile: false,
     eval: variance,
 };
 
@@ -137,6 +138,7 @@ pub const WARMUP: RuleSpec = RuleSpec {
         verify: "Compare the warm-up steps with the steady median in aisp_profile_ledger.",
         quiet: "no warm-up step (a single period)",
     },
+    needs_profile: false,
     eval: warmup,
 };
 
@@ -188,6 +190,7 @@ pub const QUEUED: RuleSpec = RuleSpec {
         verify: "Re-profile: aisp_profile_ledger idle_queued.",
         quiet: "idle with work queued under 1% of the steady window",
     },
+    needs_profile: false,
     eval: queued,
 };
 

@@ -41,6 +41,7 @@ pub const COPIES: RuleSpec = RuleSpec {
                  hidden_copy_ns).",
         quiet: "exposed host copies under 1% of the steady window",
     },
+    needs_profile: true,
     eval: copies,
 };
 
@@ -62,11 +63,11 @@ fn pinned_rate(p: &super::super::Profile, copy_kind: i64) -> Result<Option<f64>>
 }
 
 fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
-    let opers = cx.p.memcpy_oper_labels()?;
+    let opers = cx.p()?.memcpy_oper_labels()?;
     let kind_of = |label: &str| opers.iter().find(|(_, l)| l.as_str() == label).map(|(k, _)| *k);
     let (h2d, d2h) = (kind_of("Host-to-Device").unwrap_or(1), kind_of("Device-to-Host").unwrap_or(2));
-    let pageable = memory::pageable_kind(cx.p)?;
-    let gpus_info = info::gpus(cx.p)?;
+    let pageable = memory::pageable_kind(cx.p()?)?;
+    let gpus_info = info::gpus(cx.p()?)?;
     let mut drafts = Vec::new();
     for (i, d) in cx.devices() {
         let exposed: i64 = COPY_COLUMNS.iter().map(|&c| d.steady.columns.get(c)).sum();
@@ -82,7 +83,7 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let mut rate_note = Vec::new();
         let mut rates: BTreeMap<i64, f64> = BTreeMap::new();
         for (k, label) in [(h2d, "H2D"), (d2h, "D2H")] {
-            let r = match pinned_rate(cx.p, k)? {
+            let r = match pinned_rate(cx.p()?, k)? {
                 Some(r) => {
                     rate_note.push(format!("{label}: best pinned copy in this export, {:.1} GB/s", r));
                     r
@@ -103,7 +104,7 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let starts: Vec<i64> = d.steps.iter().map(|s| s.start_ns).collect();
         let mut pinned_time = vec![0i64; d.steps.len()];
         let (mut bytes, mut n, mut n_pageable) = (0i64, 0u64, 0u64);
-        for m in cx.p.memcpys()?.iter().filter(|m| m.device == d.device && (m.copy_kind == h2d || m.copy_kind == d2h)) {
+        for m in cx.p()?.memcpys()?.iter().filter(|m| m.device == d.device && (m.copy_kind == h2d || m.copy_kind == d2h)) {
             let si = starts.partition_point(|&s| s <= m.start);
             let Some(step) = si.checked_sub(1).and_then(|i| d.steps.get(i)) else {
                 continue;
@@ -198,6 +199,7 @@ pub const COMMUNICATION: RuleSpec = RuleSpec {
         verify: "Re-profile: aisp_profile_ledger comm_transfer (or comm) should shrink and hidden_communication_ns grow.",
         quiet: "exposed communication under 1% of the steady window",
     },
+    needs_profile: false,
     eval: communication,
 };
 
@@ -320,6 +322,7 @@ pub const WAIT: RuleSpec = RuleSpec {
         verify: "Re-profile every rank: aisp_profile_ranks comm_wait should approach 0 on every rank.",
         quiet: "waiting for other ranks under 1% of the steady window",
     },
+    needs_profile: false,
     eval: wait,
 };
 
@@ -352,7 +355,7 @@ fn wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             let names: Vec<String> = a
                 .stragglers
                 .iter()
-                .map(|&r| format!("position {r} (device {})", cx.ledger.devices.get(r).map_or(-1, |d| d.device)))
+                .map(|&r| a.names.get(r).cloned().unwrap_or_else(|| format!("position {r}")))
                 .collect();
             evidence.push(format!(
                 "last to arrive more often than chance: {} ({:?} of {} decided instances; chance allows {})",
