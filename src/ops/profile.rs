@@ -35,6 +35,7 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Timeline,
     &Events,
     &Rules,
+    &LedgerOp,
     &Compare,
     &Export,
     &super::profile_ranks::ProfileRanks,
@@ -990,6 +991,159 @@ impl Operation for Rules {
                     String::new()
                 }
             ));
+        }
+        Ok(out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ledger
+
+pub struct LedgerOp;
+
+scoped_input! {
+    /// Arguments of `ledger`.
+    LedgerInput {
+        /// Steps listed per device (default 12: the warm-up steps and the first steady ones); the steady
+        /// summary always covers every steady step.
+        #[serde(default)]
+        #[schemars(range(min = 1, max = 100000))]
+        steps: Option<usize>,
+    }
+}
+
+/// The step ledger of an export or of a set of ranks.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct LedgerAnswer {
+    /// How overlapping activity is attributed.
+    pub precedence: String,
+    /// Per device (one export) or per rank (a set): steps, the steady window's columns, notes.
+    pub devices: Vec<LedgerDevice>,
+    /// Who arrived last at the steady collectives, when the ranks are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<profile::ledger::Arrivals>,
+}
+
+/// One device's ledger with each steady column's share.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct LedgerDevice {
+    /// The rank, for a set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// Share of the steady window per column, % (the same columns as `ledger.steady.columns`).
+    pub steady_pct: std::collections::BTreeMap<String, f64>,
+    #[serde(flatten)]
+    pub ledger: profile::ledger::DeviceLedger,
+}
+
+fn ledger_device(rank: Option<u32>, mut l: profile::ledger::DeviceLedger, keep: usize) -> (LedgerDevice, usize) {
+    let steady_pct = l
+        .steady
+        .columns
+        .iter()
+        .map(|(c, v)| (c.as_str().to_string(), l.share(v)))
+        .collect();
+    let cut = l.steps.len().saturating_sub(keep);
+    l.steps.truncate(keep);
+    (
+        LedgerDevice {
+            rank,
+            steady_pct,
+            ledger: l,
+        },
+        cut,
+    )
+}
+
+impl Operation for LedgerOp {
+    type Input = LedgerInput;
+    type Output = Answer<LedgerAnswer>;
+    const SPEC: &'static OpSpec = &OpSpec {
+        title: "Step ledger",
+        summary: "Where each nanosecond of each step goes, per device or rank: compute by kernel class, communication (transfer vs waiting for ranks), copies, idle by cause; sums to the step exactly.",
+        description: "The step ledger that every finding of aisp_profile_rules reads: steps on the GPU timeline (a step's period runs from its first kernel to the next step's; NVTX step ranges, else detected iterations), warm-up apart, and an exclusive partition of each period into columns (gemm_tensor_core, gemm_fp32_simt, attention, elementwise, reduction, optimizer, comm_transfer, comm_wait, h2d/d2h pageable or pinned, idle_launch_overhead, idle_sync, idle_host_compute, idle_data_loading, idle_os_wait, idle_allocator, idle_queued ...) in ns, with the steady window's totals and shares. A folder or glob of per-rank exports gives every rank's ledger with collective time split into wait and transfer. Under a second; seconds on 1 GB.",
+        positional: &["path"],
+        intents: &[
+            "where does the step time go",
+            "step breakdown",
+            "time breakdown per step",
+            "what is the step made of",
+            "ledger",
+        ],
+        example: r#"{"path": "train.sqlite"}"#,
+        ..OpSpec::new("profile", "ledger")
+    };
+
+    fn run(&self, ctx: &OpContext, input: LedgerInput) -> Result<Self::Output, OpError> {
+        let keep = limit(input.steps, 12)?;
+        if profile::ranks::is_set(&input.path) {
+            let files = profile::ranks::expand(&input.path)?;
+            let threads = profile::ranks::default_threads(files.len());
+            let total = files.len() as f64;
+            let (set, digests) = profile::ranks::analyse(&files, threads, &|| ctx.is_cancelled(), &|done| {
+                ctx.progress(done as f64, Some(total), "digesting exports")
+            })
+            .map_err(|e| match e {
+                ProfileError::Cancelled => ctx.stop_error(),
+                e => e.into(),
+            })?;
+            let mut cut = 0;
+            let devices = digests
+                .into_iter()
+                .filter_map(|d| {
+                    let rank = d.identity.rank;
+                    d.ledger.map(|l| {
+                        let (dev, c) = ledger_device(Some(rank), l.ledger, keep);
+                        cut += c;
+                        dev
+                    })
+                })
+                .collect();
+            let mut left_out = Vec::new();
+            if cut > 0 {
+                left_out.push(format!("{cut} step row(s) past the first {keep} per rank: pass \"steps\": N"));
+            }
+            return Ok(Answer {
+                path: input.path.clone(),
+                export: ExportVersion {
+                    product: None,
+                    product_version: None,
+                    schema_version: None,
+                },
+                scope: None,
+                result: LedgerAnswer {
+                    precedence: profile::ledger::PRECEDENCE.to_string(),
+                    devices,
+                    arrivals: set.arrivals,
+                },
+                left_out,
+            });
+        }
+        let mut out = scoped(ctx, "ledger", &input, |p, scope| {
+            let l = profile::ledger::build(p, scope, None)?;
+            Ok(LedgerAnswer {
+                precedence: l.precedence,
+                devices: l.devices.into_iter().map(|d| ledger_device(None, d, keep).0).collect(),
+                arrivals: l.arrivals,
+            })
+        })?;
+        // Steps not listed: all of a device's steps (warm-up and steady) minus those kept.
+        let cut: usize = out
+            .result
+            .devices
+            .iter()
+            .map(|d| {
+                let all = if d.ledger.source == profile::ledger::StepSource::Span {
+                    1
+                } else {
+                    d.ledger.warmup_steps + d.ledger.steady.steps
+                };
+                all.saturating_sub(d.ledger.steps.len())
+            })
+            .sum();
+        if cut > 0 {
+            out.left_out
+                .push(format!("{cut} step row(s) past the first {keep} per device: pass \"steps\": N"));
         }
         Ok(out)
     }

@@ -112,16 +112,17 @@ pub fn findings(digests: &[RankDigest], arrivals: Option<&Arrivals>) -> Vec<Find
         return Vec::new();
     }
     let mut out = Vec::new();
-    let mut straggler_found = false;
+    // The rank that sets the step: the straggler when there is one (the others wait for it, so their own
+    // problems are off the critical path), else none and each rule is judged at the median rank.
+    let mut critical: Option<u32> = None;
     if let Some(a) = arrivals {
         for &r in &a.stragglers {
             if let Some(f) = straggler(&ledgers, a, r) {
                 out.push(f);
-                straggler_found = true;
+                critical = critical.or(ledgers.get(r).map(|l| l.0));
             }
         }
     }
-    // Per rule: the ranks that have it, at the median rank's stake (ranks without it count as 0).
     let mut by_id: BTreeMap<&str, Vec<(u32, &Finding)>> = BTreeMap::new();
     for (rank, _, fs) in &ledgers {
         for f in fs.iter() {
@@ -130,10 +131,13 @@ pub fn findings(digests: &[RankDigest], arrivals: Option<&Arrivals>) -> Vec<Find
     }
     for (id, fs) in by_id {
         // The straggler finding holds the waiting time already.
-        if id == "collective_wait" && straggler_found {
+        if id == "collective_wait" && critical.is_some() {
             continue;
         }
-        out.push(shared(&fs, ledgers.len()));
+        out.push(match critical {
+            Some(r) => on_critical_rank(&fs, r, ledgers.len()),
+            None => shared(&fs, ledgers.len()),
+        });
     }
     out.sort_by(|a, b| {
         b.severity
@@ -182,6 +186,40 @@ fn shared(fs: &[(u32, &Finding)], ranks: usize) -> Finding {
         m.insert("ranks_with".into(), json!(fs.iter().map(|(r, _)| r).collect::<Vec<_>>()));
         m.insert("median_rank".into(), json!(rep_rank));
         m.insert("median_at_stake_ns".into(), json!(stake));
+    }
+    f
+}
+
+/// One finding for a rule, read on the rank that sets the step (the straggler): the other ranks' stakes are
+/// off the critical path while they wait for it.
+fn on_critical_rank(fs: &[(u32, &Finding)], critical: u32, ranks: usize) -> Finding {
+    let per_rank: Vec<String> = fs.iter().map(|(r, f)| format!("rank {r}: {}%", f.share_pct)).collect();
+    let mine = fs.iter().find(|(r, _)| *r == critical).map(|(_, f)| *f);
+    let mut f = mine.cloned().unwrap_or_else(|| {
+        let mut g = fs[0].1.clone();
+        g.time_at_stake_ns = 0;
+        g.share_pct = 0.0;
+        g.severity = Severity::Info;
+        g.predicted_step_ns = g.step_ns;
+        g
+    });
+    f.evidence.insert(
+        0,
+        format!(
+            "on {} of {ranks} ranks ({}); judged on rank {critical}, the straggler, which sets the step: the other              ranks wait for it, so their share of this is off the critical path{}",
+            fs.len(),
+            per_rank.join(", "),
+            if mine.is_none() {
+                format!(" (rank {critical} does not have it: nothing at stake)")
+            } else {
+                String::new()
+            }
+        ),
+    );
+    f.title = format!("{} — on rank {critical}, the critical path ({} of {ranks} ranks have it)", f.title, fs.len());
+    if let serde_json::Value::Object(m) = &mut f.data {
+        m.insert("ranks_with".into(), json!(fs.iter().map(|(r, _)| r).collect::<Vec<_>>()));
+        m.insert("critical_rank".into(), json!(critical));
     }
     f
 }
