@@ -166,7 +166,7 @@ fn scorecard(set: &str) -> (usize, usize, Vec<String>) {
 #[test]
 fn every_planted_problem_of_the_tuned_set_is_found_and_nothing_else_at_medium() {
     let (planted, found, false_findings) = scorecard("tuned");
-    assert!(planted >= 8, "the tuned set plants {planted} problems");
+    assert!(planted >= 7, "the tuned set plants {planted} problems");
     assert_eq!(found, planted, "planted problems missed (see the lines above)");
     assert!(false_findings.is_empty(), "false findings: {false_findings:#?}");
 }
