@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Progress;
 use crate::error::OpError;
-use crate::store::Store;
+use aisp_store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

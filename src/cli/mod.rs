@@ -92,8 +92,8 @@ pub fn command() -> Command {
                 .help("Output format [default: table on a terminal, json otherwise]"),
         );
 
-    // The kernel lab's worker process (crate::bench::lab::runner starts it); not for people.
-    cmd = cmd.subcommand(Command::new(crate::bench::lab::runner::WORKER_SUBCOMMAND).hide(true));
+    // The kernel lab's worker process (aisp_hw::bench::lab::runner starts it); not for people.
+    cmd = cmd.subcommand(Command::new(aisp_hw::bench::lab::runner::WORKER_SUBCOMMAND).hide(true));
     cmd = cmd.subcommand(serve_command());
     cmd = cmd.subcommand(dashboard_command());
     cmd = cmd.subcommand(
@@ -294,8 +294,8 @@ pub fn main() -> ExitCode {
         Some(pair) => pair,
         None => return ExitCode::from(2),
     };
-    if name == crate::bench::lab::runner::WORKER_SUBCOMMAND {
-        return crate::bench::lab::worker::main();
+    if name == aisp_hw::bench::lab::runner::WORKER_SUBCOMMAND {
+        return aisp_hw::bench::lab::worker::main();
     }
     let serving = name == "serve" || name == "dashboard";
     if !serving {

@@ -18,7 +18,7 @@ use super::offline;
 use super::router::{self, Intent};
 use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
-use crate::knowledge::concepts::troubleshooting;
+use aisp_knowledge::concepts::troubleshooting;
 
 /// Turns of an earlier conversation shown to the model.
 const HISTORY_TURNS: usize = 6;

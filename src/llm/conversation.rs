@@ -3,7 +3,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use crate::store::{Store, StoreError};
+use aisp_store::{Store, StoreError};
 
 use super::agent::Turn;
 

@@ -1,6 +1,6 @@
 //! Operations of the `ai` domain: questions answered with evidence, concept
 //! explanations, troubleshooting, tool suggestions and the LLM's status. The
-//! work lives in `crate::llm` and `crate::knowledge::concepts`.
+//! work lives in `crate::llm` and `aisp_knowledge::concepts`.
 
 use std::time::{Duration, Instant};
 
@@ -10,11 +10,11 @@ use serde_json::{Map, Value, json};
 
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::knowledge::concepts::{self, Concept, troubleshooting};
 use crate::llm::client::{ChatRequest, ClientOptions, LlmClient, LlmError, endpoint};
 use crate::llm::router::{self, Intent};
 use crate::llm::{AskAnswer, AskOptions, AskRequest};
 use crate::registry::{self, DynOperation, Hints, OpSpec, Operation};
+use aisp_knowledge::concepts::{self, Concept, troubleshooting};
 
 pub const OPERATIONS: &[&dyn DynOperation] =
     &[&Ask, &Explain, &SuggestTools, &AiTroubleshoot, &AiStatus];

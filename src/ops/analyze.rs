@@ -6,25 +6,27 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::advisor_inputs::{gpu_or_local, peaks_for, resolve_gpu, resolve_model};
-use crate::analysis::boards::{self, Board, Objective, ParetoGroup, PowerEntry, ScalingSeries};
-use crate::analysis::bottleneck::{self, DeviceBottleneck};
-use crate::analysis::history::{self, Filter, NO_HISTORY, Row};
-use crate::analysis::retarget::{self, BoundTotal, KernelEstimate};
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::knowledge::Dtype;
-use crate::knowledge::gpus::{self, Gpu};
-use crate::knowledge::models::Architecture;
-use crate::knowledge::techniques;
-use crate::planner::ModelSummary;
-use crate::planner::inference::{self, Roofline};
-use crate::planner::links::Links;
-use crate::planner::model::round;
-use crate::planner::serving::{self, WeightFormat};
-use crate::planner::training::{self, Pins, TrainingSetup};
-use crate::profile::rules::Finding;
-use crate::profile::summary::NameKey;
 use crate::registry::{DynOperation, OpSpec, Operation};
+use aisp_knowledge::Dtype;
+use aisp_knowledge::gpus::{self, Gpu};
+use aisp_knowledge::models::Architecture;
+use aisp_knowledge::techniques;
+use aisp_planner::ModelSummary;
+use aisp_planner::inference::{self, Roofline};
+use aisp_planner::links::Links;
+use aisp_planner::model::round;
+use aisp_planner::serving::{self, WeightFormat};
+use aisp_planner::training::{self, Pins, TrainingSetup};
+use aisp_profile::rules::Finding;
+use aisp_profile::summary::NameKey;
+use aisp_report::analysis::boards::{
+    self, Board, Objective, ParetoGroup, PowerEntry, ScalingSeries,
+};
+use aisp_report::analysis::bottleneck::{self, DeviceBottleneck};
+use aisp_report::analysis::history::{self, Filter, NO_HISTORY, Row};
+use aisp_report::analysis::retarget::{self, BoundTotal, KernelEstimate};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &BottlenecksOp,
@@ -154,7 +156,7 @@ impl Operation for BottlenecksOp {
             });
         };
         let p = super::profile::open_profile(ctx, path)?;
-        let scope = crate::profile::Scope {
+        let scope = aisp_profile::Scope {
             device: i.device,
             process: i.process,
             start_ns: None,
@@ -275,7 +277,7 @@ cost on an H200 / B200 / L40S?'. Seconds on large profiles.",
     fn run(&self, ctx: &OpContext, i: RetargetInput) -> Result<RetargetOutput, OpError> {
         let dst = resolve_gpu(&i.target_gpu)?;
         let p = super::profile::open_profile(ctx, &i.path)?;
-        let scope = crate::profile::Scope {
+        let scope = aisp_profile::Scope {
             device: i.device,
             process: None,
             start_ns: None,
@@ -286,7 +288,7 @@ cost on an H200 / B200 / L40S?'. Seconds on large profiles.",
         let (src, from) = match &i.source_gpu {
             Some(g) => (resolve_gpu(g)?, "given".to_string()),
             None => {
-                let gpus_in = crate::profile::info::gpus(&p).map_err(OpError::from)?;
+                let gpus_in = aisp_profile::info::gpus(&p).map_err(OpError::from)?;
                 let names: Vec<String> = gpus_in
                     .iter()
                     .filter(|g| i.device.is_none_or(|d| d == g.device))
@@ -316,7 +318,7 @@ cost on an H200 / B200 / L40S?'. Seconds on large profiles.",
                 }
             }
         };
-        let k = crate::profile::kernels::kernels(
+        let k = aisp_profile::kernels::kernels(
             &p,
             &rs,
             NameKey::Short,
@@ -1088,7 +1090,7 @@ estimate use aisp_optimize_compound. Instant.",
     fn run(&self, _ctx: &OpContext, i: StackingInput) -> Result<StackingOutput, OpError> {
         let ids: Vec<String> = match i.techniques {
             Some(v) => {
-                let unknown = crate::planner::advice::unknown_ids(&v);
+                let unknown = aisp_planner::advice::unknown_ids(&v);
                 if !unknown.is_empty() {
                     return Err(OpError::invalid_input(
                         format!(
@@ -1144,12 +1146,15 @@ estimate use aisp_optimize_compound. Instant.",
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::history::testing::insert;
     use crate::app::AppState;
+    use aisp_report::analysis::history::testing::insert;
 
     fn ctx() -> OpContext {
         let app = AppState::for_tests();
-        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable("test host", false));
+        app.set_gpu_for_tests(aisp_hw::gpu::GpuAvailability::unavailable(
+            "test host",
+            false,
+        ));
         OpContext::detached(app)
     }
 

@@ -8,17 +8,17 @@ use serde::{Deserialize, Serialize};
 use super::advisor_inputs::{fraction, gpu_or_local, peaks_for, positive, resolve_model};
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::knowledge::Dtype;
-use crate::knowledge::gpus::Gpu;
-use crate::knowledge::models::Architecture;
-use crate::knowledge::techniques::{self, Goal, Level};
-use crate::planner::inference::{self, DecodeStep, KvCache, Prefill, Roofline};
-use crate::planner::links::Links;
-use crate::planner::model::round;
-use crate::planner::peaks::Peaks;
-use crate::planner::serving::{self, Choice, ReplicaPlan, TokenCost, WeightFormat};
-use crate::planner::{ModelSpec, ModelSummary};
 use crate::registry::{DynOperation, OpSpec, Operation};
+use aisp_knowledge::Dtype;
+use aisp_knowledge::gpus::Gpu;
+use aisp_knowledge::models::Architecture;
+use aisp_knowledge::techniques::{self, Goal, Level};
+use aisp_planner::inference::{self, DecodeStep, KvCache, Prefill, Roofline};
+use aisp_planner::links::Links;
+use aisp_planner::model::round;
+use aisp_planner::peaks::Peaks;
+use aisp_planner::serving::{self, Choice, ReplicaPlan, TokenCost, WeightFormat};
+use aisp_planner::{ModelSpec, ModelSummary};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &KvCacheOp,
@@ -1416,7 +1416,10 @@ mod tests {
 
     fn ctx() -> OpContext {
         let app = AppState::for_tests();
-        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable("test host", false));
+        app.set_gpu_for_tests(aisp_hw::gpu::GpuAvailability::unavailable(
+            "test host",
+            false,
+        ));
         OpContext::detached(app)
     }
 

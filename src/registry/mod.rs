@@ -685,4 +685,36 @@ mod tests {
         assert!(core.contains(&"aisp_status".to_string()));
         assert!(core.contains(&"aisp_list_domains".to_string()));
     }
+
+    /// The knowledge base's detections and the troubleshooting table's checks
+    /// name only tools the registry has (moved here from the knowledge crate,
+    /// which cannot see the registry).
+    #[test]
+    fn knowledge_names_only_known_tools() {
+        let concepts = aisp_knowledge::concepts::all().unwrap_or_else(|e| panic!("{e}"));
+        for c in concepts {
+            for d in &c.detect {
+                assert!(
+                    find(&d.tool).is_some(),
+                    "{}: detection names unknown tool {}",
+                    c.id,
+                    d.tool
+                );
+            }
+        }
+        let symptoms =
+            aisp_knowledge::concepts::troubleshooting::all().unwrap_or_else(|e| panic!("{e}"));
+        for s in symptoms {
+            for cause in &s.causes {
+                for check in &cause.checks {
+                    assert!(
+                        find(&check.tool).is_some(),
+                        "{}: check names unknown tool {}",
+                        s.id,
+                        check.tool
+                    );
+                }
+            }
+        }
+    }
 }
