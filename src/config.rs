@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::registry::Toolset;
+use crate::toolset::Toolset;
 use aisp_profile::input_file::InputLimits;
 
 /// Where the configuration came from, for `aisp_status` and error messages.

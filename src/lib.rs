@@ -21,5 +21,6 @@ pub mod registry;
 pub mod resources;
 pub mod server;
 pub mod suggest;
+pub mod toolset;
 
 pub use error::{ErrorKind, OpError};

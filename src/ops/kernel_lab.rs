@@ -652,7 +652,7 @@ impl Operation for KernelImprove {
             return Err(invalid(format!("rounds must be 1..=8, not {rounds}")));
         }
         let mut client = LlmClient::new(
-            &ctx.app().config.llm,
+            &(&ctx.app().config.llm).into(),
             ClientOptions { request_timeout: Duration::from_secs(180), max_retries: 2, ..ClientOptions::default() },
             ctx.cancellation_token().clone(),
             ctx.deadline(),

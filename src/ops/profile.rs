@@ -144,9 +144,9 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
 }
 
 /// Progress of long table scans, sent as the call's progress notifications.
-fn scan_progress(ctx: &OpContext) -> profile::ScanProgress {
+fn scan_progress(ctx: &OpContext) -> aisp_base::Progress {
     let ctx = ctx.clone();
-    profile::ScanProgress::new(
+    aisp_base::Progress::new(
         ctx.app().config.progress_after,
         move |table, done, total| {
             ctx.progress(

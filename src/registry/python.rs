@@ -282,7 +282,7 @@ pub fn docstring(tool: &ToolDef) -> String {
     doc.push_str(&format!(
         "\nSame as MCP `{}` and `{}`.\n",
         tool.name,
-        crate::cli::schemas::cli_usage(tool)
+        super::documents::cli_usage(tool)
     ));
     doc
 }

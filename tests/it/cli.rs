@@ -192,7 +192,7 @@ fn tools_lists_every_tool_in_table_mode() {
     let text = v.as_str().unwrap();
     for tool in aisp::registry::tools() {
         assert!(
-            text.contains(&aisp::cli::schemas::cli_usage(tool)),
+            text.contains(&aisp::registry::documents::cli_usage(tool)),
             "{} missing",
             tool.name
         );

@@ -6,7 +6,7 @@ use std::path::Path;
 #[test]
 fn tool_schemas_match_the_code() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tool-schemas");
-    let problems = aisp::cli::schemas::check(&dir);
+    let problems = aisp::registry::documents::check(&dir);
     assert!(
         problems.is_empty(),
         "tool-schemas/ drifted from the code; run `cargo run -- schemas --write tool-schemas/`:\n{}",
@@ -20,7 +20,7 @@ fn tool_schemas_match_the_code() {
 
 #[test]
 fn every_schema_file_describes_one_tool_completely() {
-    let docs = aisp::cli::schemas::render_all();
+    let docs = aisp::registry::documents::render_all();
     assert_eq!(docs.len(), aisp::registry::tools().len());
     for (file, text) in docs {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -9,6 +9,7 @@
 //! worker per GPU, and a worker may start data-loader processes. Killing only
 //! the leader would leave those holding the GPU and the output pipes.
 
+use aisp_base::Cancel;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
@@ -280,7 +281,7 @@ fn open_log(path: &Option<PathBuf>) -> Result<Option<BufWriter<File>>, RunError>
 pub fn run(
     spec: &CommandSpec,
     limits: &RunLimits,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: Cancel<'_>,
     progress: &mut dyn FnMut(&RunProgress),
 ) -> Result<RunOutcome, RunError> {
     let stdout_log = open_log(&spec.stdout_log)?;

@@ -2,7 +2,6 @@
 //! `$AISP_HOME/runs/<run-id>/`.
 
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 
 use rusqlite::{OptionalExtension, params};
@@ -117,19 +116,11 @@ pub struct CaptureRecord {
 
 /// A new run id: `<kind>-<UTC yyyymmdd-hhmmss>-<6 hex>`, sortable by time.
 pub fn new_run_id(kind: CaptureKind) -> String {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
     format!(
         "{}-{}-{:06x}",
         kind.as_str(),
         chrono::Utc::now().format("%Y%m%d-%H%M%S"),
-        h.finish() & 0xff_ffff
+        aisp_base::random_u64() & 0xff_ffff
     )
 }
 

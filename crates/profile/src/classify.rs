@@ -59,10 +59,18 @@ impl KernelClass {
     }
 }
 
-/// Numeric precision read from the name, when it says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+/// Numeric precision read from a kernel's name, when it says: the one
+/// precision vocabulary of aisp (`aisp_knowledge::dtype::Precision`).
+pub use aisp_knowledge::dtype::Precision;
+
+/// The schema of [`Classification::precision`]: the same names as
+/// [`Precision`], listed in the order the kernel answers have always listed
+/// them (`tool-schemas/aisp_profile_kernels.json` pins it).
+#[derive(JsonSchema)]
+#[schemars(rename = "Precision")]
 #[serde(rename_all = "snake_case")]
-pub enum Precision {
+#[allow(dead_code)] // only its schema is used
+enum KernelPrecisionSchema {
     Fp64,
     Fp32,
     Tf32,
@@ -77,6 +85,7 @@ pub enum Precision {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Classification {
     pub class: KernelClass,
+    #[schemars(with = "Option<KernelPrecisionSchema>")]
     pub precision: Option<Precision>,
     /// Whether the kernel uses tensor cores: `None` when the name does not say.
     pub tensor_cores: Option<bool>,

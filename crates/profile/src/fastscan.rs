@@ -341,7 +341,7 @@ pub fn scan_reporting<A, I, F>(
     root: u32,
     cols: &[usize],
     threads: usize,
-    progress: Option<(&str, &super::ScanProgress)>,
+    progress: Option<(&str, &aisp_base::Progress)>,
     init: I,
     row: F,
 ) -> R<Vec<A>>

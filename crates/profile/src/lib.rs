@@ -78,9 +78,9 @@ pub mod torch_compile;
 use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
+use aisp_base::Progress;
 use rusqlite::Connection;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -120,48 +120,7 @@ pub struct OpenOptions {
     /// [`loaded::unshared`] (nothing kept).
     pub tables: Option<Arc<TableCache>>,
     /// Progress of table scans that run longer than its threshold.
-    pub progress: Option<ScanProgress>,
-}
-
-/// `(table, pages read, pages in all)`.
-type ProgressReport = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
-
-/// Receives progress of long table scans: after `after` has passed, about
-/// four reports a second of `(table, pages read, pages in all)`.
-#[derive(Clone)]
-pub struct ScanProgress {
-    pub after: Duration,
-    report: ProgressReport,
-    last: Arc<Mutex<Option<Instant>>>,
-}
-
-impl std::fmt::Debug for ScanProgress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScanProgress")
-            .field("after", &self.after)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ScanProgress {
-    pub fn new(after: Duration, report: impl Fn(&str, u64, u64) + Send + Sync + 'static) -> Self {
-        ScanProgress {
-            after,
-            report: Arc::new(report),
-            last: Arc::new(Mutex::new(None)),
-        }
-    }
-
-    /// Report `done` of `total` for `table`, at most about four times a second.
-    pub fn tick(&self, table: &str, done: u64, total: u64) {
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        if last.is_some_and(|t| t.elapsed() < Duration::from_millis(250)) && done < total {
-            return;
-        }
-        *last = Some(Instant::now());
-        drop(last);
-        (self.report)(table, done, total);
-    }
+    pub progress: Option<Progress>,
 }
 
 /// An opened Nsight Systems export. Not `Sync`: use one per thread.
@@ -175,7 +134,7 @@ pub struct Profile {
     version: ExportVersion,
     /// Decoded tables shared with every other open of this file ([`loaded`]).
     cache: Arc<TableCache>,
-    progress: Option<ScanProgress>,
+    progress: Option<Progress>,
     strings: OnceCell<Arc<Strings>>,
     kernels: OnceCell<Arc<Vec<Kernel>>>,
     api: OnceCell<Arc<Vec<ApiCall>>>,
@@ -379,7 +338,7 @@ impl Profile {
         self.cache.put(&self.identity, &self.db_path, kind, value)
     }
 
-    fn progress(&self) -> Option<&ScanProgress> {
+    fn progress(&self) -> Option<&Progress> {
         self.progress.as_ref()
     }
 

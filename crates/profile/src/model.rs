@@ -264,7 +264,7 @@ pub(crate) fn fast_scan<A, I, F>(
     path: &Path,
     t: &TableInfo,
     cols: &[&str],
-    progress: Option<&super::ScanProgress>,
+    progress: Option<&aisp_base::Progress>,
     init: I,
     row: F,
 ) -> Option<Vec<A>>
@@ -336,7 +336,7 @@ pub fn load_kernels(
     conn: &Connection,
     t: &TableInfo,
     path: &Path,
-    progress: Option<&super::ScanProgress>,
+    progress: Option<&aisp_base::Progress>,
 ) -> Result<Vec<Kernel>> {
     let has_demangled = t.has("demangledName");
     if let Some(parts) = fast_scan(
@@ -400,7 +400,7 @@ pub fn load_api(
     conn: &Connection,
     t: &TableInfo,
     path: &Path,
-    progress: Option<&super::ScanProgress>,
+    progress: Option<&aisp_base::Progress>,
 ) -> Result<Vec<ApiCall>> {
     let cols = ["start", "end", "globalTid", "correlationId", "nameId"];
     if let Some(parts) = fast_scan(
@@ -574,7 +574,7 @@ pub fn load_enum(conn: &Connection, t: &TableInfo, path: &Path) -> Result<HashMa
 pub(crate) fn load_osrt_fast(
     t: &TableInfo,
     path: &Path,
-    progress: Option<&super::ScanProgress>,
+    progress: Option<&aisp_base::Progress>,
 ) -> Option<super::osrt::OsrtCalls> {
     use super::osrt::Encoder;
     let class = t.has("eventClass");
@@ -597,7 +597,7 @@ pub fn load_osrt(
     conn: &Connection,
     t: &TableInfo,
     path: &Path,
-    progress: Option<&super::ScanProgress>,
+    progress: Option<&aisp_base::Progress>,
 ) -> Result<super::osrt::OsrtCalls> {
     use super::osrt::Encoder;
     if let Some(calls) = load_osrt_fast(t, path, progress) {

@@ -2,6 +2,7 @@
 //! the result row every measurement produces, and the driver that runs a
 //! lesson's variants: check first, then time, with telemetry.
 
+use aisp_base::Cancel;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -145,7 +146,7 @@ pub struct RunEnv<'a> {
     /// Time budget per variant's timed repetitions.
     pub budget: Duration,
     pub seed: u32,
-    pub cancelled: &'a dyn Fn() -> bool,
+    pub cancelled: Cancel<'a>,
     pub progress: &'a dyn Fn(&str),
     pub roofs: &'a Roofs,
     pub datasheet: Option<&'a Datasheet>,

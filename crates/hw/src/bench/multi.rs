@@ -2,6 +2,7 @@
 //! whether peer access is possible, unidirectional and bidirectional
 //! bandwidth, and the latency of a small copy.
 
+use aisp_base::Cancel;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::sys;
@@ -59,7 +60,7 @@ pub fn p2p_matrix(
     gpus: &[Gpu],
     bytes: usize,
     budget: Duration,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: Cancel<'_>,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<P2pPair>, BenchError> {
     let n = gpus.len();

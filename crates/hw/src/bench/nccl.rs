@@ -9,6 +9,7 @@
 //! NVLink SHARP (NVLS) follows NCCL's own environment (`NCCL_NVLS_ENABLE`);
 //! aisp does not change it.
 
+use aisp_base::Cancel;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -207,7 +208,7 @@ pub fn allreduce_sweep(
     cache_root: &Path,
     sizes_bytes: &[u64],
     budget_per_size: Duration,
-    cancelled: &(dyn Fn() -> bool + Sync),
+    cancelled: Cancel<'_>,
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Vec<AllReduceRow>, BenchError> {
     let n = ordinals.len();

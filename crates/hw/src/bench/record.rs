@@ -35,7 +35,7 @@ pub fn new_run_id() -> String {
     format!(
         "{}-{:08x}",
         now.format("%Y%m%dT%H%M%S"),
-        super::rng::fresh_seed()
+        aisp_base::random_u64() as u32
     )
 }
 

@@ -3,6 +3,7 @@
 //! throughput per precision, PCIe bandwidth, the cache hierarchy, and launch
 //! latency. The benchmark lessons report their `pct_of_roof` against these.
 
+use aisp_base::Cancel;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,7 @@ impl Roofs {
 fn time_step(
     gpu: &Gpu,
     plan: &Plan,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: Cancel<'_>,
     step: &mut dyn FnMut(&Gpu, Phase) -> Result<(), BenchError>,
 ) -> Result<(Vec<f64>, Summary), BenchError> {
     let samples = timing::measure(gpu, plan, cancelled, step)?;
@@ -109,7 +110,7 @@ pub fn copy_bandwidth(
     buffer_bytes: u64,
     seed: u32,
     budget: Duration,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: Cancel<'_>,
     nvml: Option<std::sync::Arc<nvml_wrapper::Nvml>>,
     only: Option<&[&str]>,
 ) -> Result<Vec<VariantResult>, BenchError> {
@@ -200,7 +201,7 @@ pub fn fma_peak(
     gpu: &Gpu,
     double: bool,
     budget: Duration,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: Cancel<'_>,
 ) -> Result<(f64, Summary, String), BenchError> {
     let name = if double {
         "fma_peak_f64"
@@ -306,7 +307,7 @@ pub fn pcie(
     gpu: &Gpu,
     bytes: usize,
     budget: Duration,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: Cancel<'_>,
     only: Option<&[(&str, &str)]>,
 ) -> Result<Vec<PcieRow>, BenchError> {
     gpu.reset_tally();
@@ -462,7 +463,7 @@ pub fn cache_sweep(
     gpu: &Gpu,
     max_bytes: u64,
     budget_per_point: Duration,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: Cancel<'_>,
     progress: &dyn Fn(&str),
 ) -> Result<Vec<CachePoint>, BenchError> {
     gpu.reset_tally();
@@ -583,7 +584,7 @@ pub fn cache_levels(points: &[CachePoint], l2_bytes: u64) -> CacheLevels {
 /// Launch costs: `throughput_us` is the time per launch of 1000 empty kernels
 /// back to back (events around the batch); `round_trip_us` is launch plus
 /// stream synchronisation seen from the host (median of 200).
-pub fn launch_latency(gpu: &Gpu, cancelled: &dyn Fn() -> bool) -> Result<(f64, f64), BenchError> {
+pub fn launch_latency(gpu: &Gpu, cancelled: Cancel<'_>) -> Result<(f64, f64), BenchError> {
     let f = gpu.function("launch", "empty_kernel")?;
     let batch = |gpu: &Gpu| -> Result<(), BenchError> {
         for _ in 0..1000 {

@@ -3,6 +3,7 @@
 //! Before each repetition (outside the events) the caller may reset state and
 //! the harness flushes L2, unless the benchmark measures caches.
 
+use aisp_base::Cancel;
 use std::time::{Duration, Instant};
 
 use super::BenchError;
@@ -57,7 +58,7 @@ pub enum Phase {
 pub fn measure(
     gpu: &Gpu,
     plan: &Plan,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: Cancel<'_>,
     step: &mut dyn FnMut(&Gpu, Phase) -> Result<(), BenchError>,
 ) -> Result<Vec<f64>, BenchError> {
     let start = Event::new(&gpu.ctx)?;

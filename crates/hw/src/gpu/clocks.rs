@@ -11,6 +11,7 @@
 //! Changing clocks goes through [`ClockControl`], so the lock/restore logic is
 //! tested against NVML's error returns without touching a GPU.
 
+use aisp_base::Cancel;
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::enum_wrappers::device::Clock;
@@ -223,7 +224,7 @@ pub fn sample(
     index: u32,
     interval: Duration,
     max: Duration,
-    until: &dyn Fn() -> bool,
+    until: Cancel<'_>,
 ) -> (Vec<Sample>, f64) {
     let started = Instant::now();
     let mut out = Vec::new();

@@ -16,6 +16,7 @@
 //! descriptor closes, whether the run ends normally, is cancelled, fails, or
 //! the process is killed.
 
+use aisp_base::Cancel;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
@@ -285,7 +286,7 @@ struct Phase<'a> {
     extent: u64,
     qd: u32,
     budget: Duration,
-    cancelled: &'a (dyn Fn() -> bool + Sync),
+    cancelled: Cancel<'a>,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -501,7 +502,7 @@ fn create_test_file_buffered(dir: &Path) -> Result<(File, bool), DiskError> {
 pub fn measure(
     opts: &DiskOptions,
     host: &HostRoot,
-    cancelled: &(dyn Fn() -> bool + Sync),
+    cancelled: Cancel<'_>,
     progress: &dyn Fn(&str),
 ) -> Result<DiskReport, DiskError> {
     for (name, b) in [

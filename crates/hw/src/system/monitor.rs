@@ -1,6 +1,7 @@
 //! Sample host CPU and memory, and GPU utilization when NVML is present, over
 //! a period: a lightweight `nvidia-smi dmon` plus `vmstat`.
 
+use aisp_base::Cancel;
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::Nvml;
@@ -117,7 +118,7 @@ pub fn run(
     nvml: Option<&Nvml>,
     duration: Duration,
     interval: Duration,
-    stop: &dyn Fn() -> bool,
+    stop: Cancel<'_>,
     on_sample: &mut dyn FnMut(&Sample),
 ) -> Result<Vec<Sample>, Stopped> {
     let gpu_count = nvml.and_then(|n| n.device_count().ok()).unwrap_or(0);

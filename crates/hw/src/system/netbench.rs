@@ -9,6 +9,7 @@
 //! ([`listen`]) runs until its time limit or session limit, never stores what
 //! it receives and never runs anything.
 
+use aisp_base::Cancel;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::Path;
@@ -107,7 +108,7 @@ impl Listener {
         &self,
         time_limit: Duration,
         max_sessions: u32,
-        stop: &(dyn Fn() -> bool + Sync),
+        stop: Cancel<'_>,
         on_session: &(dyn Fn(&Session) + Sync),
     ) -> ListenReport {
         let started = Instant::now();
@@ -283,7 +284,7 @@ pub fn throughput(
     addr: &str,
     streams: u32,
     duration: Duration,
-    stop: &(dyn Fn() -> bool + Sync),
+    stop: Cancel<'_>,
 ) -> Result<(Throughput, SocketAddr), NetError> {
     let mut conns = Vec::new();
     for _ in 0..streams.max(1) {
@@ -358,7 +359,7 @@ pub fn latency(
     addr: &str,
     count: u32,
     budget: Duration,
-    stop: &(dyn Fn() -> bool + Sync),
+    stop: Cancel<'_>,
 ) -> Result<Latency, NetError> {
     let mut s = connect(addr, Duration::from_secs(5))?;
     s.set_nodelay(true).map_err(io("setting TCP_NODELAY"))?;

@@ -10,6 +10,7 @@
 //! process), so a rank digested from a per-rank file equals the same rank
 //! digested from the combined export.
 
+use aisp_base::Cancel;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -423,7 +424,7 @@ type FileResult = std::result::Result<Vec<RankDigest>, ProfileError>;
 pub fn digest_files(
     files: &[PathBuf],
     threads: usize,
-    cancelled: &(dyn Fn() -> bool + Sync),
+    cancelled: Cancel<'_>,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<(Vec<RankDigest>, Vec<SkippedFile>)> {
     let next = AtomicUsize::new(0);

@@ -15,6 +15,7 @@ pub mod findings;
 pub mod kineto;
 pub mod store;
 
+use aisp_base::Cancel;
 use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
@@ -163,7 +164,7 @@ pub fn merge(
 pub fn analyse(
     files: &[PathBuf],
     threads: usize,
-    cancelled: &(dyn Fn() -> bool + Sync),
+    cancelled: Cancel<'_>,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<(RankSet, Vec<RankDigest>)> {
     let (mut digests, skipped) = digest::digest_files(files, threads, cancelled, progress)?;

@@ -26,7 +26,7 @@ use serde::Serialize;
 use aisp_knowledge::dtype::Precision;
 use aisp_knowledge::gpus::Gpu;
 use aisp_planner::model::round;
-use aisp_profile::classify::{self as pclass, KernelClass};
+use aisp_profile::classify::KernelClass;
 use aisp_profile::kernels::{KernelRow, Kernels, SHORT_KERNEL_NS};
 
 /// What limits a kernel, for rescaling.
@@ -81,17 +81,17 @@ pub struct Retarget {
     pub assumptions: Vec<String>,
 }
 
-fn tensor_precision(p: Option<pclass::Precision>) -> (Precision, bool) {
+fn tensor_precision(p: Option<Precision>) -> (Precision, bool) {
     match p {
-        Some(pclass::Precision::Fp8) => (Precision::Fp8, true),
-        Some(pclass::Precision::Fp4) => (Precision::Fp4, true),
-        Some(pclass::Precision::Tf32) => (Precision::Tf32, true),
-        Some(pclass::Precision::Fp16) => (Precision::Fp16, true),
-        Some(pclass::Precision::Int8) => (Precision::Int8, true),
-        Some(pclass::Precision::Fp64) => (Precision::Fp64, true),
-        Some(pclass::Precision::Bf16) => (Precision::Bf16, true),
+        Some(Precision::Fp8) => (Precision::Fp8, true),
+        Some(Precision::Fp4) => (Precision::Fp4, true),
+        Some(Precision::Tf32) => (Precision::Tf32, true),
+        Some(Precision::Fp16) => (Precision::Fp16, true),
+        Some(Precision::Int8) => (Precision::Int8, true),
+        Some(Precision::Fp64) => (Precision::Fp64, true),
+        Some(Precision::Bf16) => (Precision::Bf16, true),
         // fp32 data on a tensor-core GEMM means TF32.
-        Some(pclass::Precision::Fp32) => (Precision::Tf32, true),
+        Some(Precision::Fp32) => (Precision::Tf32, true),
         None => (Precision::Bf16, false),
     }
 }

@@ -5,6 +5,7 @@
 //! calling process never creates a CUDA context for caller code, so its own
 //! GPU state stays healthy whatever the kernels do.
 
+use aisp_base::Cancel;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -24,7 +25,7 @@ pub const WORKER_SUBCOMMAND: &str = "__kernel-lab-worker";
 pub struct Options<'a> {
     /// The longest a kernel (compile, check and timing) may go without reporting.
     pub time_limit: Duration,
-    pub cancelled: &'a dyn Fn() -> bool,
+    pub cancelled: Cancel<'a>,
     pub progress: &'a dyn Fn(usize, usize, &str),
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::registry::{self, ToolDef};
+use super::{self as registry, ToolDef};
 
 /// The document written for one tool.
 pub fn document(tool: &ToolDef) -> Value {
