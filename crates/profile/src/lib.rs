@@ -29,13 +29,13 @@
 //! - Building blocks: [`stats`] (nsys statistics semantics) and [`intervals`]
 //!   (unions, intersections, gaps).
 
-pub mod attribution;
+mod attribution;
 pub mod cache;
 pub mod calls;
 pub mod classify;
 pub mod compare;
 pub mod db;
-pub mod error;
+mod error;
 pub mod events;
 pub mod export;
 pub mod families;
@@ -52,12 +52,12 @@ pub mod nccl;
 pub mod nccl_payloads;
 pub mod nsysrep;
 pub mod nvtx;
-pub mod osrt;
+mod osrt;
 pub mod overlap;
 pub mod ranks;
 pub mod regions;
 pub mod rules;
-pub mod schema;
+mod schema;
 pub mod search;
 pub mod stats;
 pub mod summary;

@@ -35,9 +35,9 @@ pub mod roofs;
 pub mod session;
 pub mod stats;
 pub mod targets;
-pub mod telemetry;
-pub mod timing;
-pub mod verify;
+mod telemetry;
+mod timing;
+mod verify;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

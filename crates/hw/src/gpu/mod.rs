@@ -5,7 +5,7 @@
 //! goes through [`cuda_driver_present`] first.
 
 pub mod arch;
-pub mod availability;
+mod availability;
 pub mod capabilities;
 pub mod clocks;
 pub mod cuda;

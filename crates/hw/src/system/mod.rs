@@ -15,7 +15,7 @@ pub mod monitor;
 pub mod netbench;
 pub mod network;
 pub mod parameters;
-pub mod procfs;
+mod procfs;
 pub mod software;
 pub mod triage;
 

@@ -8,8 +8,8 @@
 //! and read back ([`store`], Parquet), and the merge ([`align`], [`analysis`],
 //! [`findings`]) reads only digests.
 
-pub mod align;
-pub mod analysis;
+mod align;
+mod analysis;
 pub mod digest;
 pub mod findings;
 pub mod kineto;

@@ -9,7 +9,7 @@
 //! that starts it with a time limit and survives its crashes.
 
 pub mod compile;
-pub mod expr;
+mod expr;
 pub mod improve;
 pub mod runner;
 pub mod spec;

@@ -3,9 +3,9 @@
 //! The catalog ([`ALL`]) is plain data and needs no GPU
 //! (`aisp_benchmark_targets` lists it). [`make`] builds a target's runner.
 
-pub mod compute;
+mod compute;
 pub mod gemm;
-pub mod launch;
+mod launch;
 pub mod memory;
 
 use super::lesson::{Lesson, Metric, Needs, Role, RoofKind, TargetSpec, VariantSpec};
