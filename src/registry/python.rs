@@ -5,7 +5,7 @@
 //! One mapping from input schemas to Python, used twice: the extension hands
 //! [`signature`] and [`docstring`] to the package, which builds the methods at
 //! import, and [`stubs`] writes the same signatures for type checkers and
-//! editors (`aisp schemas --python-stubs`; `tests/schemas.rs` fails on drift).
+//! editors (`aisp schemas --python-stubs`; `tests/it/schemas.rs` fails on drift).
 
 use serde_json::{Value, json};
 

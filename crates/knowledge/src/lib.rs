@@ -1,6 +1,6 @@
 //! Compiled-in reference data: GPUs, models and optimization techniques.
 //!
-//! The catalogs live in TOML files under `src/knowledge/data/`, compiled in
+//! The catalogs live in TOML files under `crates/knowledge/src/data/`, compiled in
 //! with `include_str!`. Every number carries the public source it came from;
 //! where none is known the value is absent (`null` in JSON) with the note
 //! "no public source" rather than a guess. Tests check that every number has

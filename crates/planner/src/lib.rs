@@ -16,6 +16,8 @@ pub mod peaks;
 pub mod recipes;
 pub mod serving;
 pub mod training;
+pub mod vllm;
+pub mod whatif;
 
 /// Hugging Face model references, config.json from a folder, the HF cache or
 /// the Hub (through a client the application supplies), mapped onto

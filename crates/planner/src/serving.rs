@@ -5,7 +5,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::inference::{self, DecodeStep, Roofline};
-use super::model::round;
+use super::links::Links;
+use super::model::{ModelSpec, round};
+use super::peaks::Peaks;
 use aisp_knowledge::Dtype;
 use aisp_knowledge::dtype::Precision;
 use aisp_knowledge::gpus::Gpu;
@@ -304,6 +306,31 @@ pub fn prefers_throughput(goal: Goal) -> bool {
 }
 
 pub use inference::DEFAULT_INFERENCE_COMPUTE_EFFICIENCY;
+
+/// The decode roofline of `model` in `weights` on `gpu` at `tp` with `kv`,
+/// from `peaks` and the default efficiencies.
+pub fn roofline_for<'a>(
+    model: &'a ModelSpec,
+    weights: WeightFormat,
+    peaks: &Peaks,
+    tp: u32,
+    kv: Dtype,
+    gpu: &Gpu,
+) -> Roofline<'a> {
+    Roofline {
+        model,
+        weight_dtype: weights.dtype(),
+        kv_dtype: kv,
+        tp,
+        peak_tflops: peaks.tflops.value,
+        memory_gb_per_s: peaks.memory_gb_per_s.value,
+        compute_efficiency: inference::DEFAULT_INFERENCE_COMPUTE_EFFICIENCY,
+        memory_efficiency: inference::DEFAULT_MEMORY_EFFICIENCY,
+        tp_link_gb_per_s: Links::for_gpu(gpu, tp.max(1), None, None)
+            .map(|l| l.intra_node_gb_per_s)
+            .unwrap_or(0.0),
+    }
+}
 
 #[cfg(test)]
 mod tests {

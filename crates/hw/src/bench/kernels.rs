@@ -14,7 +14,7 @@ pub struct KernelFile {
     /// `sm_90a` on compute capability 9.0 and only runs there.
     pub needs_sm90a: bool,
     /// The `extern "C"` kernels in the file (checked against the compiled PTX
-    /// by tests/kernels_compile.rs).
+    /// by crates/hw/tests/it/kernels_compile.rs).
     pub functions: &'static [&'static str],
 }
 
