@@ -2,7 +2,7 @@
 //! exploration until the CLI lands: `cargo run --release --example
 //! profile_dump -- summary FILE`).
 
-use aisp::profile::{self, Scope};
+use aisp_profile::{self as profile, Scope};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

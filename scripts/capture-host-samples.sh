@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Copy the /proc and /sys files that aisp's system parsers read (src/system/*)
+# Copy the /proc and /sys files that aisp's system parsers read (crates/hw/src/system/*, crates/hw/src/host/*)
 # into a directory tree that mirrors the host, so that unit tests can run the
 # same readers on it (tests/data/host/<name>/).
 #

@@ -3,10 +3,10 @@
 # virtual environment and print the folder that holds libnvrtc.so.13.
 #
 # NVRTC compiles CUDA C++ without a GPU, so CI uses it to compile every kernel
-# in kernels/ for sm_80, sm_90, sm_90a and sm_100 (tests/kernels_compile.rs).
+# in kernels/ for sm_80, sm_90, sm_90a and sm_100 (crates/hw/tests/it/kernels_compile.rs).
 #
 # Usage:  lib_dir=$(scripts/ci-install-nvrtc.sh [VENV_DIR])
-#         LD_LIBRARY_PATH="$lib_dir" AISP_REQUIRE_NVRTC=1 cargo test --test kernels_compile
+#         LD_LIBRARY_PATH="$lib_dir" AISP_REQUIRE_NVRTC=1 cargo test -p aisp-hw --test it kernels_compile
 #
 # The last line of stdout is the library folder; progress goes to stderr.
 set -euo pipefail

@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 
 use crate::config::Config;
 use crate::error::OpError;
-use crate::gpu::GpuAvailability;
 use crate::jobs::JobManager;
-use crate::store::Store;
+use aisp_hw::gpu::GpuAvailability;
+use aisp_store::Store;
 
 pub struct AppState {
     pub config: Config,
     store: OnceLock<Result<Arc<Store>, OpError>>,
     /// Set when the store was found damaged at open and rebuilt.
-    store_recovery: OnceLock<crate::store::recover::StoreRecovery>,
+    store_recovery: OnceLock<aisp_store::recover::StoreRecovery>,
     gpu: OnceLock<GpuAvailability>,
     pub jobs: JobManager,
     /// Held by work that must have the GPU to itself (captures, benchmarks):
@@ -26,7 +26,7 @@ pub struct AppState {
     /// Calls waiting for a heavy slot (for progress messages and `aisp_status`).
     pub heavy_waiting: std::sync::atomic::AtomicUsize,
     /// Decoded tables of recently used profiles (`limits.profile_tables_mib`).
-    pub profile_tables: Arc<crate::profile::loaded::TableCache>,
+    pub profile_tables: Arc<aisp_profile::loaded::TableCache>,
     pub started_at: Instant,
 }
 
@@ -40,11 +40,14 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     pub fn new(config: Config) -> Arc<AppState> {
+        // The planners read Hugging Face configs through the library, which
+        // reaches the Hub through this process's HTTP client.
+        aisp_planner::hf::set_client(Box::new(crate::ops::hf::HubHttp));
         let heavy = config.heavy_calls.max(1);
         Arc::new(AppState {
             heavy_pool: Arc::new(tokio::sync::Semaphore::new(heavy)),
             heavy_waiting: std::sync::atomic::AtomicUsize::new(0),
-            profile_tables: Arc::new(crate::profile::loaded::TableCache::new(
+            profile_tables: Arc::new(aisp_profile::loaded::TableCache::new(
                 config.profile_tables_bytes,
             )),
             config,
@@ -74,7 +77,7 @@ impl AppState {
         let opened = self.store.get_or_init(|| {
             let (store, recovery) = Store::open_healing(
                 &self.config.store_path(),
-                crate::store::migrations::MIGRATIONS,
+                aisp_store::migrations::MIGRATIONS,
             )
             .map_err(OpError::from)?;
             if let Some(r) = recovery {
@@ -88,7 +91,7 @@ impl AppState {
     }
 
     /// What was done about a damaged store, if it was.
-    pub fn store_recovery(&self) -> Option<&crate::store::recover::StoreRecovery> {
+    pub fn store_recovery(&self) -> Option<&aisp_store::recover::StoreRecovery> {
         self.store_recovery.get()
     }
 

@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::input_file::InputLimits;
-use crate::registry::Toolset;
+use crate::toolset::Toolset;
+use aisp_profile::input_file::InputLimits;
 
 /// Where the configuration came from, for `aisp_status` and error messages.
 #[derive(Debug, Clone)]
@@ -207,9 +207,9 @@ impl Config {
             .or_else(|| default_file.map(Path::to_path_buf));
         let (file, used) = match &file_path {
             Some(path) if path.exists() => {
-                let text = crate::input_file::read_text_capped(
+                let text = aisp_profile::input_file::read_text_capped(
                     path,
-                    crate::input_file::InputKind::ConfigFile,
+                    aisp_profile::input_file::InputKind::ConfigFile,
                     &InputLimits::default(),
                 )
                 .map_err(|e| ConfigError::Read {
@@ -231,7 +231,7 @@ impl Config {
             .clone()
             .or_else(|| env("AISP_HOME").map(PathBuf::from))
             .or(file.home)
-            .unwrap_or_else(default_home);
+            .unwrap_or_else(aisp_base::default_home);
 
         let tools_text = overrides
             .tools
@@ -336,7 +336,7 @@ impl Config {
         let profile_tables_bytes =
             whole("AISP_PROFILE_TABLES_MIB", file.limits.profile_tables_mib)?
                 .map(|m| m.saturating_mul(1 << 20))
-                .unwrap_or(crate::profile::loaded::DEFAULT_BUDGET_BYTES);
+                .unwrap_or(aisp_profile::loaded::DEFAULT_BUDGET_BYTES);
         let progress_after = std::time::Duration::from_millis(
             whole("AISP_PROGRESS_AFTER_MS", file.limits.progress_after_ms)?
                 .unwrap_or(1000)
@@ -418,7 +418,7 @@ impl Config {
             ncu: None,
             limits: InputLimits::default(),
             heavy_calls: default_heavy_calls(),
-            profile_tables_bytes: crate::profile::loaded::DEFAULT_BUDGET_BYTES,
+            profile_tables_bytes: aisp_profile::loaded::DEFAULT_BUDGET_BYTES,
             progress_after: std::time::Duration::from_secs(1),
             http: HttpLimits::default(),
             file: None,
@@ -448,13 +448,6 @@ fn truthy(v: &str) -> bool {
 /// `$XDG_CONFIG_HOME/aisp/config.toml` (`~/.config/aisp/config.toml`).
 pub fn default_config_file() -> Option<PathBuf> {
     dirs::config_dir().map(|d| d.join("aisp").join("config.toml"))
-}
-
-/// The platform data directory, e.g. `~/.local/share/aisp`.
-pub fn default_home() -> PathBuf {
-    dirs::data_dir()
-        .map(|d| d.join("aisp"))
-        .unwrap_or_else(|| std::env::temp_dir().join("aisp"))
 }
 
 #[cfg(test)]

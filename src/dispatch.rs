@@ -16,6 +16,7 @@ use crate::app::AppState;
 use crate::context::{OpContext, ProgressSink};
 use crate::error::OpError;
 use crate::jobs::{JobState, JobTicket};
+use crate::ops::errors::GpuCheck;
 use crate::registry::{self, ToolDef, validate};
 
 /// How long an operation may take to wind down after its deadline or a
@@ -623,7 +624,7 @@ mod tests {
             crate::config::Config::with_home(AppState::for_tests().config.home.clone());
         config.allow_exec = true;
         let app = AppState::new(config);
-        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable(
+        app.set_gpu_for_tests(aisp_hw::gpu::GpuAvailability::unavailable(
             "no driver in this test",
             false,
         ));
@@ -736,7 +737,7 @@ mod tests {
 
     fn invoke_blocking_status() -> Value {
         let app = AppState::for_tests();
-        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable("test", false));
+        app.set_gpu_for_tests(aisp_hw::gpu::GpuAvailability::unavailable("test", false));
         let ctx = OpContext::new(
             Arc::clone(&app),
             "aisp_status",

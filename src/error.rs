@@ -170,9 +170,9 @@ impl fmt::Display for OpError {
 
 impl std::error::Error for OpError {}
 
-impl From<crate::store::StoreError> for OpError {
-    fn from(err: crate::store::StoreError) -> Self {
-        if crate::store::recover::is_corruption(&err) {
+impl From<aisp_store::StoreError> for OpError {
+    fn from(err: aisp_store::StoreError) -> Self {
+        if aisp_store::recover::is_corruption(&err) {
             return OpError::new(
                 ErrorKind::Internal,
                 format!("the aisp store is damaged: {err}"),

@@ -6,7 +6,6 @@
 //! that no longer exists are marked failed when the store is opened.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -18,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Progress;
 use crate::error::OpError;
-use crate::store::Store;
+use aisp_store::Store;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -117,15 +116,7 @@ pub fn now_rfc3339() -> String {
 }
 
 fn new_job_id() -> String {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
-    format!("job_{:016x}", h.finish())
+    aisp_base::new_id("job")
 }
 
 impl JobManager {

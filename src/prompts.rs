@@ -267,7 +267,7 @@ mod tests {
             for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
                 if word.starts_with("aisp_") {
                     assert!(
-                        crate::knowledge::concepts::is_known_tool(word),
+                        crate::registry::find(word).is_some(),
                         "{}: names unknown tool {word}",
                         p.name
                     );

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Routing rates of `aisp ai suggest-tools` over tests/data/routing_eval.toml, through the CLI of the
-given binaries (run on a host without a GPU, as tests/routing.rs simulates): first suggestion right,
+given binaries (run on a host without a GPU, as tests/it/routing.rs simulates): first suggestion right,
 right tool in the top three, and GPU tools first on questions not about the GPU; for the tuned part
 and the held-out part separately.
 

@@ -9,7 +9,7 @@ use regex::{Captures, Regex};
 use serde_json::Value;
 
 use super::args::flag_name;
-use super::schemas::cli_usage;
+use crate::registry::documents::cli_usage;
 use crate::registry::{self, ToolDef};
 
 static TOOL_NAME: LazyLock<Regex> =

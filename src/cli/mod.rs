@@ -7,7 +7,6 @@
 pub mod args;
 pub mod hints;
 pub mod readme;
-pub mod schemas;
 pub mod table;
 
 use std::io::IsTerminal;
@@ -25,7 +24,7 @@ use crate::config::{Config, Overrides};
 use crate::context::ProgressSink;
 use crate::dispatch::{self, CallOptions};
 use crate::error::OpError;
-use crate::registry::{self, ToolDef};
+use crate::registry::{self, ToolDef, documents};
 use crate::server;
 
 const ABOUT: &str = "The toolkit of a GPU performance engineer, for AI assistants and people: \
@@ -92,8 +91,8 @@ pub fn command() -> Command {
                 .help("Output format [default: table on a terminal, json otherwise]"),
         );
 
-    // The kernel lab's worker process (crate::bench::lab::runner starts it); not for people.
-    cmd = cmd.subcommand(Command::new(crate::bench::lab::runner::WORKER_SUBCOMMAND).hide(true));
+    // The kernel lab's worker process (aisp_hw::bench::lab::runner starts it); not for people.
+    cmd = cmd.subcommand(Command::new(aisp_hw::bench::lab::runner::WORKER_SUBCOMMAND).hide(true));
     cmd = cmd.subcommand(serve_command());
     cmd = cmd.subcommand(dashboard_command());
     cmd = cmd.subcommand(
@@ -178,7 +177,7 @@ fn alias_commands(mut cmd: Command) -> Command {
             g = g.subcommand(
                 op_command(tool)
                     .name(name.clone())
-                    .about(format!("Same as `{}`", schemas::cli_usage(tool))),
+                    .about(format!("Same as `{}`", documents::cli_usage(tool))),
             );
         }
         cmd = if existing.is_some() {
@@ -294,8 +293,8 @@ pub fn main() -> ExitCode {
         Some(pair) => pair,
         None => return ExitCode::from(2),
     };
-    if name == crate::bench::lab::runner::WORKER_SUBCOMMAND {
-        return crate::bench::lab::worker::main();
+    if name == aisp_hw::bench::lab::runner::WORKER_SUBCOMMAND {
+        return aisp_hw::bench::lab::worker::main();
     }
     let serving = name == "serve" || name == "dashboard";
     if !serving {
@@ -576,7 +575,7 @@ fn run_op(
         eprintln!(
             "aisp: {}\n\nSee `{} --help`.",
             hints::for_cli(&msg, Some(tool)),
-            schemas::cli_usage(tool)
+            documents::cli_usage(tool)
         );
         ExitCode::from(2)
     };
@@ -691,7 +690,7 @@ fn list_tools(format: Format) -> ExitCode {
             let s = t.spec();
             serde_json::json!({
                 "tool": t.name,
-                "cli": schemas::cli_usage(t),
+                "cli": documents::cli_usage(t),
                 "gpu": s.needs_gpu,
                 "long": s.long_running,
                 "exec": s.executes_commands,
@@ -742,7 +741,7 @@ fn list_tools(format: Format) -> ExitCode {
 
 fn schemas_cmd(m: &ArgMatches) -> ExitCode {
     if let Some(dir) = m.get_one::<PathBuf>("check") {
-        let problems = schemas::check(dir);
+        let problems = documents::check(dir);
         if problems.is_empty() {
             eprintln!("aisp: {} matches the code", dir.display());
             return ExitCode::SUCCESS;
@@ -790,7 +789,7 @@ fn schemas_cmd(m: &ArgMatches) -> ExitCode {
             }
         }
     }
-    match schemas::write(&dir) {
+    match documents::write(&dir) {
         Ok(n) => {
             eprintln!("aisp: wrote {n} schema files to {}", dir.display());
             ExitCode::SUCCESS

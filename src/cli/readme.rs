@@ -181,7 +181,7 @@ pub fn tool_table() -> String {
                 out,
                 "| `{}` | `{}` | {} | {} | {} |",
                 name,
-                super::schemas::cli_usage(tool),
+                crate::registry::documents::cli_usage(tool),
                 spec.summary.replace('|', "\\|"),
                 flags.join(", "),
                 refs.join(" ")

@@ -15,8 +15,8 @@ use serde_json::{Map, Value, json};
 use super::call;
 use super::html::{arr, esc, f, fmt_ns, num, s};
 use crate::app::AppState;
-use crate::chart::{self, build, svg};
 use crate::error::OpError;
+use aisp_report::chart::{self, build, svg};
 
 /// Pareto charts drawn per pair of objectives; further groups are listed in a table.
 const PARETO_CHARTS: usize = 3;

@@ -13,8 +13,8 @@ use super::html::{
     arr, esc, f, fmt_bytes, fmt_ns, i, int_sep, measured, num, pct_delta, s, url_encode,
 };
 use crate::app::AppState;
-use crate::chart::{self, build, svg};
 use crate::error::OpError;
+use aisp_report::chart::{self, build, svg};
 
 pub async fn render(app: &Arc<AppState>, args: Value) -> Result<String, OpError> {
     let before = args["before"].as_str().unwrap_or("").trim().to_string();

@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::call;
 use super::html::{arr, esc, f, int_sep, num, s};
 use crate::app::AppState;
-use crate::chart::{self, build, svg};
 use crate::error::OpError;
+use aisp_report::chart::{self, build, svg};
 
 /// The memory parts of a layout, in the order they are stacked.
 const MEMORY_PARTS: &[(&str, &str)] = &[

@@ -12,8 +12,8 @@ use super::call;
 pub use super::html::error_box;
 use super::html::{arr, esc, f, fmt_ns, fmt_ts, i, int_sep, s};
 use crate::app::AppState;
-use crate::chart::{self, build, svg};
 use crate::error::OpError;
+use aisp_report::chart::{self, build, svg};
 
 fn with(scope: &Map<String, Value>, extra: Value) -> Value {
     let mut m = scope.clone();
@@ -84,7 +84,7 @@ pub async fn section(
         // keeps its single-export sections.
         "ranks" => {
             let path = scope.get("path").and_then(Value::as_str).unwrap_or("");
-            if !crate::profile::ranks::is_set(path) {
+            if !aisp_profile::ranks::is_set(path) {
                 return Ok(String::new());
             }
             Ok(rank_set(

@@ -18,7 +18,7 @@ use super::offline;
 use super::router::{self, Intent};
 use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
-use crate::knowledge::concepts::troubleshooting;
+use aisp_knowledge::concepts::troubleshooting;
 
 /// Turns of an earlier conversation shown to the model.
 const HISTORY_TURNS: usize = 6;
@@ -212,7 +212,7 @@ pub fn ask(ctx: &OpContext, req: AskRequest, options: &AskOptions) -> Result<Ask
     }
 
     // The LLM, when there is one.
-    let cfg = &ctx.app().config.llm;
+    let cfg = &super::client::ClientSettings::from(&ctx.app().config.llm);
     let retry_notes: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
     let client = if cfg.configured() {
         // Keep a slice of the caller's time to answer without the model.

@@ -35,8 +35,6 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::LlmConfig;
-
 /// OpenAI's endpoint, used when only an API key is configured.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// The model used against OpenAI's endpoint when none is configured: cheap,
@@ -650,9 +648,40 @@ impl std::fmt::Debug for LlmClient {
     }
 }
 
+/// The endpoint the client talks to: its own settings, filled from the
+/// application's `[llm]` configuration (`crate::config::LlmConfig`, converted
+/// in `crate::llm`).
+#[derive(Clone, Default)]
+pub struct ClientSettings {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key: Option<String>,
+    /// Ask for streamed answers (`stream: true`, server-sent events).
+    pub stream: bool,
+}
+
+impl std::fmt::Debug for ClientSettings {
+    // The key must never reach logs, even at trace level.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientSettings")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+impl ClientSettings {
+    /// An endpoint is configured when a base URL or an API key is known.
+    pub fn configured(&self) -> bool {
+        self.base_url.is_some() || self.api_key.is_some()
+    }
+}
+
 /// Where to talk to, from the configuration: the base URL (OpenAI's when only
 /// a key is set) and the model, if one is named.
-pub fn endpoint(cfg: &LlmConfig) -> Option<(String, Option<String>)> {
+pub fn endpoint(cfg: &ClientSettings) -> Option<(String, Option<String>)> {
     if !cfg.configured() {
         return None;
     }
@@ -674,7 +703,7 @@ pub fn endpoint(cfg: &LlmConfig) -> Option<(String, Option<String>)> {
 impl LlmClient {
     /// A client for the configured endpoint. `notify` hears about retries.
     pub fn new(
-        cfg: &LlmConfig,
+        cfg: &ClientSettings,
         options: ClientOptions,
         cancel: CancellationToken,
         deadline: Option<Instant>,
@@ -1043,19 +1072,19 @@ mod tests {
 
     #[test]
     fn endpoints_default_sensibly() {
-        let none = LlmConfig::default();
+        let none = ClientSettings::default();
         assert!(endpoint(&none).is_none());
-        let key_only = LlmConfig {
+        let key_only = ClientSettings {
             api_key: Some("sk-1234".into()),
-            ..LlmConfig::default()
+            ..ClientSettings::default()
         };
         assert_eq!(
             endpoint(&key_only),
             Some((OPENAI_BASE_URL.into(), Some(DEFAULT_OPENAI_MODEL.into())))
         );
-        let local = LlmConfig {
+        let local = ClientSettings {
             base_url: Some("http://localhost:11434/v1/".into()),
-            ..LlmConfig::default()
+            ..ClientSettings::default()
         };
         assert_eq!(
             endpoint(&local),
@@ -1085,7 +1114,7 @@ mod tests {
     #[test]
     fn lenient_replies_accept_what_local_servers_send() {
         let client = LlmClient::new(
-            &LlmConfig {
+            &ClientSettings {
                 base_url: Some("http://127.0.0.1:9".into()),
                 model: Some("m".into()),
                 api_key: None,

@@ -3,7 +3,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use crate::store::{Store, StoreError};
+use aisp_store::{Store, StoreError};
 
 use super::agent::Turn;
 
@@ -29,16 +29,7 @@ impl StoredTurn {
 
 /// A fresh conversation id (`conv_` + 16 hex digits).
 pub fn new_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
-    format!("conv_{:016x}", h.finish())
+    aisp_base::new_id("conv")
 }
 
 fn now() -> String {

@@ -16,3 +16,15 @@ pub mod tools;
 
 pub use ask::{AskAnswer, AskOptions, AskRequest, ask};
 pub use client::{ClientOptions, LlmClient, LlmError};
+
+/// The client's settings from the application's `[llm]` configuration.
+impl From<&crate::config::LlmConfig> for client::ClientSettings {
+    fn from(c: &crate::config::LlmConfig) -> client::ClientSettings {
+        client::ClientSettings {
+            base_url: c.base_url.clone(),
+            model: c.model.clone(),
+            api_key: c.api_key.clone(),
+            stream: c.stream,
+        }
+    }
+}

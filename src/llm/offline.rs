@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::evidence::{Evidence, Finding, Ledger};
 use super::router::{Intent, Route};
 use crate::error::ErrorKind;
-use crate::knowledge::concepts;
+use aisp_knowledge::concepts;
 
 /// The findings an answer relies on: medium severity or above, from every
 /// successful evidence item, once per rule and device, most severe first,

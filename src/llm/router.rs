@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::knowledge::concepts::{self, normalize, troubleshooting};
+use aisp_knowledge::concepts::{self, normalize, troubleshooting};
 
 /// What the question is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
@@ -824,7 +824,7 @@ mod tests {
                 let r = classify(q, profile.is_some());
                 for c in plan(&r, q, profile) {
                     assert!(
-                        crate::knowledge::concepts::is_known_tool(c.tool),
+                        crate::registry::find(c.tool).is_some(),
                         "{q}: plans unknown tool {}",
                         c.tool
                     );

@@ -4,12 +4,12 @@
 
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::knowledge::Dtype;
-use crate::knowledge::dtype::Precision;
-use crate::knowledge::gpus::{self, Gpu};
-use crate::knowledge::models::Architecture;
-use crate::planner::peaks::{self, PeakError, Peaks};
-use crate::planner::{ModelError, ModelSpec};
+use aisp_knowledge::Dtype;
+use aisp_knowledge::dtype::Precision;
+use aisp_knowledge::gpus::{self, Gpu};
+use aisp_knowledge::models::Architecture;
+use aisp_planner::peaks::{self, PeakError, Peaks};
+use aisp_planner::{ModelError, ModelSpec};
 
 pub fn model_error(e: ModelError) -> OpError {
     if let ModelError::Hf(h) = &e {

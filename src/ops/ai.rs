@@ -1,6 +1,6 @@
 //! Operations of the `ai` domain: questions answered with evidence, concept
 //! explanations, troubleshooting, tool suggestions and the LLM's status. The
-//! work lives in `crate::llm` and `crate::knowledge::concepts`.
+//! work lives in `crate::llm` and `aisp_knowledge::concepts`.
 
 use std::time::{Duration, Instant};
 
@@ -10,11 +10,13 @@ use serde_json::{Map, Value, json};
 
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::knowledge::concepts::{self, Concept, troubleshooting};
-use crate::llm::client::{ChatRequest, ClientOptions, LlmClient, LlmError, endpoint};
+use crate::llm::client::{
+    ChatRequest, ClientOptions, ClientSettings, LlmClient, LlmError, endpoint,
+};
 use crate::llm::router::{self, Intent};
 use crate::llm::{AskAnswer, AskOptions, AskRequest};
 use crate::registry::{self, DynOperation, Hints, OpSpec, Operation};
+use aisp_knowledge::concepts::{self, Concept, troubleshooting};
 
 pub const OPERATIONS: &[&dyn DynOperation] =
     &[&Ask, &Explain, &SuggestTools, &AiTroubleshoot, &AiStatus];
@@ -231,7 +233,7 @@ impl Operation for Explain {
 /// Ask the model to expand on an entry, keeping to it and its sources.
 fn expand(ctx: &OpContext, c: &Concept) -> Result<String, LlmError> {
     let mut client = LlmClient::new(
-        &ctx.app().config.llm,
+        &(&ctx.app().config.llm).into(),
         ClientOptions {
             request_timeout: Duration::from_secs(90),
             ..ClientOptions::default()
@@ -535,7 +537,7 @@ fn llm_rerank(
     limit: usize,
 ) -> Result<Vec<(String, String)>, LlmError> {
     let mut client = LlmClient::new(
-        &ctx.app().config.llm,
+        &(&ctx.app().config.llm).into(),
         ClientOptions {
             request_timeout: Duration::from_secs(60),
             max_retries: 1,
@@ -839,7 +841,7 @@ answers from aisp's own tools. Answers in milliseconds without probe; with probe
     };
 
     fn run(&self, ctx: &OpContext, input: AiStatusInput) -> Result<AiStatusOutput, OpError> {
-        let cfg = &ctx.app().config.llm;
+        let cfg = &ClientSettings::from(&ctx.app().config.llm);
         let api_key_set = cfg.api_key.as_deref().is_some_and(|k| !k.trim().is_empty());
         let Some((base_url, model)) = endpoint(cfg) else {
             return Ok(AiStatusOutput {

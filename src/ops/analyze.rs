@@ -6,25 +6,25 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::advisor_inputs::{gpu_or_local, peaks_for, resolve_gpu, resolve_model};
-use crate::analysis::boards::{self, Board, Objective, ParetoGroup, PowerEntry, ScalingSeries};
-use crate::analysis::bottleneck::{self, DeviceBottleneck};
-use crate::analysis::history::{self, Filter, NO_HISTORY, Row};
-use crate::analysis::retarget::{self, BoundTotal, KernelEstimate};
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::knowledge::Dtype;
-use crate::knowledge::gpus::{self, Gpu};
-use crate::knowledge::models::Architecture;
-use crate::knowledge::techniques;
-use crate::planner::ModelSummary;
-use crate::planner::inference::{self, Roofline};
-use crate::planner::links::Links;
-use crate::planner::model::round;
-use crate::planner::serving::{self, WeightFormat};
-use crate::planner::training::{self, Pins, TrainingSetup};
-use crate::profile::rules::Finding;
-use crate::profile::summary::NameKey;
 use crate::registry::{DynOperation, OpSpec, Operation};
+use aisp_knowledge::Dtype;
+use aisp_knowledge::gpus::{self, Gpu};
+use aisp_knowledge::models::Architecture;
+use aisp_knowledge::techniques;
+use aisp_planner::ModelSummary;
+use aisp_planner::links::Links;
+use aisp_planner::model::round;
+use aisp_planner::training::{self, Pins, TrainingSetup};
+use aisp_profile::rules::Finding;
+use aisp_profile::summary::NameKey;
+use aisp_report::analysis::boards::{
+    self, Board, Objective, ParetoGroup, PowerEntry, ScalingSeries,
+};
+use aisp_report::analysis::bottleneck::{self, DeviceBottleneck};
+use aisp_report::analysis::history::{self, Filter, NO_HISTORY, Row};
+use aisp_report::analysis::retarget::{self, BoundTotal, KernelEstimate};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &BottlenecksOp,
@@ -154,7 +154,7 @@ impl Operation for BottlenecksOp {
             });
         };
         let p = super::profile::open_profile(ctx, path)?;
-        let scope = crate::profile::Scope {
+        let scope = aisp_profile::Scope {
             device: i.device,
             process: i.process,
             start_ns: None,
@@ -275,7 +275,7 @@ cost on an H200 / B200 / L40S?'. Seconds on large profiles.",
     fn run(&self, ctx: &OpContext, i: RetargetInput) -> Result<RetargetOutput, OpError> {
         let dst = resolve_gpu(&i.target_gpu)?;
         let p = super::profile::open_profile(ctx, &i.path)?;
-        let scope = crate::profile::Scope {
+        let scope = aisp_profile::Scope {
             device: i.device,
             process: None,
             start_ns: None,
@@ -286,7 +286,7 @@ cost on an H200 / B200 / L40S?'. Seconds on large profiles.",
         let (src, from) = match &i.source_gpu {
             Some(g) => (resolve_gpu(g)?, "given".to_string()),
             None => {
-                let gpus_in = crate::profile::info::gpus(&p).map_err(OpError::from)?;
+                let gpus_in = aisp_profile::info::gpus(&p).map_err(OpError::from)?;
                 let names: Vec<String> = gpus_in
                     .iter()
                     .filter(|g| i.device.is_none_or(|d| d == g.device))
@@ -316,7 +316,7 @@ cost on an H200 / B200 / L40S?'. Seconds on large profiles.",
                 }
             }
         };
-        let k = crate::profile::kernels::kernels(
+        let k = aisp_profile::kernels::kernels(
             &p,
             &rs,
             NameKey::Short,
@@ -780,24 +780,10 @@ pub struct WhatifInput {
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct WhatifConfig {
-    pub gpu: String,
-    pub gpus: u32,
-    pub weights: WeightFormat,
-    pub kv_dtype: Dtype,
-    /// Largest batch meeting every constraint.
-    pub batch: u32,
-    pub memory_per_gpu_gb: f64,
-    pub latency_ms_per_token: f64,
-    pub total_tokens_per_s: f64,
-    pub usd_per_hour_low: Option<f64>,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
 pub struct WhatifOutput {
     pub model: Option<ModelSummary>,
     /// Configurations meeting every constraint, cheapest (or fewest GPUs) first.
-    pub configurations: Vec<WhatifConfig>,
+    pub configurations: Vec<aisp_planner::whatif::WhatifConfig>,
     pub configurations_considered: usize,
     /// Benchmark results meeting max_latency_ms / max_vram_gb.
     pub history_matches: Vec<String>,
@@ -894,139 +880,23 @@ When nothing qualifies it names techniques that relax the binding limit. Instant
                 })
                 .collect(),
         };
-        let mut configs = Vec::new();
-        let mut considered = 0usize;
-        let mut binding: std::collections::BTreeMap<&str, usize> = Default::default();
-        for gpu in list {
-            let cc = serving::compute_capability(gpu).unwrap_or(0.0);
-            for w in WeightFormat::ALL {
-                if gpu.vendor != "nvidia" && w != WeightFormat::Bf16 && w != WeightFormat::Fp8 {
-                    continue;
-                }
-                if cc < w.min_compute_capability() && gpu.vendor == "nvidia" {
-                    continue;
-                }
-                let Some((peak, _)) = serving::compute_peak(gpu, w.dtype()) else {
-                    continue;
-                };
-                for kv in [Dtype::Bf16, Dtype::Fp8] {
-                    if kv == Dtype::Fp8 && gpu.vendor == "nvidia" && cc < 8.9 {
-                        continue;
-                    }
-                    for tp in serving::tp_options(model.arch.as_ref(), max_gpus) {
-                        considered += 1;
-                        let r = Roofline {
-                            model: &model,
-                            weight_dtype: w.dtype(),
-                            kv_dtype: kv,
-                            tp,
-                            peak_tflops: peak,
-                            memory_gb_per_s: gpu.memory_bandwidth_gb_per_s.value.unwrap_or(0.0),
-                            compute_efficiency: inference::DEFAULT_INFERENCE_COMPUTE_EFFICIENCY,
-                            memory_efficiency: inference::DEFAULT_MEMORY_EFFICIENCY,
-                            tp_link_gb_per_s: Links::for_gpu(gpu, tp, None, None)
-                                .map(|l| l.intra_node_gb_per_s)
-                                .unwrap_or(0.0),
-                        };
-                        let cap =
-                            gpu.memory_bytes().unwrap_or(0.0) * serving::VLLM_DEFAULT_UTILIZATION;
-                        let budget = i.max_vram_gb.map(|v| (v * 1e9).min(cap)).unwrap_or(cap);
-                        let max_b = r.max_batch(context, budget).min(4096);
-                        if max_b == 0 {
-                            *binding.entry("memory").or_default() += 1;
-                            continue;
-                        }
-                        // Largest power-of-two batch within the latency limit.
-                        let mut b = 0u32;
-                        let mut k = 1u32;
-                        while k <= max_b {
-                            if i.max_latency_ms
-                                .is_none_or(|m| r.decode(k, context).step_ms <= m)
-                            {
-                                b = k;
-                                k *= 2;
-                            } else {
-                                break;
-                            }
-                        }
-                        if b == 0 {
-                            *binding.entry("latency").or_default() += 1;
-                            continue;
-                        }
-                        let d = r.decode(b, context);
-                        if i.min_tokens_per_s.is_some_and(|m| d.total_tokens_per_s < m) {
-                            *binding.entry("throughput").or_default() += 1;
-                            continue;
-                        }
-                        configs.push(WhatifConfig {
-                            gpu: gpu.id.clone(),
-                            gpus: tp,
-                            weights: w,
-                            kv_dtype: kv,
-                            batch: b,
-                            memory_per_gpu_gb: round(r.memory_per_gpu_bytes(b, context) / 1e9, 2),
-                            latency_ms_per_token: d.step_ms,
-                            total_tokens_per_s: d.total_tokens_per_s,
-                            usd_per_hour_low: gpu
-                                .price_usd_per_gpu_hour
-                                .low_usd
-                                .map(|p| round(p * tp as f64, 3)),
-                        });
-                    }
-                }
-            }
-        }
-        configs.sort_by(|a, b| match (a.usd_per_hour_low, b.usd_per_hour_low) {
-            (Some(x), Some(y)) => x.total_cmp(&y),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => a
-                .gpus
-                .cmp(&b.gpus)
-                .then(b.total_tokens_per_s.total_cmp(&a.total_tokens_per_s)),
-        });
-        configs.truncate(50);
-        let mut suggestions = Vec::new();
-        if configs.is_empty() {
-            let top = binding
-                .iter()
-                .max_by_key(|(_, n)| **n)
-                .map(|(k, _)| *k)
-                .unwrap_or("memory");
-            let ids: &[&str] = match top {
-                "memory" => &["awq-int4", "kv-cache-fp8", "tensor-parallel"],
-                "latency" => &[
-                    "fp8-inference",
-                    "speculative-eagle",
-                    "tensor-parallel",
-                    "cuda-graphs",
-                ],
-                _ => &[
-                    "continuous-batching",
-                    "paged-attention",
-                    "kv-cache-fp8",
-                    "fp8-inference",
-                ],
-            };
-            suggestions.push(format!(
-                "the binding limit is {top} ({} of {considered} configurations failed on it)",
-                binding.get(top).copied().unwrap_or(0)
-            ));
-            for id in ids {
-                if let Some(t) = techniques::by_id(id) {
-                    suggestions.push(format!(
-                        "{}: {} ({})",
-                        t.name, t.effect.scope, t.effect.source_url
-                    ));
-                }
-            }
-        }
+        let search = aisp_planner::whatif::search(
+            &model,
+            &list,
+            &aisp_planner::whatif::Limits {
+                max_vram_gb: i.max_vram_gb,
+                max_latency_ms: i.max_latency_ms,
+                min_tokens_per_s: i.min_tokens_per_s,
+                context_tokens: context,
+                max_gpus,
+            },
+        );
         Ok(WhatifOutput {
             model: Some(model.summary()),
-            configurations: configs,
-            configurations_considered: considered,
+            configurations: search.configurations,
+            configurations_considered: search.considered,
             history_matches,
-            suggestions,
+            suggestions: search.suggestions,
             assumptions: vec![
                 format!("decode roofline at {} tokens of context, efficiencies 0.7 (compute) / 0.9 (memory), datasheet peaks from the GPU catalog", context),
                 "memory per GPU: weights / TP + KV for the batch; capped at 90% of the GPU and at max_vram_gb".into(),
@@ -1088,7 +958,7 @@ estimate use aisp_optimize_compound. Instant.",
     fn run(&self, _ctx: &OpContext, i: StackingInput) -> Result<StackingOutput, OpError> {
         let ids: Vec<String> = match i.techniques {
             Some(v) => {
-                let unknown = crate::planner::advice::unknown_ids(&v);
+                let unknown = aisp_planner::advice::unknown_ids(&v);
                 if !unknown.is_empty() {
                     return Err(OpError::invalid_input(
                         format!(
@@ -1144,12 +1014,15 @@ estimate use aisp_optimize_compound. Instant.",
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::history::testing::insert;
     use crate::app::AppState;
+    use aisp_report::analysis::history::testing::insert;
 
     fn ctx() -> OpContext {
         let app = AppState::for_tests();
-        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable("test host", false));
+        app.set_gpu_for_tests(aisp_hw::gpu::GpuAvailability::unavailable(
+            "test host",
+            false,
+        ));
         OpContext::detached(app)
     }
 

@@ -8,15 +8,18 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::bench::lesson::{self, Metric, Role, RoofKind, RunEnv, Speedup, Status, VariantResult};
-use crate::bench::record::{self, HistoryFilter, StoredRow};
-use crate::bench::roofs::{self, Roof, Roofs};
-use crate::bench::session::{self, Session};
-use crate::bench::targets;
-use crate::bench::{BenchError, SizeClass, datasheet, device::DeviceInfo, rng, stats};
+use super::errors::{BenchErrorExt, GpuCheck};
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
+use aisp_hw::bench::lesson::{
+    self, Metric, Role, RoofKind, RunEnv, Speedup, Status, VariantResult,
+};
+use aisp_hw::bench::record::{self, HistoryFilter, StoredRow};
+use aisp_hw::bench::roofs::{self, Roof, Roofs};
+use aisp_hw::bench::session::{self, Session};
+use aisp_hw::bench::targets;
+use aisp_hw::bench::{BenchError, SizeClass, datasheet, device::DeviceInfo, rng, stats};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Targets,
@@ -55,7 +58,7 @@ pub(crate) fn open_session(
     let tool = ctx.tool().to_string();
     let ordinal =
         session::check_ordinal(device.unwrap_or(0)).map_err(|e| e.into_op_error(&tool))?;
-    if !crate::bench::libs::nvrtc_available() {
+    if !aisp_hw::bench::libs::nvrtc_available() {
         return Err(BenchError::NoNvrtc.into_op_error(&tool));
     }
     let gpu = ctx.app().gpu();
@@ -460,7 +463,7 @@ impl Operation for Run {
                 .copied()
                 .filter(|t| {
                     let ok = cc >= t.needs.min_cc
-                        && (!t.needs.cublas || crate::bench::libs::cublas_available());
+                        && (!t.needs.cublas || aisp_hw::bench::libs::cublas_available());
                     if !ok {
                         notes.push(format!(
                             "{} skipped: needs compute capability {}.{}+{}",
@@ -931,7 +934,7 @@ GPU over days or to find run ids for aisp_benchmark_compare. Needs no GPU; insta
                 r.intensity_flop_per_byte = details
                     .get(&r.id)
                     .and_then(|d| d.get("details"))
-                    .and_then(|lesson| crate::report::bench::gemm_intensity(&r.variant, lesson));
+                    .and_then(|lesson| aisp_report::bench::gemm_intensity(&r.variant, lesson));
             }
         }
         let mut runs: Vec<String> = Vec::new();
@@ -957,7 +960,7 @@ pub struct ImportInput {
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ImportOutput {
-    pub runs: Vec<crate::bench::import::Imported>,
+    pub runs: Vec<aisp_hw::bench::import::Imported>,
     /// Rows added in all (0 when every run was already stored).
     pub rows_added: usize,
 }
@@ -987,7 +990,7 @@ impl Operation for Import {
 
     fn run(&self, ctx: &OpContext, input: ImportInput) -> Result<ImportOutput, OpError> {
         let path = std::path::PathBuf::from(input.path.trim());
-        let files = crate::bench::import::find_runs(&path);
+        let files = aisp_hw::bench::import::find_runs(&path);
         if files.is_empty() {
             return Err(OpError::not_found(
                 format!("no run.json at or under {}", path.display()),
@@ -998,7 +1001,7 @@ impl Operation for Import {
         let mut runs = Vec::new();
         for f in files {
             ctx.check_cancelled()?;
-            runs.push(crate::bench::import::import_run(store, &f).map_err(|e| {
+            runs.push(aisp_hw::bench::import::import_run(store, &f).map_err(|e| {
                 OpError::invalid_input(
                     e.to_string(),
                     "Pass the JSON answer of aisp_benchmark_run unchanged.",
@@ -1358,7 +1361,7 @@ mod tests {
     use super::*;
     use crate::app::AppState;
     use crate::error::ErrorKind;
-    use crate::gpu::GpuAvailability;
+    use aisp_hw::gpu::GpuAvailability;
     use serde_json::json;
 
     fn no_gpu_app() -> std::sync::Arc<AppState> {

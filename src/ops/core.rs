@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::gpu::DeviceSummary;
 use crate::registry::{self, DynOperation, OpSpec, Operation};
+use aisp_hw::gpu::DeviceSummary;
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[&Status, &ListDomains];
 
@@ -40,7 +40,7 @@ pub struct StatusOutput {
     /// Number of tools this server offers (all of them answer tools/call).
     pub tool_count: usize,
     /// Decoded profile tables kept in memory between calls, per file, under the budget.
-    pub profile_tables: crate::profile::loaded::CacheStatus,
+    pub profile_tables: aisp_profile::loaded::CacheStatus,
 }
 
 /// Whether the store opened sound, and what was done if it was damaged.
@@ -52,7 +52,7 @@ pub struct StoreStatus {
     pub error: Option<String>,
     /// Set when the store was found damaged at start: where the damaged file
     /// went, which rows were kept, which tables lost rows.
-    pub repaired: Option<crate::store::recover::StoreRecovery>,
+    pub repaired: Option<aisp_store::recover::StoreRecovery>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -258,7 +258,10 @@ mod tests {
     #[test]
     fn status_reports_this_build_and_no_gpu_reason() {
         let app = AppState::for_tests();
-        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable("test host", false));
+        app.set_gpu_for_tests(aisp_hw::gpu::GpuAvailability::unavailable(
+            "test host",
+            false,
+        ));
         let out = Status
             .run(&OpContext::detached(app.clone()), NoInput {})
             .unwrap();

@@ -10,18 +10,18 @@ use super::advisor_inputs::{
 };
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::knowledge::Dtype;
-use crate::knowledge::dtype::Precision;
-use crate::knowledge::gpus;
-use crate::knowledge::models::Architecture;
-use crate::planner::links::Links;
-use crate::planner::memory::{self, ActivationLayout, Recompute, StateBytes};
-use crate::planner::model::round;
-use crate::planner::peaks::Peaks;
-use crate::planner::recipes::{self, EnvSetting, Launcher, NcclAdvice, Network, Stage};
-use crate::planner::training::{self, LayoutEstimate, Pins, Rejection, TrainingSetup};
-use crate::planner::{ModelSpec, ModelSummary};
 use crate::registry::{DynOperation, OpSpec, Operation};
+use aisp_knowledge::Dtype;
+use aisp_knowledge::dtype::Precision;
+use aisp_knowledge::gpus;
+use aisp_knowledge::models::Architecture;
+use aisp_planner::links::Links;
+use aisp_planner::memory::{self, ActivationLayout, Recompute, StateBytes};
+use aisp_planner::model::round;
+use aisp_planner::peaks::Peaks;
+use aisp_planner::recipes::{self, EnvSetting, Launcher, NcclAdvice, Network, Stage};
+use aisp_planner::training::{self, LayoutEstimate, Pins, Rejection, TrainingSetup};
+use aisp_planner::{ModelSpec, ModelSummary};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Plan,
@@ -33,7 +33,7 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &CostEstimate,
 ];
 
-fn links_error(e: crate::planner::links::LinkError) -> OpError {
+fn links_error(e: aisp_planner::links::LinkError) -> OpError {
     OpError::invalid_input(
         e.to_string(),
         "Pass intra_node_gb_per_s with your GPU-to-GPU bandwidth per direction.",
@@ -256,7 +256,7 @@ fn resolve_training(
         ),
         format!(
             "communication: ring collectives at the nccl-tests bus factors ({}) over the slowest link of each group; ranks ordered TP, CP, DP, PP (Megatron's default), so TP stays inside a node",
-            crate::planner::collectives::NCCL_TESTS_PERFORMANCE_URL
+            aisp_planner::collectives::NCCL_TESTS_PERFORMANCE_URL
         ),
         "overlap: DP gradient sync (DDP/ZeRO-1/2) hides behind the last micro-batch's backward; ZeRO-3 gathers hide behind the whole step's compute; TP all-reduces, EP all-to-alls and pipeline sends are exposed; small-message latency is not modeled".into(),
         format!("usable memory: {:.0}% of {} GB per GPU", usable_frac * 100.0, gpu.memory_gb.value.unwrap_or(0.0)),
@@ -938,8 +938,8 @@ TP code. Instant.",
         let tokens = positive("tokens", i.tokens.unwrap_or(4096))? as f64;
         let ar_bytes = tokens * arch.hidden as f64 * 2.0;
         let comm = 4.0
-            * crate::planner::collectives::time_s(
-                crate::planner::collectives::Collective::AllReduce,
+            * aisp_planner::collectives::time_s(
+                aisp_planner::collectives::Collective::AllReduce,
                 ar_bytes,
                 tp,
                 bw,
@@ -1505,7 +1505,10 @@ mod tests {
 
     fn ctx() -> OpContext {
         let app = AppState::for_tests();
-        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable("test host", false));
+        app.set_gpu_for_tests(aisp_hw::gpu::GpuAvailability::unavailable(
+            "test host",
+            false,
+        ));
         OpContext::detached(app)
     }
 

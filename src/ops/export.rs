@@ -1,6 +1,6 @@
 //! Operations of the `export` domain: reports with charts (HTML, PDF) of a
 //! profile, of two profiles before/after, or of benchmark history, and
-//! benchmark history as CSV. The work is in [`crate::report`].
+//! benchmark history as CSV. The work is in [`aisp_report`].
 
 use std::path::{Path, PathBuf};
 
@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use super::profile::open_profile;
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::profile::Scope;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
-use crate::report::{self, Report, ReportError, bench};
+use aisp_profile::Scope;
+use aisp_report::{self as report, Report, ReportError, bench};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[&Csv, &Html, &Pdf];
 
@@ -159,7 +159,7 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
                 format!("{}-vs-{}", stem(before), stem(after)),
             ))
         }
-        (Some(path), None) if crate::profile::ranks::is_set(path) => {
+        (Some(path), None) if aisp_profile::ranks::is_set(path) => {
             // A folder or glob of per-rank exports: the cross-rank report.
             if i.device.is_some()
                 || i.process.is_some()

@@ -7,14 +7,15 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::errors::{BenchErrorExt, GpuCheck};
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::gpu::info::{DriverVersions, GpuInfo};
-use crate::gpu::nvlink::GpuNvlink;
-use crate::gpu::power::GpuPower;
-use crate::gpu::topology::Topology;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
-use crate::system::host::HostRoot;
+use aisp_hw::gpu::info::{DriverVersions, GpuInfo};
+use aisp_hw::gpu::nvlink::GpuNvlink;
+use aisp_hw::gpu::power::GpuPower;
+use aisp_hw::gpu::topology::Topology;
+use aisp_hw::host::HostRoot;
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     // One entry per line, so parallel branches merge cleanly.
@@ -87,7 +88,7 @@ impl Operation for Info {
         };
         let gpus = indices
             .iter()
-            .map(|&i| crate::gpu::info::probe(nvml, i, &versions))
+            .map(|&i| aisp_hw::gpu::info::probe(nvml, i, &versions))
             .collect();
         Ok(InfoOutput {
             gpus,
@@ -133,7 +134,7 @@ impl Operation for TopologyOp {
         let nvml = gpu.require_nvml("aisp_gpu_topology")?;
         let selected = gpu.check_device(input.device)?;
         let all = gpu.check_device(None)?;
-        let mut topology = crate::gpu::topology::probe(nvml, &all, &HostRoot::live());
+        let mut topology = aisp_hw::gpu::topology::probe(nvml, &all, &HostRoot::live());
         if let Some(d) = input.device {
             topology.gpus.retain(|g| g.index == d);
             topology.pairs.retain(|p| p.gpu_a == d || p.gpu_b == d);
@@ -188,7 +189,7 @@ down and why. Use it when a job runs slower than expected or clocks look low. Fa
         let gpus = gpu
             .check_device(input.device)?
             .iter()
-            .map(|&i| crate::gpu::power::probe(nvml, i))
+            .map(|&i| aisp_hw::gpu::power::probe(nvml, i))
             .collect();
         Ok(PowerOutput {
             gpus,
@@ -260,14 +261,14 @@ Fast: under 200 ms plus sample_ms.",
                 nvml.device_by_index(i)
                     .ok()
                     .and_then(|d| d.pci_info().ok())
-                    .and_then(|p| crate::system::pci::normalize_bus_id(&p.bus_id))
+                    .and_then(|p| aisp_hw::host::pci::normalize_bus_id(&p.bus_id))
             })
             .collect();
         let sample = (sample_ms > 0).then(|| Duration::from_millis(sample_ms));
         let mut gpus = Vec::new();
         for i in gpu.check_device(input.device)? {
             ctx.check_cancelled()?;
-            gpus.push(crate::gpu::nvlink::probe(nvml, i, &bus, sample));
+            gpus.push(aisp_hw::gpu::nvlink::probe(nvml, i, &bus, sample));
         }
         Ok(NvlinkOutput {
             gpus,
@@ -376,8 +377,8 @@ about 5-10 s per GPU.",
     };
 
     fn run(&self, ctx: &OpContext, input: BandwidthInput) -> Result<BandwidthOutput, OpError> {
-        use crate::bench::lesson::Status;
-        use crate::bench::{SizeClass, rng, roofs, session};
+        use aisp_hw::bench::lesson::Status;
+        use aisp_hw::bench::{SizeClass, rng, roofs, session};
         let sizes = input.sizes_mib.unwrap_or_else(|| vec![64, 256, 1024]);
         if sizes.is_empty() || sizes.iter().any(|s| !(16..=16384).contains(s)) {
             return Err(OpError::invalid_input(
@@ -463,7 +464,7 @@ about 5-10 s per GPU.",
             }
             let theory = roofs::theoretical_memory(&s.gpu, s.nvml.as_deref());
             let datasheet =
-                crate::bench::datasheet::lookup(&s.gpu.info.name).and_then(|d| d.memory_gb_per_s);
+                aisp_hw::bench::datasheet::lookup(&s.gpu.info.name).and_then(|d| d.memory_gb_per_s);
             let best = all_rows
                 .iter()
                 .filter_map(|r| r.value)
@@ -499,7 +500,7 @@ mod tests {
     use super::*;
     use crate::app::AppState;
     use crate::error::ErrorKind;
-    use crate::gpu::GpuAvailability;
+    use aisp_hw::gpu::GpuAvailability;
 
     #[test]
     fn without_a_gpu_every_gpu_tool_answers_gpu_unavailable() {

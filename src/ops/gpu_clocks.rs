@@ -1,6 +1,6 @@
 //! `aisp_gpu_clocks`: current, application and maximum clocks, whether they
 //! hold still under a short load, and locking/restoring SM and memory clocks.
-//! The work lives in `crate::gpu::clocks`.
+//! The work lives in `aisp_hw::gpu::clocks`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::errors::GpuCheck;
 use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
-use crate::gpu::clocks::{self, ClockError, GpuClocks, Locked, Stability};
 use crate::registry::{Hints, OpSpec, Operation};
-use crate::system::host::HostRoot;
+use aisp_hw::gpu::clocks::{self, ClockError, GpuClocks, Locked, Stability};
+use aisp_hw::host::HostRoot;
 
 pub struct Clocks;
 
@@ -89,7 +90,7 @@ fn clock_error(e: ClockError, gpu: Option<&GpuClocks>) -> OpError {
 /// What was looked at when no GPU is usable.
 fn checked(reason: Option<&str>) -> Vec<String> {
     let host = HostRoot::live();
-    let pci = crate::system::pci::nvidia_gpus(&host).len();
+    let pci = aisp_hw::host::pci::nvidia_gpus(&host).len();
     let dev_nodes = host
         .list("/dev")
         .into_iter()
@@ -128,37 +129,39 @@ fn sample_under_load(
             )
         });
         let cancelled = || ctx.is_cancelled();
-        let load =
-            match crate::bench::device::Gpu::open(index as usize, &ctx.app().config.cache_dir()) {
-                Ok(gpu) => {
-                    let mut what = "an FP32 FMA loop on every SM".to_string();
-                    let mut started: Option<Instant> = None;
-                    while started.is_none_or(|t| t.elapsed() < load_for) && !cancelled() {
-                        if let Err(e) = crate::bench::roofs::fma_peak(
-                            &gpu,
-                            false,
-                            Duration::from_millis(250),
-                            &cancelled,
-                        ) {
-                            what = format!("an FP32 FMA loop, stopped early: {e}");
-                            break;
-                        }
-                        if started.is_none() {
-                            started = Some(Instant::now());
-                            loading.store(true, Ordering::SeqCst);
-                        }
+        let load = match aisp_hw::bench::device::Gpu::open(
+            index as usize,
+            &ctx.app().config.cache_dir(),
+        ) {
+            Ok(gpu) => {
+                let mut what = "an FP32 FMA loop on every SM".to_string();
+                let mut started: Option<Instant> = None;
+                while started.is_none_or(|t| t.elapsed() < load_for) && !cancelled() {
+                    if let Err(e) = aisp_hw::bench::roofs::fma_peak(
+                        &gpu,
+                        false,
+                        Duration::from_millis(250),
+                        &cancelled,
+                    ) {
+                        what = format!("an FP32 FMA loop, stopped early: {e}");
+                        break;
                     }
-                    what
-                }
-                Err(e) => {
-                    loading.store(true, Ordering::SeqCst);
-                    let t = Instant::now();
-                    while t.elapsed() < load_for && !cancelled() {
-                        std::thread::sleep(Duration::from_millis(50));
+                    if started.is_none() {
+                        started = Some(Instant::now());
+                        loading.store(true, Ordering::SeqCst);
                     }
-                    format!("no load (the CUDA harness could not start: {e}), idle clocks")
                 }
-            };
+                what
+            }
+            Err(e) => {
+                loading.store(true, Ordering::SeqCst);
+                let t = Instant::now();
+                while t.elapsed() < load_for && !cancelled() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                format!("no load (the CUDA harness could not start: {e}), idle clocks")
+            }
+        };
         done.store(true, Ordering::SeqCst);
         let (samples, seconds) = sampler.join().unwrap_or_default();
         (samples, seconds, load)
@@ -222,7 +225,7 @@ impl Operation for Clocks {
             OpError::unsupported(
                 format!(
                     "NVML could not open GPU {target}: {}",
-                    crate::gpu::nvml_util::describe(&e)
+                    aisp_hw::gpu::nvml_util::describe(&e)
                 ),
                 "Check nvidia-smi on this host.",
             )

@@ -1,17 +1,84 @@
 //! Operations of the `hf` domain: Hugging Face model search and config.json
-//! reading (`aisp_hf_model`). The work lives in `crate::hf`.
+//! reading (`aisp_hf_model`). The work lives in `aisp_planner::hf`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
 use serde_json::Value;
 
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::hf::{self, HfEnv, HfError, HubModel, ModelRef};
-use crate::planner::{ModelSpec, ModelSummary};
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
+use aisp_planner::hf::{self, HfEnv, HfError, HubModel, ModelRef};
+use aisp_planner::{ModelSpec, ModelSummary};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[&Model];
+
+/// The Hub client of this process: reqwest on a current-thread runtime for
+/// each blocking request (operations run on blocking threads). [`AppState`]
+/// installs it.
+///
+/// [`AppState`]: crate::app::AppState
+pub struct HubHttp;
+
+impl hf::HubClient for HubHttp {
+    fn get(
+        &self,
+        env: &HfEnv,
+        url: &str,
+        limit: usize,
+    ) -> Result<(u16, Option<String>, Vec<u8>), HfError> {
+        let offline = |detail: String| HfError::Offline {
+            endpoint: env.endpoint.clone(),
+            detail,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| offline(format!("cannot start an I/O runtime: {e}")))?;
+        let client = reqwest::Client::builder()
+            .timeout(env.timeout)
+            .connect_timeout(Duration::from_secs(5))
+            .user_agent(concat!("aisp/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| offline(e.to_string()))?;
+        rt.block_on(async {
+            let mut req = client.get(url);
+            if let Some(t) = &env.token {
+                req = req.bearer_auth(t);
+            }
+            let mut resp = req.send().await.map_err(|e| offline(error_chain(&e)))?;
+            let status = resp.status().as_u16();
+            let commit = resp
+                .headers()
+                .get("x-repo-commit")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let mut body = Vec::new();
+            while let Some(chunk) = resp.chunk().await.map_err(|e| offline(error_chain(&e)))? {
+                body.extend_from_slice(&chunk);
+                if body.len() > limit {
+                    return Err(HfError::BadConfig(format!(
+                        "the answer from {url} is larger than {limit} bytes"
+                    )));
+                }
+            }
+            Ok((status, commit, body))
+        })
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
 
 /// An `HfError` as the caller reads it: offline and auth problems say what to set.
 pub fn hf_error(e: &HfError) -> OpError {

@@ -7,18 +7,19 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::benchmark::{Versions, bench_err, open_session, save, versions};
-use crate::bench::device::{DeviceInfo, Gpu};
-use crate::bench::lesson::{self, Metric, RunEnv, Status, VariantResult};
-use crate::bench::multi::{self, P2pPair};
-use crate::bench::nccl::{self, AllReduceRow};
-use crate::bench::record;
-use crate::bench::roofs::{self, CacheLevels, CachePoint, PcieRow, Roofs};
-use crate::bench::session;
-use crate::bench::targets::gemm::Gemm;
-use crate::bench::{BenchError, SizeClass, datasheet, libs, rng};
+use super::errors::BenchErrorExt;
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
+use aisp_hw::bench::device::{DeviceInfo, Gpu};
+use aisp_hw::bench::lesson::{self, Metric, RunEnv, Status, VariantResult};
+use aisp_hw::bench::multi::{self, P2pPair};
+use aisp_hw::bench::nccl::{self, AllReduceRow};
+use aisp_hw::bench::record;
+use aisp_hw::bench::roofs::{self, CacheLevels, CachePoint, PcieRow, Roofs};
+use aisp_hw::bench::session;
+use aisp_hw::bench::targets::gemm::Gemm;
+use aisp_hw::bench::{BenchError, SizeClass, datasheet, libs, rng};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Roofline,
@@ -294,9 +295,9 @@ impl Operation for Roofline {
                     .iter()
                     .filter(|r| {
                         r.status == Status::Ok
-                            && idx
-                                .iter()
-                                .any(|&i| crate::bench::targets::GEMM.variants[i].name == r.variant)
+                            && idx.iter().any(|&i| {
+                                aisp_hw::bench::targets::GEMM.variants[i].name == r.variant
+                            })
                     })
                     .max_by(|a, b| a.value.unwrap_or(0.0).total_cmp(&b.value.unwrap_or(0.0)));
                 if let Some(b) = best.and_then(|b| b.value.map(|v| (v, b.variant.clone()))) {
@@ -305,7 +306,7 @@ impl Operation for Roofline {
                     if *name != "fp32" {
                         roof_rows.push(record::roof_row(name, b.0, &how, Metric::TflopPerS));
                     }
-                    let kind = crate::bench::targets::GEMM.variants[idx[0]].roof;
+                    let kind = aisp_hw::bench::targets::GEMM.variants[idx[0]].roof;
                     compute.push(ComputeRoof {
                         precision: precision.into(),
                         tflop_per_s: b.0,
@@ -708,7 +709,7 @@ precision and size at the default budget.",
                     .iter()
                     .find(|(_, idx)| {
                         idx.iter()
-                            .any(|&i| crate::bench::targets::GEMM.variants[i].name == r.variant)
+                            .any(|&i| aisp_hw::bench::targets::GEMM.variants[i].name == r.variant)
                     })
                     .map(|(n, _)| n.to_string())
                     .unwrap_or_default();
@@ -1075,7 +1076,7 @@ mod tests {
             .iter()
             .flat_map(|(_, v)| {
                 v.iter()
-                    .map(|&i| crate::bench::targets::GEMM.variants[i].name)
+                    .map(|&i| aisp_hw::bench::targets::GEMM.variants[i].name)
             })
             .collect();
         assert_eq!(

@@ -1,7 +1,7 @@
 //! Operations of the `hw` domain that measure the host rather than the GPU:
 //! storage throughput (`aisp_hw_disk`) and network throughput and latency
 //! (`aisp_hw_network`, with `aisp_hw_network_listen` as the peer). The work
-//! lives in `crate::system::disk` and `crate::system::netbench`.
+//! lives in `aisp_hw::system::disk` and `aisp_hw::system::netbench`.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{Hints, OpSpec, Operation};
-use crate::system::disk::{self, DiskError, DiskOptions, DiskReport};
-use crate::system::host::HostRoot;
-use crate::system::netbench::{self, Latency, ListenReport, NetError, PerftestRow, Throughput};
+use aisp_hw::host::HostRoot;
+use aisp_hw::system::disk::{self, DiskError, DiskOptions, DiskReport};
+use aisp_hw::system::netbench::{self, Latency, ListenReport, NetError, PerftestRow, Throughput};
 
 // ---------------------------------------------------------------- disk
 
@@ -340,7 +340,7 @@ impl Network {
         host: &HostRoot,
         notes: &mut Vec<String>,
     ) -> Vec<IbResult> {
-        let report = crate::system::network::inspect(host, &[]);
+        let report = aisp_hw::system::network::inspect(host, &[]);
         let ports: Vec<(String, u32, Option<f64>)> = report
             .rdma_devices
             .iter()
@@ -363,7 +363,7 @@ impl Network {
             return Vec::new();
         }
         let path = std::env::var("PATH").unwrap_or_default();
-        let Some(prog) = crate::system::exec::which("ib_write_bw", &path) else {
+        let Some(prog) = aisp_hw::system::exec::which("ib_write_bw", &path) else {
             notes.push(format!(
                 "{} active RDMA port(s) but ib_write_bw is not on PATH: install perftest (apt install perftest) to measure them",
                 ports.len()

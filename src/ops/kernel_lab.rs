@@ -10,18 +10,19 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::bench::lab::compile::{self, CompileReport, Diagnostic};
-use crate::bench::lab::runner::{self, Outcome};
-use crate::bench::lab::spec::{LabSpec, Reference, Resolved, RoofChoice};
-use crate::bench::lab::tolerance::Comparison;
-use crate::bench::lab::worker::{self, ItemResult, Job, Resources};
-use crate::bench::lesson::{Metric, Role, Status, VariantResult, Work};
-use crate::bench::record::{self, RunMeta};
-use crate::bench::roofs::Roof;
-use crate::bench::{BenchError, rng, stats};
+use super::errors::BenchErrorExt;
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{Hints, OpSpec, Operation};
+use aisp_hw::bench::lab::compile::{self, CompileReport, Diagnostic};
+use aisp_hw::bench::lab::runner::{self, Outcome};
+use aisp_hw::bench::lab::spec::{LabSpec, Reference, Resolved, RoofChoice};
+use aisp_hw::bench::lab::tolerance::Comparison;
+use aisp_hw::bench::lab::worker::{self, ItemResult, Job, Resources};
+use aisp_hw::bench::lesson::{Metric, Role, Status, VariantResult, Work};
+use aisp_hw::bench::record::{self, RunMeta};
+use aisp_hw::bench::roofs::Roof;
+use aisp_hw::bench::{BenchError, rng, stats};
 
 use super::kernel_lab_ncu::{self, NcuFindings};
 
@@ -115,7 +116,7 @@ fn roof_for(out: &Outcome, kind: RoofChoice) -> Option<&Roof> {
 
 fn compile_only(spec: &LabSpec) -> Result<KernelOutput, OpError> {
     let arch = spec.arch.clone().unwrap_or_else(|| "sm_90".into());
-    if crate::bench::nvrtc::parse_arch(&arch).is_none() {
+    if aisp_hw::bench::nvrtc::parse_arch(&arch).is_none() {
         return Err(invalid(format!("arch `{arch}` is not sm_XY (e.g. sm_90)")));
     }
     let mut kernels = Vec::new();
@@ -201,7 +202,7 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
     // which needs neither a GPU nor NVRTC); the real worker needs both.
     if std::env::var_os(runner::WORKER_ENV).is_none_or(|v| v.is_empty()) {
         crate::ops::benchmark::require_gpu(ctx)?;
-        if !crate::bench::libs::nvrtc_available() {
+        if !aisp_hw::bench::libs::nvrtc_available() {
             return Err(BenchError::NoNvrtc.into_op_error(ctx.tool()));
         }
     }
@@ -621,8 +622,8 @@ impl Operation for KernelImprove {
     };
 
     fn run(&self, ctx: &OpContext, input: ImproveInput) -> Result<ImproveOutput, OpError> {
-        use crate::bench::lab::improve;
         use crate::llm::client::{ChatRequest, ClientOptions, LlmClient};
+        use aisp_hw::bench::lab::improve;
         use async_openai::types::chat::ChatCompletionRequestMessage as Msg;
 
         let mut lab = input.lab;
@@ -651,7 +652,7 @@ impl Operation for KernelImprove {
             return Err(invalid(format!("rounds must be 1..=8, not {rounds}")));
         }
         let mut client = LlmClient::new(
-            &ctx.app().config.llm,
+            &(&ctx.app().config.llm).into(),
             ClientOptions { request_timeout: Duration::from_secs(180), max_retries: 2, ..ClientOptions::default() },
             ctx.cancellation_token().clone(),
             ctx.deadline(),
@@ -672,7 +673,7 @@ impl Operation for KernelImprove {
                 lab.reference
             )
         };
-        let mut best = crate::bench::lab::spec::Kernel {
+        let mut best = aisp_hw::bench::lab::spec::Kernel {
             name: Some("round0".into()),
             ..start.clone()
         };
@@ -764,7 +765,7 @@ impl Operation for KernelImprove {
                 }
             };
             let label = format!("round{round}");
-            let cand = crate::bench::lab::spec::Kernel {
+            let cand = aisp_hw::bench::lab::spec::Kernel {
                 name: Some(label.clone()),
                 source: proposal.source.clone(),
                 ..best.clone()

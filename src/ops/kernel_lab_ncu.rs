@@ -12,17 +12,18 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use super::errors::BenchErrorExt;
 use super::profile_capture::{Session, UserCommand, discover, ncu_capture};
-use crate::bench::lab::runner;
-use crate::bench::lab::spec::LabSpec;
-use crate::bench::lab::worker::{JOB_FILE_ENV, Job};
-use crate::bench::rng;
-use crate::capture::ncu::{ClockControl, NcuOptions, NcuSet};
-use crate::capture::record::CaptureKind;
-use crate::capture::tools::Profiler;
 use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
-use crate::ncu;
+use aisp_capture::ncu::{ClockControl, NcuOptions, NcuSet};
+use aisp_capture::record::CaptureKind;
+use aisp_capture::tools::Profiler;
+use aisp_hw::bench::lab::runner;
+use aisp_hw::bench::lab::spec::LabSpec;
+use aisp_hw::bench::lab::worker::{JOB_FILE_ENV, Job};
+use aisp_hw::bench::rng;
+use aisp_profile::ncu;
 
 /// The most one profile may take: one launch replayed for a few dozen passes
 /// takes seconds to a minute; a longer one is stopped and reported.
@@ -368,7 +369,7 @@ mod tests {
 
     #[test]
     fn the_command_line_profiles_one_launch_with_the_sections_and_counters() {
-        let secs: Vec<String> = crate::bench::lab::spec::NCU_DEFAULT_SECTIONS
+        let secs: Vec<String> = aisp_hw::bench::lab::spec::NCU_DEFAULT_SECTIONS
             .iter()
             .map(|s| s.to_string())
             .collect();
@@ -399,7 +400,7 @@ mod tests {
         assert!(e.contains("not a section identifier"), "{e}");
         let many: Vec<String> = (0..25).map(|i| format!("S{i}")).collect();
         assert!(validate(&many).unwrap_err().contains("at most 24"));
-        use crate::bench::lab::spec::NcuRequest;
+        use aisp_hw::bench::lab::spec::NcuRequest;
         assert_eq!(NcuRequest::On(false).sections(), None);
         assert_eq!(NcuRequest::On(true).sections().unwrap().len(), 5);
         assert_eq!(

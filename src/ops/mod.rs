@@ -3,8 +3,8 @@
 //! `aisp_list_domains` and the CLI help present them.
 //!
 //! Operations are thin: parse input, call a library module, return typed
-//! output. The work lives in the library modules (`crate::profile`,
-//! `crate::gpu`, `crate::system`, ...), which know nothing of MCP.
+//! output. The work lives in the library modules (`aisp_profile`,
+//! `aisp_hw::gpu`, `aisp_hw::system`, ...), which know nothing of MCP.
 
 pub mod advisor_inputs;
 pub mod ai;
@@ -12,6 +12,7 @@ pub mod analyze;
 pub mod benchmark;
 pub mod core;
 pub mod distributed;
+pub mod errors;
 pub mod export;
 pub mod gpu;
 pub mod gpu_clocks;

@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 use super::advisor_inputs::{gpu_or_local, resolve_gpu, resolve_model};
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::knowledge::gpus::{self, Gpu};
-use crate::knowledge::models::{self, Architecture, Model};
-use crate::knowledge::techniques::{self, Goal, Level, Playbook, Requirement, Technique, Workload};
-use crate::planner::advice::{self, Compound, LeftOut, Recommendation, Roi, Situation};
-use crate::planner::serving;
 use crate::registry::{DynOperation, OpSpec, Operation};
+use aisp_knowledge::gpus::{self, Gpu};
+use aisp_knowledge::models::{self, Architecture, Model};
+use aisp_knowledge::techniques::{self, Goal, Level, Playbook, Requirement, Technique, Workload};
+use aisp_planner::advice::{self, Compound, LeftOut, Recommendation, Roi, Situation};
+use aisp_planner::serving;
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Recommend,
@@ -62,7 +62,7 @@ pub struct RecommendInput {
     pub seq_len: Option<u32>,
     /// The precision the workload computes in now (fp32 makes TF32 and mixed precision relevant).
     #[serde(default)]
-    pub dtype: Option<crate::knowledge::Dtype>,
+    pub dtype: Option<aisp_knowledge::Dtype>,
     /// aisp_profile_rules ids (e.g. "host_bound_steps") or symptoms ("oom").
     #[serde(default)]
     pub findings: Option<Vec<String>>,
@@ -209,7 +209,7 @@ impl Operation for Recommend {
         if let Some(d) = i.dtype {
             set(
                 Requirement::Fp32Math,
-                d == crate::knowledge::Dtype::Fp32,
+                d == aisp_knowledge::Dtype::Fp32,
                 format!("dtype {d}"),
             );
         }
@@ -544,8 +544,8 @@ and the computed parameter counts. Unknown ids list the known ones. Instant.",
             return Ok(DetailsOutput {
                 kind: "model".into(),
                 computed_params_b: Some((
-                    crate::planner::model::round(m.architecture.total_params() / 1e9, 3),
-                    crate::planner::model::round(m.architecture.active_params() / 1e9, 3),
+                    aisp_planner::model::round(m.architecture.total_params() / 1e9, 3),
+                    aisp_planner::model::round(m.architecture.active_params() / 1e9, 3),
                 )),
                 model: Some(m.clone()),
                 ..empty
@@ -803,7 +803,10 @@ mod tests {
 
     fn ctx() -> OpContext {
         let app = AppState::for_tests();
-        app.set_gpu_for_tests(crate::gpu::GpuAvailability::unavailable("test host", false));
+        app.set_gpu_for_tests(aisp_hw::gpu::GpuAvailability::unavailable(
+            "test host",
+            false,
+        ));
         OpContext::detached(app)
     }
 

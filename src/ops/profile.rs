@@ -1,9 +1,9 @@
 //! Operations of the `profile` domain: Nsight Systems exports read exactly.
 //!
-//! Each operation opens the profile read-only through [`crate::profile`],
+//! Each operation opens the profile read-only through [`aisp_profile`],
 //! checks the scope (device, process, window), calls one analysis and wraps
 //! the result with the export's version and the scope it answered for. The
-//! work and its documentation live in `crate::profile`.
+//! work and its documentation live in `aisp_profile`.
 //!
 //! The capture operations (nsys, ncu, torch.profiler, Kineto trace analysis,
 //! capture list) live in [`super::profile_capture`].
@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use super::profile_capture as capture;
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::profile::{self, ExportVersion, Profile, ProfileError, ResolvedScope, Scope};
 use crate::registry::{DynOperation, OpSpec, Operation};
+use aisp_profile::{self as profile, ExportVersion, Profile, ProfileError, ResolvedScope, Scope};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Info,
@@ -145,9 +145,9 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
 }
 
 /// Progress of long table scans, sent as the call's progress notifications.
-fn scan_progress(ctx: &OpContext) -> profile::ScanProgress {
+fn scan_progress(ctx: &OpContext) -> aisp_base::Progress {
     let ctx = ctx.clone();
-    profile::ScanProgress::new(
+    aisp_base::Progress::new(
         ctx.app().config.progress_after,
         move |table, done, total| {
             ctx.progress(
@@ -203,14 +203,21 @@ where
 {
     let p = open_profile(ctx, input.path())?;
     let key = serde_json::to_string(input).unwrap_or_default();
-    if let Some(hit) = profile::cache::lookup::<Answer<T>>(ctx.app(), &p, op, &key) {
+    if let Some(hit) = ctx
+        .app()
+        .store()
+        .ok()
+        .and_then(|store| profile::cache::lookup_in::<Answer<T>>(store, &p, op, &key))
+    {
         return Ok(hit);
     }
     let scope = p.resolve(&input.scope())?;
     ctx.check_cancelled()?;
     let result = f(&p, &scope)?;
     let out = answer(&p, Some(scope), result);
-    profile::cache::store(ctx.app(), &p, op, &key, &out);
+    if let Ok(store) = ctx.app().store() {
+        profile::cache::store_in(store, &p, op, &key, &out);
+    }
     Ok(out)
 }
 

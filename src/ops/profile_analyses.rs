@@ -1,8 +1,8 @@
 //! Profile analyses over existing artifacts: two ncu results compared
 //! (`aisp_profile_ncu_compare`), flame graphs (`aisp_profile_flame`),
 //! torch.compile behaviour (`aisp_profile_compile`) and DataLoader waits
-//! (`aisp_analyze_dataloader`). The work lives in [`crate::ncu::compare`],
-//! [`crate::flame`], [`crate::torch_compile`] and [`crate::dataloader`].
+//! (`aisp_analyze_dataloader`). The work lives in [`aisp_profile::ncu::compare`],
+//! [`aisp_profile::flame`], [`aisp_profile::torch_compile`] and [`aisp_profile::dataloader`].
 
 use std::path::{Path, PathBuf};
 
@@ -10,12 +10,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::profile_capture::read_ncu_sources;
-use crate::capture::record;
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::input_file::{self, InputKind};
 use crate::registry::{OpSpec, Operation};
-use crate::{dataloader, flame, kineto, ncu, torch_compile};
+use aisp_capture::record;
+use aisp_profile::input_file::{self, InputKind};
+use aisp_profile::{dataloader, flame, kineto, ncu, torch_compile};
 
 fn resolve(ctx: &OpContext, reference: &str, what: &str) -> Result<PathBuf, OpError> {
     let store = ctx.app().store()?;

@@ -2,8 +2,8 @@
 //! Systems, Nsight Compute or the PyTorch profiler and analyse what it wrote;
 //! analyse existing ncu reports and Kineto traces; list captures.
 //!
-//! The work lives in [`crate::capture`] (runner, discovery, command lines,
-//! records), [`crate::ncu`] and [`crate::kineto`]. Nsight Systems exports are
+//! The work lives in [`aisp_capture`] (runner, discovery, command lines,
+//! records), [`aisp_profile::ncu`] and [`aisp_profile::kineto`]. Nsight Systems exports are
 //! analysed by the profile tools (`aisp_profile_info`, `aisp_profile_rules`)
 //! through nested calls.
 
@@ -15,19 +15,19 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::capture::diagnose;
-use crate::capture::ncu::{self as ncu_cmd, ClockControl, NcuOptions, NcuSet, Page, ReplayMode};
-use crate::capture::nsys::{self as nsys_cmd, CaptureRange, NsysOptions, NsysPreset};
-use crate::capture::process::{self, CommandSpec, OutputTail, RunLimits, RunOutcome, Stop};
-use crate::capture::record::{self, CaptureKind, CaptureRecord, CaptureState};
-use crate::capture::tools::{self, Profiler, SearchPlaces, ToolError, ToolInfo};
-use crate::capture::torch::{self as torch_cmd, StepOn, TorchOptions};
 use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
-use crate::input_file::{self, InputKind};
-use crate::kineto;
-use crate::ncu;
 use crate::registry::{Hints, OpSpec, Operation};
+use aisp_capture::diagnose;
+use aisp_capture::ncu::{self as ncu_cmd, ClockControl, NcuOptions, NcuSet, Page, ReplayMode};
+use aisp_capture::nsys::{self as nsys_cmd, CaptureRange, NsysOptions, NsysPreset};
+use aisp_capture::process::{self, CommandSpec, OutputTail, RunLimits, RunOutcome, Stop};
+use aisp_capture::record::{self, CaptureKind, CaptureRecord, CaptureState};
+use aisp_capture::tools::{self, Profiler, SearchPlaces, ToolError, ToolInfo};
+use aisp_capture::torch::{self as torch_cmd, StepOn, TorchOptions};
+use aisp_profile::input_file::{self, InputKind};
+use aisp_profile::kineto;
+use aisp_profile::ncu;
 
 /// Grace between SIGTERM and SIGKILL. The dispatcher waits 5 s after a
 /// deadline for the operation's own error (with the output tails).
@@ -1692,8 +1692,8 @@ pub struct TraceOutput {
 pub struct TraceRanks {
     /// As aisp_profile_ranks' `set`.
     #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
-    pub set: crate::profile::ranks::RankSet,
-    pub findings: Vec<crate::profile::rules::Finding>,
+    pub set: aisp_profile::ranks::RankSet,
+    pub findings: Vec<aisp_profile::rules::Finding>,
 }
 
 impl Operation for ProfileTrace {
@@ -1769,13 +1769,13 @@ the JSON text. Under a second for traces of tens of MB.",
         }
         let mut digests: Vec<_> = traces
             .iter()
-            .flat_map(crate::profile::ranks::kineto::digest_trace)
+            .flat_map(aisp_profile::ranks::kineto::digest_trace)
             .collect();
         let mut left_out = Vec::new();
         let ranks = if digests.len() > 1 {
             // The files are listed once, at the top of the answer.
-            let mut set = crate::profile::ranks::merge(&mut digests, Vec::new(), Vec::new())?;
-            let findings = crate::profile::ranks::findings::findings(&set.cross_rank);
+            let mut set = aisp_profile::ranks::merge(&mut digests, Vec::new(), Vec::new())?;
+            let findings = aisp_profile::ranks::findings::findings(&set.cross_rank);
             // The rank × step heat map repeats the steps each trace lists (traces[].steps).
             if set.cross_rank.heat_map.take().is_some() {
                 left_out.push(

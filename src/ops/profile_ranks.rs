@@ -1,5 +1,5 @@
 //! `profile ranks`: a set of Nsight Systems exports (one per rank or node) as
-//! one run. The work lives in [`crate::profile::ranks`].
+//! one run. The work lives in [`aisp_profile::ranks`].
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::OpContext;
 use crate::error::OpError;
-use crate::profile::ranks::{self, RankSet, store};
-use crate::profile::rules::{Finding, Rules, Severity};
 use crate::registry::{Hints, OpSpec, Operation};
+use aisp_profile::ranks::{self, RankSet, store};
+use aisp_profile::rules::{Finding, Rules, Severity};
 
 pub struct ProfileRanks;
 
@@ -206,7 +206,7 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
                 ctx.progress(done as f64, Some(total), "digesting exports")
             })
             .map_err(|e| match e {
-                crate::profile::ProfileError::Cancelled => ctx.stop_error(),
+                aisp_profile::ProfileError::Cancelled => ctx.stop_error(),
                 e => e.into(),
             })?;
         let names = files.iter().map(|f| f.display().to_string()).collect();

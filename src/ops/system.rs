@@ -5,11 +5,12 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::errors::GpuCheck;
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{DynOperation, OpSpec, Operation};
-use crate::system::host::HostRoot;
-use crate::system::{
+use aisp_hw::host::HostRoot;
+use aisp_hw::system::{
     container, context, cpu_memory, dependencies, env, monitor, network, parameters, software,
     triage,
 };
@@ -152,7 +153,7 @@ fn gpu_count(ctx: &OpContext) -> Option<u32> {
     if gpu.available {
         Some(gpu.devices.len() as u32)
     } else {
-        let n = crate::system::pci::nvidia_gpus(&live()).len() as u32;
+        let n = aisp_hw::host::pci::nvidia_gpus(&live()).len() as u32;
         (n > 0).then_some(n)
     }
 }
@@ -270,7 +271,7 @@ before building extensions. Takes under a second (it runs the software probe).",
             }
         }
         let facts = dependencies::GpuFacts {
-            pci_gpus: crate::system::pci::nvidia_gpus(&host).len(),
+            pci_gpus: aisp_hw::host::pci::nvidia_gpus(&host).len(),
             compute_capabilities: ccs,
         };
         Ok(dependencies::check(
@@ -297,9 +298,9 @@ pub struct CapabilitiesInput {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CapabilitiesOutput {
     /// One entry per GPU described (or for the requested compute capability).
-    pub devices: Vec<crate::gpu::capabilities::DeviceCapabilities>,
+    pub devices: Vec<aisp_hw::gpu::capabilities::DeviceCapabilities>,
     /// The whole architecture table, when there is no GPU and no compute capability was given.
-    pub architectures: Option<Vec<crate::gpu::arch::ArchEntry>>,
+    pub architectures: Option<Vec<aisp_hw::gpu::arch::ArchEntry>>,
     pub notes: Vec<String>,
 }
 
@@ -334,10 +335,10 @@ Each capability says what it enables, and the arch to build for (e.g. 9.0a, with
         ctx: &OpContext,
         input: CapabilitiesInput,
     ) -> Result<CapabilitiesOutput, OpError> {
-        use crate::gpu::capabilities::describe;
+        use aisp_hw::gpu::capabilities::describe;
         let mut notes = Vec::new();
         if let Some(cc) = &input.compute_capability {
-            if crate::gpu::arch::normalize_cc(cc).is_none() {
+            if aisp_hw::gpu::arch::normalize_cc(cc).is_none() {
                 return Err(OpError::invalid_input(
                     format!("`{cc}` is not a compute capability"),
                     "Pass e.g. \"9.0\", \"8.9\", \"sm_100a\" or \"120\".",
@@ -360,7 +361,7 @@ Each capability says what it enables, and the arch to build for (e.g. 9.0a, with
             ));
             return Ok(CapabilitiesOutput {
                 devices: Vec::new(),
-                architectures: Some(crate::gpu::arch::table().to_vec()),
+                architectures: Some(aisp_hw::gpu::arch::table().to_vec()),
                 notes,
             });
         };
@@ -369,7 +370,10 @@ Each capability says what it enables, and the arch to build for (e.g. 9.0a, with
             let dev = match nvml.device_by_index(i) {
                 Ok(d) => d,
                 Err(e) => {
-                    notes.push(format!("GPU {i}: {}", crate::gpu::nvml_util::describe(&e)));
+                    notes.push(format!(
+                        "GPU {i}: {}",
+                        aisp_hw::gpu::nvml_util::describe(&e)
+                    ));
                     continue;
                 }
             };
@@ -380,7 +384,7 @@ Each capability says what it enables, and the arch to build for (e.g. 9.0a, with
                 continue;
             };
             let attrs = match dev.pci_info() {
-                Ok(p) => match crate::gpu::cuda::attributes_for_pci(&p.bus_id) {
+                Ok(p) => match aisp_hw::gpu::cuda::attributes_for_pci(&p.bus_id) {
                     Ok(a) => Some(a),
                     Err(e) => {
                         notes.push(format!("GPU {i}: device attributes: {e}"));
@@ -438,7 +442,7 @@ judged on hosts with several NUMA nodes. Read-only; instant.",
         _input: NoInput,
     ) -> Result<parameters::ParametersReport, OpError> {
         let host = live();
-        let nodes = crate::system::cpu_memory::inspect(&host)
+        let nodes = aisp_hw::system::cpu_memory::inspect(&host)
             .numa_nodes
             .iter()
             .filter(|n| n.cpu_count > 0)
@@ -529,7 +533,7 @@ GPU. Instant.",
                 .iter()
                 .filter_map(|d| {
                     let p = nvml.device_by_index(d.index).ok()?.pci_info().ok()?;
-                    Some((d.index, crate::system::pci::normalize_bus_id(&p.bus_id)?))
+                    Some((d.index, aisp_hw::host::pci::normalize_bus_id(&p.bus_id)?))
                 })
                 .collect(),
             None => Vec::new(),
@@ -728,7 +732,7 @@ impl Operation for Triage {
 mod tests {
     use super::*;
     use crate::app::AppState;
-    use crate::gpu::GpuAvailability;
+    use aisp_hw::gpu::GpuAvailability;
 
     fn no_gpu_ctx() -> OpContext {
         let app = AppState::for_tests();
@@ -760,7 +764,7 @@ mod tests {
         let cm = CpuMemory.run(&ctx, NoInput {}).unwrap();
         let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
             .ok()
-            .and_then(|t| crate::system::host::parse_cpu_list(&t))
+            .and_then(|t| aisp_hw::host::parse_cpu_list(&t))
             .map(|c| c.len() as u32);
         assert_eq!(cm.report.cpu.threads, online);
         let p = Parameters.run(&ctx, NoInput {}).unwrap();

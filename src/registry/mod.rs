@@ -6,6 +6,7 @@
 //! here into [`all`]; the MCP server, the CLI, the HTTP API and the generated
 //! schemas are all derived from it. Nothing else lists operations.
 
+pub mod documents;
 pub mod python;
 pub mod schema;
 pub mod validate;
@@ -19,6 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::context::OpContext;
 use crate::error::OpError;
+use crate::toolset::Toolset;
 
 /// A JSON object (what MCP calls `JsonObject`).
 pub type JsonObject = Map<String, Value>;
@@ -407,50 +409,8 @@ pub fn find_alias(group: &str, command: &str) -> Option<&'static ToolDef> {
     })
 }
 
-/// Which tools `tools/list` shows at the start of a session. Hidden tools
-/// still answer `tools/call`, and an MCP session can list more with
-/// `aisp_list_domains` and `enable`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Toolset {
-    /// Tiers core and default (the server's default).
-    Default,
-    All,
-    /// Tier core only.
-    Core,
-    /// Whole domains; `core` and `default` name those tiers.
-    Domains(Vec<String>),
-}
-
+/// Whether a tool is in the toolset's listing.
 impl Toolset {
-    /// Parse `default`, `all`, `core` or a comma-separated list of domains
-    /// (which may include `core` and `default`).
-    pub fn parse(text: &str) -> Result<Toolset, String> {
-        let text = text.trim();
-        match text {
-            "" | "default" => Ok(Toolset::Default),
-            "all" => Ok(Toolset::All),
-            "core" => Ok(Toolset::Core),
-            list => {
-                let known = domain_names();
-                let mut domains = Vec::new();
-                for d in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-                    if d == "core" || d == "default" {
-                        domains.push(d.to_string());
-                        continue;
-                    }
-                    if !known.contains(&d) {
-                        return Err(format!(
-                            "unknown toolset or domain `{d}`; use default, all, core or a comma-separated list of: {}",
-                            known.join(", ")
-                        ));
-                    }
-                    domains.push(d.to_string());
-                }
-                Ok(Toolset::Domains(domains))
-            }
-        }
-    }
-
     pub fn includes(&self, tool: &ToolDef) -> bool {
         let tier = tool.spec().tier;
         match self {
@@ -684,5 +644,37 @@ mod tests {
         }
         assert!(core.contains(&"aisp_status".to_string()));
         assert!(core.contains(&"aisp_list_domains".to_string()));
+    }
+
+    /// The knowledge base's detections and the troubleshooting table's checks
+    /// name only tools the registry has (moved here from the knowledge crate,
+    /// which cannot see the registry).
+    #[test]
+    fn knowledge_names_only_known_tools() {
+        let concepts = aisp_knowledge::concepts::all().unwrap_or_else(|e| panic!("{e}"));
+        for c in concepts {
+            for d in &c.detect {
+                assert!(
+                    find(&d.tool).is_some(),
+                    "{}: detection names unknown tool {}",
+                    c.id,
+                    d.tool
+                );
+            }
+        }
+        let symptoms =
+            aisp_knowledge::concepts::troubleshooting::all().unwrap_or_else(|e| panic!("{e}"));
+        for s in symptoms {
+            for cause in &s.causes {
+                for check in &cause.checks {
+                    assert!(
+                        find(&check.tool).is_some(),
+                        "{}: check names unknown tool {}",
+                        s.id,
+                        check.tool
+                    );
+                }
+            }
+        }
     }
 }

@@ -5,7 +5,7 @@
 //! One mapping from input schemas to Python, used twice: the extension hands
 //! [`signature`] and [`docstring`] to the package, which builds the methods at
 //! import, and [`stubs`] writes the same signatures for type checkers and
-//! editors (`aisp schemas --python-stubs`; `tests/schemas.rs` fails on drift).
+//! editors (`aisp schemas --python-stubs`; `tests/it/schemas.rs` fails on drift).
 
 use serde_json::{Value, json};
 
@@ -282,7 +282,7 @@ pub fn docstring(tool: &ToolDef) -> String {
     doc.push_str(&format!(
         "\nSame as MCP `{}` and `{}`.\n",
         tool.name,
-        crate::cli::schemas::cli_usage(tool)
+        super::documents::cli_usage(tool)
     ));
     doc
 }

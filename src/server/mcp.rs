@@ -22,7 +22,8 @@ use crate::app::AppState;
 use crate::context::{Progress, ProgressSink};
 use crate::dispatch::{self, CallOptions};
 use crate::error::OpError;
-use crate::registry::{self, ToolDef, Toolset};
+use crate::registry::{self, ToolDef};
+use crate::toolset::Toolset;
 
 /// What the server tells a model about where to start.
 pub const INSTRUCTIONS: &str = "aisp is a GPU performance engineer's toolkit. \

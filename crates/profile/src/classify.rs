@@ -1,0 +1,499 @@
+//! Kernel classes from the demangled name and the launch configuration.
+//!
+//! Short names hide what a kernel is (`Kernel2` can be a cutlass SIMT SGEMM or
+//! a tensor-core GEMM), so the demangled name decides. Tensor-core use is read
+//! from the instruction family in the name (`tensorop`, `s16816`, `hmma`,
+//! `wgmma`, `gmma`, `nvjet`, `tf32`, ...); `ffma` and `simt` mean CUDA cores,
+//! so `sm80_xmma_gemm_f32f32_..._ffma_...` is an fp32 SIMT GEMM despite
+//! `xmma`. A GEMM whose name says neither is `gemm_unknown` (unknown is not
+//! "no tensor cores").
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelClass {
+    /// Matrix multiply (or implicit-GEMM convolution) on tensor cores.
+    GemmTensorCore,
+    /// fp32 matrix multiply on CUDA cores (FFMA): TF32/BF16 tensor cores could run it.
+    GemmSimtFp32,
+    /// Matrix multiply whose instruction family the name does not reveal.
+    GemmUnknown,
+    /// Attention (flash, fused MHA, SDPA, paged/decode attention).
+    Attention,
+    /// Pointwise work: activations, arithmetic, optimizer updates, RNG, fills.
+    Elementwise,
+    /// Reductions, softmax, normalization, sort/scan, split-K reduce.
+    Reduction,
+    /// Data movement: copies, concatenation, gather/scatter, transpose, casts.
+    Copy,
+    /// Collective communication (NCCL, NVSHMEM, custom all-reduce).
+    Communication,
+    /// Anything else.
+    Other,
+}
+
+impl KernelClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KernelClass::GemmTensorCore => "gemm_tensor_core",
+            KernelClass::GemmSimtFp32 => "gemm_simt_fp32",
+            KernelClass::GemmUnknown => "gemm_unknown",
+            KernelClass::Attention => "attention",
+            KernelClass::Elementwise => "elementwise",
+            KernelClass::Reduction => "reduction",
+            KernelClass::Copy => "copy",
+            KernelClass::Communication => "communication",
+            KernelClass::Other => "other",
+        }
+    }
+
+    pub fn is_gemm(self) -> bool {
+        matches!(
+            self,
+            KernelClass::GemmTensorCore | KernelClass::GemmSimtFp32 | KernelClass::GemmUnknown
+        )
+    }
+}
+
+/// Numeric precision read from a kernel's name, when it says: the one
+/// precision vocabulary of aisp (`aisp_knowledge::dtype::Precision`).
+pub use aisp_knowledge::dtype::Precision;
+
+/// The schema of [`Classification::precision`]: the same names as
+/// [`Precision`], listed in the order the kernel answers have always listed
+/// them (`tool-schemas/aisp_profile_kernels.json` pins it).
+#[derive(JsonSchema)]
+#[schemars(rename = "Precision")]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)] // only its schema is used
+enum KernelPrecisionSchema {
+    Fp64,
+    Fp32,
+    Tf32,
+    Bf16,
+    Fp16,
+    Fp8,
+    Fp4,
+    Int8,
+}
+
+/// A kernel's class with the evidence for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Classification {
+    pub class: KernelClass,
+    #[schemars(with = "Option<KernelPrecisionSchema>")]
+    pub precision: Option<Precision>,
+    /// Whether the kernel uses tensor cores: `None` when the name does not say.
+    pub tensor_cores: Option<bool>,
+    /// What in the name or launch configuration decided it.
+    pub evidence: String,
+}
+
+fn any(hay: &str, needles: &[&str]) -> Option<String> {
+    needles
+        .iter()
+        .find(|n| hay.contains(*n))
+        .map(|n| n.to_string())
+}
+
+fn precision(l: &str) -> Option<Precision> {
+    if l.contains("e4m3") || l.contains("e5m2") || l.contains("fp8") || l.contains("f8f8") {
+        Some(Precision::Fp8)
+    } else if l.contains("fp4") || l.contains("e2m1") || l.contains("nvf4") {
+        Some(Precision::Fp4)
+    } else if l.contains("tf32") {
+        Some(Precision::Tf32)
+    } else if l.contains("bf16") || l.contains("bfloat16") || l.contains("__nv_bfloat16") {
+        Some(Precision::Bf16)
+    } else if l.contains("f16f16")
+        || l.contains("fp16")
+        || l.contains("_f16")
+        || l.contains("hgemm")
+        || l.contains("h1688")
+        || l.contains("h16816")
+        || l.contains("__half")
+        || l.contains("c10::half")
+    {
+        Some(Precision::Fp16)
+    } else if l.contains("i8i8")
+        || l.contains("imma")
+        || l.contains("int8")
+        || l.contains("s8s8")
+        || l.contains("i8816")
+    {
+        Some(Precision::Int8)
+    } else if l.contains("dgemm")
+        || l.contains("f64f64")
+        || l.contains("<double")
+        || l.contains("dmma")
+    {
+        Some(Precision::Fp64)
+    } else if l.contains("f32f32")
+        || l.contains("sgemm")
+        || l.contains("<float")
+        || l.contains("ffma")
+    {
+        Some(Precision::Fp32)
+    } else {
+        None
+    }
+}
+
+/// Classify a kernel from its demangled and short names and launch configuration.
+pub fn classify(demangled: &str, short: &str, grid: [u32; 3], block: [u32; 3]) -> Classification {
+    let name = if demangled.is_empty() {
+        short
+    } else {
+        demangled
+    };
+    let l = name.to_ascii_lowercase();
+    let prec = precision(&l);
+    let threads: u64 = block.iter().map(|&b| b as u64).product();
+    let c = |class, tc: Option<bool>, evidence: String| Classification {
+        class,
+        precision: prec,
+        tensor_cores: tc,
+        evidence,
+    };
+    if let Some(hit) = any(
+        &l,
+        &[
+            "nccl",
+            "nvshmem",
+            "cross_device_reduce",
+            "all_reduce",
+            "allreduce",
+            "all_gather",
+            "reduce_scatter",
+        ],
+    ) {
+        return c(
+            KernelClass::Communication,
+            Some(false),
+            format!("name contains `{hit}`"),
+        );
+    }
+    let tc_marker = any(
+        &l,
+        &[
+            "tensorop",
+            "tensor_op",
+            "s1688",
+            "s16816",
+            "h1688",
+            "h16816",
+            "i8816",
+            "hmma",
+            "imma",
+            "wgmma",
+            "gmma",
+            "wmma",
+            "mma_sync",
+            "nvjet",
+            "_tf32",
+            "tf32",
+            "tcgen",
+            "utcmma",
+            "umma",
+        ],
+    );
+    let simt_marker = any(
+        &l,
+        &["ffma", "simt", "sgemm", "dgemm", "gemv", "gemmsn", "gemmk1"],
+    );
+    if let Some(hit) = any(
+        &l,
+        &[
+            "flash",
+            "fmha",
+            "sdpa",
+            "attention",
+            "attn",
+            "mha_",
+            "_mha",
+            "xformers",
+            "paged_attention",
+        ],
+    ) {
+        let tc = tc_marker.as_ref().map(|_| true);
+        return c(KernelClass::Attention, tc, format!("name contains `{hit}`"));
+    }
+    let gemm_marker = any(
+        &l,
+        &[
+            "gemm",
+            "xmma",
+            "nvjet",
+            "cutlass",
+            "cublas",
+            "matmul",
+            "_mm_",
+            "bmm",
+            "gemv",
+            "implicit_convolve",
+            "conv2d",
+            "convolve",
+            "dgrad",
+            "wgrad",
+            "fprop",
+        ],
+    );
+    let splitk_reduce = l.contains("splitkreduce") || l.contains("split_k_reduce");
+    if let Some(g) = gemm_marker.filter(|_| !splitk_reduce) {
+        // cutlass also builds non-GEMM kernels; require a GEMM-ish hint for it.
+        let cutlass_only = g == "cutlass"
+            && tc_marker.is_none()
+            && simt_marker.is_none()
+            && !l.contains("kernel2");
+        if !cutlass_only {
+            if let Some(s) = &simt_marker {
+                // `ffma`/`simt`/`sgemm` name CUDA cores even under an `xmma` family name,
+                // unless an explicit tensor-core marker (`tf32`, `tensorop`) is also present.
+                if tc_marker.is_none() {
+                    let p = prec.unwrap_or(Precision::Fp32);
+                    let class = if p == Precision::Fp32 {
+                        KernelClass::GemmSimtFp32
+                    } else {
+                        KernelClass::GemmUnknown
+                    };
+                    return Classification {
+                        class,
+                        precision: Some(p),
+                        tensor_cores: Some(false),
+                        evidence: format!("GEMM (`{g}`) on CUDA cores (`{s}` in the name)"),
+                    };
+                }
+            }
+            if let Some(t) = tc_marker {
+                return c(
+                    KernelClass::GemmTensorCore,
+                    Some(true),
+                    format!("GEMM (`{g}`) with tensor-core instructions (`{t}`)"),
+                );
+            }
+            // Reduced-precision GEMMs run on tensor cores in cuBLAS/cutlass; fp32 without a marker is unknown.
+            if matches!(
+                prec,
+                Some(
+                    Precision::Bf16
+                        | Precision::Fp16
+                        | Precision::Fp8
+                        | Precision::Int8
+                        | Precision::Fp4
+                )
+            ) {
+                return c(
+                    KernelClass::GemmTensorCore,
+                    Some(true),
+                    format!(
+                        "GEMM (`{g}`) in reduced precision, which cuBLAS/cutlass run on tensor cores"
+                    ),
+                );
+            }
+            // Hopper warpgroup MMA kernels launch whole warpgroups (multiples of 128 threads, ≥ 384 with producers).
+            if threads >= 384
+                && threads.is_multiple_of(128)
+                && (l.contains("sm90") || l.contains("sm100"))
+            {
+                return c(
+                    KernelClass::GemmTensorCore,
+                    Some(true),
+                    format!("GEMM (`{g}`) for sm90+ launched as {threads}-thread warpgroups"),
+                );
+            }
+            return c(
+                KernelClass::GemmUnknown,
+                None,
+                format!("GEMM (`{g}`) but the name does not say tensor cores or CUDA cores"),
+            );
+        }
+    }
+    if let Some(hit) = any(
+        &l,
+        &[
+            "copy",
+            "catarray",
+            "concat",
+            "gather",
+            "scatter",
+            "index_select",
+            "indexselect",
+            "transpose",
+            "permute",
+            "memcpy",
+            "_cast",
+            "to_copy",
+            "flip",
+            "roll",
+            "repeat",
+        ],
+    ) {
+        return c(
+            KernelClass::Copy,
+            Some(false),
+            format!("name contains `{hit}`"),
+        );
+    }
+    if l.contains("distribution") {
+        return c(
+            KernelClass::Elementwise,
+            Some(false),
+            "name contains `distribution` (random numbers)".into(),
+        );
+    }
+    if let Some(hit) = any(
+        &l,
+        &[
+            "reduce",
+            "softmax",
+            "norm",
+            "argmax",
+            "argmin",
+            "topk",
+            "sort",
+            "scan",
+            "cub::",
+            "triton_red",
+            "triton_per",
+            "sum_kernel",
+            "mean",
+            "welford",
+            "cross_entropy",
+            "nll_loss",
+            "logsumexp",
+        ],
+    ) {
+        return c(
+            KernelClass::Reduction,
+            Some(false),
+            format!("name contains `{hit}`"),
+        );
+    }
+    if let Some(hit) = any(
+        &l,
+        &[
+            "elementwise",
+            "vectorized",
+            "unrolled",
+            "multi_tensor_apply",
+            "functor",
+            "triton_poi",
+            "gelu",
+            "relu",
+            "silu",
+            "sigmoid",
+            "tanh",
+            "dropout",
+            "fill",
+            "distribution",
+            "adam",
+            "sgd",
+            "activation",
+            "rotary",
+            "rope",
+            "clamp",
+            "pointwise",
+            "bias",
+        ],
+    ) {
+        return c(
+            KernelClass::Elementwise,
+            Some(false),
+            format!("name contains `{hit}`"),
+        );
+    }
+    let blocks: u64 = grid.iter().map(|&g| g as u64).product();
+    c(
+        KernelClass::Other,
+        None,
+        format!("no known family in the name ({blocks} blocks × {threads} threads)"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cls(d: &str) -> Classification {
+        classify(d, "", [1, 1, 1], [128, 1, 1])
+    }
+
+    #[test]
+    fn xmma_with_ffma_is_simt_fp32_not_tensor_core() {
+        let c = cls(
+            "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+        );
+        assert_eq!(c.class, KernelClass::GemmSimtFp32);
+        assert_eq!(c.tensor_cores, Some(false));
+        assert_eq!(c.precision, Some(Precision::Fp32));
+    }
+
+    #[test]
+    fn kernel2_is_read_from_its_demangled_name() {
+        let tc = classify(
+            "void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_64x64_tn_align1>(T1::Params)",
+            "Kernel2",
+            [8, 99, 1],
+            [128, 1, 1],
+        );
+        assert_eq!(tc.class, KernelClass::GemmTensorCore);
+        assert_eq!(tc.precision, Some(Precision::Bf16));
+        let simt = classify(
+            "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>(T1::Params)",
+            "Kernel2",
+            [8, 8, 1],
+            [256, 1, 1],
+        );
+        assert_eq!(simt.class, KernelClass::GemmSimtFp32);
+    }
+
+    #[test]
+    fn common_pytorch_kernels_get_their_classes() {
+        assert_eq!(
+            cls("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN").class,
+            KernelClass::GemmTensorCore
+        );
+        assert_eq!(cls("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)").class, KernelClass::Communication);
+        assert_eq!(cls("cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_35_16x128x64_1x4x1_cga1x1x1_kernel0_0").class, KernelClass::Attention);
+        assert_eq!(cls("void at::native::<unnamed>::CatArrayBatchedCopy<at::native::<unnamed>::OpaqueType<(unsigned int)2>>").class, KernelClass::Copy);
+        assert_eq!(cls("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)>").class, KernelClass::Copy);
+        assert_eq!(cls("void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<float, at::native::MeanOps<float>>>(T3)").class, KernelClass::Reduction);
+        assert_eq!(
+            cls(
+                "void at::native::vectorized_layer_norm_kernel<c10::BFloat16, float, (bool)0>(int)"
+            )
+            .class,
+            KernelClass::Reduction
+        );
+        assert_eq!(
+            cls("void cublasLt::splitKreduce_kernel<(int)32, (int)16, int, float, __nv_bfloat16>")
+                .class,
+            KernelClass::Reduction
+        );
+        assert_eq!(cls("void at::native::vectorized_elementwise_kernel<(int)4, at::native::FillFunctor<float>>").class, KernelClass::Elementwise);
+        assert_eq!(
+            cls(
+                "void at::native::<unnamed>::multi_tensor_apply_kernel<FusedAdamMathFunctor<float>>"
+            )
+            .class,
+            KernelClass::Elementwise
+        );
+        assert_eq!(cls("gemm_nn_128x128").class, KernelClass::GemmUnknown);
+        assert_eq!(
+            cls("volta_sgemm_128x64_nn").class,
+            KernelClass::GemmSimtFp32
+        );
+        assert_eq!(
+            cls("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn").class,
+            KernelClass::GemmTensorCore
+        );
+        assert_eq!(
+            cls("sm80_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x16_ffma_execute").class,
+            KernelClass::GemmTensorCore
+        );
+    }
+}

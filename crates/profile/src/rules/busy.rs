@@ -1,0 +1,282 @@
+//! Rules on busy time a fix would shorten: unfused elementwise chains and
+//! fp32 GEMMs on CUDA cores. A shorter kernel shortens the step only while the
+//! device, not the host, sets the pace: each step's saving is bounded by the
+//! time its host needs to issue it (`ledger::bounded_by_host`).
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use super::super::info;
+use super::super::ledger::{self, Column, DeviceLedger};
+use super::super::stats::pct1;
+use super::super::Result;
+use super::registry::{RuleSpec, RuleText};
+use super::{Ctx, Draft, Stake, ms};
+use aisp_knowledge::dtype::Precision;
+use aisp_knowledge::gpus;
+
+/// Shares below this are not findings.
+const MIN_SHARE_PCT: f64 = 1.0;
+
+pub const ELEMENTWISE: RuleSpec = RuleSpec {
+    id: "elementwise_unfused",
+    doc: "Chains of three or more elementwise kernels in a row on one stream with one launch shape: each reads its \
+          inputs from device memory and writes its output back, where one fused kernel would do it once.",
+    what_if: "each chain fused into one kernel that moves the bytes of its widest member: the chain's time minus that \
+              kernel's estimated time, bounded by the host's issue time",
+    columns: &[Column::Elementwise],
+    text: RuleText {
+        why: "Elementwise kernels are memory-bound: each one moves its tensors through HBM at full bandwidth and does \
+              almost no math. A chain of N of them moves the data N times; fused, the intermediate results stay in \
+              registers and the data moves once.",
+        fix: "Fuse the chain: torch.compile the function that holds it (Inductor fuses pointwise chains into one Triton \
+              kernel), or write it as one custom kernel (Triton/CUDA); use fused library ops where they exist (fused \
+              layer norm, fused bias+activation, fused optimizers).",
+        verify: "Re-profile: aisp_profile_ledger elementwise should shrink by about the time at stake, and \
+                 aisp_profile_kernels show one fused kernel where the chain was.",
+        quiet: "no unfused elementwise chain saves 1% of the steady window",
+    },
+    needs_profile: true,
+    eval: elementwise,
+};
+
+fn elementwise(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devices() {
+        let ch = &d.steady.chains;
+        if ch.chains == 0 {
+            continue;
+        }
+        let dr = Draft::new(
+            i,
+            d,
+            Stake::Estimate,
+            "estimate per steady step: Σ over its elementwise chains of (chain time − the time of one fused kernel \
+             moving the bytes of the widest member at the members' bandwidth), at most the step's elementwise \
+             column, and no more than the step's period minus the host's issue time",
+            &[Column::Elementwise],
+            |s| ledger::bounded_by_host(s, s.chain_saving_ns),
+        );
+        let saving = dr.total();
+        let raw: i64 = ch.time_ns - ch.fused_estimate_ns;
+        let elem = d.steady.columns.get(Column::Elementwise);
+        let mut evidence = vec![
+            format!(
+                "{} chains of unfused elementwise kernels in the steady window ({} kernels, {} per chain at the median), \
+                 {} of kernel time = {}% of the steady window",
+                ch.chains,
+                ch.kernels,
+                ch.median_length,
+                ms(ch.time_ns),
+                d.share(ch.time_ns)
+            ),
+            format!(
+                "fused, each chain would take about its widest member's time: {} in all, saving {} of kernel time",
+                ms(ch.fused_estimate_ns),
+                ms(raw)
+            ),
+            format!("most time in: {}", ch.top_kernels.join(", ")),
+        ];
+        if saving < raw.min(elem) {
+            evidence.push(format!(
+                "the host needs {} per step to issue it (median), so the step can shrink by {} in all, not {}",
+                d.steady.host_median_ns.map_or("?".into(), ms),
+                ms(saving),
+                ms(raw.min(elem))
+            ));
+        }
+        let title = format!(
+            "Unfused elementwise chains: {} kernels in chains of {} take {}% of the steady window; fusing saves about {}%",
+            ch.kernels,
+            ch.median_length,
+            d.share(ch.time_ns),
+            d.share(saving)
+        );
+        drafts.push(dr.text(
+            title,
+            evidence,
+            json!({"chains": ch.chains, "kernels": ch.kernels, "median_length": ch.median_length,
+                "chain_time_ns": ch.time_ns, "chain_pct": d.share(ch.time_ns), "fused_estimate_ns": ch.fused_estimate_ns,
+                "kernel_saving_ns": raw, "saving_ns": saving, "saving_pct": d.share(saving),
+                "host_median_ns": d.steady.host_median_ns, "top_kernels": ch.top_kernels}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
+
+pub const FP32_GEMM: RuleSpec = RuleSpec {
+    id: "fp32_gemm_on_cuda_cores",
+    doc: "fp32 matrix multiplies running on CUDA cores (FFMA/SIMT kernels): ledger column gemm_fp32_simt.",
+    what_if: "the GEMMs on TF32 tensor cores: their time × (1 − FP32/TF32 peak ratio of this GPU), bounded by the \
+              host's issue time",
+    columns: &[Column::GemmFp32Simt],
+    text: RuleText {
+        why: "These matrix multiplies run on CUDA cores (FFMA) in full fp32; tensor cores do the same GEMM several \
+              times faster in TF32 or BF16.",
+        fix: "Allow TF32: torch.backends.cuda.matmul.allow_tf32 = True (or torch.set_float32_matmul_precision(\"high\")), \
+              and torch.backends.cudnn.allow_tf32 = True; or run the model under torch.autocast(\"cuda\", \
+              dtype=torch.bfloat16).",
+        verify: "Re-profile: aisp_profile_ledger gemm_fp32_simt should move to gemm_tensor_core at a fraction of the time.",
+        quiet: "no fp32 SIMT GEMM, or its saving under 1% of the steady window",
+    },
+    needs_profile: true,
+    eval: fp32_gemm,
+};
+
+/// FP32 over TF32 dense peak of the device's GPU, and where it came from.
+fn fp32_ratio(gpu: Option<&str>) -> (f64, String) {
+    if let Some(g) = gpu.and_then(gpus::match_device_name)
+        && let (Some(f), Some(t)) = (g.peak_tflops(Precision::Fp32), g.peak_tflops(Precision::Tf32))
+        && t > 0.0
+    {
+        return (f / t, format!("{}: FP32 {f} / TF32 {t} TFLOP/s dense (datasheet)", g.name));
+    }
+    // Unknown GPU: the smallest ratio advantage of the catalog's tensor-core GPUs (A10: 31.2 / 62.5).
+    (0.5, "GPU model not recorded or not in the catalog: TF32 assumed 2x FP32 (the smallest ratio of the catalog's tensor-core GPUs)".into())
+}
+
+fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    let p = cx.p()?;
+    let gpus_info = info::gpus(p)?;
+    let kernels = cx.p()?.kernels()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devices() {
+        let t = d.steady.columns.get(Column::GemmFp32Simt);
+        if t == 0 {
+            continue;
+        }
+        let name = info::gpu_name(&gpus_info, d.device);
+        let (ratio, source) = fp32_ratio(name.as_deref());
+        let dr = Draft::new(
+            i,
+            d,
+            Stake::Estimate,
+            format!(
+                "estimate per steady step: its gemm_fp32_simt time × (1 − {ratio:.3}), the FP32/TF32 peak ratio ({source}), \
+                 no more than the step's period minus the host's issue time"
+            ),
+            &[Column::GemmFp32Simt],
+            |s| ledger::bounded_by_host(s, (s.columns.get(Column::GemmFp32Simt) as f64 * (1.0 - ratio)) as i64),
+        );
+        let saving = dr.total();
+        // The kernels behind the column, by name.
+        let mut names: HashMap<i64, (u64, i64)> = HashMap::new();
+        for k in kernels.iter().filter(|k| {
+            k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
+        }) {
+            let cls = super::super::classify::classify(
+                cx.p()?.string(k.demangled_name),
+                cx.p()?.string(k.short_name),
+                k.grid,
+                k.block,
+            );
+            if cls.class == super::super::classify::KernelClass::GemmSimtFp32 {
+                let e = names.entry(k.short_name).or_default();
+                e.0 += 1;
+                e.1 += k.dur();
+            }
+        }
+        let mut top: Vec<(i64, (u64, i64))> = names.into_iter().collect();
+        top.sort_by_key(|(_, (_, t))| std::cmp::Reverse(*t));
+        let count: u64 = top.iter().map(|t| t.1.0).sum();
+        let mut evidence = vec![format!(
+            "{count} fp32 SIMT GEMM kernels (FFMA, not tensor cores) hold {} of the steady window on the critical path ({}%)",
+            ms(t),
+            d.share(t)
+        )];
+        if let Some((n, (c, tt))) = top.first() {
+            evidence.push(format!("top: `{}` ({c} calls, {})", cx.p()?.string(*n), ms(*tt)));
+        }
+        evidence.push(format!(
+            "on TF32 tensor cores they would take {:.1}% of that ({source}): {} saved",
+            ratio * 100.0,
+            ms(saving)
+        ));
+        drafts.push(dr.text(
+            format!(
+                "fp32 GEMMs on CUDA cores take {}% of the steady window; TF32 tensor cores would save about {}%",
+                d.share(t),
+                d.share(saving)
+            ),
+            evidence,
+            json!({"kernels": count, "time_ns": t, "time_pct": d.share(t), "ratio": ratio, "ratio_pct": (ratio * 1000.0).round() / 10.0,
+                "saving_ns": saving, "saving_pct": d.share(saving),
+                "top": top.iter().take(3).map(|(id, (c, t))| json!({"name": p.string(*id), "count": c, "time_ns": t})).collect::<Vec<_>>()}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
+
+pub const DOMINANT_KERNEL: RuleSpec = RuleSpec {
+    id: "dominant_kernel",
+    doc: "One kernel holds more than half of the steady window's compute time.",
+    what_if: "none: how much faster the kernel could run is not in the trace",
+    columns: &[],
+    text: RuleText {
+        why: "Optimization effort on this kernel pays most; the rest barely matters until it shrinks.",
+        fix: "Check its class and precision with aisp_profile_kernels (tensor cores? fp32?), its shapes and launch \
+              configuration; profile it with Nsight Compute (ncu --set full -k <name>) for its roofline position.",
+        verify: "Re-profile: its share and total time in aisp_profile_kernels.",
+        quiet: "no kernel holds half the steady compute time",
+    },
+    needs_profile: true,
+    eval: dominant_kernel,
+};
+
+fn dominant_kernel(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    let kernels = cx.p()?.kernels()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devices() {
+        let mut t: HashMap<i64, (u64, i64)> = HashMap::new();
+        let mut all = 0i64;
+        for k in kernels.iter().filter(|k| {
+            k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
+        }) {
+            all += k.dur();
+            let e = t.entry(k.short_name).or_default();
+            e.0 += 1;
+            e.1 += k.dur();
+        }
+        let Some((name, (n, time))) = t
+            .into_iter()
+            .max_by_key(|(id, (_, t))| (*t, std::cmp::Reverse(*id)))
+        else {
+            continue;
+        };
+        if time * 2 <= all {
+            continue;
+        }
+        let share = pct1(time, all);
+        let dr = Draft::new(
+            i,
+            d,
+            Stake::None,
+            "none: how much faster the kernel could run is not in the trace",
+            &[],
+            |_| 0,
+        );
+        drafts.push(dr.text(
+            format!("One kernel dominates: `{}` is {share}% of steady kernel time", cx.p()?.string(name)),
+            vec![format!(
+                "`{}` runs {n} times for {} of {} kernel time in the steady window",
+                cx.p()?.string(name),
+                ms(time),
+                ms(all)
+            )],
+            json!({"kernel": cx.p()?.string(name), "count": n, "time_ns": time, "all_ns": all, "share_of_kernel_time_pct": share}),
+        ));
+    }
+    cx.emit(spec.id, drafts, 0.0, &spec.text);
+    Ok(())
+}
+
+/// Whether a device's steady steps are host-bound: the host's issue time is most of the period.
+#[allow(dead_code)]
+pub fn host_bound(d: &DeviceLedger) -> bool {
+    d.steady
+        .host_median_ns
+        .is_some_and(|h| h * 10 >= d.steady.period_median_ns * 9)
+}

@@ -1,0 +1,171 @@
+//! The scorecard: `aisp_profile_rules` on the planted workloads (tests/data/planted), scored against their
+//! manifests (workloads/planted/manifests), which say what is planted and the severity each problem deserves,
+//! worked out from first principles before any capture. A planted problem is found when a finding of the
+//! right cause (and, for a straggler, the right rank and kind) has a severity within one band of the
+//! manifest's; a finding at medium or above that no planted problem or tolerated effect explains is false.
+//!
+//! The tuned set is what the ledger was developed on; the held-out set (`heldout/`) is scored last.
+
+use std::path::Path;
+
+use crate::profile_common;
+use aisp::app::AppState;
+use aisp::context::OpContext;
+use serde_json::{Value, json};
+
+fn rank(severity: &str) -> i32 {
+    match severity {
+        "info" => 0,
+        "low" => 1,
+        "medium" => 2,
+        "high" => 3,
+        "critical" => 4,
+        other => panic!("unknown severity {other}"),
+    }
+}
+
+/// The manifest causes a rule's finding stands for.
+fn causes_of(f: &Value) -> Vec<&'static str> {
+    match f["id"].as_str().unwrap_or("") {
+        "elementwise_unfused" => vec!["elementwise_unfused"],
+        "fp32_gemm_on_cuda_cores" => vec!["fp32_gemm_simt"],
+        "exposed_copies" => vec!["copy_bound_pageable", "copy_not_overlapped"],
+        "cuda_api_sync" => vec!["host_sync"],
+        "communication_not_overlapped" => vec!["exposed_communication"],
+        "launch_bound_tiny_kernels" => vec!["launch_bound"],
+        "gpu_starvation" | "host_os_wait" => vec!["host_bound"],
+        "data_loading_stall" => vec!["data_loading"],
+        "cross_rank_straggler" => match f["data"]["cause"].as_str() {
+            Some("more compute") => vec!["straggler_compute"],
+            Some("host delay") => vec!["straggler_host"],
+            _ => vec![],
+        },
+        "collective_wait" => vec!["straggler_compute", "straggler_host"],
+        _ => vec![],
+    }
+}
+
+/// The answer of `aisp_profile_rules` on a case: one export, or the folder of a 4-rank set.
+fn rules_of(set: &str, case: &str, ranks: u64) -> Value {
+    let prefix = if set == "heldout" { "planted/heldout" } else { "planted" };
+    let path = if ranks > 1 {
+        let mut dir = None;
+        for r in 0..ranks {
+            let f = profile_common::fixture(&format!("{prefix}/{case}/rank{r}.sqlite"));
+            dir = f.parent().map(Path::to_path_buf);
+        }
+        dir.unwrap()
+    } else {
+        profile_common::fixture(&format!("{prefix}/{case}.sqlite"))
+    };
+    let t = aisp::registry::find("aisp_profile_rules").unwrap();
+    t.op.call_json(
+        &OpContext::detached(AppState::for_tests()),
+        json!({"path": path.display().to_string(), "detail": true}),
+    )
+    .unwrap_or_else(|e| panic!("{case}: {e}"))
+}
+
+struct Score {
+    planted: usize,
+    found: usize,
+    false_findings: Vec<String>,
+    lines: Vec<String>,
+}
+
+fn score_case(manifest: &Value, answer: &Value) -> Score {
+    let findings = answer["findings"].as_array().cloned().unwrap_or_default();
+    let planted = manifest["planted"].as_array().cloned().unwrap_or_default();
+    let tolerated = manifest["tolerated"].as_array().cloned().unwrap_or_default();
+    let mut s = Score {
+        planted: planted.len(),
+        found: 0,
+        false_findings: Vec::new(),
+        lines: Vec::new(),
+    };
+    let mut explained = vec![false; findings.len()];
+    for p in &planted {
+        let accept: Vec<&str> = p["accept_causes"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_else(|| vec![p["cause"].as_str().unwrap()]);
+        let want = p["severity_h200"].as_str().or(p["severity"].as_str()).unwrap();
+        let rank_wanted = p["where"]["rank"].as_u64();
+        let hit = findings.iter().enumerate().find(|(_, f)| {
+            causes_of(f).iter().any(|c| accept.contains(c))
+                && (rank(f["severity"].as_str().unwrap()) - rank(want)).abs() <= 1
+                && (f["id"] != "cross_rank_straggler"
+                    || rank_wanted.is_none()
+                    || f["data"]["rank"].as_u64() == rank_wanted)
+        });
+        match hit {
+            Some((i, f)) => {
+                s.found += 1;
+                explained[i] = true;
+                s.lines.push(format!(
+                    "found {} ({want}) as {} {} {}%",
+                    p["cause"], f["id"], f["severity"], f["share_pct"]
+                ));
+            }
+            None => s.lines.push(format!("MISSED {} ({want})", p["cause"])),
+        }
+    }
+    for (i, f) in findings.iter().enumerate() {
+        let sev = rank(f["severity"].as_str().unwrap());
+        if explained[i] || sev < 2 {
+            continue;
+        }
+        let causes = causes_of(f);
+        let planted_cause = planted.iter().any(|p| {
+            p["accept_causes"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|c| causes.contains(&c.as_str().unwrap_or(""))))
+                || causes.contains(&p["cause"].as_str().unwrap_or(""))
+        });
+        let tolerated_here = tolerated.iter().any(|t| {
+            causes.contains(&t["cause"].as_str().unwrap_or(""))
+                && sev <= rank(t["max_severity"].as_str().unwrap_or("info"))
+        });
+        if !planted_cause && !tolerated_here {
+            s.false_findings.push(format!("{} {} {}%: {}", f["id"], f["severity"], f["share_pct"], f["title"]));
+        }
+    }
+    s
+}
+
+fn scorecard(set: &str) -> (usize, usize, Vec<String>) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(if set == "heldout" {
+        "workloads/planted/heldout/manifests"
+    } else {
+        "workloads/planted/manifests"
+    });
+    let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
+    names.sort();
+    let (mut planted, mut found, mut false_all) = (0, 0, Vec::new());
+    for path in names {
+        let m: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let case = m["case"].as_str().unwrap();
+        let answer = rules_of(set, case, m["ranks"].as_u64().unwrap_or(1));
+        let s = score_case(&m, &answer);
+        eprintln!("{case}: {}/{} found; verdict: {}", s.found, s.planted, answer["verdict"]);
+        for l in &s.lines {
+            eprintln!("    {l}");
+        }
+        for f in &s.false_findings {
+            eprintln!("    FALSE {f}");
+        }
+        planted += s.planted;
+        found += s.found;
+        false_all.extend(s.false_findings.into_iter().map(|f| format!("{case}: {f}")));
+    }
+    eprintln!("{set}: {found}/{planted} planted problems found, {} false findings at medium or above", false_all.len());
+    (planted, found, false_all)
+}
+
+#[test]
+fn every_planted_problem_of_the_tuned_set_is_found_and_nothing_else_at_medium() {
+    let (planted, found, false_findings) = scorecard("tuned");
+    assert!(planted >= 7, "the tuned set plants {planted} problems");
+    assert_eq!(found, planted, "planted problems missed (see the lines above)");
+    assert!(false_findings.is_empty(), "false findings: {false_findings:#?}");
+}

@@ -1,0 +1,296 @@
+//! The tool-listing budgets, measured over real MCP transports the way the
+//! issue counts them (Python's default `json.dumps`, ASCII-escaped):
+//! - the default `tools/list`: at most 40,000 characters of names,
+//!   descriptions and input schemas;
+//! - `--tools core`: at most 12,000;
+//! - every tool's whole definition (output schema included): at most 8,192;
+//! - every operation reachable: a client that follows
+//!   `notifications/tools/list_changed` after `aisp_list_domains` with
+//!   `enable` sees every tool listed, and unlisted tools answer `tools/call`.
+//!
+//! Generic over the registry: a tool added later is held to the same numbers.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aisp::registry::schema::python_json_len;
+use aisp::registry::{CORE_LISTING_BUDGET, DEFAULT_LISTING_BUDGET, TOOL_DEFINITION_BUDGET};
+use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion, Tool};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use serde_json::{Map, Value, json};
+
+/// Counts `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+struct Client {
+    list_changed: Arc<AtomicUsize>,
+}
+
+impl ClientHandler for Client {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+async fn stdio(args: &[&str], modern: bool) -> (RunningService<RoleClient, Client>, Client) {
+    let home = std::env::temp_dir().join(format!("aisp-budgets-{}", std::process::id()));
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let cmd = tokio::process::Command::new(common::aisp_bin()).configure(|c| {
+        c.arg("serve").args(&args);
+        common::isolate_tokio(c, &home);
+    });
+    let transport = TokioChildProcess::new(cmd).expect("spawn aisp serve");
+    let handler = Client::default();
+    let client = if modern {
+        handler
+            .clone()
+            .serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .expect("discover")
+    } else {
+        handler.clone().serve(transport).await.expect("initialize")
+    };
+    (client, handler)
+}
+
+/// The tool as it came over the wire, as JSON.
+fn wire(tool: &Tool) -> Value {
+    serde_json::to_value(tool).unwrap()
+}
+
+/// `len(json.dumps({"name", "description", "input_schema"}))`.
+fn listed_len(tool: &Value) -> usize {
+    let mut m = Map::new();
+    m.insert("name".into(), tool["name"].clone());
+    m.insert("description".into(), tool["description"].clone());
+    m.insert("input_schema".into(), tool["inputSchema"].clone());
+    python_json_len(&Value::Object(m))
+}
+
+fn listing_len(tools: &[Tool]) -> usize {
+    tools.iter().map(|t| listed_len(&wire(t))).sum()
+}
+
+fn check_definitions(tools: &[Tool]) {
+    let mut over = Vec::new();
+    for t in tools {
+        let whole = python_json_len(&wire(t));
+        if whole > TOOL_DEFINITION_BUDGET {
+            over.push(format!("{} {whole}", t.name));
+        }
+        assert!(
+            t.output_schema.is_some(),
+            "{} keeps its output schema",
+            t.name
+        );
+    }
+    assert!(
+        over.is_empty(),
+        "tool definitions over {TOOL_DEFINITION_BUDGET} characters: {over:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_fit_their_budgets_and_every_tool_fits_its_own() {
+    let all_ops = aisp::registry::tools().len();
+
+    let (client, _) = stdio(&[], false).await;
+    let default = client.list_all_tools().await.unwrap();
+    let default_len = listing_len(&default);
+    assert!(
+        default_len <= DEFAULT_LISTING_BUDGET,
+        "default listing is {default_len} characters (budget {DEFAULT_LISTING_BUDGET})"
+    );
+    assert!(default.len() < all_ops);
+    let names: Vec<&str> = default.iter().map(|t| t.name.as_ref()).collect();
+    for needed in ["aisp_list_domains", "aisp_suggest_tools", "aisp_triage"] {
+        assert!(names.contains(&needed), "the default listing has {needed}");
+    }
+    client.cancel().await.unwrap();
+
+    let (client, _) = stdio(&["--tools", "core"], false).await;
+    let core = client.list_all_tools().await.unwrap();
+    let core_len = listing_len(&core);
+    assert!(
+        core_len <= CORE_LISTING_BUDGET,
+        "core listing is {core_len} characters (budget {CORE_LISTING_BUDGET})"
+    );
+    client.cancel().await.unwrap();
+
+    let (client, _) = stdio(&["--tools", "all"], false).await;
+    let all = client.list_all_tools().await.unwrap();
+    assert_eq!(all.len(), all_ops);
+    check_definitions(&all);
+    // The listed size of each tool as the registry computes it is what went over the wire.
+    for t in &all {
+        let def = aisp::registry::find(&t.name).unwrap();
+        assert_eq!(def.listed_len(), listed_len(&wire(t)), "{}", t.name);
+    }
+    client.cancel().await.unwrap();
+    eprintln!(
+        "listing sizes: default {default_len} ({} tools), core {core_len} ({} tools), all {} ({} tools)",
+        default.len(),
+        core.len(),
+        listing_len(&all),
+        all.len()
+    );
+}
+
+/// Enable every domain and wait for the list to grow, the way a client that
+/// follows list_changed does; then every operation is listed.
+async fn enable_everything_and_relist(
+    client: &RunningService<RoleClient, Client>,
+    handler: &Client,
+) -> Vec<Tool> {
+    let before = client.list_all_tools().await.unwrap();
+    let domains: Vec<&str> = aisp::registry::domain_names();
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("aisp_list_domains")
+                .with_arguments(json!({"enable": domains}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let got = common::eventually(Duration::from_secs(5), || async {
+        (handler.list_changed.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
+    assert!(got.is_some(), "notifications/tools/list_changed arrived");
+    let after = client.list_all_tools().await.unwrap();
+    assert!(after.len() > before.len());
+    after
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_tool_is_reachable_over_stdio_by_enabling_its_domain() {
+    for modern in [false, true] {
+        let (client, handler) = stdio(&[], modern).await;
+        // An unlisted tool answers tools/call directly.
+        let default = client.list_all_tools().await.unwrap();
+        let hidden = aisp::registry::tools()
+            .iter()
+            .find(|t| !default.iter().any(|d| d.name == t.name) && t.name == "aisp_system_env")
+            .expect("aisp_system_env is not in the default listing");
+        let r = client
+            .call_tool(CallToolRequestParams::new(hidden.name.clone()))
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+
+        let after = enable_everything_and_relist(&client, &handler).await;
+        let mut listed: Vec<String> = after.iter().map(|t| t.name.to_string()).collect();
+        let mut expected: Vec<String> = aisp::registry::tools()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        listed.sort();
+        expected.sort();
+        assert_eq!(
+            listed, expected,
+            "every operation is listed (modern: {modern})"
+        );
+        check_definitions(&after);
+
+        // Enabling again changes nothing and sends nothing more.
+        let count = handler.list_changed.load(Ordering::SeqCst);
+        let r = client
+            .call_tool(
+                CallToolRequestParams::new("aisp_list_domains")
+                    .with_arguments(json!({"enable": ["profile"]}).as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(false));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(handler.list_changed.load(Ordering::SeqCst), count);
+        // An unknown domain is a clear error.
+        let r = client
+            .call_tool(
+                CallToolRequestParams::new("aisp_list_domains")
+                    .with_arguments(json!({"enable": ["gpus"]}).as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.is_error, Some(true));
+        client.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_each_session_enables_domains_for_itself() {
+    let server = common::HttpServer::start(&[], &[]);
+    let connect = || async {
+        let handler = Client::default();
+        let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp"));
+        let client = handler
+            .clone()
+            .serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .unwrap();
+        (client, handler)
+    };
+    let (first, first_handler) = connect().await;
+    let (second, _) = connect().await;
+    let default = second.list_all_tools().await.unwrap();
+    assert!(listing_len(&default) <= DEFAULT_LISTING_BUDGET);
+    let after = enable_everything_and_relist(&first, &first_handler).await;
+    assert_eq!(after.len(), aisp::registry::tools().len());
+    check_definitions(&after);
+    // The other session still has the default listing.
+    let still = second.list_all_tools().await.unwrap();
+    assert_eq!(still.len(), default.len());
+    first.cancel().await.unwrap();
+    second.cancel().await.unwrap();
+    let _ = ClientConfig::default();
+}
+
+/// The guide and the prompts the instructions point at are served, in both
+/// protocol generations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_getting_started_guide_and_the_prompts_are_served() {
+    use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams, ResourceContents};
+    for modern in [false, true] {
+        let (client, _) = stdio(&[], modern).await;
+        let info = serde_json::to_value(client.peer_info().unwrap()).unwrap();
+        let instructions = info["instructions"].as_str().unwrap().to_string();
+        let resources = client.list_all_resources().await.unwrap();
+        assert_eq!(resources.len(), 1);
+        let uri = resources[0].uri.clone();
+        assert!(instructions.contains(&uri), "the instructions name {uri}");
+        let read = client
+            .read_resource(ReadResourceRequestParams::new(uri.clone()))
+            .await
+            .unwrap();
+        let ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+            panic!("text contents");
+        };
+        assert!(text.contains("aisp_triage") && text.contains("enable"));
+        let prompts = client.list_all_prompts().await.unwrap();
+        assert!(prompts.len() >= 5);
+        for p in &prompts {
+            assert!(
+                instructions.contains(p.name.as_str()),
+                "the instructions name {}",
+                p.name
+            );
+        }
+        let got = client
+            .get_prompt(GetPromptRequestParams::new("slow_training_step"))
+            .await
+            .unwrap();
+        let text = serde_json::to_string(&got.messages).unwrap();
+        assert!(text.contains("aisp_profile_rules"));
+        client.cancel().await.unwrap();
+    }
+}
