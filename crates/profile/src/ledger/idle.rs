@@ -11,7 +11,9 @@
 //!    device, at most 1 ms past the return — since the pipeline it drained must
 //!    fill again (the findings contract's drain rule);
 //! 2. module loading (`cuModuleLoad*`, `cuLibraryLoad*`) → `idle_module_loading`;
-//! 3. other CUDA calls (launches, async copies, events) → `idle_launch_overhead`;
+//! 3. other CUDA calls (launches, async copies, events) → `idle_launch_overhead`, except a launch call still
+//!    running after 1 ms while the device is idle: no queue is full then, so the call is loading its kernel's
+//!    module (CUDA lazy loading) or compiling it → `idle_module_loading`;
 //! 4. for what is left of stretches of 100 µs or more: OS runtime calls of the
 //!    thread — queue waits and reads (`sem_wait`, `poll`, `read`, ...) or a
 //!    DataLoader NVTX range → `idle_data_loading`; sleeps and locks
@@ -121,13 +123,17 @@ impl<'p> Host<'p> {
     }
 }
 
+/// A launch call that runs this long while the device is idle is loading or compiling, not issuing.
+pub const SLOW_LAUNCH_NS: i64 = 1_000_000;
+
 /// The precedence of a CUDA call's cause (lower wins) and whether its refill counts against it.
-fn call_cause(kind: CallKind, pageable: bool) -> (u8, Column, bool) {
+fn call_cause(kind: CallKind, pageable: bool, dur: i64) -> (u8, Column, bool) {
     match kind {
         CallKind::HostSync | CallKind::SyncCopy => (0, Column::IdleSync, true),
         CallKind::Allocation => (1, Column::IdleAllocator, true),
         CallKind::AsyncCopy if pageable => (2, Column::IdlePageableStaging, true),
         CallKind::ModuleLoading => (3, Column::IdleModuleLoading, false),
+        CallKind::Launch if dur >= SLOW_LAUNCH_NS => (3, Column::IdleModuleLoading, false),
         _ => (4, Column::IdleLaunchOverhead, false),
     }
 }
@@ -263,8 +269,8 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
         let mut mine: Vec<Piece> = Vec::new();
         let mut levels = Vec::new();
         for c in host.thread_calls(tid, s, e) {
-            let (prio, col, drains) = call_cause(host.kind(c), pageable.contains(&c));
             let a = host.call(c);
+            let (prio, col, drains) = call_cause(host.kind(c), pageable.contains(&c), a.end - a.start);
             let end = if drains { a.end + DRAIN_NS } else { a.end };
             levels.push((prio, col, (a.start, end)));
         }

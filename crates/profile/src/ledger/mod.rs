@@ -33,7 +33,7 @@ pub use chains::{Chain, ChainSummary, tensors_touched};
 pub use collectives::{Arrivals, RankCollectives, WaitSplit, collectives_of, split};
 pub use sweep::StepAccount;
 pub use columns::{Column, Columns, Group};
-pub use idle::{DRAIN_NS, HOST_STRETCH_NS, IdlePiece};
+pub use idle::{DRAIN_NS, HOST_STRETCH_NS, IdlePiece, SLOW_LAUNCH_NS};
 pub use ops::{DeviceOps, Op, OpKind, compute_column, device_ops, is_optimizer_kernel};
 pub use steps::{StepSource, warmup_steps};
 

@@ -446,7 +446,7 @@ struct CallSummary {
     steps_with: usize,
 }
 
-fn call_summary(cx: &Ctx, d: &DeviceLedger, want: impl Fn(CallKind) -> bool) -> Result<CallSummary> {
+fn call_summary(cx: &Ctx, d: &DeviceLedger, want: impl Fn(CallKind, i64) -> bool) -> Result<CallSummary> {
     let p = cx.p()?;
     let api = p.api()?;
     let (lo, hi) = (d.steady.start_ns, d.steady.end_ns);
@@ -469,7 +469,7 @@ fn call_summary(cx: &Ctx, d: &DeviceLedger, want: impl Fn(CallKind) -> bool) -> 
             .entry(a.name)
             .or_insert_with(|| calls::api_kind(calls::api_display_name(p.string(a.name))));
         let prev = last_on_thread.insert(a.global_tid, a.name);
-        if !want(kind) {
+        if !want(kind, a.dur()) {
             continue;
         }
         let n = calls::api_display_name(cx.p()?.string(a.name)).to_string();
@@ -505,7 +505,7 @@ fn sync(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         cx,
         spec,
         Column::IdleSync,
-        |k| matches!(k, CallKind::HostSync | CallKind::SyncCopy),
+        |k, _| matches!(k, CallKind::HostSync | CallKind::SyncCopy),
         "synchronizing calls",
         "measured: the ledger's idle_sync — device idle while the host blocked in a synchronizing call (after the \
          device ran dry) and the refill after it returned, at most 1 ms",
@@ -536,7 +536,7 @@ fn allocator(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         cx,
         spec,
         Column::IdleAllocator,
-        |k| k == CallKind::Allocation,
+        |k, _| k == CallKind::Allocation,
         "allocation/release calls",
         "measured: the ledger's idle_allocator — device idle while the host was in an allocation or release call \
          and the refill after it, at most 1 ms",
@@ -566,8 +566,10 @@ fn module_loading(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         cx,
         spec,
         Column::IdleModuleLoading,
-        |k| k == CallKind::ModuleLoading,
-        "module-loading calls",
+        |k, dur| {
+            k == CallKind::ModuleLoading || (k == CallKind::Launch && dur >= crate::ledger::SLOW_LAUNCH_NS)
+        },
+        "module-loading calls (and launches over 1 ms: lazy loading inside the launch)",
         "measured: the ledger's idle_module_loading — device idle while the host loaded CUDA modules",
     )
 }
@@ -577,7 +579,7 @@ fn blocking_rule(
     cx: &mut Ctx,
     spec: &RuleSpec,
     col: Column,
-    want: impl Fn(CallKind) -> bool + Copy,
+    want: impl Fn(CallKind, i64) -> bool + Copy,
     what: &str,
     basis: &str,
 ) -> Result<()> {

@@ -136,6 +136,11 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         );
         let saving = dr.total();
         let steps = d.steady.steps.max(1) as i64;
+        let pinned_median = {
+            let mut v: Vec<i64> = d.steady_steps().map(|s| pinned_time[s.index as usize]).collect();
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
         let pageable_ns = d.steady.columns.get(Column::H2dPageable)
             + d.steady.columns.get(Column::D2hPageable)
             + d.steady.columns.get(Column::IdlePageableStaging);
@@ -152,11 +157,7 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             ),
             format!(
                 "at pinned bandwidth the copies would take {} per step (median), hidden behind compute when prefetched",
-                ms({
-                    let mut v: Vec<i64> = d.steady_steps().map(|s| pinned_time[s.index as usize]).collect();
-                    v.sort_unstable();
-                    v.get(v.len() / 2).copied().unwrap_or(0)
-                })
+                ms(pinned_median)
             ),
         ];
         if d.steady.hidden_copy_ns > 0 {
@@ -172,7 +173,8 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             evidence,
             json!({"copies": n, "pageable_copies": n_pageable, "bytes": bytes, "mb_per_step": bytes / steps / 1_000_000,
                 "exposed_ns": exposed, "exposed_pct": d.share(exposed), "pageable_ns": pageable_ns,
-                "hidden_copy_ns": d.steady.hidden_copy_ns, "saving_ns": saving, "rates": rate_note}),
+                "hidden_copy_ns": d.steady.hidden_copy_ns, "saving_ns": saving, "pinned_median_ns": pinned_median,
+                "rates": rate_note}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
@@ -261,14 +263,16 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         );
         let saving = dr.total();
         let hidden = d.steady.hidden_communication_ns;
-        let total_comm = exposed + hidden + if split { d.steady.columns.get(Column::CommWait) } else { 0 };
+        let wait_col = if split { d.steady.columns.get(Column::CommWait) } else { 0 };
+        let exposed_all = exposed + wait_col;
+        let total_comm = exposed_all + hidden;
         let mut evidence = vec![format!(
             "collective kernels run {} in the steady window; {} of it overlaps compute (hidden), {} has no compute beside \
              it ({}% of the steady window)",
             ms(total_comm),
             ms(hidden),
-            ms(exposed + if split { d.steady.columns.get(Column::CommWait) } else { 0 }),
-            d.share(exposed + if split { d.steady.columns.get(Column::CommWait) } else { 0 })
+            ms(exposed_all),
+            d.share(exposed_all)
         )];
         if split {
             evidence.push(format!(
@@ -300,7 +304,8 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             title,
             evidence,
             json!({"exposed_ns": exposed, "exposed_pct": d.share(exposed), "hidden_ns": hidden, "total_ns": total_comm,
-                "wait_ns": d.steady.columns.get(Column::CommWait), "split": split, "saving_ns": saving}),
+                "wait_ns": wait_col, "exposed_all_ns": exposed_all, "exposed_all_pct": d.share(exposed_all),
+                "split": split, "saving_ns": saving}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
