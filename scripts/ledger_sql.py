@@ -138,6 +138,7 @@ def main(path, want=None):
         sl = sorted(steady)
         out[dev] = {
             "steps": len(periods), "warmup": w, "steady_steps": len(steady),
+            "steps_start_ns": periods[0][0], "steps_end_ns": periods[-1][1],
             "steady_start_ns": periods[w][0], "steady_end_ns": periods[-1][1],
             "steady_length_ns": sum(steady),
             "period_median_ns": (sl[(len(sl) - 1) // 2] + sl[len(sl) // 2]) // 2,

@@ -35,7 +35,7 @@ pub use sweep::StepAccount;
 pub use columns::{Column, Columns, Group};
 pub use idle::{DRAIN_NS, HOST_STRETCH_NS, IdlePiece, SLOW_LAUNCH_NS};
 pub use ops::{DeviceOps, Op, OpKind, compute_column, device_ops, is_optimizer_kernel};
-pub use steps::{StepSource, warmup_steps};
+pub use steps::{DeviceSteps, StepSource, StepSpan, device_steps, warmup_steps};
 
 use super::calls::CallKind;
 use super::stats;

@@ -170,7 +170,7 @@ fn compare_is_neutral_on_the_same_capture_and_sees_real_differences() {
             dev1.busy_pct_before,
             dev1.overlap_pct_before
         ),
-        ("steady", Some(96.42), Some(51.76))
+        ("steady", Some(97.97), Some(52.63))
     );
 }
 
