@@ -16,8 +16,9 @@
 //!    module (CUDA lazy loading) or compiling it → `idle_module_loading`;
 //! 4. for what is left of stretches of 100 µs or more: OS runtime calls of the
 //!    thread — queue waits and reads (`sem_wait`, `poll`, `read`, ...) or a
-//!    DataLoader NVTX range → `idle_data_loading`; sleeps and locks
-//!    (`nanosleep`, `futex`, `pthread_mutex_lock`, ...) → `idle_os_wait`;
+//!    DataLoader NVTX range → `idle_data_loading`; sleeps, locks and condition
+//!    variables (`nanosleep`, `futex`, `pthread_mutex_lock`,
+//!    `pthread_cond_wait`: waiting on another thread) → `idle_os_wait`;
 //! 5. the rest is host code outside any recorded call: `idle_launch_overhead`
 //!    in stretches under 1 ms (the host's per-operation cost), else
 //!    `idle_host_compute`.
@@ -149,8 +150,6 @@ fn osrt_cause(name: &str) -> Option<(u8, Column)> {
         "epoll_pwait",
         "select",
         "pselect",
-        "pthread_cond_wait",
-        "pthread_cond_timedwait",
         "read",
         "readv",
         "pread",
