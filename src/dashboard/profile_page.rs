@@ -51,7 +51,12 @@ pub async fn section(
             .await?,
         )),
         "ledger" => Ok(ledger(
-            &call(app, "aisp_profile_ledger", with(&scope, json!({"steps": 40}))).await?,
+            &call(
+                app,
+                "aisp_profile_ledger",
+                with(&scope, json!({"steps": 40})),
+            )
+            .await?,
         )),
         "utilization" => Ok(utilization(
             &call(
@@ -344,7 +349,8 @@ fn ledger(ans: &Value) -> String {
         esc(s(&ans["precedence"]))
     );
     if devices.iter().all(|(r, _)| r.is_some()) {
-        let ranks: Vec<(u32, &DeviceLedger)> = devices.iter().map(|(r, l)| (r.unwrap_or(0), l)).collect();
+        let ranks: Vec<(u32, &DeviceLedger)> =
+            devices.iter().map(|(r, l)| (r.unwrap_or(0), l)).collect();
         h.push_str(&svg::render(&aisp_report::ledger::ranks_chart(&ranks)));
     } else {
         for (_, l) in &devices {

@@ -972,10 +972,7 @@ async fn with_a_profile_the_model_starts_from_the_rules_and_its_findings_are_ret
     );
     // Findings relied on: the medium-or-above findings of the cited rules result.
     let ids: Vec<&str> = out.findings.iter().map(|f| f.finding.id.as_str()).collect();
-    assert_eq!(
-        ids,
-        ["host_os_wait", "launch_bound_tiny_kernels"]
-    );
+    assert_eq!(ids, ["host_os_wait", "launch_bound_tiny_kernels"]);
     assert!(out.findings.iter().all(|f| f.evidence_id == "E1"));
     let cited: Vec<&str> = out.citations.iter().map(|c| c.tool.as_str()).collect();
     assert_eq!(

@@ -181,7 +181,11 @@ fn decode_loop_problems_are_named_with_their_region_and_fix() {
     let st = finding(&v, "host_os_wait");
     assert_eq!(st["data"]["stretches"], 1);
     assert!(st["data"]["longest_ns"].as_i64().unwrap() > 249_000_000);
-    assert!(st["evidence"].to_string().contains("clock_nanosleep"), "{}", st["evidence"]);
+    assert!(
+        st["evidence"].to_string().contains("clock_nanosleep"),
+        "{}",
+        st["evidence"]
+    );
     // The per-token sync: named with the copy that precedes it.
     let sy = finding(&v, "cuda_api_sync");
     assert!(
@@ -190,7 +194,13 @@ fn decode_loop_problems_are_named_with_their_region_and_fix() {
             .contains("cudaMemcpyAsync → cudaStreamSynchronize")
     );
     // The 128 KB pageable copy per token costs under 1 % of the window: checked, not a finding.
-    assert!(v["findings"].as_array().unwrap().iter().all(|f| f["id"] != "exposed_copies"));
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["id"] != "exposed_copies")
+    );
     // The costliest finding leads: launch-bound, never the sync.
     assert_eq!(v["findings"][0]["id"], "launch_bound_tiny_kernels");
 }
@@ -217,7 +227,13 @@ fn train_adam_storm_names_the_per_parameter_optimizer_and_the_copy() {
     assert_eq!(h["data"]["mb_per_step"], 100);
     assert_eq!(h["data"]["copies"], 29);
     // The blocking copy's sync waits while the GPU copies: no sync finding.
-    assert!(v["findings"].as_array().unwrap().iter().all(|f| f["id"] != "cuda_api_sync"));
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["id"] != "cuda_api_sync")
+    );
 }
 
 fn recommend(args: Value) -> Value {

@@ -561,7 +561,10 @@ fn slow_steps(
 
 /// The most regular once-per-iteration kernel among one device's kernels (in
 /// time order): (cv of the launches between occurrences, occurrences, demangled name).
-pub(crate) fn pattern_anchor(kernels: &[model::Kernel], idx: &[usize]) -> Option<(f64, usize, i64)> {
+pub(crate) fn pattern_anchor(
+    kernels: &[model::Kernel],
+    idx: &[usize],
+) -> Option<(f64, usize, i64)> {
     let mut positions: HashMap<i64, Vec<usize>> = HashMap::new();
     for (pos, &ki) in idx.iter().enumerate() {
         positions

@@ -131,16 +131,18 @@ pub fn device_windows(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceWi
             Some(d) => {
                 let found = super::ledger::device_steps(p, d, None)?;
                 match (found.source, found.steps.first(), found.steps.last()) {
-                    (super::ledger::StepSource::Span, _, _) | (_, None, _) | (_, _, None) => (None, None),
+                    (super::ledger::StepSource::Span, _, _) | (_, None, _) | (_, _, None) => {
+                        (None, None)
+                    }
                     (_, Some(first), Some(last)) => {
-                        let periods: Vec<i64> = found.steps.iter().map(|s| s.end - s.start).collect();
+                        let periods: Vec<i64> =
+                            found.steps.iter().map(|s| s.end - s.start).collect();
                         let w = super::ledger::warmup_steps(&periods);
                         (
                             clip_window(scope, WindowKind::Steps, first.start, last.end),
-                            found
-                                .steps
-                                .get(w)
-                                .and_then(|st| clip_window(scope, WindowKind::Steady, st.start, last.end)),
+                            found.steps.get(w).and_then(|st| {
+                                clip_window(scope, WindowKind::Steady, st.start, last.end)
+                            }),
                         )
                     }
                 }

@@ -14,21 +14,53 @@ use aisp_profile::classify::KernelClass;
 pub fn parts() -> Vec<(&'static str, Paint, &'static [Column])> {
     use Column::*;
     vec![
-        ("tensor-core GEMM", class_paint(KernelClass::GemmTensorCore), &[GemmTensorCore]),
-        ("fp32 / other GEMM", class_paint(KernelClass::GemmSimtFp32), &[GemmFp32Simt, GemmOther]),
-        ("attention", class_paint(KernelClass::Attention), &[Attention]),
-        ("elementwise", class_paint(KernelClass::Elementwise), &[Elementwise]),
+        (
+            "tensor-core GEMM",
+            class_paint(KernelClass::GemmTensorCore),
+            &[GemmTensorCore],
+        ),
+        (
+            "fp32 / other GEMM",
+            class_paint(KernelClass::GemmSimtFp32),
+            &[GemmFp32Simt, GemmOther],
+        ),
+        (
+            "attention",
+            class_paint(KernelClass::Attention),
+            &[Attention],
+        ),
+        (
+            "elementwise",
+            class_paint(KernelClass::Elementwise),
+            &[Elementwise],
+        ),
         (
             "reduction, optimizer, other kernels",
             class_paint(KernelClass::Reduction),
             &[Reduction, Optimizer, CopyKernel, OtherKernel],
         ),
-        ("communication", class_paint(KernelClass::Communication), &[CommTransfer, Comm]),
-        ("waiting for other ranks", Paint::Rgb(0xf3, 0x9c, 0x12), &[CommWait]),
+        (
+            "communication",
+            class_paint(KernelClass::Communication),
+            &[CommTransfer, Comm],
+        ),
+        (
+            "waiting for other ranks",
+            Paint::Rgb(0xf3, 0x9c, 0x12),
+            &[CommWait],
+        ),
         (
             "copies",
             Paint::Rgb(0xd3, 0x54, 0x9e),
-            &[H2dPageable, H2dPinned, D2hPageable, D2hPinned, D2d, P2p, Memset],
+            &[
+                H2dPageable,
+                H2dPinned,
+                D2hPageable,
+                D2hPinned,
+                D2d,
+                P2p,
+                Memset,
+            ],
         ),
         (
             "idle: waiting for the host",
@@ -44,7 +76,11 @@ pub fn parts() -> Vec<(&'static str, Paint, &'static [Column])> {
                 IdleAllocator,
             ],
         ),
-        ("idle: work queued or unknown", Paint::Muted, &[IdleQueued, IdleUnattributed]),
+        (
+            "idle: work queued or unknown",
+            Paint::Muted,
+            &[IdleQueued, IdleUnattributed],
+        ),
     ]
 }
 
@@ -60,7 +96,10 @@ fn row(label: String, c: &Columns, note: String) -> StackedRow {
 }
 
 fn legend() -> Vec<(String, Paint)> {
-    parts().into_iter().map(|(n, p, _)| (n.to_string(), p)).collect()
+    parts()
+        .into_iter()
+        .map(|(n, p, _)| (n.to_string(), p))
+        .collect()
 }
 
 /// At most this many steps are drawn (the first steady ones).
@@ -71,7 +110,13 @@ pub fn steps_chart(d: &DeviceLedger) -> Scene {
     let rows: Vec<StackedRow> = d
         .steady_steps()
         .take(MAX_STEPS)
-        .map(|s| row(s.name.clone(), &s.columns, format!("{:.2} ms", s.period_ns as f64 / 1e6)))
+        .map(|s| {
+            row(
+                s.name.clone(),
+                &s.columns,
+                format!("{:.2} ms", s.period_ns as f64 / 1e6),
+            )
+        })
         .collect();
     build::stacked(
         &format!(
@@ -95,7 +140,11 @@ pub fn ranks_chart(ranks: &[(u32, &DeviceLedger)]) -> Scene {
             for (k, v) in d.steady.columns.iter() {
                 c.add(k, v / n);
             }
-            row(format!("rank {r}"), &c, format!("{:.2} ms", d.steady.period_median_ns as f64 / 1e6))
+            row(
+                format!("rank {r}"),
+                &c,
+                format!("{:.2} ms", d.steady.period_median_ns as f64 / 1e6),
+            )
         })
         .collect();
     build::stacked(

@@ -551,11 +551,19 @@ fn ledger_section(l: &profile::ledger::Ledger) -> Section {
     ));
     for d in l.devices.iter().filter(|d| d.steady.steps > 0) {
         s.chart(crate::ledger::steps_chart(d));
-        let mut t = Table::new(&[("column", false), ("ms in the steady window", true), ("% of it", true)]);
+        let mut t = Table::new(&[
+            ("column", false),
+            ("ms in the steady window", true),
+            ("% of it", true),
+        ]);
         let mut cols: Vec<_> = d.steady.columns.iter().collect();
         cols.sort_by_key(|(c, v)| (std::cmp::Reverse(*v), c.index()));
         for (c, v) in cols.into_iter().take(8) {
-            t.row(vec![c.as_str().to_string(), format!("{:.3}", v as f64 / 1e6), format!("{:.2}", d.share(v))]);
+            t.row(vec![
+                c.as_str().to_string(),
+                format!("{:.3}", v as f64 / 1e6),
+                format!("{:.2}", d.share(v)),
+            ]);
         }
         s.table(t);
         for n in &d.notes {

@@ -169,7 +169,12 @@ fn osrt_cause(name: &str) -> Option<(u8, Column)> {
 }
 
 /// Covers `[s, e)` with labelled intervals by precedence: each level takes what earlier levels left.
-fn cover(s: i64, e: i64, mut levels: Vec<(u8, Column, Interval)>, out: &mut Vec<Piece>) -> Vec<Interval> {
+fn cover(
+    s: i64,
+    e: i64,
+    mut levels: Vec<(u8, Column, Interval)>,
+    out: &mut Vec<Piece>,
+) -> Vec<Interval> {
     levels.sort_by_key(|l| l.0);
     let mut free: Vec<Interval> = vec![(s, e)];
     let mut i = 0;
@@ -269,7 +274,8 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
         let mut levels = Vec::new();
         for c in host.thread_calls(tid, s, e) {
             let a = host.call(c);
-            let (prio, col, drains) = call_cause(host.kind(c), pageable.contains(&c), a.end - a.start);
+            let (prio, col, drains) =
+                call_cause(host.kind(c), pageable.contains(&c), a.end - a.start);
             let end = if drains { a.end + DRAIN_NS } else { a.end };
             levels.push((prio, col, (a.start, end)));
         }
@@ -331,16 +337,17 @@ fn osrt_pass(p: &Profile, pending: &mut [Pending], out: &mut Vec<(Piece, i64)>) 
     windows.sort_unstable();
     let bounds: Vec<Interval> = intervals::union(windows.iter().map(|w| (w.0, w.1)).collect());
     type Acc = Vec<(usize, i64, i64, i64)>;
-    let parts: Vec<Acc> = p.fold_osrt_near(&bounds, Vec::new, |acc: &mut Acc, s, e, gtid, name| {
-        let mut k = windows.partition_point(|w| w.1 <= s);
-        while k < windows.len() && windows[k].0 < e {
-            let (ws, we, i) = windows[k];
-            if pending[i].tid == gtid {
-                acc.push((i, s.max(ws), e.min(we), name));
+    let parts: Vec<Acc> =
+        p.fold_osrt_near(&bounds, Vec::new, |acc: &mut Acc, s, e, gtid, name| {
+            let mut k = windows.partition_point(|w| w.1 <= s);
+            while k < windows.len() && windows[k].0 < e {
+                let (ws, we, i) = windows[k];
+                if pending[i].tid == gtid {
+                    acc.push((i, s.max(ws), e.min(we), name));
+                }
+                k += 1;
             }
-            k += 1;
-        }
-    })?;
+        })?;
     let mut per: Vec<Vec<(u8, Column, Interval)>> = vec![Vec::new(); pending.len()];
     let mut names: FxHashMap<i64, Option<(u8, Column)>> = FxHashMap::default();
     for part in parts {
@@ -409,10 +416,16 @@ mod tests {
 
     #[test]
     fn input_waits_and_sleeps_are_told_apart() {
-        assert_eq!(osrt_cause("sem_timedwait").unwrap().1, Column::IdleDataLoading);
+        assert_eq!(
+            osrt_cause("sem_timedwait").unwrap().1,
+            Column::IdleDataLoading
+        );
         assert_eq!(osrt_cause("poll").unwrap().1, Column::IdleDataLoading);
         assert_eq!(osrt_cause("clock_nanosleep").unwrap().1, Column::IdleOsWait);
-        assert_eq!(osrt_cause("pthread_mutex_lock").unwrap().1, Column::IdleOsWait);
+        assert_eq!(
+            osrt_cause("pthread_mutex_lock").unwrap().1,
+            Column::IdleOsWait
+        );
         assert_eq!(osrt_cause("ioctl"), None);
     }
 }

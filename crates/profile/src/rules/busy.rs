@@ -7,10 +7,10 @@ use std::collections::HashMap;
 
 use serde_json::json;
 
+use super::super::Result;
 use super::super::info;
 use super::super::ledger::{self, Column, DeviceLedger};
 use super::super::stats::pct1;
-use super::super::Result;
 use super::registry::{RuleSpec, RuleText};
 use super::{Ctx, Draft, Stake, ms};
 use aisp_knowledge::dtype::Precision;
@@ -128,7 +128,10 @@ pub const FP32_GEMM: RuleSpec = RuleSpec {
 /// FP32 over TF32 dense peak of the device's GPU, where it came from, and the catalog entry's figures.
 fn fp32_ratio(gpu: Option<&str>) -> (f64, String, serde_json::Value) {
     if let Some(g) = gpu.and_then(gpus::match_device_name)
-        && let (Some(f), Some(t)) = (g.peak_tflops(Precision::Fp32), g.peak_tflops(Precision::Tf32))
+        && let (Some(f), Some(t)) = (
+            g.peak_tflops(Precision::Fp32),
+            g.peak_tflops(Precision::Tf32),
+        )
         && t > 0.0
     {
         return (
@@ -166,7 +169,12 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                  no more than the step's period minus the host's issue time"
             ),
             &[Column::GemmFp32Simt],
-            |s| ledger::bounded_by_host(s, (s.columns.get(Column::GemmFp32Simt) as f64 * (1.0 - ratio)) as i64),
+            |s| {
+                ledger::bounded_by_host(
+                    s,
+                    (s.columns.get(Column::GemmFp32Simt) as f64 * (1.0 - ratio)) as i64,
+                )
+            },
         );
         let saving = dr.total();
         // The kernels behind the column, by name.
@@ -195,7 +203,11 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             d.share(t)
         )];
         if let Some((n, (c, tt))) = top.first() {
-            evidence.push(format!("top: `{}` ({c} calls, {})", cx.p()?.string(*n), ms(*tt)));
+            evidence.push(format!(
+                "top: `{}` ({c} calls, {})",
+                cx.p()?.string(*n),
+                ms(*tt)
+            ));
         }
         evidence.push(format!(
             "on TF32 tensor cores they would take {:.1}% of that ({source}): {} saved",

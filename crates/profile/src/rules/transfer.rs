@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use super::super::Result;
 use super::super::info;
 use super::super::ledger::{Column, DeviceLedger, Group};
 use super::super::memory;
-use super::super::Result;
 use super::registry::{RuleSpec, RuleText};
 use super::{Ctx, Draft, Stake, ms};
 use aisp_knowledge::gpus;
@@ -55,7 +55,11 @@ fn pinned_rate(p: &super::super::Profile, copy_kind: i64) -> Result<Option<f64>>
     let best = p
         .memcpys()?
         .iter()
-        .filter(|m| m.copy_kind == copy_kind && pinned.is_some() && (m.src_kind == pinned || m.dst_kind == pinned))
+        .filter(|m| {
+            m.copy_kind == copy_kind
+                && pinned.is_some()
+                && (m.src_kind == pinned || m.dst_kind == pinned)
+        })
         .filter(|m| m.bytes >= 1 << 20)
         .map(|m| m.bytes as f64 / (m.end - m.start).max(1) as f64)
         .fold(0.0, f64::max);
@@ -64,8 +68,16 @@ fn pinned_rate(p: &super::super::Profile, copy_kind: i64) -> Result<Option<f64>>
 
 fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     let opers = cx.p()?.memcpy_oper_labels()?;
-    let kind_of = |label: &str| opers.iter().find(|(_, l)| l.as_str() == label).map(|(k, _)| *k);
-    let (h2d, d2h) = (kind_of("Host-to-Device").unwrap_or(1), kind_of("Device-to-Host").unwrap_or(2));
+    let kind_of = |label: &str| {
+        opers
+            .iter()
+            .find(|(_, l)| l.as_str() == label)
+            .map(|(k, _)| *k)
+    };
+    let (h2d, d2h) = (
+        kind_of("Host-to-Device").unwrap_or(1),
+        kind_of("Device-to-Host").unwrap_or(2),
+    );
     let pageable = memory::pageable_kind(cx.p()?)?;
     let gpus_info = info::gpus(cx.p()?)?;
     let mut drafts = Vec::new();
@@ -79,13 +91,21 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             .as_deref()
             .and_then(gpus::match_device_name)
             .and_then(|g| g.pcie_per_direction_gb_per_s())
-            .map(|gb| (gb * 0.8, format!("80% of the GPU's PCIe datasheet rate ({gb} GB/s per direction)")));
+            .map(|gb| {
+                (
+                    gb * 0.8,
+                    format!("80% of the GPU's PCIe datasheet rate ({gb} GB/s per direction)"),
+                )
+            });
         let mut rate_note = Vec::new();
         let mut rates: BTreeMap<i64, f64> = BTreeMap::new();
         for (k, label) in [(h2d, "H2D"), (d2h, "D2H")] {
             let r = match pinned_rate(cx.p()?, k)? {
                 Some(r) => {
-                    rate_note.push(format!("{label}: best pinned copy in this export, {:.1} GB/s", r));
+                    rate_note.push(format!(
+                        "{label}: best pinned copy in this export, {:.1} GB/s",
+                        r
+                    ));
                     r
                 }
                 None => match &fallback {
@@ -94,7 +114,9 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                         *gb
                     }
                     None => {
-                        rate_note.push(format!("{label}: 20 GB/s assumed (no pinned copy, GPU not in the catalog)"));
+                        rate_note.push(format!(
+                            "{label}: 20 GB/s assumed (no pinned copy, GPU not in the catalog)"
+                        ));
                         20.0
                     }
                 },
@@ -104,7 +126,12 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let starts: Vec<i64> = d.steps.iter().map(|s| s.start_ns).collect();
         let mut pinned_time = vec![0i64; d.steps.len()];
         let (mut bytes, mut n, mut n_pageable) = (0i64, 0u64, 0u64);
-        for m in cx.p()?.memcpys()?.iter().filter(|m| m.device == d.device && (m.copy_kind == h2d || m.copy_kind == d2h)) {
+        for m in cx
+            .p()?
+            .memcpys()?
+            .iter()
+            .filter(|m| m.device == d.device && (m.copy_kind == h2d || m.copy_kind == d2h))
+        {
             let si = starts.partition_point(|&s| s <= m.start);
             let Some(step) = si.checked_sub(1).and_then(|i| d.steps.get(i)) else {
                 continue;
@@ -137,7 +164,10 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let saving = dr.total();
         let steps = d.steady.steps.max(1) as i64;
         let pinned_median = {
-            let mut v: Vec<i64> = d.steady_steps().map(|s| pinned_time[s.index as usize]).collect();
+            let mut v: Vec<i64> = d
+                .steady_steps()
+                .map(|s| pinned_time[s.index as usize])
+                .collect();
             v.sort_unstable();
             v.get(v.len() / 2).copied().unwrap_or(0)
         };
@@ -161,7 +191,10 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             ),
         ];
         if d.steady.hidden_copy_ns > 0 {
-            evidence.push(format!("{} of copy time already overlaps kernels", ms(d.steady.hidden_copy_ns)));
+            evidence.push(format!(
+                "{} of copy time already overlaps kernels",
+                ms(d.steady.hidden_copy_ns)
+            ));
         }
         let title = format!(
             "Copies on the critical path: {}% of the steady window moves data over PCIe with nothing else running ({} MB per step)",
@@ -236,8 +269,13 @@ fn comm_parts(d: &DeviceLedger, col: Column) -> BTreeMap<u32, (i64, i64)> {
 fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     let mut drafts = Vec::new();
     for (i, d) in cx.devices() {
-        let split = d.steady.columns.get(Column::CommTransfer) > 0 || d.steady.columns.get(Column::CommWait) > 0;
-        let col = if split { Column::CommTransfer } else { Column::Comm };
+        let split = d.steady.columns.get(Column::CommTransfer) > 0
+            || d.steady.columns.get(Column::CommWait) > 0;
+        let col = if split {
+            Column::CommTransfer
+        } else {
+            Column::Comm
+        };
         let parts = comm_parts(d, col);
         let exposed = d.steady.columns.get(col);
         if exposed == 0 {
@@ -263,7 +301,11 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         );
         let saving = dr.total();
         let hidden = d.steady.hidden_communication_ns;
-        let wait_col = if split { d.steady.columns.get(Column::CommWait) } else { 0 };
+        let wait_col = if split {
+            d.steady.columns.get(Column::CommWait)
+        } else {
+            0
+        };
         let exposed_all = exposed + wait_col;
         let total_comm = exposed_all + hidden;
         let mut evidence = vec![format!(
@@ -360,7 +402,12 @@ fn wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             let names: Vec<String> = a
                 .stragglers
                 .iter()
-                .map(|&r| a.names.get(r).cloned().unwrap_or_else(|| format!("position {r}")))
+                .map(|&r| {
+                    a.names
+                        .get(r)
+                        .cloned()
+                        .unwrap_or_else(|| format!("position {r}"))
+                })
                 .collect();
             evidence.push(format!(
                 "last to arrive more often than chance: {} ({:?} of {} decided instances; chance allows {})",

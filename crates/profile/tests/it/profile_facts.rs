@@ -544,7 +544,10 @@ fn ddp_per_device_facts() {
     // Steps and steady windows on the GPU timeline (scripts/ledger_sql.py), gaps of the kernel union over
     // 1 ms inside them from the tables.
     assert_eq!(
-        (gap_window(&g, WindowKind::Steps).0, gap_window(&g, WindowKind::Steps).1),
+        (
+            gap_window(&g, WindowKind::Steps).0,
+            gap_window(&g, WindowKind::Steps).1
+        ),
         (15, 306_606_423)
     );
     let st = gap_window(&g, WindowKind::Steady);
@@ -559,7 +562,10 @@ fn ddp_per_device_facts() {
         ),
         (13, 305_395_451)
     );
-    assert!(g.iter().all(|w| w.window.kind != WindowKind::Steady || w.count == 0));
+    assert!(
+        g.iter()
+            .all(|w| w.window.kind != WindowKind::Steady || w.count == 0)
+    );
 }
 
 #[test]

@@ -32,7 +32,10 @@ fn train_good_sleeps_on_the_host_every_step_and_copies_nothing_that_matters() {
     // the device idles for all of each sleep but the first ~0.1 ms, while it finishes the work queued before it.
     assert_eq!(w.data["stretches"], 38);
     let idle = w.time_at_stake_ns;
-    assert!(idle <= 193_122_664 && idle * 100 >= 193_122_664 * 97, "{idle}");
+    assert!(
+        idle <= 193_122_664 && idle * 100 >= 193_122_664 * 97,
+        "{idle}"
+    );
     // The rest of the idle is the host issuing 91 kernels per step: launch-bound, its own column.
     let lb = find(&r.findings, "launch_bound_tiny_kernels").expect("launch-bound");
     assert_eq!(lb.severity, Severity::High, "{lb:?}");
@@ -45,7 +48,9 @@ fn train_good_sleeps_on_the_host_every_step_and_copies_nothing_that_matters() {
     for id in ["exposed_copies", "fp32_gemm_on_cuda_cores"] {
         assert!(find(&r.findings, id).is_none(), "{id}");
         assert!(
-            r.checked.iter().any(|c| c.id == id && c.status == "below_threshold"),
+            r.checked
+                .iter()
+                .any(|c| c.id == id && c.status == "below_threshold"),
             "{id}: {:?}",
             r.checked
         );
@@ -68,12 +73,21 @@ fn h200_matmul_small_flags_fp32_simt_gemm_and_the_pageable_copy() {
     assert_eq!(g.data["time_ns"], 53_242_485);
     // H200 datasheet: FP32 67, TF32 494.5 TFLOP/s → the GEMMs would take 13.5 % of their time.
     assert_eq!(g.data["peaks"]["gpu"], "NVIDIA H200 SXM 141GB");
-    assert_eq!(g.time_at_stake_ns, (53_242_485.0 * (1.0 - 67.0 / 494.5)) as i64);
+    assert_eq!(
+        g.time_at_stake_ns,
+        (53_242_485.0 * (1.0 - 67.0 / 494.5)) as i64
+    );
     assert!(g.severity >= Severity::High, "{g:?}");
     assert!(g.fix.contains("allow_tf32"));
     // The result copied back into pageable memory: 67108864 bytes in 41.64 ms (sqlite3), plus its staging.
     let c = find(&f, "exposed_copies").expect("pageable copy");
-    assert_eq!((c.data["copies"].as_u64(), c.data["pageable_copies"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (
+            c.data["copies"].as_u64(),
+            c.data["pageable_copies"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
     assert_eq!(c.data["bytes"], 67_108_864);
     let e = c.data["exposed_ns"].as_i64().unwrap();
     assert!((41_643_358..41_643_358 + 10_000).contains(&e), "{e}");
@@ -113,7 +127,11 @@ fn ddp_splits_its_collectives_into_transfer_and_waiting_and_h100_is_copy_bound()
     let w = on_device(&r, "collective_wait", 1).expect("device 1 waits");
     assert_eq!(w.severity, Severity::Medium, "{w:?}");
     assert!(on_device(&r, "collective_wait", 0).is_none());
-    assert!(w.evidence.iter().any(|e| e.contains("device 0")), "{:?}", w.evidence);
+    assert!(
+        w.evidence.iter().any(|e| e.contains("device 0")),
+        "{:?}",
+        w.evidence
+    );
     assert_eq!(
         c1.data["wait_ns"].as_i64().unwrap() + c1.data["exposed_ns"].as_i64().unwrap(),
         47_845_564
@@ -131,7 +149,11 @@ fn ddp_splits_its_collectives_into_transfer_and_waiting_and_h100_is_copy_bound()
         assert_eq!(c.severity, Severity::Medium, "{c:?}");
         assert_eq!(c.then_limited_by.as_deref(), Some("h2d_pinned"));
     }
-    assert!(r.ledger.iter().all(|l| l.steps_from == aisp_profile::ledger::StepSource::KernelPattern));
+    assert!(
+        r.ledger
+            .iter()
+            .all(|l| l.steps_from == aisp_profile::ledger::StepSource::KernelPattern)
+    );
     // PyTorch emit_nvtx op names are not iterations, and three equal periods do not vary.
     assert!(find(&r.findings, "step_time_variance").is_none());
 }
@@ -191,17 +213,27 @@ fn blocking_the_host_while_the_gpu_works_is_not_at_stake() {
     // h100_2gpu_1s: 428.49 ms in cudaStreamSynchronize while the GPU copies: no device idle comes of it.
     let r = run_all("h100_2gpu_1s.sqlite");
     for dev in [0, 1] {
-        assert!(on_device(&r, "cuda_api_sync", dev).is_none(), "{:?}", r.findings);
+        assert!(
+            on_device(&r, "cuda_api_sync", dev).is_none(),
+            "{:?}",
+            r.findings
+        );
     }
     assert!(
-        r.checked.iter().any(|c| c.id == "cuda_api_sync" && c.status == "below_threshold"),
+        r.checked
+            .iter()
+            .any(|c| c.id == "cuda_api_sync" && c.status == "below_threshold"),
         "{:?}",
         r.checked
     );
     // Our decode loop under CUDA graphs: the host blocks 77.6 ms in two syncs waiting for the graph replays
     // (GPU busy); the idle around them is 0.24 % of the steady window: below a finding.
     let r = run_all("workloads/decode_fixed.sqlite");
-    assert!(find(&r.findings, "cuda_api_sync").is_none(), "{:?}", r.findings);
+    assert!(
+        find(&r.findings, "cuda_api_sync").is_none(),
+        "{:?}",
+        r.findings
+    );
 }
 
 #[test]
@@ -248,7 +280,11 @@ fn launch_overhead_is_host_time_between_launches_not_long_host_work() {
     // mock.sqlite: the 18.25 ms gap before the reduction is its first launch loading its module (the launch
     // call runs 17.8 ms while the GPU idles): module loading, not per-operation launch overhead.
     let r = run_all("mock.sqlite");
-    assert!(find(&r.findings, "launch_bound_tiny_kernels").is_none(), "{:?}", r.findings);
+    assert!(
+        find(&r.findings, "launch_bound_tiny_kernels").is_none(),
+        "{:?}",
+        r.findings
+    );
     let m = find(&r.findings, "module_loading").expect("lazy loading inside the launch");
     assert!(m.time_at_stake_ns > 17_000_000, "{m:?}");
     // infer_decode: thousands of tiny kernels, each launched as the GPU runs dry: launch-bound, critical.

@@ -85,12 +85,18 @@ fn classify(d: &DeviceLedger, top: &str) -> String {
     let host = |c: Column| d.steady.columns.get(c);
     match top {
         "host_idle" => {
-            let largest = d.steady.columns.largest(Some(ledger::Group::Idle)).map(|(c, _)| c);
+            let largest = d
+                .steady
+                .columns
+                .largest(Some(ledger::Group::Idle))
+                .map(|(c, _)| c);
             match largest {
                 Some(Column::IdleLaunchOverhead) => "launch-bound",
                 Some(Column::IdleSync) => "sync-bound",
                 Some(Column::IdleDataLoading) => "input-bound",
-                _ if host(Column::IdleLaunchOverhead) * 2 > d.steady.columns.host_idle() => "launch-bound",
+                _ if host(Column::IdleLaunchOverhead) * 2 > d.steady.columns.host_idle() => {
+                    "launch-bound"
+                }
                 _ => "host-bound",
             }
         }
@@ -108,7 +114,13 @@ fn device(d: &DeviceLedger, rules: &rules::Rules, gpu: Option<String>) -> Device
     let mut shares: Vec<Share> = CATEGORIES
         .iter()
         .map(|&cat| {
-            let t: i64 = d.steady.columns.iter().filter(|(c, _)| category(*c) == cat).map(|(_, v)| v).sum();
+            let t: i64 = d
+                .steady
+                .columns
+                .iter()
+                .filter(|(c, _)| category(*c) == cat)
+                .map(|(_, v)| v)
+                .sum();
             Share {
                 category: cat.to_string(),
                 time_ns: t,
@@ -137,7 +149,11 @@ fn device(d: &DeviceLedger, rules: &rules::Rules, gpu: Option<String>) -> Device
         "largest ledger columns: {}",
         cols.iter()
             .take(4)
-            .map(|(c, v)| format!("{} {:.2}%", c.as_str(), round(*v as f64 / len as f64 * 100.0, 2)))
+            .map(|(c, v)| format!(
+                "{} {:.2}%",
+                c.as_str(),
+                round(*v as f64 / len as f64 * 100.0, 2)
+            ))
             .collect::<Vec<_>>()
             .join(", ")
     ));
@@ -205,7 +221,8 @@ pub fn analyze(p: &Profile, scope: &Scope) -> Result<Bottlenecks> {
             rules
                 .findings
                 .iter()
-                .find(|f| f.device.is_none_or(|x| x == d.device) && f.severity > rules::Severity::Info)
+                .find(|f| f.device.is_none_or(|x| x == d.device)
+                    && f.severity > rules::Severity::Info)
                 .map(|f| format!(
                     "; costliest finding: {} ({:?}, {:.2}% of the window)",
                     f.title, f.severity, f.share_pct
@@ -266,7 +283,11 @@ mod tests {
         }
         assert!(b.verdict.contains("copy-bound"), "{}", b.verdict);
         // The costliest finding agrees with the class: the copies, not a host sync.
-        assert!(b.verdict.contains("Copies on the critical path"), "{}", b.verdict);
+        assert!(
+            b.verdict.contains("Copies on the critical path"),
+            "{}",
+            b.verdict
+        );
         assert!(!b.verdict.contains("ynchroniz"), "{}", b.verdict);
         // Gaps between kernels that copies fill are named as copies.
         let rs = p.resolve(&Scope::default()).unwrap();
@@ -285,7 +306,11 @@ mod tests {
         let compute = d.shares.iter().find(|s| s.category == "compute").unwrap();
         let memory = d.shares.iter().find(|s| s.category == "memory").unwrap();
         assert!(compute.time_ns > 50 * memory.time_ns);
-        assert!(d.evidence.iter().any(|e| e.contains("gemm_fp32_simt")), "{:?}", d.evidence);
+        assert!(
+            d.evidence.iter().any(|e| e.contains("gemm_fp32_simt")),
+            "{:?}",
+            d.evidence
+        );
     }
 
     #[test]
@@ -303,7 +328,11 @@ mod tests {
             drop(output);
             let p = profile::open(&out).unwrap();
             let b = analyze(&p, &Scope::default()).unwrap();
-            assert_eq!(b.devices[0].classification, class, "{name}: {:?}", b.devices[0].shares);
+            assert_eq!(
+                b.devices[0].classification, class,
+                "{name}: {:?}",
+                b.devices[0].shares
+            );
         }
     }
 }
