@@ -61,8 +61,11 @@ pub fn split(digests: &mut [RankDigest], alignment: &Alignment) -> Result<Option
         rl.ledger.comm = std::mem::take(&mut rl.comm);
         rl.ledger.apply_waits(&s.waits[k]);
         rl.comm = std::mem::take(&mut rl.ledger.comm);
+        // The ledger-only rules read the collective pieces (the communication what-if simulates them).
+        let mut device = rl.ledger.clone();
+        device.comm = rl.comm.clone();
         let l = Ledger {
-            devices: vec![rl.ledger.clone()],
+            devices: vec![device],
             precedence: ledger::PRECEDENCE.to_string(),
             arrivals: Some(arrivals.clone()),
         };
@@ -139,12 +142,7 @@ pub fn findings(digests: &[RankDigest], arrivals: Option<&Arrivals>) -> Vec<Find
             None => shared(&fs, ledgers.len()),
         });
     }
-    out.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(b.time_at_stake_ns.cmp(&a.time_at_stake_ns))
-            .then(a.id.cmp(&b.id))
-    });
+    rules::order(&mut out);
     out
 }
 
