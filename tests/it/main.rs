@@ -28,6 +28,7 @@ mod kernel_lab;
 mod mcp_http;
 mod mcp_stdio;
 mod planted_scorecard;
+mod planted_recommend;
 mod planted_sets;
 mod profile_analyses;
 mod profile_ops;

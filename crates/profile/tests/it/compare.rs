@@ -403,3 +403,39 @@ fn gpu_window(src: &Path, dst: &Path, from: i64, to: i64) {
     )
     .unwrap();
 }
+
+#[test]
+fn findings_come_largest_predicted_saving_first_with_what_then_limits_the_step() {
+    for name in [
+        "planted/copy_bound.sqlite",
+        "planted/gpu_ahead.sqlite",
+        "train_good.sqlite",
+        "ddp.sqlite",
+    ] {
+        let p = profile_common::open(name);
+        let r = aisp_profile::rules::run(&p, &p.resolve(&aisp_profile::Scope::default()).unwrap())
+            .unwrap();
+        let savings: Vec<i64> = r
+            .findings
+            .iter()
+            .map(aisp_profile::rules::predicted_saving_ns)
+            .collect();
+        assert!(
+            savings.windows(2).all(|w| w[0] >= w[1]),
+            "{name}: {savings:?}"
+        );
+        for f in r
+            .findings
+            .iter()
+            .filter(|f| f.stake != aisp_profile::rules::Stake::None)
+        {
+            let (step, pred) = (f.step_ns.unwrap(), f.predicted_step_ns.unwrap());
+            assert!(pred <= step, "{name} {}: {pred} > {step}", f.id);
+            assert!(f.then_limited_by.is_some(), "{name} {}", f.id);
+        }
+        assert_eq!(
+            r.highest,
+            r.findings.iter().map(|f| f.severity).max().unwrap()
+        );
+    }
+}
