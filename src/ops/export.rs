@@ -153,7 +153,9 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
             ctx.check_cancelled()?;
             let a = super::profile::open_run(ctx, after)?;
             ctx.check_cancelled()?;
-            let r = report::profile::compare_report_of(&aisp_profile::compare::compare_runs(&b, &a, 12));
+            let r = report::profile::compare_report_of(&aisp_profile::compare::compare_runs(
+                &b, &a, 12,
+            ));
             Ok((
                 r,
                 "comparison",

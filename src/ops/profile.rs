@@ -1043,7 +1043,11 @@ pub struct LedgerDevice {
     pub ledger: profile::ledger::DeviceLedger,
 }
 
-fn ledger_device(rank: Option<u32>, mut l: profile::ledger::DeviceLedger, keep: usize) -> (LedgerDevice, usize) {
+fn ledger_device(
+    rank: Option<u32>,
+    mut l: profile::ledger::DeviceLedger,
+    keep: usize,
+) -> (LedgerDevice, usize) {
     let steady_pct = l
         .steady
         .columns
@@ -1087,13 +1091,14 @@ impl Operation for LedgerOp {
             let files = profile::ranks::expand(&input.path)?;
             let threads = profile::ranks::default_threads(files.len());
             let total = files.len() as f64;
-            let (set, digests) = profile::ranks::analyse(&files, threads, &|| ctx.is_cancelled(), &|done| {
-                ctx.progress(done as f64, Some(total), "digesting exports")
-            })
-            .map_err(|e| match e {
-                ProfileError::Cancelled => ctx.stop_error(),
-                e => e.into(),
-            })?;
+            let (set, digests) =
+                profile::ranks::analyse(&files, threads, &|| ctx.is_cancelled(), &|done| {
+                    ctx.progress(done as f64, Some(total), "digesting exports")
+                })
+                .map_err(|e| match e {
+                    ProfileError::Cancelled => ctx.stop_error(),
+                    e => e.into(),
+                })?;
             let mut cut = 0;
             let devices = digests
                 .into_iter()
@@ -1108,7 +1113,9 @@ impl Operation for LedgerOp {
                 .collect();
             let mut left_out = Vec::new();
             if cut > 0 {
-                left_out.push(format!("{cut} step row(s) past the first {keep} per rank: pass \"steps\": N"));
+                left_out.push(format!(
+                    "{cut} step row(s) past the first {keep} per rank: pass \"steps\": N"
+                ));
             }
             return Ok(Answer {
                 path: input.path.clone(),
@@ -1130,7 +1137,11 @@ impl Operation for LedgerOp {
             let l = profile::ledger::build(p, scope, None)?;
             Ok(LedgerAnswer {
                 precedence: l.precedence,
-                devices: l.devices.into_iter().map(|d| ledger_device(None, d, keep).0).collect(),
+                devices: l
+                    .devices
+                    .into_iter()
+                    .map(|d| ledger_device(None, d, keep).0)
+                    .collect(),
                 arrivals: l.arrivals,
             })
         })?;
@@ -1149,8 +1160,9 @@ impl Operation for LedgerOp {
             })
             .sum();
         if cut > 0 {
-            out.left_out
-                .push(format!("{cut} step row(s) past the first {keep} per device: pass \"steps\": N"));
+            out.left_out.push(format!(
+                "{cut} step row(s) past the first {keep} per device: pass \"steps\": N"
+            ));
         }
         Ok(out)
     }
@@ -1420,9 +1432,11 @@ pub(crate) fn open_run(ctx: &OpContext, path: &str) -> Result<profile::compare::
     if profile::ranks::is_set(path) {
         let files = profile::ranks::expand(path)?;
         let threads = profile::ranks::default_threads(files.len());
-        return profile::compare::Run::of_set(path, threads, &|| ctx.is_cancelled()).map_err(|e| match e {
-            ProfileError::Cancelled => ctx.stop_error(),
-            e => e.into(),
+        return profile::compare::Run::of_set(path, threads, &|| ctx.is_cancelled()).map_err(|e| {
+            match e {
+                ProfileError::Cancelled => ctx.stop_error(),
+                e => e.into(),
+            }
         });
     }
     let p = open_profile(ctx, path)?;

@@ -309,7 +309,11 @@ pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
         overlaps: Vec::new(),
         highest,
         verdict,
-        ledger: out.set.as_ref().map(|s| s.ledger.clone()).unwrap_or_default(),
+        ledger: out
+            .set
+            .as_ref()
+            .map(|s| s.ledger.clone())
+            .unwrap_or_default(),
         windows: Vec::new(),
         checked: Vec::new(),
     })

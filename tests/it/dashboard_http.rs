@@ -208,22 +208,22 @@ async fn pages_sections_and_tool_schemas_are_served() {
     let (code, _, overview) =
         get(server.url(&format!("/dashboard/profile/overview{q}")), None).await;
     assert_eq!(code, 200);
-    // Steady-state busy % of train_good (tests/data/README.md ground truth).
-    assert!(overview.contains(">8.67 %<"), "{overview}");
+    // Steady-state busy % of train_good over the steady window on the GPU timeline (the step ledger's:
+    // 7,789,729,648 → 8,142,734,358; kernels' union there 31,172,796 ns, scripts/ledger_sql.py).
+    assert!(overview.contains(">8.83 %<"), "{overview}");
     let (code, _, findings) =
         get(server.url(&format!("/dashboard/profile/findings{q}")), None).await;
     assert_eq!(code, 200);
-    assert!(findings.contains(r#"data-rule="host_bound_steps" data-rank="0""#));
-    // The top finding points at the steady window (7784516463..8142623443) with a quarter of its
-    // length around it; the second (GPU starvation) at its largest gap.
-    assert!(findings.contains(r#"data-start="7694989718" data-end="8232150188""#));
-    let gap_len = 5_486_527_i64;
-    let pad = gap_len / 4;
+    assert!(findings.contains(r#"data-rule="host_os_wait" data-rank="0""#));
+    // The top finding (the sleep) points at its largest stretch with a quarter of its length around it; the
+    // second (launch-bound) at the steady window (7789729648..8142734358).
+    let (start, len) = (7_795_273_390_i64, 5_037_137_i64);
     assert!(findings.contains(&format!(
         r#"data-start="{}" data-end="{}""#,
-        7_784_516_463 - pad,
-        7_784_516_463 + gap_len + pad
+        start - len / 4,
+        start + len + len / 4
     )));
+    assert!(findings.contains(r#"data-start="7701478471" data-end="8230985535""#));
     let (code, _, missing) = get(
         server.url("/dashboard/profile/overview?path=/nonexistent.sqlite"),
         None,
@@ -258,7 +258,7 @@ async fn the_token_guards_data_but_not_page_shells() {
     let server = HttpServer::start(&["--token", "t0k"], &[]);
     let (code, _, body) = get(server.url("/profiles"), None).await;
     assert_eq!(code, 200, "the shell holds no data and shows the login");
-    assert!(!body.contains("8.67"));
+    assert!(!body.contains("8.83"));
     let q = format!("?path={}", train_good());
     for url in [
         "/api/tools".to_string(),
@@ -277,7 +277,7 @@ async fn the_token_guards_data_but_not_page_shells() {
     )
     .await;
     assert_eq!(code, 200);
-    assert!(body.contains("8.67 %"));
+    assert!(body.contains("8.83 %"));
     // Host checks apply to the shells too (DNS rebinding).
     let r = reqwest::Client::new()
         .get(server.url("/"))
@@ -433,14 +433,27 @@ async fn compare_view_shows_the_verdict_with_its_basis_and_deltas() {
         html.contains(r#"data-verdict="improved" data-basis="per_step" data-change-pct="-78.35""#),
         "{html}"
     );
-    assert!(html.contains("step 6.131 ms → 1.328 ms: -78.35 %"), "{html}");
-    let pred = &html[html.find(r#"<tr data-finding="elementwise_unfused" data-applied="true""#).expect("prediction row")..];
+    assert!(
+        html.contains("step 6.131 ms → 1.328 ms: -78.35 %"),
+        "{html}"
+    );
+    let pred = &html[html
+        .find(r#"<tr data-finding="elementwise_unfused" data-applied="true""#)
+        .expect("prediction row")..];
     let pred = &pred[..pred.find("</tr>").unwrap()];
-    assert!(pred.contains("1.331 ms") && pred.contains("1.328 ms") && pred.contains("gone"), "{pred}");
+    assert!(
+        pred.contains("1.331 ms") && pred.contains("1.328 ms") && pred.contains("gone"),
+        "{pred}"
+    );
     assert!(html.contains(r#"<tr data-fact="gpu_model" data-same="yes" data-effect="none">"#));
     assert!(html.contains(r#"<tr data-finding="elementwise_unfused" data-status="gone">"#));
-    let kernels = &html[html.find(r#"id="kernel-deltas""#).unwrap()..html.find(r#"id="steps""#).unwrap()];
-    assert!(kernels.contains("<svg") && kernels.contains(r#"<tr data-kernel="vectorized_elementwise_kernel">"#), "{kernels}");
+    let kernels =
+        &html[html.find(r#"id="kernel-deltas""#).unwrap()..html.find(r#"id="steps""#).unwrap()];
+    assert!(
+        kernels.contains("<svg")
+            && kernels.contains(r#"<tr data-kernel="vectorized_elementwise_kernel">"#),
+        "{kernels}"
+    );
     assert!(html.contains(r#"<tr data-basis="per_step">"#));
 
     // Two windows of one run (tests/data/README.md, "Cut windows"): no change per step.
@@ -448,7 +461,10 @@ async fn compare_view_shows_the_verdict_with_its_basis_and_deltas() {
     let a = profile_common::fixture("cut/train_good_warmup_nvtx.sqlite");
     let (code, html) = post_view(&server, "compare", json!({"before": b, "after": a})).await;
     assert_eq!(code, 200, "{html}");
-    assert!(html.contains(r#"data-verdict="no_change" data-basis="per_step""#), "{html}");
+    assert!(
+        html.contains(r#"data-verdict="no_change" data-basis="per_step""#),
+        "{html}"
+    );
 
     // A view always renders the answer: `async` (a job ticket) is left to the tool pages.
     let (code, html) = post_view(

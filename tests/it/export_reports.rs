@@ -325,8 +325,15 @@ fn before_after_pdf_of_two_captures() {
         let delta = format!("{:+.2}", e.change_pct);
         assert!(text.contains(&delta), "{:?} change {delta}", e.basis);
     }
-    let p = c.predictions.iter().find(|p| p.id == "exposed_copies").unwrap();
-    assert!(text.contains(&format!("{:+.1}", p.error_pct)), "prediction error of {p:?}");
+    let p = c
+        .predictions
+        .iter()
+        .find(|p| p.id == "exposed_copies")
+        .unwrap();
+    assert!(
+        text.contains(&format!("{:+.1}", p.error_pct)),
+        "prediction error of {p:?}"
+    );
     // The verdict section comes before comparability and what moved.
     let (v, cmp, moved) = (
         text.find("IMPROVED").unwrap(),

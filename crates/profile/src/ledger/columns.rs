@@ -65,7 +65,8 @@ pub enum Column {
     IdlePageableStaging,
     /// Idle while the launching thread waits for input (queue waits: `sem_wait`, `poll`, `read`, DataLoader ranges).
     IdleDataLoading,
-    /// Idle while the launching thread sleeps or waits on a lock (`nanosleep`, `futex`, `pthread_mutex_lock`).
+    /// Idle while the launching thread sleeps, waits on a lock or on another thread (`nanosleep`, `futex`,
+    /// `pthread_mutex_lock`, `pthread_cond_wait`).
     IdleOsWait,
     /// Idle while CUDA modules load (`cuModuleLoad*`, `cuLibraryLoad*`: lazy loading on first launch).
     IdleModuleLoading,
@@ -173,7 +174,8 @@ impl Column {
 
     /// Idle columns whose cause is on the host (the device waited for the CPU to issue work).
     pub fn is_host_idle(self) -> bool {
-        self.group() == Group::Idle && !matches!(self, Column::IdleQueued | Column::IdleUnattributed)
+        self.group() == Group::Idle
+            && !matches!(self, Column::IdleQueued | Column::IdleUnattributed)
     }
 }
 

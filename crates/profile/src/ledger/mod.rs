@@ -30,12 +30,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use chains::{Chain, ChainSummary, tensors_touched};
-pub use collectives::{Arrivals, RankCollectives, WaitSplit, collectives_of, split};
-pub use sweep::StepAccount;
+pub use collectives::{Arrivals, DECIDED_NS, RankCollectives, WaitSplit, collectives_of, split};
 pub use columns::{Column, Columns, Group};
-pub use idle::{DRAIN_NS, HOST_STRETCH_NS, IdlePiece};
+pub use idle::{DRAIN_NS, HOST_STRETCH_NS, IdlePiece, SLOW_LAUNCH_NS};
 pub use ops::{DeviceOps, Op, OpKind, compute_column, device_ops, is_optimizer_kernel};
-pub use steps::{StepSource, warmup_steps};
+pub use steps::{DeviceSteps, StepSource, StepSpan, device_steps, warmup_steps};
+pub use sweep::StepAccount;
 
 use super::calls::CallKind;
 use super::stats;
@@ -183,7 +183,10 @@ pub fn build(p: &Profile, scope: &ResolvedScope, marker: Option<&str>) -> Result
     let gpus = super::info::gpus(p)?;
     for d in &all {
         let mut l = device_ledger(p, &host, d, marker)?;
-        l.sm_count = gpus.iter().find(|g| g.device == d.device).and_then(|g| g.sm_count);
+        l.sm_count = gpus
+            .iter()
+            .find(|g| g.device == d.device)
+            .and_then(|g| g.sm_count);
         devices.push(l);
     }
     let arrivals = collectives::split_within(p, &all, &mut devices)?;
@@ -221,14 +224,18 @@ fn device_ledger(
         if i >= warmup {
             steady_idle.append(&mut a.idle);
         }
-        comm.extend(a.comm.iter().map(|&(k, ks, s, e)| CommPiece {
-            step: i as u32,
-            kernel: k,
-            kernel_start: ks,
-            start: s,
-            end: e,
-            wait_ns: None,
-            ctas: kernels.get(k as usize).map_or(0, |x| x.blocks().min(u32::MAX as u64) as u32),
+        comm.extend(a.comm.iter().map(|&(k, ks, s, e)| {
+            CommPiece {
+                step: i as u32,
+                kernel: k,
+                kernel_start: ks,
+                start: s,
+                end: e,
+                wait_ns: None,
+                ctas: kernels
+                    .get(k as usize)
+                    .map_or(0, |x| x.blocks().min(u32::MAX as u64) as u32),
+            }
         }));
         let saving: i64 = all_chains
             .iter()

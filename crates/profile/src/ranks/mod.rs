@@ -26,6 +26,7 @@ use super::{ProfileError, Result};
 pub use align::{Alignment, DomainClock};
 pub use analysis::CrossRank;
 pub use digest::{RankDigest, RankIdentity, SkippedFile};
+pub use ledger_set::set_findings;
 
 /// Whether a path names a profile file a set may hold.
 fn is_export(p: &Path) -> bool {
@@ -184,24 +185,6 @@ pub fn analyse(
     let names = files.iter().map(|f| f.display().to_string()).collect();
     let set = merge(&mut digests, names, skipped)?;
     Ok((set, digests))
-}
-
-/// The set's findings: from the ranks' ledgers when every rank has one (Nsight Systems exports), with the
-/// slow-node and slow-link findings of the clock-aligned analysis; the aligned analysis alone otherwise.
-/// Largest predicted saving first (`rules::order`).
-pub fn set_findings(set: &RankSet, digests: &[RankDigest]) -> Vec<crate::rules::Finding> {
-    let aligned = findings::findings(&set.cross_rank);
-    if set.ledger.is_empty() {
-        return aligned;
-    }
-    let mut out = ledger_set::findings(digests, set.arrivals.as_ref());
-    out.extend(
-        aligned
-            .into_iter()
-            .filter(|f| !matches!(f.id.as_str(), "cross_rank_straggler" | "cross_rank_skew_dominated")),
-    );
-    crate::rules::order(&mut out);
-    out
 }
 
 /// Worker threads for digesting: the machine's cores, at most one per file.

@@ -265,7 +265,10 @@ impl Draft {
             dev,
             stake,
             basis: basis.into(),
-            saving: d.steady_steps().map(|s| (s.index, f(s).clamp(0, s.period_ns))).collect(),
+            saving: d
+                .steady_steps()
+                .map(|s| (s.index, f(s).clamp(0, s.period_ns)))
+                .collect(),
             from: from.to_vec(),
             regions: Vec::new(),
             fix: None,
@@ -299,7 +302,9 @@ impl<'a> Ctx<'a> {
     /// The export; rules that need it are run only when it is there ([`registry::RuleSpec::needs_profile`]).
     pub fn p(&self) -> Result<&'a Profile> {
         self.p.ok_or_else(|| {
-            super::ProfileError::Missing("this rule needs the export itself, not only its ledger".into())
+            super::ProfileError::Missing(
+                "this rule needs the export itself, not only its ledger".into(),
+            )
         })
     }
 
@@ -325,7 +330,13 @@ impl<'a> Ctx<'a> {
     }
 
     /// One finding per device draft whose stake reaches `min_share_pct` of the steady window (0: any stake).
-    pub fn emit(&mut self, id: &str, drafts: Vec<Draft>, min_share_pct: f64, text: &registry::RuleText) {
+    pub fn emit(
+        &mut self,
+        id: &str,
+        drafts: Vec<Draft>,
+        min_share_pct: f64,
+        text: &registry::RuleText,
+    ) {
         let mut shares = Vec::new();
         let mut below = Vec::new();
         for dr in drafts {
@@ -427,10 +438,15 @@ pub(crate) fn ms(ns: i64) -> String {
 /// A device's ledger in short.
 pub fn summary(d: &DeviceLedger) -> LedgerSummary {
     let st = &d.steady;
-    let groups_pct = [Group::Compute, Group::Communication, Group::Copy, Group::Idle]
-        .iter()
-        .map(|&g| (g.as_str().to_string(), d.share(st.columns.group(g))))
-        .collect();
+    let groups_pct = [
+        Group::Compute,
+        Group::Communication,
+        Group::Copy,
+        Group::Idle,
+    ]
+    .iter()
+    .map(|&g| (g.as_str().to_string(), d.share(st.columns.group(g))))
+    .collect();
     let mut cols: Vec<(Column, i64)> = st.columns.iter().collect();
     cols.sort_by_key(|&(c, v)| (std::cmp::Reverse(v), c.index()));
     LedgerSummary {
@@ -490,7 +506,12 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
             reason: window_reason(d),
         })
         .collect();
-    let summaries: Vec<LedgerSummary> = l.devices.iter().filter(|d| d.steady.steps > 0).map(summary).collect();
+    let summaries: Vec<LedgerSummary> = l
+        .devices
+        .iter()
+        .filter(|d| d.steady.steps > 0)
+        .map(summary)
+        .collect();
     if windows.is_empty() {
         return Ok(Rules {
             findings: Vec::new(),
@@ -515,7 +536,11 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
     let overlaps = overlaps(&cx);
     let mut findings = cx.findings;
     order(&mut findings);
-    let highest = findings.iter().map(|f| f.severity).max().unwrap_or(Severity::Info);
+    let highest = findings
+        .iter()
+        .map(|f| f.severity)
+        .max()
+        .unwrap_or(Severity::Info);
     let verdict = verdict(&findings, &summaries);
     Ok(Rules {
         findings,
@@ -569,7 +594,11 @@ fn verdict(findings: &[Finding], summaries: &[LedgerSummary]) -> String {
         _ => {
             let top = summaries
                 .iter()
-                .filter_map(|s| s.top_columns.first().map(|c| format!("device {}: {} {}%", s.device, c.0, c.1)))
+                .filter_map(|s| {
+                    s.top_columns
+                        .first()
+                        .map(|c| format!("device {}: {} {}%", s.device, c.0, c.1))
+                })
                 .collect::<Vec<_>>()
                 .join(", ");
             format!(
