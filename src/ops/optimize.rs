@@ -525,7 +525,7 @@ fn profile_situation(s: &mut Situation, u: &aisp_profile::usage::Usage) {
     if u.has("torch_compile") {
         s.in_use.insert("torch-compile".into(), ev("torch_compile"));
     }
-    if u.has("host_copies") && !u.has("pageable_copies") && u.columns.get("h2d_pinned").is_some() {
+    if u.has("host_copies") && !u.has("pageable_copies") && u.columns.contains_key("h2d_pinned") {
         s.in_use.insert(
             "pinned-memory".into(),
             format!("the host copies are pinned; {}", ev("host_copies")),

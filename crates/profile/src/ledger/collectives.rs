@@ -166,8 +166,8 @@ pub fn split(ranks: &[RankCollectives], shifts: &[i64]) -> WaitSplit {
                 continue;
             }
             out.arrivals.instances += 1;
-            for r in 0..n {
-                out.arrivals.wait_ns[r] += durs[r] - min;
+            for (w, d) in out.arrivals.wait_ns.iter_mut().zip(&durs).take(n) {
+                *w += d - min;
             }
             let second = durs
                 .iter()

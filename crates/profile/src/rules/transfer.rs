@@ -287,8 +287,9 @@ pub(crate) fn overlapped_backward(
 /// a step that already overlaps some (DDP) can save the exposed time except its last collective's, at most its
 /// compute time.
 fn comm_savings(d: &DeviceLedger, col: Column) -> BTreeMap<u32, (i64, i64)> {
-    // Per step, per collective kernel in launch order: (kernel start, exposed transfer, thread blocks).
-    let mut kernels: BTreeMap<u32, BTreeMap<(i64, u32), (i64, u32)>> = BTreeMap::new();
+    // Per step, per collective kernel in launch order (kernel start, kernel): (exposed transfer, thread blocks).
+    type Units = BTreeMap<(i64, u32), (i64, u32)>;
+    let mut kernels: BTreeMap<u32, Units> = BTreeMap::new();
     for c in &d.comm {
         let e = kernels
             .entry(c.step)

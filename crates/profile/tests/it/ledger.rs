@@ -180,7 +180,8 @@ fn dump_rules() {
 #[test]
 fn the_steady_groups_match_an_independent_sql_computation() {
     // (fixture, device, steady start, steady end, steady steps, [compute, communication, copy, idle] ns)
-    let expected: &[(&str, i64, i64, i64, usize, [i64; 4])] = &[
+    type Expected = (&'static str, i64, i64, i64, usize, [i64; 4]);
+    let expected: &[Expected] = &[
         (
             "train_good.sqlite",
             0,
