@@ -14,7 +14,7 @@ cancelled; the token gate refuses without the token and admits with it.
 
 Part 2 (a real number on every page): the overview's no-GPU state with the
 probe's reason (or live GPU cards where NVML finds GPUs) and the triage's next
-steps; the compare verdict of two fixtures (no change, +2.54 % per step with its interval, ground
+steps; the compare verdict of two fixtures (no change, +2.68 % per step with its interval, ground
 truth in tests/data/README.md) and a cancelled comparison; a leaderboard row
 and the roofline of history imported from examples/benchmark (values from its
 run.json); the memory per GPU of a plan (equal to the CLI's answer); a cited
@@ -398,7 +398,7 @@ def test_compare(d, base, shots, tmp):
     v = d.find_element(By.CSS_SELECTOR, "#verdict [data-verdict]")
     check(v.get_attribute("data-verdict") == "no_change" and v.get_attribute("data-basis") == "per_step",
           f"verdict of steady -> warmup: {v.get_attribute('data-verdict')} on {v.get_attribute('data-basis')}")
-    check("+2.54 %" in v.text and "95 % interval -4.89 % to +5.17 %" in v.text,
+    check("+2.68 %" in v.text and "95 % interval -4.78 % to +4.89 %" in v.text,
           f"the verdict states its change and interval: {v.text}")
     first = d.find_element(By.CSS_SELECTOR, "#compare-view section.panel")
     check(first.get_attribute("id") == "verdict", "the verdict leads the page")

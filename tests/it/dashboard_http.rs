@@ -430,11 +430,11 @@ async fn compare_view_shows_the_verdict_with_its_basis_and_deltas() {
         "the verdict comes first"
     );
     assert!(
-        html.contains(r#"data-verdict="improved" data-basis="per_step" data-change-pct="-78.35""#),
+        html.contains(r#"data-verdict="improved" data-basis="per_step" data-change-pct="-78.34""#),
         "{html}"
     );
     assert!(
-        html.contains("step 6.131 ms → 1.328 ms: -78.35 %"),
+        html.contains("step 6.130 ms → 1.327 ms: -78.34 %"),
         "{html}"
     );
     let pred = &html[html
@@ -442,7 +442,7 @@ async fn compare_view_shows_the_verdict_with_its_basis_and_deltas() {
         .expect("prediction row")..];
     let pred = &pred[..pred.find("</tr>").unwrap()];
     assert!(
-        pred.contains("1.331 ms") && pred.contains("1.328 ms") && pred.contains("gone"),
+        pred.contains("1.331 ms") && pred.contains("1.327 ms") && pred.contains("gone"),
         "{pred}"
     );
     assert!(html.contains(r#"<tr data-fact="gpu_model" data-same="yes" data-effect="none">"#));

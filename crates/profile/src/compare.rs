@@ -3,7 +3,8 @@
 //! can be trusted:
 //!
 //! - **The unit is a step on the GPU timeline.** Each side's steady steps
-//!   (after warm-up) give one period each: NVTX step ranges (`per_step`), or,
+//!   (after warm-up, but the last: it has no next step to end its period)
+//!   give one period each: NVTX step ranges (`per_step`), or,
 //!   without them, the iterations of a kernel that runs once per iteration
 //!   (`per_unit`: a window cut from a longer run holds a whole number of such
 //!   units, and a unit of identical work is what can be compared). Never a
@@ -169,8 +170,9 @@ pub struct Side {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<u32>,
     pub warmup_steps: usize,
+    /// Steady steps compared: those after warm-up but the last (it has no next step to end its period).
     pub steady_steps: usize,
-    /// Median steady period of that device.
+    /// Median period of those steps.
     pub step_median_ns: i64,
     /// Coefficient of variation of its steady periods, %.
     pub step_cv_pct: f64,
@@ -322,11 +324,21 @@ pub struct Compare {
 struct RunDevice {
     rank: Option<u32>,
     ledger: DeviceLedger,
+    /// The periods compare reads: the steady steps' but the device's last step, which has no next step to end
+    /// its period (the ledger ends it at its own last operation, short of a whole period, and a window that
+    /// cuts a step leaves a fragment there).
+    periods: Vec<i64>,
     gpu: Option<String>,
     uuid: Option<String>,
     /// Per kernel name: (median count, mean ns) per steady step, and its ledger column.
     per_step: BTreeMap<String, (f64, f64, Column)>,
     gemms: f64,
+}
+
+impl RunDevice {
+    fn median_ns(&self) -> i64 {
+        median_of(&self.periods).round() as i64
+    }
 }
 
 /// An identical launch: demangled name, grid, block.
@@ -449,13 +461,8 @@ impl Run {
     fn lead(&self) -> Option<&RunDevice> {
         self.devices
             .iter()
-            .filter(|d| d.ledger.steady.steps > 0)
-            .max_by_key(|d| {
-                (
-                    d.ledger.steady.period_median_ns,
-                    std::cmp::Reverse(d.ledger.device),
-                )
-            })
+            .filter(|d| !d.periods.is_empty())
+            .max_by_key(|d| (d.median_ns(), std::cmp::Reverse(d.ledger.device)))
     }
 
     /// Per kernel name over all devices: (count, ns, column) per typical step.
@@ -549,8 +556,18 @@ fn device_work(
         ),
         None => (None, None),
     };
+    let last = l.steps.last().map(|x| x.index);
+    let mut periods: Vec<i64> = l
+        .steady_steps()
+        .filter(|x| Some(x.index) != last)
+        .map(|x| x.period_ns)
+        .collect();
+    if periods.is_empty() {
+        periods = l.steady_steps().map(|x| x.period_ns).collect();
+    }
     Ok(RunDevice {
         rank,
+        periods,
         ledger: l,
         gpu,
         uuid,
@@ -687,15 +704,15 @@ fn side(r: &Run) -> Side {
         Some(d) => {
             let l = &d.ledger;
             (
-                l.steady_steps().map(|s| s.period_ns).collect(),
+                d.periods.clone(),
                 l.source.clone(),
                 unit_of(l),
                 l.device,
                 d.rank,
                 l.warmup_steps,
-                l.steady.steps,
-                l.steady.period_median_ns,
-                l.steady.period_cv_pct,
+                d.periods.len(),
+                d.median_ns(),
+                super::iterations::spread(&d.periods).map_or(0.0, |x| x.cv_pct),
             )
         }
         None => (
@@ -1036,7 +1053,7 @@ fn predictions(b: &Run, a: &Run) -> Vec<Prediction> {
         let Some(dev) = dev else {
             continue;
         };
-        let measured = dev.ledger.steady.period_median_ns;
+        let measured = dev.median_ns();
         if measured <= 0 {
             continue;
         }

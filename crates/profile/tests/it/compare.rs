@@ -326,6 +326,12 @@ fn windows_of_one_run_and_the_same_capture_are_no_change() {
     );
     let st = c.step.unwrap();
     assert!(st.ci_low_pct < 0.0 && st.ci_high_pct > 0.0, "{st:?}");
+    // tests/data/README.md, "Cut windows": the GPU step periods' medians 8,998,761 → 9,239,527.5 ns (SQL).
+    assert_eq!(
+        (st.before_median_ns, st.after_median_ns, st.change_pct),
+        (8_998_761.0, 9_239_527.5, 2.68)
+    );
+    assert_eq!((st.ci_low_pct, st.ci_high_pct), (-4.78, 4.89));
     let c = compare::compare(
         &profile_common::open("ddp.sqlite"),
         &profile_common::open("ddp.sqlite"),
