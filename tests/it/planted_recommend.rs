@@ -13,18 +13,9 @@ use serde_json::{Value, json};
 
 /// The profile of a case: its export, or the folder of its ranks.
 fn profile_path(case: &str, ranks: u64) -> String {
-    if ranks > 1 {
-        let mut dir = None;
-        for r in 0..ranks {
-            let f = profile_common::fixture(&format!("planted/{case}/rank{r}.sqlite"));
-            dir = f.parent().map(Path::to_path_buf);
-        }
-        dir.unwrap().display().to_string()
-    } else {
-        profile_common::fixture(&format!("planted/{case}.sqlite"))
-            .display()
-            .to_string()
-    }
+    profile_common::planted(case, ranks as usize)
+        .display()
+        .to_string()
 }
 
 fn recommend(args: Value) -> Value {

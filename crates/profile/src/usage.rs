@@ -104,6 +104,23 @@ impl Seen {
     }
 }
 
+/// The kernels of each kind the run launched.
+#[derive(Default)]
+struct Tally {
+    attention: Seen,
+    fused_attention: Seen,
+    gemm: Seen,
+    reduced: Seen,
+    simt: Seen,
+    tf32: Seen,
+    conv: Seen,
+    elementwise: Seen,
+    fused_opt: Seen,
+    per_tensor_opt: Seen,
+    triton: Seen,
+    nccl: Seen,
+}
+
 /// What the run of an export has and uses.
 pub fn usage(p: &Profile) -> Result<Usage> {
     let scope = p.resolve(&Scope::default())?;
@@ -114,22 +131,7 @@ pub fn usage(p: &Profile) -> Result<Usage> {
         .filter(|d| d.steady.steps > 0)
         .max_by_key(|d| d.steady.period_median_ns);
     let kernels = p.kernels()?;
-    let (mut attention, mut fused_att, mut gemm, mut reduced, mut simt, mut tf32) = (
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-    );
-    let (mut conv, mut elementwise, mut fused_opt, mut per_tensor_opt, mut triton, mut nccl) = (
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-        Seen::default(),
-    );
+    let mut t = Tally::default();
     let mut cache: BTreeMap<i64, classify::Classification> = BTreeMap::new();
     for k in kernels {
         let short = p.string(k.short_name);
@@ -140,19 +142,19 @@ pub fn usage(p: &Profile) -> Result<Usage> {
         let lower = demangled.to_ascii_lowercase();
         match c.class {
             KernelClass::Attention => {
-                attention.add(short);
+                t.attention.add(short);
                 if fused_attention(demangled) {
-                    fused_att.add(short);
+                    t.fused_attention.add(short);
                 }
             }
             KernelClass::GemmTensorCore | KernelClass::GemmSimtFp32 | KernelClass::GemmUnknown => {
-                gemm.add(short);
+                t.gemm.add(short);
                 if lower.contains("conv") || lower.contains("dgrad") || lower.contains("wgrad") {
-                    conv.add(short);
+                    t.conv.add(short);
                 }
                 match (c.class, c.precision) {
-                    (KernelClass::GemmSimtFp32, _) => simt.add(short),
-                    (_, Some(Precision::Tf32)) => tf32.add(short),
+                    (KernelClass::GemmSimtFp32, _) => t.simt.add(short),
+                    (_, Some(Precision::Tf32)) => t.tf32.add(short),
                     (
                         KernelClass::GemmTensorCore,
                         Some(
@@ -162,35 +164,35 @@ pub fn usage(p: &Profile) -> Result<Usage> {
                             | Precision::Fp4
                             | Precision::Int8,
                         ),
-                    ) => reduced.add(short),
+                    ) => t.reduced.add(short),
                     // Tensor-core GEMMs whose name does not give the precision: not fp32 (that would be TF32 or
                     // SIMT), so a reduced precision.
                     (KernelClass::GemmTensorCore, None) if !lower.contains("f32f32") => {
-                        reduced.add(short)
+                        t.reduced.add(short)
                     }
                     _ => {}
                 }
             }
-            KernelClass::Communication => nccl.add(short),
-            KernelClass::Elementwise => elementwise.add(short),
+            KernelClass::Communication => t.nccl.add(short),
+            KernelClass::Elementwise => t.elementwise.add(short),
             _ => {}
         }
         if ledger::is_optimizer_kernel(demangled) {
-            fused_opt.add(short);
+            t.fused_opt.add(short);
         } else if lower.contains("lerp_kernel")
             || lower.contains("addcdiv")
             || lower.contains("addcmul")
         {
-            per_tensor_opt.add(short);
+            t.per_tensor_opt.add(short);
         }
         if short.starts_with("triton_")
             || lower.contains("triton_poi")
             || lower.contains("triton_red")
         {
-            triton.add(short);
+            t.triton.add(short);
         }
         if super::nccl::is_nccl(short) && c.class != KernelClass::Communication {
-            nccl.add(short);
+            t.nccl.add(short);
         }
     }
     // CUDA graph launches.
@@ -205,80 +207,57 @@ pub fn usage(p: &Profile) -> Result<Usage> {
             graph_launches += 1;
         }
     }
-    let mut facts = vec![
-        fact(
-            "attention",
-            attention.count > 0,
-            attention.say("attention kernels"),
-        ),
-        fact(
+    let kinds: [(&str, &Seen, &str); 10] = [
+        ("attention", &t.attention, "attention kernels"),
+        (
             "fused_attention",
-            fused_att.count > 0,
-            fused_att.say("fused attention kernels"),
+            &t.fused_attention,
+            "fused attention kernels",
         ),
-        fact("gemm", gemm.count > 0, gemm.say("GEMM kernels")),
-        fact(
+        ("gemm", &t.gemm, "GEMM kernels"),
+        (
             "gemm_reduced_precision",
-            reduced.count > 0,
-            reduced.say("reduced-precision (bf16/fp16/fp8) tensor-core GEMM kernels"),
+            &t.reduced,
+            "reduced-precision (bf16/fp16/fp8) tensor-core GEMM kernels",
         ),
-        fact(
-            "gemm_fp32_simt",
-            simt.count > 0,
-            simt.say("fp32 GEMM kernels on CUDA cores"),
-        ),
-        fact(
-            "gemm_tf32",
-            tf32.count > 0,
-            tf32.say("TF32 tensor-core GEMM kernels"),
-        ),
-        fact(
-            "convolution",
-            conv.count > 0,
-            conv.say("convolution kernels"),
-        ),
-        fact(
-            "elementwise",
-            elementwise.count > 0,
-            elementwise.say("elementwise kernels"),
-        ),
-        fact(
-            "optimizer",
-            fused_opt.count + per_tensor_opt.count > 0,
-            if fused_opt.count + per_tensor_opt.count == 0 {
-                "no optimizer kernels (no multi-tensor or fused optimizer, no per-tensor lerp/addcdiv updates)".into()
-            } else {
-                format!(
-                    "{} fused and {} per-tensor optimizer kernels",
-                    fused_opt.count, per_tensor_opt.count
-                )
-            },
-        ),
-        fact(
-            "fused_optimizer",
-            fused_opt.count > 0,
-            fused_opt.say("multi-tensor or fused optimizer kernels"),
-        ),
-        fact(
-            "cuda_graphs",
-            graph_launches > 0,
-            if graph_launches > 0 {
-                format!("{graph_launches} cudaGraphLaunch calls")
-            } else {
-                "no cudaGraphLaunch call".into()
-            },
-        ),
-        fact(
-            "torch_compile",
-            triton.count > 0,
-            triton.say("Triton kernels from Inductor"),
-        ),
-        fact(
-            "collectives",
-            nccl.count > 0,
-            nccl.say("collective (NCCL) kernels"),
-        ),
+        ("gemm_fp32_simt", &t.simt, "fp32 GEMM kernels on CUDA cores"),
+        ("gemm_tf32", &t.tf32, "TF32 tensor-core GEMM kernels"),
+        ("convolution", &t.conv, "convolution kernels"),
+        ("elementwise", &t.elementwise, "elementwise kernels"),
+        ("torch_compile", &t.triton, "Triton kernels from Inductor"),
+        ("collectives", &t.nccl, "collective (NCCL) kernels"),
     ];
+    let mut facts: Vec<UsageFact> = kinds
+        .iter()
+        .map(|(feature, seen, what)| fact(feature, seen.count > 0, seen.say(what)))
+        .collect();
+    let optimizers = t.fused_opt.count + t.per_tensor_opt.count;
+    facts.push(fact(
+        "optimizer",
+        optimizers > 0,
+        if optimizers == 0 {
+            "no optimizer kernels (no multi-tensor or fused optimizer, no per-tensor lerp/addcdiv updates)".into()
+        } else {
+            format!(
+                "{} fused and {} per-tensor optimizer kernels",
+                t.fused_opt.count, t.per_tensor_opt.count
+            )
+        },
+    ));
+    facts.push(fact(
+        "fused_optimizer",
+        t.fused_opt.count > 0,
+        t.fused_opt.say("multi-tensor or fused optimizer kernels"),
+    ));
+    facts.push(fact(
+        "cuda_graphs",
+        graph_launches > 0,
+        if graph_launches > 0 {
+            format!("{graph_launches} cudaGraphLaunch calls")
+        } else {
+            "no cudaGraphLaunch call".into()
+        },
+    ));
     let mut columns = BTreeMap::new();
     let (mut step_ns, mut steps_from) = (0, StepSource::Span);
     if let Some(d) = lead {

@@ -9,18 +9,8 @@ use aisp_profile::compare::{self, Basis, Compare, Verdict};
 
 use crate::profile_common;
 
-/// The export of a one-GPU case, or the folder of a 4-rank set.
 fn run_path(case: &str, ranks: usize) -> PathBuf {
-    if ranks > 1 {
-        let mut dir = None;
-        for r in 0..ranks {
-            let f = profile_common::fixture(&format!("planted/{case}/rank{r}.sqlite"));
-            dir = f.parent().map(Path::to_path_buf);
-        }
-        dir.unwrap()
-    } else {
-        profile_common::fixture(&format!("planted/{case}.sqlite"))
-    }
+    profile_common::planted(case, ranks)
 }
 
 fn compare_cases(before: &str, after: &str, ranks: usize) -> Compare {
