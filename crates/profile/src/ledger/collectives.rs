@@ -166,7 +166,7 @@ pub fn split(ranks: &[RankCollectives], shifts: &[i64]) -> WaitSplit {
                 continue;
             }
             out.arrivals.instances += 1;
-            for (w, d) in out.arrivals.wait_ns.iter_mut().zip(&durs).take(n) {
+            for (w, d) in out.arrivals.wait_ns.iter_mut().zip(&durs) {
                 *w += d - min;
             }
             let second = durs

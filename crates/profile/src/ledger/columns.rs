@@ -65,8 +65,7 @@ pub enum Column {
     IdlePageableStaging,
     /// Idle while the launching thread waits for input (queue waits: `sem_wait`, `poll`, `read`, DataLoader ranges).
     IdleDataLoading,
-    /// Idle while the launching thread sleeps, waits on a lock or on another thread (`nanosleep`, `futex`,
-    /// `pthread_mutex_lock`, `pthread_cond_wait`).
+    /// Idle while the launching thread sleeps or waits on a lock (`nanosleep`, `futex`, `pthread_mutex_lock`).
     IdleOsWait,
     /// Idle while CUDA modules load (`cuModuleLoad*`, `cuLibraryLoad*`: lazy loading on first launch).
     IdleModuleLoading,

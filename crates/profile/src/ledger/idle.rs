@@ -16,9 +16,12 @@
 //!    module (CUDA lazy loading) or compiling it → `idle_module_loading`;
 //! 4. for what is left of stretches of 100 µs or more: OS runtime calls of the
 //!    thread — queue waits and reads (`sem_wait`, `poll`, `read`, ...) or a
-//!    DataLoader NVTX range → `idle_data_loading`; sleeps, locks and condition
-//!    variables (`nanosleep`, `futex`, `pthread_mutex_lock`,
-//!    `pthread_cond_wait`: waiting on another thread) → `idle_os_wait`;
+//!    DataLoader NVTX range → `idle_data_loading` (Python's queues and locks
+//!    wait in `sem_*` on Linux); sleeps and locks (`nanosleep`, `futex`,
+//!    `pthread_mutex_lock`) → `idle_os_wait`. A condition-variable wait
+//!    (`pthread_cond_*`) is a hand-off inside native code — the main thread
+//!    waiting in `loss.backward()` while autograd's thread launches — so the
+//!    device waits for the other thread's host work: it falls through to 5;
 //! 5. the rest is host code outside any recorded call: `idle_launch_overhead`
 //!    in stretches under 1 ms (the host's per-operation cost), else
 //!    `idle_host_compute`.
@@ -144,6 +147,7 @@ fn osrt_cause(name: &str) -> Option<(u8, Column)> {
     const INPUT: &[&str] = &[
         "sem_wait",
         "sem_timedwait",
+        "sem_clockwait",
         "poll",
         "ppoll",
         "epoll_wait",
@@ -161,6 +165,9 @@ fn osrt_cause(name: &str) -> Option<(u8, Column)> {
     ];
     if INPUT.contains(&name) {
         return Some((5, Column::IdleDataLoading));
+    }
+    if name.starts_with("pthread_cond_") {
+        return None;
     }
     match calls::osrt_kind(name) {
         CallKind::OsWait => Some((6, Column::IdleOsWait)),
@@ -427,5 +434,7 @@ mod tests {
             Column::IdleOsWait
         );
         assert_eq!(osrt_cause("ioctl"), None);
+        assert_eq!(osrt_cause("pthread_cond_wait"), None);
+        assert_eq!(osrt_cause("pthread_cond_timedwait"), None);
     }
 }

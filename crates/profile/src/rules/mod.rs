@@ -383,7 +383,7 @@ impl<'a> Ctx<'a> {
                 evidence: dr.evidence,
                 why: text.why.into(),
                 fix: match dr.fix {
-                    Some(f) => format!("{f} {}", text.fix),
+                    Some(f) => format!("{f} In general: {}", text.fix),
                     None => text.fix.into(),
                 },
                 verify: text.verify.into(),
