@@ -52,6 +52,10 @@ pub enum TableKind {
     // and what the CPU threads did during each GPU gap explained so far
     // (`gaps` and `rules` explain many of the same gaps).
     GapExplanations,
+    // and, for the whole export (no device, process or trim), each device's operations in start order and its
+    // windows (every question reads them: the steady window is on the GPU timeline).
+    DeviceOps,
+    DeviceWindows,
 }
 
 /// Bytes a decoded table holds in memory (rows, strings, index entries), an

@@ -301,22 +301,97 @@ impl OsrtCalls {
             .filter(|c| bounds.is_none_or(|(lo, hi)| c.max_end > lo && c.min_start < hi))
             .filter(|c| near(c))
             .collect();
-        fold_runs(
+        fold_rows(
             &wanted,
+            threads,
+            init,
+            |acc: &mut A, start, end, gtid, name| {
+                if bounds.is_none_or(|(lo, hi)| end > lo && start < hi) {
+                    row(acc, start, end, gtid, name);
+                }
+            },
+        )
+    }
+
+    /// The name ids of the calls (each once, in no particular order).
+    pub fn name_ids(&self) -> Vec<i64> {
+        self.name_acc.keys().copied().collect()
+    }
+
+    /// [`OsrtCalls::fold_near`] with windows per thread (each thread's sorted, not overlapping), for the
+    /// calls whose name `wanted` accepts: only those calls of those threads are folded, and whole chunks
+    /// without any are skipped. nsys writes each thread's calls together, so a chunk nearly always holds one
+    /// thread: the busy threads of a process (NCCL's proxy, a TCPStore's poll) are never decoded.
+    pub fn fold_threads_near<A, I, F, N>(
+        &self,
+        windows: &FxHashMap<i64, Vec<(i64, i64)>>,
+        wanted: N,
+        threads: usize,
+        init: I,
+        row: F,
+    ) -> Vec<A>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, i64, i64, i64, i64) + Sync,
+        N: Fn(i64) -> bool + Sync,
+    {
+        let meets = |w: &[(i64, i64)], lo: i64, hi: i64| {
+            let i = w.partition_point(|&(_, e)| e <= lo);
+            w.get(i).is_some_and(|&(s, _)| s < hi)
+        };
+        let wanted_chunks: Vec<&Chunk> = self
+            .chunks
+            .iter()
+            .filter(|c| {
+                c.threads.iter().any(|t| {
+                    windows
+                        .get(t)
+                        .is_some_and(|w| meets(w, c.min_start, c.max_end))
+                })
+            })
+            .collect();
+        fold_runs(
+            &wanted_chunks,
             threads,
             Order::Rows,
             init,
             |acc: &mut A, c: &Chunk| {
+                let names: Vec<bool> = c.names.iter().map(|&n| wanted(n)).collect();
+                let mine: Vec<bool> = c.threads.iter().map(|t| windows.contains_key(t)).collect();
+                if !names.contains(&true) {
+                    return;
+                }
                 c.each(|start, end, t, n| {
-                    if bounds.is_none_or(|(lo, hi)| end > lo && start < hi) {
-                        let gtid = c.threads.get(t as usize).copied().unwrap_or(0);
-                        let name = c.names.get(n as usize).copied().unwrap_or(0);
-                        row(acc, start, end, gtid, name);
+                    if names.get(n as usize) == Some(&true) && mine.get(t as usize) == Some(&true) {
+                        row(acc, start, end, c.threads[t as usize], c.names[n as usize]);
                     }
                 });
             },
         )
     }
+}
+
+/// Fold the rows of `chunks` as `(start, end, globalTid, nameId)`, one accumulator per run, in row order.
+fn fold_rows<A, I, F>(chunks: &[&Chunk], threads: usize, init: I, row: F) -> Vec<A>
+where
+    A: Send,
+    I: Fn() -> A + Sync,
+    F: Fn(&mut A, i64, i64, i64, i64) + Sync,
+{
+    fold_runs(
+        chunks,
+        threads,
+        Order::Rows,
+        init,
+        |acc: &mut A, c: &Chunk| {
+            c.each(|start, end, t, n| {
+                let gtid = c.threads.get(t as usize).copied().unwrap_or(0);
+                let name = c.names.get(n as usize).copied().unwrap_or(0);
+                row(acc, start, end, gtid, name);
+            });
+        },
+    )
 }
 
 /// Whether a fold's accumulators must come back in row order.

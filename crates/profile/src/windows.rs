@@ -92,8 +92,45 @@ impl DeviceWindows {
     }
 }
 
-/// Windows of every device in scope (devices that ran kernels, copies or memsets).
+/// What the kept windows of the whole export hold.
+struct KeptWindows(Vec<DeviceWindows>);
+
+impl super::loaded::Footprint for KeptWindows {
+    fn footprint(&self) -> u64 {
+        self.0
+            .iter()
+            .map(|w| {
+                let ranges = w.step_ranges.as_ref().map_or(0, |r| {
+                    r.ranges
+                        .iter()
+                        .map(|n| std::mem::size_of_val(n) + n.name.capacity())
+                        .sum::<usize>()
+                });
+                (std::mem::size_of::<DeviceWindows>() + w.global_pids.capacity() * 8 + ranges)
+                    as u64
+            })
+            .sum()
+    }
+}
+
+/// Windows of every device in scope (devices that ran kernels, copies or memsets); kept with the export's
+/// tables for the whole export (every question of a session reads them).
 pub fn device_windows(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceWindows>> {
+    if !scope.is_whole() {
+        return read_device_windows(p, scope);
+    }
+    if let Some(kept) = p.kept::<KeptWindows>(super::loaded::TableKind::DeviceWindows) {
+        return Ok(kept.0.clone());
+    }
+    let all = read_device_windows(p, scope)?;
+    p.keep(
+        super::loaded::TableKind::DeviceWindows,
+        std::sync::Arc::new(KeptWindows(all.clone())),
+    );
+    Ok(all)
+}
+
+fn read_device_windows(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceWindows>> {
     let kernels = p.kernels()?;
     let ops = super::ledger::device_ops(p, scope)?;
     let mut out = Vec::new();

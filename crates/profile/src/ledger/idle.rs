@@ -335,53 +335,75 @@ fn leftover(free: &[Interval], stretch: i64, out: &mut Vec<Piece>) {
 
 /// One read of the OS runtime calls near the pending stretches, then label them.
 fn osrt_pass(p: &Profile, pending: &mut [Pending], out: &mut Vec<(Piece, i64)>) -> Result<()> {
-    // Windows sorted and disjoint (stretches of one device are), each pointing back at its stretch.
-    let mut windows: Vec<(i64, i64, usize)> = pending
+    // Per thread, windows sorted and disjoint (stretches of one device are), each naming its stretch and its
+    // free interval: a call of another thread never explains a stretch, and long calls of busy threads (a
+    // TCPStore's accept poll, NCCL's proxy) would otherwise be matched against every window they span.
+    let mut by_thread: FxHashMap<i64, Vec<Window>> = FxHashMap::default();
+    for (i, pd) in pending.iter().enumerate() {
+        let mine = by_thread.entry(pd.tid).or_default();
+        mine.extend(pd.free.iter().enumerate().map(|(j, &(s, e))| (s, e, i, j)));
+    }
+    for windows in by_thread.values_mut() {
+        windows.sort_unstable();
+    }
+    let spans: FxHashMap<i64, Vec<Interval>> = by_thread
         .iter()
-        .enumerate()
-        .flat_map(|(i, pd)| pd.free.iter().map(move |&(s, e)| (s, e, i)))
+        .map(|(&tid, w)| (tid, w.iter().map(|w| (w.0, w.1)).collect()))
         .collect();
-    windows.sort_unstable();
-    let bounds: Vec<Interval> = intervals::union(windows.iter().map(|w| (w.0, w.1)).collect());
-    type Acc = Vec<(usize, i64, i64, i64)>;
-    let parts: Vec<Acc> =
-        p.fold_osrt_near(&bounds, Vec::new, |acc: &mut Acc, s, e, gtid, name| {
+    // Each name's cause once (the string table, not the profile, goes to the readers' threads: the
+    // profile's lazy tables are not Sync); a thread's ioctl and condition waits, most of its calls, have none.
+    let strings = p.strings().ok();
+    let cause_of = |id: i64| osrt_cause(strings.map_or("", |t| t.get(id)));
+    let causes: FxHashMap<i64, (u8, Column)> = p
+        .osrt_name_ids()?
+        .into_iter()
+        .filter_map(|id| cause_of(id).map(|c| (id, c)))
+        .collect();
+    let parts: Vec<OsrtAcc> = p.fold_osrt_threads_near(
+        &spans,
+        |name| causes.contains_key(&name),
+        OsrtAcc::default,
+        |acc, s, e, gtid, name| {
+            let (Some(windows), Some(&(prio, col))) = (by_thread.get(&gtid), causes.get(&name))
+            else {
+                return;
+            };
             let mut k = windows.partition_point(|w| w.1 <= s);
             while k < windows.len() && windows[k].0 < e {
-                let (ws, we, i) = windows[k];
-                if pending[i].tid == gtid {
-                    acc.push((i, s.max(ws), e.min(we), name));
-                }
+                let (ws, we, i, j) = windows[k];
+                acc.levels.push((i, j, prio, col, (s.max(ws), e.min(we))));
                 k += 1;
             }
-        })?;
-    let mut per: Vec<Vec<(u8, Column, Interval)>> = vec![Vec::new(); pending.len()];
-    let mut names: FxHashMap<i64, Option<(u8, Column)>> = FxHashMap::default();
-    for part in parts {
-        for (i, s, e, name) in part {
-            let cause = *names
-                .entry(name)
-                .or_insert_with(|| osrt_cause(p.string(name)));
-            if let Some((prio, col)) = cause {
-                per[i].push((prio, col, (s, e)));
-            }
-        }
+        },
+    )?;
+    let mut per: Vec<Vec<Vec<Level>>> = pending
+        .iter()
+        .map(|pd| vec![Vec::new(); pd.free.len()])
+        .collect();
+    for (i, j, prio, col, iv) in parts.into_iter().flat_map(|part| part.levels) {
+        per[i][j].push((prio, col, iv));
     }
     for (pd, levels) in pending.iter().zip(per) {
         let mut rest = Vec::new();
         let mut mine = Vec::new();
-        for &(s, e) in &pd.free {
-            let lv: Vec<(u8, Column, Interval)> = levels
-                .iter()
-                .copied()
-                .filter(|l| l.2.0 < e && l.2.1 > s)
-                .collect();
+        for (&(s, e), lv) in pd.free.iter().zip(levels) {
             rest.extend(cover(s, e, lv, &mut mine));
         }
         leftover(&rest, pd.stretch, &mut mine);
         out.extend(mine.into_iter().map(|piece| (piece, pd.tid)));
     }
     Ok(())
+}
+
+/// A free interval of a pending stretch: start, end, the stretch's index and the interval's index in it.
+type Window = (i64, i64, usize, usize);
+/// A cause's priority, its column and the part of one window it covers.
+type Level = (u8, Column, Interval);
+
+/// What one reader of the OS runtime calls keeps: the labelled parts of windows, by stretch and window.
+#[derive(Default)]
+struct OsrtAcc {
+    levels: Vec<(usize, usize, u8, Column, Interval)>,
 }
 
 #[cfg(test)]

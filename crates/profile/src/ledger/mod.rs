@@ -181,7 +181,7 @@ pub fn build(p: &Profile, scope: &ResolvedScope, marker: Option<&str>) -> Result
     let mut devices = Vec::new();
     let all = ops::device_ops(p, scope)?;
     let gpus = super::info::gpus(p)?;
-    for d in &all {
+    for d in all.iter() {
         let mut l = device_ledger(p, &host, d, marker)?;
         l.sm_count = gpus
             .iter()

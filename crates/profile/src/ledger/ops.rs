@@ -8,6 +8,9 @@ use super::super::classify::KernelClass;
 use super::super::kernels::Classifier;
 use super::super::model::PID_MASK;
 use super::super::nccl::is_nccl;
+use std::sync::Arc;
+
+use super::super::loaded::TableKind;
 use super::super::{Profile, ResolvedScope, Result};
 use super::columns::Column;
 
@@ -109,8 +112,33 @@ fn copy_column(direction: &str, host_kind: Option<&str>) -> Column {
     }
 }
 
-/// Every operation of each device in scope, launched by the scope's processes.
-pub fn device_ops(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceOps>> {
+impl super::super::loaded::Footprint for Vec<DeviceOps> {
+    fn footprint(&self) -> u64 {
+        self.iter()
+            .map(|d| {
+                (std::mem::size_of::<DeviceOps>()
+                    + d.ops.capacity() * std::mem::size_of::<Op>()
+                    + d.processes.capacity() * 8) as u64
+            })
+            .sum()
+    }
+}
+
+/// Every operation of each device in scope, launched by the scope's processes; kept with the export's
+/// tables for the whole export (every question of a session reads them).
+pub fn device_ops(p: &Profile, scope: &ResolvedScope) -> Result<Arc<Vec<DeviceOps>>> {
+    if !scope.is_whole() {
+        return read_device_ops(p, scope).map(Arc::new);
+    }
+    if let Some(kept) = p.kept::<Vec<DeviceOps>>(TableKind::DeviceOps) {
+        return Ok(kept);
+    }
+    let all = Arc::new(read_device_ops(p, scope)?);
+    p.keep(TableKind::DeviceOps, all.clone());
+    Ok(all)
+}
+
+fn read_device_ops(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceOps>> {
     let kernels = p.kernels()?;
     let launches = &p.launch_index()?.kernel_launch;
     let mut classifier = Classifier::new(p);

@@ -192,10 +192,20 @@ fn shared(fs: &[(u32, &Finding)], ranks: usize) -> Finding {
             "ranks_with".into(),
             json!(fs.iter().map(|(r, _)| r).collect::<Vec<_>>()),
         );
+        m.insert("share_pct_by_rank".into(), share_by_rank(fs));
         m.insert("median_rank".into(), json!(rep_rank));
         m.insert("median_at_stake_ns".into(), json!(stake));
     }
     f
+}
+
+/// Each rank's share of the rule's finding, as the set's evidence prints it.
+fn share_by_rank(fs: &[(u32, &Finding)]) -> serde_json::Value {
+    json!(
+        fs.iter()
+            .map(|(r, f)| json!({"rank": r, "share_pct": f.share_pct}))
+            .collect::<Vec<_>>()
+    )
 }
 
 /// One finding for a rule, read on the rank that sets the step (the straggler): the other ranks' stakes are
@@ -217,7 +227,8 @@ fn on_critical_rank(fs: &[(u32, &Finding)], critical: u32, ranks: usize) -> Find
     f.evidence.insert(
         0,
         format!(
-            "on {} of {ranks} ranks ({}); judged on rank {critical}, the straggler, which sets the step: the other              ranks wait for it, so their share of this is off the critical path{}",
+            "on {} of {ranks} ranks ({}); judged on rank {critical}, the straggler, which sets the step: the other \
+             ranks wait for it, so their share of this is off the critical path{}",
             fs.len(),
             per_rank.join(", "),
             if mine.is_none() {
@@ -237,6 +248,7 @@ fn on_critical_rank(fs: &[(u32, &Finding)], critical: u32, ranks: usize) -> Find
             "ranks_with".into(),
             json!(fs.iter().map(|(r, _)| r).collect::<Vec<_>>()),
         );
+        m.insert("share_pct_by_rank".into(), share_by_rank(fs));
         m.insert("critical_rank".into(), json!(critical));
     }
     f

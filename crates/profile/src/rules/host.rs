@@ -122,6 +122,13 @@ fn largest_explained(
         .collect())
 }
 
+/// An idle-cause draft under the reporting bar, bare: `Ctx::emit` lists only its share, so its evidence (regions,
+/// the largest stretches, call summaries: the costly part on a long export) is not computed.
+fn under_bar(i: usize, d: &DeviceLedger, col: Column, basis: &str) -> Option<Draft> {
+    let bare = Draft::new(i, d, Stake::GpuIdle, basis, &[col], |s| s.columns.get(col));
+    (d.share(bare.total()) < MIN_SHARE_PCT).then_some(bare)
+}
+
 /// The common shape of an idle-cause finding.
 fn idle_draft(cx: &Ctx, i: usize, d: &DeviceLedger, col: Column, basis: &str) -> Draft {
     let mut dr = Draft::new(i, d, Stake::GpuIdle, basis, &[col], |s| s.columns.get(col));
@@ -172,14 +179,13 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         if d.steady.columns.get(col) == 0 {
             continue;
         }
-        let mut dr = idle_draft(
-            cx,
-            i,
-            d,
-            col,
-            "measured: the ledger's idle_launch_overhead of each steady step — idle stretches under 1 ms that end \
-             when an operation arrives whose launch call had not returned when the device ran dry",
-        );
+        let basis = "measured: the ledger's idle_launch_overhead of each steady step — idle stretches under 1 ms \
+                     that end when an operation arrives whose launch call had not returned when the device ran dry";
+        if let Some(bare) = under_bar(i, d, col, basis) {
+            drafts.push(bare);
+            continue;
+        }
+        let mut dr = idle_draft(cx, i, d, col, basis);
         // Kernels of the steady window: how many are tiny, and per region how many launches.
         let (lo, hi) = (d.steady.start_ns, d.steady.end_ns);
         let mut n = 0usize;
@@ -187,8 +193,14 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let mut tiny_time = 0i64;
         let mut all_time = 0i64;
         let mut per_region: BTreeMap<String, (u64, u64, BTreeSet<i64>)> = BTreeMap::new();
-        for (k, kk) in kernels.iter().enumerate() {
-            if kk.device != d.device || kk.start < lo || kk.start >= hi {
+        let first = kernels.partition_point(|k| k.start < lo);
+        let in_window = kernels
+            .iter()
+            .enumerate()
+            .skip(first)
+            .take_while(|(_, k)| k.start < hi);
+        for (k, kk) in in_window {
+            if kk.device != d.device {
                 continue;
             }
             n += 1;
@@ -391,6 +403,10 @@ fn idle_with_largest(
     for i in devs {
         let d = &cx.ledger.devices[i];
         if d.steady.columns.get(col) == 0 {
+            continue;
+        }
+        if let Some(bare) = under_bar(i, d, col, basis) {
+            drafts.push(bare);
             continue;
         }
         let dr = idle_draft(cx, i, d, col, basis);
@@ -608,6 +624,10 @@ fn blocking_rule(
     for i in devs {
         let d = &cx.ledger.devices[i];
         if d.steady.columns.get(col) == 0 {
+            continue;
+        }
+        if let Some(bare) = under_bar(i, d, col, basis) {
+            drafts.push(bare);
             continue;
         }
         let cs = call_summary(cx, d, want)?;

@@ -197,6 +197,20 @@ fn every_finding_is_complete_and_consistent() {
 // The findings contract (ARCHITECTURE.md): GPU time at stake per device, every device, overlaps
 // stated, every printed number taken from the finding's data.
 
+/// The findings of a planted 4-rank set (`tests/data/planted/<case>/rank<N>.sqlite.xz`).
+fn set_findings(case: &str) -> Vec<Finding> {
+    use aisp_profile::ranks;
+    let files: Vec<std::path::PathBuf> = (0..4)
+        .map(|r| profile_common::fixture(&format!("planted/{case}/rank{r}.sqlite")))
+        .collect();
+    let never = || false;
+    let (mut d, skipped) = ranks::digest::digest_files(&files, 2, &never, &|_| {}).unwrap();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let names = files.iter().map(|f| f.display().to_string()).collect();
+    let set = ranks::merge(&mut d, names, Vec::new()).unwrap();
+    ranks::set_findings(&set, &d)
+}
+
 fn run_all(name: &str) -> rules::Rules {
     let p = open(name);
     rules::run(&p, &p.resolve(&Scope::default()).unwrap()).unwrap()
@@ -390,6 +404,8 @@ fn number_problems(f: &Finding) -> Vec<String> {
         f.share_pct,
         f.device.unwrap_or(0) as f64,
     ];
+    nums.extend(f.step_ns.map(|v| v as f64));
+    nums.extend(f.predicted_step_ns.map(|v| v as f64));
     if let Some(w) = f.window {
         nums.extend([w.length_ns as f64, w.start_ns as f64, w.end_ns as f64]);
     }
@@ -459,6 +475,28 @@ fn every_number_a_finding_prints_comes_from_its_data() {
             if f.stake == rules::Stake::None {
                 assert_eq!(f.time_at_stake_ns, 0);
             }
+        }
+    }
+    // Sets of ranks: the straggler and the shared findings are read from the ranks' ledgers.
+    for case in ["ddp_straggler", "ddp_exposed", "ddp_balanced"] {
+        for f in set_findings(case) {
+            checked += printed_numbers(&f.title).len()
+                + f.evidence
+                    .iter()
+                    .map(|e| printed_numbers(e).len())
+                    .sum::<usize>();
+            problems.extend(
+                number_problems(&f)
+                    .into_iter()
+                    .map(|p| format!("planted/{case} {p}")),
+            );
+            assert_eq!(
+                f.severity,
+                Severity::from_share(f.share_pct),
+                "{case} {}",
+                f.id
+            );
+            assert!(!f.basis.is_empty(), "{case} {}", f.id);
         }
     }
     assert!(checked > 500, "only {checked} numbers checked");
