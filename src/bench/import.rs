@@ -108,9 +108,20 @@ pub fn find_runs(dir: &Path) -> Vec<PathBuf> {
 
 /// Import one saved run.
 pub fn import_run(store: &Store, path: &Path) -> Result<Imported, ImportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Read {
+    // Capped, and refused before being read whole when it does not start like JSON.
+    let bytes = crate::input_file::read_capped_sniffed(
+        path,
+        crate::input_file::InputKind::SavedRun,
+        &Default::default(),
+        crate::input_file::Sniff::Json,
+    )
+    .map_err(|e| ImportError::Read {
         path: path.to_path_buf(),
-        source,
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| ImportError::Read {
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
     })?;
     let run: SavedRun = serde_json::from_str(&text).map_err(|e| ImportError::Parse {
         path: path.to_path_buf(),

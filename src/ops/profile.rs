@@ -1264,7 +1264,7 @@ scoped_input! {
         /// (Not `format`: the CLI's `--format json|table` chooses how results print.)
         #[serde(alias = "format")]
         kind: profile::export::Format,
-        /// File to write; default `$AISP_HOME/cache/exports/<name>.<ext>`.
+        /// File to write; default `$AISP_HOME/cache/exports/<name>.<ext>`. Over MCP/HTTP: under the output roots (relative: `$AISP_HOME/exports`).
         #[serde(default)]
         output: Option<String>,
         /// For csv: `kernels` (the kernel trace) or a summary report (cuda_gpu_kern_sum, cuda_api_sum,
@@ -1312,16 +1312,27 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
     };
 
     fn run(&self, ctx: &OpContext, input: ExportInput) -> Result<Self::Output, OpError> {
+        let overwrite = input.overwrite.unwrap_or(false);
+        // A named output is checked before the profile is read: refused paths cost nothing.
+        let named = match input.output.as_deref().map(str::trim) {
+            Some(o) if !o.is_empty() => {
+                let t = crate::outputs::file(ctx, "output", o)?;
+                t.check_free(overwrite)
+                    .map_err(|e| crate::outputs::write_error("output", e))?;
+                Some(t)
+            }
+            _ => None,
+        };
         let p = open_profile(ctx, &input.path)?;
         let scope = p.resolve(&input.scope())?;
-        let output = match &input.output {
-            Some(o) if !o.trim().is_empty() => PathBuf::from(o),
-            _ => profile::export::default_output(
+        let output = match named {
+            Some(t) => t,
+            None => crate::outputs::own_file(&profile::export::default_output(
                 &ctx.app().config.cache_dir(),
                 p.source(),
                 input.kind,
                 input.report.as_deref(),
-            ),
+            ))?,
         };
         let done = profile::export::export(
             &p,
