@@ -77,6 +77,12 @@ impl From<ProfileError> for OpError {
                     searched.join(", ")
                 ),
             ),
+            ProfileError::ExportTimeout { .. } => OpError::timeout(
+                msg,
+                "A large report can take minutes to export: raise `limits.nsys_export_timeout_s` in the config \
+                 file (AISP_NSYS_EXPORT_TIMEOUT_S), or export it yourself (`nsys export --type sqlite --output \
+                 run.sqlite run.nsys-rep`) and pass run.sqlite.",
+            ),
             ProfileError::ExportFailed { .. } => OpError::invalid_input(
                 msg,
                 "The report may be damaged or from a newer Nsight Systems than the local `nsys`; export it \
@@ -134,13 +140,81 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
     // The run id of an aisp_profile_nsys capture names its SQLite export.
     let path = capture::profile_ref(ctx, path)?;
     let options = profile::OpenOptions {
-        cache_dir: Some(ctx.app().config.cache_dir()),
-        nsys: None,
-        max_bytes: Some(ctx.app().config.limits.nsight_export_bytes),
         tables: Some(ctx.app().profile_tables.clone()),
         progress: Some(scan_progress(ctx)),
+        ..open_options(ctx)
     };
     Ok(profile::open_with(&PathBuf::from(path), &options)?)
+}
+
+/// How this call opens exports: aisp's cache, the configured `nsys`
+/// (`AISP_NSYS`, config `nsys`) and, for `.nsys-rep` reports, `nsys export` run
+/// like a capture: in its own process group, stopped (the whole group) when
+/// the call is cancelled or `limits.nsys_export_timeout_s` passes.
+pub fn open_options(ctx: &OpContext) -> profile::OpenOptions {
+    let config = &ctx.app().config;
+    profile::OpenOptions {
+        cache_dir: Some(config.cache_dir()),
+        nsys: config.nsys.clone(),
+        max_bytes: Some(config.limits.nsight_export_bytes),
+        tables: None,
+        progress: None,
+        exporter: Some(exporter(ctx)),
+    }
+}
+
+fn exporter(ctx: &OpContext) -> profile::nsysrep::Exporter {
+    let ctx = ctx.clone();
+    profile::nsysrep::Exporter(std::sync::Arc::new(
+        move |nsys: &std::path::Path, args: &[String]| {
+            use crate::capture::process::{self, CommandSpec, RunLimits, Stop};
+            let limit = ctx.app().config.nsys_export_timeout;
+            let report = PathBuf::from(args.last().cloned().unwrap_or_default());
+            let mut deadline = std::time::Instant::now() + limit;
+            if let Some(d) = ctx.deadline() {
+                deadline = deadline.min(d);
+            }
+            let spec = CommandSpec::new(nsys, args.to_vec());
+            let limits = RunLimits {
+                deadline: Some(deadline),
+                tail_lines: 20,
+                ..RunLimits::default()
+            };
+            let outcome = process::run(&spec, &limits, &|| ctx.is_cancelled(), &mut |p| {
+                ctx.progress(
+                    p.elapsed.as_secs_f64(),
+                    None,
+                    format!(
+                        "exporting the report with nsys: {:.0} s (at most {:.0} s)",
+                        p.elapsed.as_secs_f64(),
+                        limit.as_secs_f64()
+                    ),
+                )
+            })
+            .map_err(|e| ProfileError::ExportFailed {
+                path: report.clone(),
+                message: e.to_string(),
+            })?;
+            match outcome.stopped {
+                Some(Stop::Cancelled) => Err(ProfileError::Cancelled),
+                Some(Stop::DeadlinePassed) if ctx.is_cancelled() => Err(ProfileError::Cancelled),
+                Some(Stop::DeadlinePassed) => Err(ProfileError::ExportTimeout {
+                    path: report,
+                    seconds: limit.as_secs_f64(),
+                }),
+                None if outcome.succeeded() => Ok(()),
+                None => Err(ProfileError::ExportFailed {
+                    path: report,
+                    message: format!(
+                        "{} {}: {}",
+                        nsys.display(),
+                        outcome.status_text(),
+                        outcome.stderr.tail.join(" | ")
+                    ),
+                }),
+            }
+        },
+    ))
 }
 
 /// Progress of long table scans, sent as the call's progress notifications.

@@ -209,14 +209,18 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
             .unwrap_or_else(|| ranks::default_threads(files.len()))
             .clamp(1, 64);
         let total = files.len() as f64;
-        let (d, skipped) =
-            ranks::digest::digest_files(&files, threads, &|| ctx.is_cancelled(), &|done| {
-                ctx.progress(done as f64, Some(total), "digesting exports")
-            })
-            .map_err(|e| match e {
-                crate::profile::ProfileError::Cancelled => ctx.stop_error(),
-                e => e.into(),
-            })?;
+        let options = super::profile::open_options(ctx);
+        let (d, skipped) = ranks::digest::digest_files_with(
+            &files,
+            threads,
+            &options,
+            &|| ctx.is_cancelled(),
+            &|done| ctx.progress(done as f64, Some(total), "digesting exports"),
+        )
+        .map_err(|e| match e {
+            crate::profile::ProfileError::Cancelled => ctx.stop_error(),
+            e => e.into(),
+        })?;
         let names = files.iter().map(|f| f.display().to_string()).collect();
         (d, names, skipped, "exports")
     };
