@@ -453,3 +453,55 @@ fn mutated_kineto_traces_and_ncu_pages_parse_or_fail_cleanly() {
         started.elapsed()
     );
 }
+
+/// `aisp --format json <args>` with a private home.
+fn aisp_json(home: &Path, args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_aisp"))
+        .env("AISP_HOME", home)
+        .env("AISP_CONFIG", home.join("none.toml"))
+        .env("RUST_LOG", "error")
+        .args(["--format", "json"])
+        .args(args)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+#[test]
+fn an_empty_store_file_is_moved_aside_and_reported() {
+    let home = tempfile::tempdir().unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/benchmark");
+    let imported = aisp_json(
+        home.path(),
+        &["benchmark", "import", examples.to_str().unwrap()],
+    );
+    assert_eq!(imported["rows_added"], 47, "{imported}");
+    let store = home.path().join("aisp.sqlite");
+    // The store file truncated to nothing (a crash at the wrong moment, a full disk).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&store)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let status = aisp_json(home.path(), &["status"]);
+    let repaired = &status["store"]["repaired"];
+    assert!(repaired.is_object(), "a 0-byte store is reported: {status}");
+    let moved = PathBuf::from(repaired["moved_to"].as_str().unwrap());
+    assert!(moved.is_file(), "{moved:?} kept for inspection");
+    assert!(
+        repaired["problem"].as_str().unwrap().contains("0 bytes"),
+        "{repaired}"
+    );
+    assert!(
+        repaired["summary"].as_str().unwrap().contains("lost"),
+        "{repaired}"
+    );
+    assert_eq!(status["store"]["ok"], true);
+    // The fresh store works.
+    let again = aisp_json(
+        home.path(),
+        &["benchmark", "import", examples.to_str().unwrap()],
+    );
+    assert_eq!(again["rows_added"], 47, "{again}");
+}
