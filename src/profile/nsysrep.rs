@@ -114,7 +114,10 @@ pub fn export_args(report: &Path, sqlite: &Path) -> Vec<String> {
 /// running a process (its process group, time limit and cancellation).
 /// Without one, the export runs to completion as a plain child process.
 #[derive(Clone)]
-pub struct Exporter(pub Arc<dyn Fn(&Path, &[String]) -> Result<()> + Send + Sync>);
+pub struct Exporter(pub Arc<ExportFn>);
+
+/// `(nsys, arguments)` → the export ran, or why not.
+pub type ExportFn = dyn Fn(&Path, &[String]) -> Result<()> + Send + Sync;
 
 impl std::fmt::Debug for Exporter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -137,7 +137,7 @@ enum LineRead {
 
 /// What a line decodes to.
 enum Decoded {
-    Message(RxJsonRpcMessage<RoleServer>),
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
     /// Nothing to do (an empty line, a non-MCP notification, a malformed
     /// notification or response, which get no answer).
     Skip,
@@ -211,7 +211,7 @@ fn decode(line: &[u8]) -> Decoded {
                 message: invalid_params(&custom.method, custom.params.as_ref()),
             };
         }
-        return Decoded::Message(msg);
+        return Decoded::Message(Box::new(msg));
     }
     let value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
@@ -403,7 +403,7 @@ where
             };
             self.line.clear();
             match decoded {
-                Decoded::Message(m) => return Some(m),
+                Decoded::Message(m) => return Some(*m),
                 Decoded::Skip => {}
                 Decoded::Error { id, code, message } => {
                     tracing::debug!(code, "answering an undecodable line: {message}");
