@@ -279,27 +279,7 @@ pub fn read_capped(
     kind: InputKind,
     limits: &InputLimits,
 ) -> Result<Vec<u8>, InputFileError> {
-    let limit = limits.for_kind(kind);
-    let (file, meta) = open_regular(path)?;
-    if meta.len() > limit {
-        return Err(InputFileError::too_large(
-            path,
-            kind,
-            limit,
-            Some(meta.len()),
-        ));
-    }
-    let mut buf = Vec::with_capacity(meta.len() as usize);
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(|source| InputFileError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    if buf.len() as u64 > limit {
-        return Err(InputFileError::too_large(path, kind, limit, None));
-    }
-    Ok(buf)
+    read_capped_inner(path, kind, limits, None)
 }
 
 /// What a file must look like before it is read whole.
@@ -360,6 +340,15 @@ pub fn read_capped_sniffed(
     limits: &InputLimits,
     sniff: Sniff,
 ) -> Result<Vec<u8>, InputFileError> {
+    read_capped_inner(path, kind, limits, Some(sniff))
+}
+
+fn read_capped_inner(
+    path: &Path,
+    kind: InputKind,
+    limits: &InputLimits,
+    sniff: Option<Sniff>,
+) -> Result<Vec<u8>, InputFileError> {
     let limit = limits.for_kind(kind);
     let (file, meta) = open_regular(path)?;
     if meta.len() > limit {
@@ -370,34 +359,8 @@ pub fn read_capped_sniffed(
             Some(meta.len()),
         ));
     }
-    let mut head = vec![0u8; 4096];
-    let mut got = 0;
-    {
-        use std::os::unix::fs::FileExt;
-        while got < head.len() {
-            match file.read_at(&mut head[got..], got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(InputFileError::Io {
-                        path: path.to_path_buf(),
-                        source,
-                    });
-                }
-            }
-        }
-    }
-    head.truncate(got);
-    if !sniff_ok(&head, sniff) {
-        return Err(InputFileError::WrongContent {
-            path: path.to_path_buf(),
-            what: match sniff {
-                Sniff::Json => "JSON (nor xz-compressed JSON)",
-                Sniff::Text => "text",
-            },
-            start: describe_start(&head),
-        });
+    if let Some(sniff) = sniff {
+        check_start(&file, path, sniff)?;
     }
     let mut buf = Vec::with_capacity(meta.len() as usize);
     file.take(limit.saturating_add(1))
@@ -410,6 +373,38 @@ pub fn read_capped_sniffed(
         return Err(InputFileError::too_large(path, kind, limit, None));
     }
     Ok(buf)
+}
+
+/// Refuse `file` unless its first 4 KiB can start `sniff`'s kind of content.
+fn check_start(file: &File, path: &Path, sniff: Sniff) -> Result<(), InputFileError> {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; 4096];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read_at(&mut head[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(InputFileError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        }
+    }
+    head.truncate(got);
+    if sniff_ok(&head, sniff) {
+        return Ok(());
+    }
+    Err(InputFileError::WrongContent {
+        path: path.to_path_buf(),
+        what: match sniff {
+            Sniff::Json => "JSON (nor xz-compressed JSON)",
+            Sniff::Text => "text",
+        },
+        start: describe_start(&head),
+    })
 }
 
 /// Read a capped file as UTF-8 text.

@@ -6,7 +6,6 @@
 //! that no longer exists are marked failed when the store is opened.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -117,15 +116,7 @@ pub fn now_rfc3339() -> String {
 }
 
 fn new_job_id() -> String {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
-    format!("job_{:016x}", h.finish())
+    format!("job_{:016x}", crate::safe_write::random_u64())
 }
 
 impl JobManager {

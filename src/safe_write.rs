@@ -450,7 +450,7 @@ fn fsync_fd(fd: RawFd) -> std::io::Result<()> {
 }
 
 /// 64 unpredictable bits (std's hasher keys come from the OS's randomness).
-fn random_u64() -> u64 {
+pub fn random_u64() -> u64 {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));

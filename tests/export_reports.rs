@@ -691,26 +691,14 @@ async fn over_http_files_are_written_only_under_the_output_roots() {
     }
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     assert!(!home.join("config.toml").exists() && !home.join("authorized_keys").exists());
-    let (code, v) = post(
-        &server,
-        "/api/profile/flame",
-        json_args(&[
-            ("path", &mock),
-            ("output_dir", outside.path().to_str().unwrap()),
-        ]),
-    )
-    .await;
-    assert_eq!(code, 400, "{v}");
-    let (code, v) = post(
-        &server,
-        "/api/profile/ranks",
-        json_args(&[
-            ("path", &mock),
-            ("write_digests", outside.path().to_str().unwrap()),
-        ]),
-    )
-    .await;
-    assert_eq!(code, 400, "{v}");
+    for (route, arg) in [
+        ("/api/profile/flame", "output_dir"),
+        ("/api/profile/ranks", "write_digests"),
+    ] {
+        let args = json_args(&[("path", &mock), (arg, outside.path().to_str().unwrap())]);
+        let (code, v) = post(&server, route, args).await;
+        assert_eq!(code, 400, "{route}: {v}");
+    }
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
 
     // Relative paths land under $AISP_HOME/exports; a configured root takes absolute paths.
@@ -855,32 +843,20 @@ fn writes_never_follow_links_nor_replace_files_unasked() {
         "mine"
     );
     let digests = home.path().join("digests");
-    let d = ok(
-        home.path(),
-        &[
-            "profile",
-            "ranks",
-            &mock,
-            "--digest-only",
-            "--write-digests",
-            digests.to_str().unwrap(),
-        ],
-    );
+    let digest_args = [
+        "profile",
+        "ranks",
+        &mock,
+        "--digest-only",
+        "--write-digests",
+        digests.to_str().unwrap(),
+    ];
+    let d = ok(home.path(), &digest_args);
     let written = PathBuf::from(d["digests_written"][0].as_str().unwrap());
     let ranks = written.join("ranks.parquet");
     let before = std::fs::read(&ranks).unwrap();
     std::fs::write(&ranks, b"mine").unwrap();
-    let (code, v, _) = run(
-        home.path(),
-        &[
-            "profile",
-            "ranks",
-            &mock,
-            "--digest-only",
-            "--write-digests",
-            digests.to_str().unwrap(),
-        ],
-    );
+    let (code, v, _) = run(home.path(), &digest_args);
     assert_eq!(code, 1, "{v}");
     assert_eq!(std::fs::read(&ranks).unwrap(), b"mine");
     assert!(!before.is_empty());

@@ -404,6 +404,22 @@ async fn server_info_and_instructions_point_at_the_starting_tools() {
     let _ = ServerResult::empty(()); // keep the import honest across rmcp versions
 }
 
+/// `aisp serve` with piped stdin and stdout, for raw JSON-RPC.
+fn serve_raw(
+    home: &std::path::Path,
+    args: &[&str],
+    stderr: std::process::Stdio,
+) -> std::process::Child {
+    common::aisp(home)
+        .arg("serve")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
 /// Raw JSON-RPC over the pipes: every stdout line is a JSON-RPC message, even
 /// with debug logging on, and the process exits when stdin closes.
 #[test]
@@ -411,13 +427,7 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
     let home = tempfile::tempdir().unwrap();
-    let mut child = common::aisp(home.path())
-        .args(["serve", "--log-level", "debug"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = serve_raw(home.path(), &["--log-level", "debug"], Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     // Drain stderr: debug logging of a large tools/list fills the pipe
     // (64 KiB) and would block the server otherwise.
@@ -513,13 +523,7 @@ fn every_undecodable_line_gets_a_json_rpc_error_and_the_server_goes_on() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
     let home = tempfile::tempdir().unwrap();
-    let mut child = common::aisp(home.path())
-        .args(["serve"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = serve_raw(home.path(), &[], Stdio::null());
     let mut stdin = child.stdin.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Value>();
     let stdout = child.stdout.take().unwrap();

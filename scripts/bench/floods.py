@@ -28,11 +28,13 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reliability_load  # noqa: E402  (start_server: one way to start a server for both scripts)
 
 TOKEN = "flood-token"
 
@@ -49,28 +51,7 @@ def vm_hwm_mb(pid):
 
 
 def start_server(binary, home, token=False, extra_env=None):
-    env = dict(os.environ)
-    env.update({"AISP_HOME": home, "AISP_CONFIG": os.path.join(home, "none.toml"), "RUST_LOG": "error"})
-    for k in ["AISP_TOOLS", "AISP_ALLOW_EXEC", "AISP_TOKEN", "AISP_HEAVY_CALLS", "AISP_MAX_JOBS"]:
-        env.pop(k, None)
-    env.update(extra_env or {})
-    args = [binary, "serve", "--transport", "http", "--bind", "127.0.0.1:0"]
-    if token:
-        args += ["--token", TOKEN]
-    p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         env=env, text=True)
-    port = None
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        if "listening on http://" in line:
-            port = int(line.split("listening on http://")[1].split()[0].rsplit(":", 1)[1])
-            break
-    if port is None:
-        p.kill()
-        raise SystemExit(f"{binary} did not start")
-    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-    return p, port
+    return reliability_load.start_server(binary, home, ["--token", TOKEN] if token else [], extra_env)
 
 
 def post(port, path, body, token=None, timeout=20.0, headers=None):

@@ -393,7 +393,10 @@ async fn store_upload(app: &AppState, name: &str, body: Body) -> Result<(PathBuf
     // name no other upload has: same-name uploads in the same millisecond
     // never share a file.
     let stamp = chrono::Utc::now().timestamp_millis();
-    let final_name = format!("{stamp}-{:08x}-{name}", rand_u32());
+    let final_name = format!(
+        "{stamp}-{:08x}-{name}",
+        crate::safe_write::random_u64() as u32
+    );
     let pending = dir
         .create(std::ffi::OsStr::new(&final_name), false)
         .map_err(|e| OpError::internal(format!("cannot keep the upload: {e}")))?;
@@ -425,6 +428,14 @@ async fn store_upload(app: &AppState, name: &str, body: Body) -> Result<(PathBuf
             })?;
             total += chunk.len() as u64;
             if total > cap {
+                // Read (and drop) a little more so that a client still sending gets the
+                // answer rather than a reset connection; past twice the cap, stop reading.
+                while total <= cap.saturating_mul(2) {
+                    match tokio::time::timeout(idle, stream.next()).await {
+                        Ok(Some(Ok(more))) => total += more.len() as u64,
+                        _ => break,
+                    }
+                }
                 return Err(OpError::invalid_input(
                     format!("the upload is larger than the {} MiB limit", cap >> 20),
                     "Open the export by its path on the server instead, or raise AISP_UPLOAD_MAX_MB \
@@ -499,19 +510,6 @@ fn prune_uploads(dir: &FsPath, keep: &FsPath, quota: u64) {
             total = total.saturating_sub(len);
         }
     }
-}
-
-/// 32 unpredictable bits for upload names.
-fn rand_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.finish() as u32
 }
 
 /// The folder trace downloads are served from: where `aisp_profile_export`
