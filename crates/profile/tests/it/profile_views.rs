@@ -174,13 +174,26 @@ fn compare_is_neutral_on_the_same_capture_and_sees_real_differences() {
     );
 }
 
+fn target(p: &std::path::Path) -> export::Output {
+    export::Output::new(p, true).unwrap()
+}
+
 #[test]
 fn exports_write_valid_perfetto_and_csv() {
     let dir = tempfile::tempdir().unwrap();
     let p = open("train_good.sqlite");
     let s = all(&p);
     let out = dir.path().join("t.json");
-    let e = export::export(&p, &s, Format::Perfetto, &out, None, NameKey::Short, false).unwrap();
+    let e = export::export(
+        &p,
+        &s,
+        Format::Perfetto,
+        &target(&out),
+        None,
+        NameKey::Short,
+        false,
+    )
+    .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let ev = v["traceEvents"].as_array().unwrap();
     assert_eq!(ev.len() as u64, e.records);
@@ -210,14 +223,25 @@ fn exports_write_valid_perfetto_and_csv() {
         .unwrap();
     assert_eq!(step["dur"].as_f64().unwrap(), 9080.906);
     // Refuses to overwrite by default.
-    assert!(export::export(&p, &s, Format::Perfetto, &out, None, NameKey::Short, false).is_err());
+    assert!(
+        export::export(
+            &p,
+            &s,
+            Format::Perfetto,
+            &target(&out),
+            None,
+            NameKey::Short,
+            false
+        )
+        .is_err()
+    );
 
     let csv_path = dir.path().join("k.csv");
     let e = export::export(
         &p,
         &s,
         Format::Csv,
-        &csv_path,
+        &target(&csv_path),
         Some("cuda_gpu_kern_sum"),
         NameKey::Short,
         false,
@@ -238,7 +262,7 @@ fn exports_write_valid_perfetto_and_csv() {
         &p,
         &s,
         Format::Csv,
-        &trace,
+        &target(&trace),
         Some("kernels"),
         NameKey::Short,
         false,
@@ -250,7 +274,7 @@ fn exports_write_valid_perfetto_and_csv() {
             &p,
             &s,
             Format::Csv,
-            &dir.path().join("x.csv"),
+            &target(&dir.path().join("x.csv")),
             Some("nope"),
             NameKey::Short,
             false
