@@ -363,6 +363,9 @@ pub fn is_control(tool: &ToolDef) -> bool {
 /// Threads of the control pool.
 const CONTROL_THREADS: usize = 2;
 
+/// Control calls waiting for a control thread; more are refused as `busy`.
+const CONTROL_QUEUE: usize = 1024;
+
 type ControlTask = Box<dyn FnOnce() + Send>;
 
 /// The control pool's queue (threads started on first use).
@@ -370,7 +373,7 @@ fn control_pool() -> &'static std::sync::mpsc::SyncSender<ControlTask> {
     static POOL: std::sync::OnceLock<std::sync::mpsc::SyncSender<ControlTask>> =
         std::sync::OnceLock::new();
     POOL.get_or_init(|| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<ControlTask>(1024);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<ControlTask>(CONTROL_QUEUE);
         let rx = Arc::new(std::sync::Mutex::new(rx));
         for i in 0..CONTROL_THREADS {
             let rx = Arc::clone(&rx);
@@ -423,10 +426,13 @@ async fn run_control(
         let _ = tx.send(out);
     });
     control_pool().try_send(task).map_err(|_| {
-        OpError::internal(format!(
-            "{} could not be queued: the control pool is full",
-            tool.name
-        ))
+        OpError::busy(
+            format!(
+                "{} could not be queued: {CONTROL_QUEUE} status and job calls are waiting already",
+                tool.name
+            ),
+            "Retry in a moment; a client calling aisp_status or aisp_job_status in a tight loop fills this queue.",
+        )
     })?;
     tokio::select! {
         out = rx => out.unwrap_or_else(|_| Err(OpError::internal(format!("{} did not complete", tool.name)))),

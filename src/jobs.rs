@@ -148,13 +148,14 @@ impl JobManager {
             .filter(|j| !j.record.state.is_finished())
             .count();
         if active >= max {
-            return Err(OpError::invalid_input(
+            return Err(OpError::busy(
                 format!(
                     "{active} background jobs are queued or running, the most this aisp takes at once ({max}); \
                      {tool} was not started"
                 ),
-                "Wait for a job to finish (aisp_job_list shows them), cancel one with aisp_job_cancel, or call \
-                 without async: true; the cap is `limits.max_jobs` in the config file (AISP_MAX_JOBS).",
+                "Retry when a job has finished (aisp_job_list shows them; aisp_job_cancel stops one you no longer \
+                 need), or call without async: true. The cap is `limits.max_jobs` in the config file \
+                 (AISP_MAX_JOBS).",
             ));
         }
         let id = new_job_id();

@@ -51,6 +51,9 @@ class AispTimeoutError(AispError):
 class AispCancelledError(AispError):
     """Error kind `cancelled`."""
 
+class BusyError(AispError):
+    """Error kind `busy`."""
+
 class InternalError(AispError):
     """Error kind `internal`."""
 

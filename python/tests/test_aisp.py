@@ -197,7 +197,7 @@ def test_error_classes_per_kind_do_not_shadow_builtins():
     import asyncio as aio
 
     kinds = [e["kind"] for e in aisp._registry.REGISTRY["errors"]]
-    assert len(kinds) == 8
+    assert len(kinds) == 9 and "busy" in kinds
     for entry in aisp._registry.REGISTRY["errors"]:
         cls = getattr(aisp, entry["class"])
         assert issubclass(cls, aisp.AispError) and cls is not aisp.AispError
@@ -246,6 +246,24 @@ def test_timeout(engine):
     started = time.monotonic()
     err = _raises(aisp.AispTimeoutError, engine.system.monitor, duration_s=30, timeout_s=0.3)
     assert err.kind == "timeout" and time.monotonic() - started < 5
+
+
+def test_a_full_job_queue_is_busy(home, tmp_path):
+    # Its own process: the cap (AISP_MAX_JOBS) is read when the engine starts.
+    code = (
+        "import aisp\n"
+        "e = aisp.Engine()\n"
+        "job = e.system.monitor(duration_s=30, interval_ms=1000, async_=True)\n"
+        "try:\n"
+        "    e.system.monitor(duration_s=30, interval_ms=1000, async_=True)\n"
+        "except aisp.BusyError as err:\n"
+        "    print(err.kind, '|', err.hint)\n"
+        "job.cancel()\n"
+    )
+    env = dict(os.environ, AISP_MAX_JOBS="1", AISP_HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.startswith("busy |"), out.stdout + out.stderr
+    assert "limits.max_jobs" in out.stdout
 
 
 def test_engines_of_one_process_share_its_jobs(engine, home):

@@ -831,7 +831,13 @@ async fn call(
 fn error_response(err: OpError) -> Response {
     let status =
         StatusCode::from_u16(err.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, axum::Json(err.to_json())).into_response()
+    let mut response = (status, axum::Json(err.to_json())).into_response();
+    if let Some(s) = err.kind.retry_after_s() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(s));
+    }
+    response
 }
 
 #[cfg(test)]

@@ -38,7 +38,15 @@ struct Session {
 }
 
 async fn start(args: &[&str], modern: bool) -> Session {
+    start_with_env(args, modern, &[]).await
+}
+
+async fn start_with_env(args: &[&str], modern: bool, env: &[(&str, &str)]) -> Session {
     let home = tempfile::tempdir().unwrap();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let home_path = home.path().to_path_buf();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let cmd = tokio::process::Command::new(common::aisp_bin()).configure(|c| {
@@ -50,7 +58,8 @@ async fn start(args: &[&str], modern: bool) -> Session {
             .env_remove("OPENAI_API_KEY")
             .env_remove("AISP_LLM_API_KEY")
             .env_remove("AISP_LLM_BASE_URL")
-            .env("RUST_LOG", "warn");
+            .env("RUST_LOG", "warn")
+            .envs(env);
     });
     let transport = TokioChildProcess::new(cmd).expect("spawn aisp serve");
     let handler = Client::default();
@@ -296,6 +305,50 @@ async fn async_calls_become_jobs_that_can_be_polled_listed_and_cancelled() {
     let jobs = structured(&r)["jobs"].as_array().unwrap().clone();
     assert_eq!(jobs.len(), 2);
     assert_eq!(jobs[0]["job_id"], long_id.as_str(), "newest first");
+    s.client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_job_queue_is_busy_not_bad_input() {
+    let s = start_with_env(&[], false, &[("AISP_MAX_JOBS", "1")]).await;
+    let monitor = json!({"duration_s": 30, "interval_ms": 1000, "async": true});
+    let first = call(&s, "aisp_system_monitor", monitor.clone()).await;
+    assert_eq!(
+        first.is_error,
+        Some(false),
+        "{:?}",
+        first.structured_content
+    );
+    let id = structured(&first)["job_id"].as_str().unwrap().to_string();
+    let r = call(&s, "aisp_system_monitor", monitor.clone()).await;
+    assert_eq!(r.is_error, Some(true));
+    let e = &structured(&r)["error"];
+    assert_eq!(e["kind"], "busy", "{e}");
+    assert!(
+        e["hint"].as_str().unwrap().contains("limits.max_jobs"),
+        "{e}"
+    );
+    assert!(
+        e["hint"].as_str().unwrap().contains("aisp_job_cancel"),
+        "{e}"
+    );
+    // Control calls answer, and a cancelled job frees its place.
+    let c = call(&s, "aisp_job_cancel", json!({"job_id": id})).await;
+    assert_eq!(c.is_error, Some(false));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = call(&s, "aisp_system_monitor", monitor.clone()).await;
+        if r.is_error == Some(false) {
+            let id = structured(&r)["job_id"].as_str().unwrap().to_string();
+            call(&s, "aisp_job_cancel", json!({"job_id": id})).await;
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled job's place was not freed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     s.client.cancel().await.unwrap();
 }
 

@@ -245,11 +245,27 @@ fn a_flood_of_jobs_is_capped_and_control_calls_still_answer() {
             .await;
             match code {
                 200 => accepted.push(v["job_id"].as_str().unwrap().to_string()),
-                _ => refused.push(v),
+                _ => refused.push((code, v)),
             }
         }
         assert_eq!(accepted.len(), 32, "the default cap: {refused:?}");
-        let e = &refused[0]["error"];
+        // A full queue is not bad input: `busy` (retry later), HTTP 429 with Retry-After.
+        for (code, v) in &refused {
+            assert_eq!(*code, 429, "{v}");
+            assert_eq!(v["error"]["kind"], "busy", "{v}");
+        }
+        let r = client
+            .post(server.url("/api/system/monitor"))
+            .json(&json!({"duration_s": 60, "async": true}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 429);
+        assert_eq!(
+            r.headers().get("retry-after").and_then(|v| v.to_str().ok()),
+            Some("5")
+        );
+        let e = &refused[0].1["error"];
         assert!(e["message"].as_str().unwrap().contains("32"), "{e}");
         assert!(e["hint"].as_str().unwrap().contains("max_jobs"), "{e}");
         assert!(
