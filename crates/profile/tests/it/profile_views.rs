@@ -184,16 +184,18 @@ fn exports_write_valid_perfetto_and_csv() {
     let p = open("train_good.sqlite");
     let s = all(&p);
     let out = dir.path().join("t.json");
-    let e = export::export(
-        &p,
-        &s,
-        Format::Perfetto,
-        &target(&out),
-        None,
-        NameKey::Short,
-        false,
-    )
-    .unwrap();
+    let perfetto = || {
+        export::export(
+            &p,
+            &s,
+            Format::Perfetto,
+            &target(&out),
+            None,
+            NameKey::Short,
+            false,
+        )
+    };
+    let e = perfetto().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let ev = v["traceEvents"].as_array().unwrap();
     assert_eq!(ev.len() as u64, e.records);
@@ -223,18 +225,7 @@ fn exports_write_valid_perfetto_and_csv() {
         .unwrap();
     assert_eq!(step["dur"].as_f64().unwrap(), 9080.906);
     // Refuses to overwrite by default.
-    assert!(
-        export::export(
-            &p,
-            &s,
-            Format::Perfetto,
-            &target(&out),
-            None,
-            NameKey::Short,
-            false
-        )
-        .is_err()
-    );
+    assert!(perfetto().is_err());
 
     let csv_path = dir.path().join("k.csv");
     let e = export::export(
