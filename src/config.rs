@@ -20,9 +20,16 @@
 //! | `limits.heavy_calls`      | `AISP_HEAVY_CALLS`          | file-reading calls run at once (others queue) |
 //! | `limits.profile_tables_mib` | `AISP_PROFILE_TABLES_MIB` | decoded profile tables kept between calls (0: none) |
 //! | `limits.progress_after_ms` | `AISP_PROGRESS_AFTER_MS`   | a table scan longer than this sends progress |
+//! | `limits.max_jobs`         | `AISP_MAX_JOBS`             | background jobs running or queued at once  |
+//! | `limits.nsys_export_timeout_s` | `AISP_NSYS_EXPORT_TIMEOUT_S` | time `nsys export` may take for a `.nsys-rep` |
+//! | `limits.uploads_total_mib` | `AISP_UPLOADS_TOTAL_MIB`   | dashboard uploads kept (oldest removed first) |
+//! | `outputs.roots`           | `AISP_OUTPUT_ROOTS`         | folders MCP/HTTP callers may write to, besides `$AISP_HOME/exports` |
 //! | `http.header_timeout_s`   | `AISP_HTTP_HEADER_TIMEOUT_S`| time a client has to send request headers |
 //! | `http.body_timeout_s`     | `AISP_HTTP_BODY_TIMEOUT_S`  | time a client has to send a request body  |
-//! | `http.max_connections`    | `AISP_HTTP_MAX_CONNECTIONS` | open connections (more wait to be accepted) |
+//! | `http.max_connections`    | `AISP_HTTP_MAX_CONNECTIONS` | open connections (idle ones closed for new ones) |
+//! | `http.max_body_mib`       | `AISP_HTTP_MAX_BODY_MIB`    | request body of `/api`, `/mcp` and the views |
+//! | `http.max_mcp_sessions`   | `AISP_HTTP_MAX_MCP_SESSIONS`| MCP sessions open at once (more are refused) |
+//! | `http.mcp_session_idle_s` | `AISP_HTTP_MCP_SESSION_IDLE_S` | an MCP session idle this long is closed |
 
 use std::path::{Path, PathBuf};
 
@@ -54,6 +61,15 @@ pub struct Config {
     /// A table scan that runs longer than this sends progress notifications.
     pub progress_after: std::time::Duration,
     pub http: HttpLimits,
+    /// Background jobs (`async: true`) running or queued at once; more are refused.
+    pub max_jobs: usize,
+    /// How long `nsys export` may take to turn a `.nsys-rep` into SQLite.
+    pub nsys_export_timeout: std::time::Duration,
+    /// Bytes of dashboard uploads kept under `$AISP_HOME/uploads` (oldest removed first).
+    pub uploads_total_bytes: u64,
+    /// Folders MCP and HTTP callers may write to besides `$AISP_HOME/exports`
+    /// (absolute; see [`Config::output_roots`]).
+    pub output_roots: Vec<PathBuf>,
     /// The config file that was read, if any.
     pub file: Option<PathBuf>,
 }
@@ -66,8 +82,16 @@ pub struct HttpLimits {
     /// A request body not received in full in this time is answered 408
     /// (responses, streamed or not, have no such limit).
     pub body_timeout: std::time::Duration,
-    /// Connections served at once; further ones wait in the listen backlog.
+    /// Connections served at once; at the limit the longest-idle connection
+    /// is closed for a new one, and with none idle new ones wait in the backlog.
     pub max_connections: usize,
+    /// The largest request body of `/api`, `/mcp` and the dashboard's views
+    /// (arguments are JSON; files go by path). Uploads have their own cap.
+    pub max_body_bytes: usize,
+    /// MCP sessions (streamable HTTP, protocols before 2026-07-28) open at once.
+    pub max_mcp_sessions: usize,
+    /// An MCP session with no request for this long is closed.
+    pub mcp_session_idle: std::time::Duration,
 }
 
 impl Default for HttpLimits {
@@ -76,9 +100,19 @@ impl Default for HttpLimits {
             header_timeout: std::time::Duration::from_secs(10),
             body_timeout: std::time::Duration::from_secs(30),
             max_connections: 1024,
+            max_body_bytes: 4 << 20,
+            max_mcp_sessions: 256,
+            mcp_session_idle: std::time::Duration::from_secs(300),
         }
     }
 }
+
+/// Default for `limits.max_jobs`.
+pub const DEFAULT_MAX_JOBS: usize = 32;
+/// Default for `limits.nsys_export_timeout_s`.
+pub const DEFAULT_NSYS_EXPORT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+/// Default for `limits.uploads_total_mib`.
+pub const DEFAULT_UPLOADS_TOTAL_BYTES: u64 = 1 << 30;
 
 /// Default for `limits.heavy_calls`: the cores, between 2 and 8.
 pub fn default_heavy_calls() -> usize {
@@ -149,6 +183,14 @@ struct FileConfig {
     limits: FileLimits,
     #[serde(default)]
     http: FileHttp,
+    #[serde(default)]
+    outputs: FileOutputs,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileOutputs {
+    roots: Option<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -160,6 +202,9 @@ struct FileLimits {
     heavy_calls: Option<u64>,
     profile_tables_mib: Option<u64>,
     progress_after_ms: Option<u64>,
+    max_jobs: Option<u64>,
+    nsys_export_timeout_s: Option<f64>,
+    uploads_total_mib: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -168,6 +213,9 @@ struct FileHttp {
     header_timeout_s: Option<f64>,
     body_timeout_s: Option<f64>,
     max_connections: Option<u64>,
+    max_body_mib: Option<u64>,
+    max_mcp_sessions: Option<u64>,
+    mcp_session_idle_s: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -362,7 +410,53 @@ impl Config {
                 file.http.max_connections,
             )?
             .unwrap_or(http_defaults.max_connections),
+            max_body_bytes: mib(
+                "http.max_body_mib",
+                "AISP_HTTP_MAX_BODY_MIB",
+                file.http.max_body_mib,
+                http_defaults.max_body_bytes as u64,
+            )?
+            .min(1 << 30) as usize,
+            max_mcp_sessions: count(
+                "http.max_mcp_sessions",
+                "AISP_HTTP_MAX_MCP_SESSIONS",
+                file.http.max_mcp_sessions,
+            )?
+            .unwrap_or(http_defaults.max_mcp_sessions),
+            mcp_session_idle: seconds(
+                "http.mcp_session_idle_s",
+                "AISP_HTTP_MCP_SESSION_IDLE_S",
+                file.http.mcp_session_idle_s,
+                http_defaults.mcp_session_idle,
+            )?,
         };
+        let max_jobs = count("limits.max_jobs", "AISP_MAX_JOBS", file.limits.max_jobs)?
+            .unwrap_or(DEFAULT_MAX_JOBS);
+        let nsys_export_timeout = seconds(
+            "limits.nsys_export_timeout_s",
+            "AISP_NSYS_EXPORT_TIMEOUT_S",
+            file.limits.nsys_export_timeout_s,
+            DEFAULT_NSYS_EXPORT_TIMEOUT,
+        )?;
+        let uploads_total_bytes = mib(
+            "limits.uploads_total_mib",
+            "AISP_UPLOADS_TOTAL_MIB",
+            file.limits.uploads_total_mib,
+            DEFAULT_UPLOADS_TOTAL_BYTES,
+        )?;
+        // AISP_OUTPUT_ROOTS (separated like PATH) replaces the file's list.
+        let output_roots: Vec<PathBuf> = match env("AISP_OUTPUT_ROOTS") {
+            Some(v) => std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect(),
+            None => file.outputs.roots.unwrap_or_default(),
+        };
+        if let Some(bad) = output_roots.iter().find(|p| !p.is_absolute()) {
+            return Err(ConfigError::Invalid(format!(
+                "outputs.roots / AISP_OUTPUT_ROOTS entries must be absolute paths, not `{}`",
+                bad.display()
+            )));
+        }
 
         let token = overrides
             .token
@@ -400,6 +494,10 @@ impl Config {
             profile_tables_bytes,
             progress_after,
             http,
+            max_jobs,
+            nsys_export_timeout,
+            uploads_total_bytes,
+            output_roots,
             file: used,
         })
     }
@@ -421,8 +519,26 @@ impl Config {
             profile_tables_bytes: aisp_profile::loaded::DEFAULT_BUDGET_BYTES,
             progress_after: std::time::Duration::from_secs(1),
             http: HttpLimits::default(),
+            max_jobs: DEFAULT_MAX_JOBS,
+            nsys_export_timeout: DEFAULT_NSYS_EXPORT_TIMEOUT,
+            uploads_total_bytes: DEFAULT_UPLOADS_TOTAL_BYTES,
+            output_roots: Vec::new(),
             file: None,
         }
+    }
+
+    /// Where MCP and HTTP callers may write files: `$AISP_HOME/exports` first
+    /// (relative paths resolve there), then the configured roots. The CLI and
+    /// the Python API write wherever their user says.
+    pub fn output_roots(&self) -> Vec<PathBuf> {
+        let home = std::path::absolute(&self.home).unwrap_or_else(|_| self.home.clone());
+        let mut roots = vec![home.join("exports")];
+        for r in &self.output_roots {
+            if !roots.contains(r) {
+                roots.push(r.clone());
+            }
+        }
+        roots
     }
 
     pub fn store_path(&self) -> PathBuf {
@@ -557,6 +673,49 @@ mod tests {
         );
         assert_eq!(cfg.http.body_timeout, std::time::Duration::from_secs(7));
         assert_eq!(cfg.http.max_connections, 600);
+        assert_eq!(cfg.max_jobs, DEFAULT_MAX_JOBS);
+        assert_eq!(cfg.output_roots(), vec![cfg.home.join("exports")]);
+        std::fs::write(
+            &file,
+            "[limits]\nmax_jobs = 5\nnsys_export_timeout_s = 60\nuploads_total_mib = 100\n\
+             [http]\nmax_body_mib = 2\nmax_mcp_sessions = 10\nmcp_session_idle_s = 30\n\
+             [outputs]\nroots = [\"/data/reports\"]\n",
+        )
+        .unwrap();
+        let cfg = Config::load_with(
+            &Overrides {
+                home: Some("/h".into()),
+                ..Overrides::default()
+            },
+            &env_of(&[]),
+            Some(&file),
+        )
+        .unwrap();
+        assert_eq!(cfg.max_jobs, 5);
+        assert_eq!(cfg.nsys_export_timeout, std::time::Duration::from_secs(60));
+        assert_eq!(cfg.uploads_total_bytes, 100 << 20);
+        assert_eq!(cfg.http.max_body_bytes, 2 << 20);
+        assert_eq!(cfg.http.max_mcp_sessions, 10);
+        assert_eq!(
+            cfg.http.mcp_session_idle,
+            std::time::Duration::from_secs(30)
+        );
+        assert_eq!(
+            cfg.output_roots(),
+            vec![PathBuf::from("/h/exports"), PathBuf::from("/data/reports")]
+        );
+        let env = env_of(&[("AISP_OUTPUT_ROOTS", "/a:/b"), ("AISP_MAX_JOBS", "7")]);
+        let cfg = Config::load_with(&Overrides::default(), &env, Some(&file)).unwrap();
+        assert_eq!(
+            cfg.output_roots[..],
+            [PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert_eq!(cfg.max_jobs, 7);
+        let env = env_of(&[("AISP_OUTPUT_ROOTS", "relative/dir")]);
+        assert!(matches!(
+            Config::load_with(&Overrides::default(), &env, None),
+            Err(ConfigError::Invalid(_))
+        ));
         let defaults = Config::load_with(&Overrides::default(), &env_of(&[]), None).unwrap();
         assert_eq!(defaults.http, HttpLimits::default());
         assert!(defaults.http.max_connections >= 512);

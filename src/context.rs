@@ -35,6 +35,9 @@ pub struct OpContext {
     timed_out: Arc<AtomicBool>,
     deadline: Option<Instant>,
     progress: Option<ProgressSink>,
+    writes: crate::outputs::WriteScope,
+    /// Set while this call holds a file-reading slot (nested calls share it).
+    holds_read_slot: bool,
 }
 
 impl std::fmt::Debug for OpContext {
@@ -61,7 +64,30 @@ impl OpContext {
             timed_out: Arc::new(AtomicBool::new(false)),
             deadline,
             progress,
+            writes: crate::outputs::WriteScope::default(),
+            holds_read_slot: false,
         }
+    }
+
+    /// Where this call may write files (the front end decides; see [`crate::outputs`]).
+    pub fn with_write_scope(mut self, writes: crate::outputs::WriteScope) -> OpContext {
+        self.writes = writes;
+        self
+    }
+
+    pub fn write_scope(&self) -> crate::outputs::WriteScope {
+        self.writes
+    }
+
+    /// Mark this call as holding a file-reading slot (`limits.heavy_calls`).
+    pub(crate) fn with_read_slot(mut self, held: bool) -> OpContext {
+        self.holds_read_slot = held;
+        self
+    }
+
+    /// Whether this call (or the call it is nested in) holds a file-reading slot.
+    pub fn holds_read_slot(&self) -> bool {
+        self.holds_read_slot
     }
 
     /// A context with no caller: never cancelled, no deadline, progress dropped.
@@ -179,6 +205,8 @@ impl OpContext {
             timed_out: Arc::clone(&self.timed_out),
             deadline: self.deadline,
             progress: None,
+            writes: self.writes,
+            holds_read_slot: self.holds_read_slot,
         }
     }
 }

@@ -4,7 +4,13 @@
 //! refuses command execution unless allowed, answers `gpu_unavailable` for GPU
 //! operations without a GPU, runs the operation on a blocking thread, turns a
 //! panic into an `internal` error, enforces `timeout_s`, honours cancellation
-//! and, for `async: true`, starts a job and answers its ticket at once.
+//! and, for `async: true`, starts a job (up to `limits.max_jobs` at once)
+//! and answers its ticket at once.
+//!
+//! Control operations (status, jobs, listing) run on a small pool of their
+//! own, so that a blocking pool filled by long calls cannot keep them from
+//! answering; calls that read user files wait for a slot of the reading pool
+//! (`limits.heavy_calls`), nested calls included.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +23,7 @@ use crate::context::{OpContext, ProgressSink};
 use crate::error::OpError;
 use crate::jobs::{JobState, JobTicket};
 use crate::ops::errors::GpuCheck;
+use crate::outputs::WriteScope;
 use crate::registry::{self, ToolDef, validate};
 
 /// How long an operation may take to wind down after its deadline or a
@@ -30,6 +37,9 @@ pub struct CallOptions {
     /// a closed HTTP stream, Ctrl-C at the CLI).
     pub cancel: CancellationToken,
     pub progress: Option<ProgressSink>,
+    /// Where the call may write files: under the output roots (MCP, HTTP:
+    /// the default) or wherever it says (the CLI and the Python API).
+    pub writes: WriteScope,
 }
 
 /// The arguments every long-running operation takes besides its own.
@@ -239,16 +249,42 @@ fn check_schema(tool: &ToolDef, args: &Value) -> Result<(), OpError> {
     })
 }
 
-/// The checks that come before running anything.
+/// Whether this call would run a command or open the host to others: the
+/// tool always does (`executes_commands`), or these arguments make it (a
+/// `command` to profile, a listener on a non-loopback address).
+fn needs_exec(tool: &ToolDef, args: &Value) -> Option<String> {
+    if tool.spec().executes_commands {
+        return Some(format!(
+            "{} runs a command you supply, and command execution is not allowed in this aisp.",
+            tool.name
+        ));
+    }
+    if args.get("command").is_some_and(|c| !c.is_null()) {
+        return Some(format!(
+            "{} with `command` runs a command you supply, and command execution is not allowed in this aisp.",
+            tool.name
+        ));
+    }
+    if tool.name == "aisp_hw_network_listen"
+        && let Some(bind) = args.get("bind").and_then(Value::as_str)
+        && !crate::ops::hw_host::is_loopback_bind(bind)
+    {
+        return Some(format!(
+            "listening on {bind} opens a port to other hosts, which this aisp does not allow"
+        ));
+    }
+    None
+}
+
+/// The checks that come before running anything (and before a job ticket).
 fn preflight(app: &AppState, tool: &ToolDef, args: &Value) -> Result<(), OpError> {
     let spec = tool.spec();
     check_schema(tool, args)?;
     tool.op.check_args(args.clone())?;
-    if spec.executes_commands && !app.config.allow_exec {
-        return Err(OpError::exec_not_allowed(format!(
-            "{} runs a command you supply, and command execution is not allowed in this aisp.",
-            tool.name
-        )));
+    if !app.config.allow_exec
+        && let Some(why) = needs_exec(tool, args)
+    {
+        return Err(OpError::exec_not_allowed(why));
     }
     if spec.needs_gpu {
         let gpu = app.gpu();
@@ -279,20 +315,137 @@ async fn invoke_inner(
     opts: CallOptions,
 ) -> Result<Value, OpError> {
     let (args, control) = split_run_control(tool, args)?;
-    {
-        // Preflight may probe the GPU (blocking on first use).
+    if tool.spec().needs_gpu {
+        // Preflight probes the GPU (blocking on first use).
         let app = Arc::clone(app);
         let args = args.clone();
         tokio::task::spawn_blocking(move || preflight(&app, tool, &args))
             .await
             .map_err(|e| OpError::internal(format!("preflight failed: {e}")))??;
+    } else {
+        // Schema checks only: answered here, whatever the blocking pool holds.
+        preflight(app, tool, &args)?;
     }
-
+    if is_control(tool) {
+        return run_control(app, tool, args, opts).await;
+    }
     if control.run_async {
-        return start_job(app, tool, args, control.timeout);
+        return start_job(app, tool, args, control.timeout, opts.writes);
     }
     let deadline = control.timeout.map(|t| Instant::now() + t);
-    run(app, tool, args, opts.cancel, deadline, opts.progress).await
+    run(
+        app,
+        tool,
+        args,
+        opts.cancel,
+        deadline,
+        opts.progress,
+        opts.writes,
+    )
+    .await
+}
+
+/// Operations that only look at the server's own state (status, jobs,
+/// listings): quick, and what a client needs most when everything else is
+/// busy. They run on [`CONTROL_THREADS`] threads of their own.
+pub fn is_control(tool: &ToolDef) -> bool {
+    const CONTROL: [&str; 6] = [
+        "aisp_status",
+        "aisp_job_status",
+        "aisp_job_list",
+        "aisp_job_cancel",
+        "aisp_list_domains",
+        "aisp_profile_list",
+    ];
+    CONTROL.contains(&tool.name.as_str())
+}
+
+/// Threads of the control pool.
+const CONTROL_THREADS: usize = 2;
+
+/// Control calls waiting for a control thread; more are refused as `busy`.
+const CONTROL_QUEUE: usize = 1024;
+
+type ControlTask = Box<dyn FnOnce() + Send>;
+
+/// The control pool's queue (threads started on first use).
+fn control_pool() -> &'static std::sync::mpsc::SyncSender<ControlTask> {
+    static POOL: std::sync::OnceLock<std::sync::mpsc::SyncSender<ControlTask>> =
+        std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<ControlTask>(CONTROL_QUEUE);
+        let rx = Arc::new(std::sync::Mutex::new(rx));
+        for i in 0..CONTROL_THREADS {
+            let rx = Arc::clone(&rx);
+            let _ = std::thread::Builder::new()
+                .name(format!("aisp-control-{i}"))
+                .spawn(move || {
+                    loop {
+                        let task = match rx.lock() {
+                            Ok(guard) => guard.recv(),
+                            Err(p) => p.into_inner().recv(),
+                        };
+                        match task {
+                            Ok(task) => task(),
+                            Err(_) => return,
+                        }
+                    }
+                });
+        }
+        tx
+    })
+}
+
+/// Run a control operation on the control pool.
+async fn run_control(
+    app: &Arc<AppState>,
+    tool: &'static ToolDef,
+    args: Value,
+    opts: CallOptions,
+) -> Result<Value, OpError> {
+    let ctx = OpContext::new(
+        Arc::clone(app),
+        tool.name.clone(),
+        opts.cancel.child_token(),
+        None,
+        opts.progress,
+    )
+    .with_write_scope(opts.writes);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task: ControlTask = Box::new(move || {
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let out = tool.op.call_json(&ctx, args)?;
+            check_output(tool, &out)?;
+            Ok(out)
+        }))
+        .unwrap_or_else(|payload| {
+            let msg = panic_message(payload.as_ref());
+            tracing::error!(tool = %tool.name, panic = %msg, "operation panicked");
+            Err(OpError::internal(format!("{} panicked: {msg}", tool.name)))
+        });
+        let _ = tx.send(out);
+    });
+    control_pool().try_send(task).map_err(|_| {
+        OpError::busy(
+            format!(
+                "{} could not be queued: {CONTROL_QUEUE} status and job calls are waiting already",
+                tool.name
+            ),
+            "Retry in a moment; a client calling aisp_status or aisp_job_status in a tight loop fills this queue.",
+        )
+    })?;
+    tokio::select! {
+        out = rx => out.unwrap_or_else(|_| Err(OpError::internal(format!("{} did not complete", tool.name)))),
+        _ = opts.cancel.cancelled() => Err(OpError::cancelled()),
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// Run an operation to completion on a blocking thread.
@@ -303,6 +456,7 @@ async fn run(
     cancel: CancellationToken,
     deadline: Option<Instant>,
     progress: Option<ProgressSink>,
+    writes: WriteScope,
 ) -> Result<Value, OpError> {
     // The operation gets a child token so that a deadline can stop it without
     // cancelling the caller's token.
@@ -313,13 +467,13 @@ async fn run(
         op_cancel.clone(),
         deadline,
         progress,
-    );
-    let ctx_for_stop = ctx.clone();
+    )
+    .with_write_scope(writes);
     let started = Instant::now();
     // Calls that read user files wait for a slot: memory stays bounded by the
     // pool, not by how many clients call at once. The slot goes with the work
     // and is freed when it ends, even if the caller stopped waiting.
-    let permit = if is_heavy(tool) {
+    let permit = if is_heavy_call(tool, &args) {
         match acquire_heavy(app, &ctx, &cancel, deadline).await {
             Ok(p) => Some(p),
             Err(e) => return Err(e),
@@ -327,6 +481,8 @@ async fn run(
     } else {
         None
     };
+    let ctx = ctx.with_read_slot(permit.is_some());
+    let ctx_for_stop = ctx.clone();
     tracing::debug!(tool = %tool.name, "call started");
     let mut handle = tokio::task::spawn_blocking(move || {
         let _permit = permit;
@@ -372,27 +528,53 @@ async fn run(
     outcome
 }
 
-/// Operations that read files the user names (profiles, traces, CSV pages).
-/// Commands and GPU work queue on the GPU lock instead; long-running ones
-/// (`aisp_ask`, an investigation that may wait minutes on an LLM) would hold
-/// a slot while idle, so they are left out too.
+/// Arguments that name files an operation reads whole or in large part
+/// (profiles, traces, logs, CSV pages, saved answers).
+const FILE_ARGS: [&str; 11] = [
+    "path",
+    "paths",
+    "details_path",
+    "profile",
+    "compare_to",
+    "before",
+    "after",
+    "before_details",
+    "after_details",
+    "trace",
+    "log",
+];
+
+/// Tools with a file argument that read nothing big themselves: `aisp_ask`
+/// (an investigation that may wait minutes on an LLM; the profile tools it
+/// calls take their slots) and `aisp_hw_disk` (its `path` is a folder to measure).
+const NOT_FILE_READERS: [&str; 2] = ["aisp_ask", "aisp_hw_disk"];
+
+/// Operations that may read files the user names (profiles, traces, logs,
+/// CSV pages), long-running ones included. Captures and GPU work queue on
+/// the GPU lock instead.
 pub fn is_heavy(tool: &ToolDef) -> bool {
     let spec = tool.spec();
-    if spec.executes_commands || spec.needs_gpu || spec.long_running {
+    if spec.executes_commands || spec.needs_gpu || NOT_FILE_READERS.contains(&tool.name.as_str()) {
         return false;
     }
-    const FILE_ARGS: [&str; 6] = [
-        "path",
-        "paths",
-        "details_path",
-        "profile",
-        "before",
-        "after",
-    ];
     tool.input_schema
         .get("properties")
         .and_then(Value::as_object)
         .is_some_and(|p| FILE_ARGS.iter().any(|k| p.contains_key(*k)))
+}
+
+/// Whether this call reads user files: a file-reading tool given a file
+/// argument (or, for `aisp_profile_compile`, a run whose files it reads), and
+/// not a `command` to run instead.
+pub fn is_heavy_call(tool: &ToolDef, args: &Value) -> bool {
+    if !is_heavy(tool) {
+        return false;
+    }
+    let given = |k: &str| args.get(k).is_some_and(|v| !v.is_null());
+    if given("command") {
+        return false;
+    }
+    FILE_ARGS.iter().any(|k| given(k)) || (tool.name == "aisp_profile_compile" && given("run_id"))
 }
 
 /// Wait for a heavy-call slot, telling the caller where it stands.
@@ -458,12 +640,7 @@ fn joined_to_result(
     match joined {
         Ok(result) => result,
         Err(e) if e.is_panic() => {
-            let payload = e.into_panic();
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let msg = panic_message(e.into_panic().as_ref());
             tracing::error!(%tool, panic = %msg, "operation panicked");
             Err(OpError::internal(format!("{tool} panicked: {msg}")))
         }
@@ -477,9 +654,12 @@ fn start_job(
     tool: &'static ToolDef,
     args: Value,
     timeout: Option<Duration>,
+    writes: WriteScope,
 ) -> Result<Value, OpError> {
     let store = Arc::clone(app.store()?);
-    let (job_id, cancel) = app.jobs.create(&store, &tool.name, &args)?;
+    let (job_id, cancel) = app
+        .jobs
+        .create(&store, &tool.name, &args, app.config.max_jobs)?;
     let app2 = Arc::clone(app);
     let id2 = job_id.clone();
     tokio::spawn(async move {
@@ -492,7 +672,7 @@ fn start_job(
             Arc::new(move |p| app.jobs.update_progress(&store, &id, p))
         };
         let deadline = timeout.map(|t| Instant::now() + t);
-        let outcome = run(&app, tool, args, cancel, deadline, Some(sink)).await;
+        let outcome = run(&app, tool, args, cancel, deadline, Some(sink), writes).await;
         app.jobs.finish(&store, &id2, outcome);
     });
     let ticket = JobTicket {
@@ -524,19 +704,54 @@ pub fn call_nested(parent: &OpContext, tool_name: &str, args: Value) -> Result<V
     let (args, _control) = split_run_control(tool, args)?;
     preflight(parent.app(), tool, &args)?;
     parent.check_cancelled()?;
-    let ctx = parent.nested(&tool.name);
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    // A nested call that reads files takes a reading slot unless its parent
+    // holds one already (a second slot could wait for ever on the first).
+    let permit = if is_heavy_call(tool, &args) && !parent.holds_read_slot() {
+        Some(acquire_heavy_blocking(parent)?)
+    } else {
+        None
+    };
+    let ctx = parent
+        .nested(&tool.name)
+        .with_read_slot(permit.is_some() || parent.holds_read_slot());
+    let result = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         tool.op.call_json(&ctx, args)
     })) {
         Ok(result) => result,
         Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let msg = panic_message(payload.as_ref());
             Err(OpError::internal(format!("{tool_name} panicked: {msg}")))
         }
+    };
+    drop(permit);
+    result
+}
+
+/// Wait for a reading slot on an operation's own (blocking) thread.
+fn acquire_heavy_blocking(ctx: &OpContext) -> Result<tokio::sync::OwnedSemaphorePermit, OpError> {
+    let pool = Arc::clone(ctx.app().heavy_pool());
+    let mut told = false;
+    loop {
+        match Arc::clone(&pool).try_acquire_owned() {
+            Ok(p) => return Ok(p),
+            Err(tokio::sync::TryAcquireError::Closed) => {
+                return Err(OpError::internal("the call pool was closed"));
+            }
+            Err(tokio::sync::TryAcquireError::NoPermits) => {}
+        }
+        ctx.check_cancelled()?;
+        if !told {
+            told = true;
+            ctx.progress(
+                0.0,
+                None,
+                format!(
+                    "queued: {} file-reading calls run at once",
+                    ctx.app().config.heavy_calls
+                ),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -580,9 +795,17 @@ mod tests {
     async fn a_panic_becomes_an_internal_error_and_the_caller_is_answered() {
         let app = AppState::for_tests();
         let tool = panicking_tool();
-        let err = run(&app, tool, json!({}), CancellationToken::new(), None, None)
-            .await
-            .unwrap_err();
+        let err = run(
+            &app,
+            tool,
+            json!({}),
+            CancellationToken::new(),
+            None,
+            None,
+            WriteScope::default(),
+        )
+        .await
+        .unwrap_err();
         assert_eq!(err.kind, crate::error::ErrorKind::Internal);
         assert!(err.message.contains("panicked") && err.message.contains("cuda"));
         // The process keeps serving.
@@ -699,6 +922,73 @@ mod tests {
             "long-running: would hold a slot while waiting on an LLM"
         );
         assert!(!heavy("aisp_profile_nsys"), "runs a command");
+        // Every file-reading argument counts, long-running tools included.
+        for t in [
+            "aisp_profile_compile",
+            "aisp_profile_ranks",
+            "aisp_analyze_memory_patterns",
+            "aisp_benchmark_import",
+            "aisp_recommend",
+            "aisp_export_html",
+            "aisp_profile_ncu_compare",
+        ] {
+            assert!(heavy(t), "{t}");
+        }
+        assert!(!heavy("aisp_hw_disk"), "its path is a folder to measure");
+        let call = |n: &str, a: Value| is_heavy_call(registry::find(n).unwrap(), &a);
+        assert!(call("aisp_profile_compile", json!({"trace": "t.json"})));
+        assert!(call("aisp_profile_compile", json!({"run_id": "r"})));
+        assert!(call(
+            "aisp_analyze_memory_patterns",
+            json!({"path": "p.csv"})
+        ));
+        assert!(!call(
+            "aisp_analyze_memory_patterns",
+            json!({"command": ["python3", "x.py"]})
+        ));
+        assert!(!call("aisp_recommend", json!({"model": "llama-3.1-8b"})));
+        assert!(call("aisp_recommend", json!({"profile": "p.sqlite"})));
+        assert!(!call("aisp_export_html", json!({"target": "gemm"})));
+    }
+
+    #[test]
+    fn control_calls_are_the_server_state_ones() {
+        let control = |n: &str| is_control(registry::find(n).unwrap());
+        for t in [
+            "aisp_status",
+            "aisp_job_status",
+            "aisp_job_list",
+            "aisp_job_cancel",
+            "aisp_list_domains",
+        ] {
+            assert!(control(t), "{t}");
+        }
+        assert!(!control("aisp_profile_info") && !control("aisp_system_monitor"));
+    }
+
+    #[test]
+    fn arguments_that_run_commands_need_execution() {
+        let app = AppState::for_tests();
+        let tool = registry::find("aisp_analyze_memory_patterns").unwrap();
+        let err = preflight(&app, tool, &json!({"command": ["python3", "x.py"]})).unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::ExecNotAllowed);
+        assert!(preflight(&app, tool, &json!({"path": "p.csv"})).is_ok());
+        let listen = registry::find("aisp_hw_network_listen").unwrap();
+        let err = preflight(
+            &app,
+            listen,
+            &json!({"bind": "0.0.0.0:5201", "duration_s": 1}),
+        )
+        .unwrap_err();
+        assert_eq!(err.kind, crate::error::ErrorKind::ExecNotAllowed);
+        assert!(
+            preflight(
+                &app,
+                listen,
+                &json!({"bind": "127.0.0.1:5201", "duration_s": 1})
+            )
+            .is_ok()
+        );
     }
 
     #[test]

@@ -31,12 +31,15 @@ pub enum ErrorKind {
     Timeout,
     /// The caller cancelled the operation.
     Cancelled,
+    /// aisp is at a limit on work it takes at once (background jobs, control
+    /// calls queued): nothing is wrong with the call; retry later.
+    Busy,
     /// A bug or an unexpected failure inside aisp.
     Internal,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 9] = [
         ErrorKind::InvalidInput,
         ErrorKind::NotFound,
         ErrorKind::GpuUnavailable,
@@ -44,6 +47,7 @@ impl ErrorKind {
         ErrorKind::ExecNotAllowed,
         ErrorKind::Timeout,
         ErrorKind::Cancelled,
+        ErrorKind::Busy,
         ErrorKind::Internal,
     ];
 
@@ -56,6 +60,7 @@ impl ErrorKind {
             ErrorKind::ExecNotAllowed => "exec_not_allowed",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Busy => "busy",
             ErrorKind::Internal => "internal",
         }
     }
@@ -68,9 +73,21 @@ impl ErrorKind {
             ErrorKind::NotFound => 404,
             ErrorKind::Timeout => 408,
             ErrorKind::Cancelled => 409,
+            ErrorKind::Busy => 429,
             ErrorKind::Unsupported => 501,
             ErrorKind::GpuUnavailable => 503,
             ErrorKind::Internal => 500,
+        }
+    }
+}
+
+impl ErrorKind {
+    /// Seconds an HTTP client should wait before calling again (`Retry-After`),
+    /// for the kinds that mean "not now" rather than "not this way".
+    pub fn retry_after_s(self) -> Option<u32> {
+        match self {
+            ErrorKind::Busy => Some(5),
+            _ => None,
         }
     }
 }
@@ -133,6 +150,12 @@ impl OpError {
 
     pub fn timeout(message: impl Into<String>, hint: impl Into<String>) -> Self {
         Self::new(ErrorKind::Timeout, message, hint)
+    }
+
+    /// aisp is at a limit on work it takes at once; `hint` names the limit
+    /// and what frees room.
+    pub fn busy(message: impl Into<String>, hint: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Busy, message, hint)
     }
 
     pub fn cancelled() -> Self {
@@ -203,6 +226,7 @@ mod tests {
             ("exec_not_allowed", 403),
             ("timeout", 408),
             ("cancelled", 409),
+            ("busy", 429),
             ("internal", 500),
         ];
         for (kind, (name, status)) in ErrorKind::ALL.iter().zip(expected) {

@@ -124,13 +124,40 @@ impl JobManager {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Record a new queued job and return its id and cancellation token.
+    /// Jobs of this process not finished yet (queued or running).
+    pub fn active(&self) -> usize {
+        self.live()
+            .values()
+            .filter(|j| !j.record.state.is_finished())
+            .count()
+    }
+
+    /// Record a new queued job and return its id and cancellation token;
+    /// refused when `max` jobs are queued or running already.
     pub fn create(
         &self,
         store: &Store,
         tool: &str,
         arguments: &Value,
+        max: usize,
     ) -> Result<(String, CancellationToken), OpError> {
+        // Held until the job is in the table, so that concurrent calls cannot overshoot `max`.
+        let mut live = self.live();
+        let active = live
+            .values()
+            .filter(|j| !j.record.state.is_finished())
+            .count();
+        if active >= max {
+            return Err(OpError::busy(
+                format!(
+                    "{active} background jobs are queued or running, the most this aisp takes at once ({max}); \
+                     {tool} was not started"
+                ),
+                "Retry when a job has finished (aisp_job_list shows them; aisp_job_cancel stops one you no longer \
+                 need), or call without async: true. The cap is `limits.max_jobs` in the config file \
+                 (AISP_MAX_JOBS).",
+            ));
+        }
         let id = new_job_id();
         let record = JobRecord {
             job_id: id.clone(),
@@ -159,7 +186,7 @@ impl JobManager {
             )
             .map_err(|e| OpError::from(store.err(e)))?;
         let cancel = CancellationToken::new();
-        self.live().insert(
+        live.insert(
             id.clone(),
             LiveJob {
                 record,
@@ -395,7 +422,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.sqlite")).unwrap();
         let jobs = JobManager::default();
-        let (id, _cancel) = jobs.create(&store, "aisp_x", &json!({"a": 1})).unwrap();
+        let (id, _cancel) = jobs.create(&store, "aisp_x", &json!({"a": 1}), 32).unwrap();
         assert_eq!(jobs.status(&store, &id).unwrap().state, JobState::Queued);
         jobs.mark_running(&store, &id);
         jobs.update_progress(
@@ -436,7 +463,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.sqlite")).unwrap();
         let jobs = JobManager::default();
-        let (id, cancel) = jobs.create(&store, "aisp_x", &json!({})).unwrap();
+        let (id, cancel) = jobs.create(&store, "aisp_x", &json!({}), 32).unwrap();
         jobs.mark_running(&store, &id);
         jobs.cancel(&store, &id).unwrap();
         assert!(cancel.is_cancelled());

@@ -16,6 +16,7 @@ pub mod error;
 pub mod jobs;
 pub mod llm;
 pub mod ops;
+pub mod outputs;
 pub mod prompts;
 pub mod registry;
 pub mod resources;

@@ -51,6 +51,9 @@ class AispTimeoutError(AispError):
 class AispCancelledError(AispError):
     """Error kind `cancelled`."""
 
+class BusyError(AispError):
+    """Error kind `busy`."""
+
 class InternalError(AispError):
     """Error kind `internal`."""
 
@@ -185,7 +188,7 @@ class ProfileDomain:
     def export(self, *, path: str, kind: Literal['perfetto', 'csv'], device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., output: Optional[str] = ..., report: Optional[str] = ..., names: Optional[Literal['short', 'demangled']] = ..., overwrite: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Writes a Perfetto/Chrome trace JSON or a CSV of any report of a profile."""
         ...
-    def ranks(self, *, path: str, paths: Optional[List[str]] = ..., write_digests: Optional[str] = ..., digest_only: Optional[bool] = False, threads: Optional[int] = ..., each: Optional[str] = ..., each_args: Optional[Dict[str, Any]] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
+    def ranks(self, *, path: str, paths: Optional[List[str]] = ..., write_digests: Optional[str] = ..., overwrite: Optional[bool] = False, digest_only: Optional[bool] = False, threads: Optional[int] = ..., each: Optional[str] = ..., each_args: Optional[Dict[str, Any]] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """Many ranks as one run: per-rank identity, clock alignment, step time, busy, exposed communication, stragglers, arrival skew vs transfer, imbalance, rank x step heat map."""
         ...
     def nsys(self, *, command: List[str], cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., preset: Optional[Literal['light', 'full']] = ..., trace: Optional[List[str]] = ..., capture_range: Optional[Literal['none', 'nvtx', 'cuda_profiler_api']] = ..., nvtx_range: Optional[str] = ..., duration_s: Optional[int] = ..., delay_s: Optional[int] = ..., force_overwrite: Optional[bool] = ..., analyze: Optional[bool] = ..., launcher: Optional[List[str]] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
@@ -200,7 +203,7 @@ class ProfileDomain:
     def ncu_compare(self, *, before: str, after: str, before_details: Optional[str] = ..., after_details: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Per-kernel deltas between two ncu reports or runs of the same kernels (duration, SOL %, occupancy, DRAM traffic, top stall) with a faster/slower/unchanged verdict."""
         ...
-    def flame(self, *, path: str, output_dir: Optional[str] = ..., top: Optional[int] = ..., operators: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def flame(self, *, path: str, output_dir: Optional[str] = ..., overwrite: Optional[bool] = ..., top: Optional[int] = ..., operators: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Aggregated call stacks as folded text and an SVG flame graph, plus the frames with the most self time, from a PyTorch trace recorded with stacks or an Nsight Systems export with CPU samples."""
         ...
     def compile(self, *, log: Optional[str] = ..., trace: Optional[str] = ..., run_id: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:

@@ -159,6 +159,8 @@ impl Engine {
         let opts = CallOptions {
             cancel: cancel.clone(),
             progress: sink,
+            // In process, for a local user, like the CLI: writes go where they say.
+            writes: aisp::outputs::WriteScope::Anywhere,
         };
         let app = Arc::clone(&self.app);
         self.runtime.spawn(async move {

@@ -82,7 +82,7 @@ def test_kernel_count_and_busy_percent_of_train_good_equal_the_cli(engine):
     u = engine.profile.utilization(path=TRAIN_GOOD)
     u_cli = cli("profile", "utilization", TRAIN_GOOD)
     busy = {w["window"]["kind"]: w["busy_pct"] for w in u["devices"][0]["windows"]}
-    assert busy == {"span": 5.37, "steps": 5.28, "steady": 8.67}
+    assert busy == {"span": 5.37, "steps": 5.34, "steady": 8.83}
     assert busy == {w["window"]["kind"]: w["busy_pct"] for w in u_cli["devices"][0]["windows"]}
     assert u == u_cli
 
@@ -183,7 +183,7 @@ def test_ask_without_a_model_answers_from_the_evidence(engine):
     os.environ.pop("OPENAI_API_KEY", None)
     r = engine.ask(question="why is my training slow?", path=TRAIN_GOOD)
     r_cli = cli("ask", "--json", json.dumps({"question": "why is my training slow?", "path": TRAIN_GOOD}))
-    assert r["llm_used"] is False and "host_bound_steps" in r["answer"]
+    assert r["llm_used"] is False and "host_os_wait" in r["answer"]
     # Everything but the conversation (a new one per call) is the CLI's answer.
     assert r["conversation_id"] != r_cli["conversation_id"]
     strip = lambda d: {k: v for k, v in d.items() if k != "conversation_id"}  # noqa: E731
@@ -197,7 +197,7 @@ def test_error_classes_per_kind_do_not_shadow_builtins():
     import asyncio as aio
 
     kinds = [e["kind"] for e in aisp._registry.REGISTRY["errors"]]
-    assert len(kinds) == 8
+    assert len(kinds) == 9 and "busy" in kinds
     for entry in aisp._registry.REGISTRY["errors"]:
         cls = getattr(aisp, entry["class"])
         assert issubclass(cls, aisp.AispError) and cls is not aisp.AispError
@@ -246,6 +246,24 @@ def test_timeout(engine):
     started = time.monotonic()
     err = _raises(aisp.AispTimeoutError, engine.system.monitor, duration_s=30, timeout_s=0.3)
     assert err.kind == "timeout" and time.monotonic() - started < 5
+
+
+def test_a_full_job_queue_is_busy(home, tmp_path):
+    # Its own process: the cap (AISP_MAX_JOBS) is read when the engine starts.
+    code = (
+        "import aisp\n"
+        "e = aisp.Engine()\n"
+        "job = e.system.monitor(duration_s=30, interval_ms=1000, async_=True)\n"
+        "try:\n"
+        "    e.system.monitor(duration_s=30, interval_ms=1000, async_=True)\n"
+        "except aisp.BusyError as err:\n"
+        "    print(err.kind, '|', err.hint)\n"
+        "job.cancel()\n"
+    )
+    env = dict(os.environ, AISP_MAX_JOBS="1", AISP_HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.stdout.startswith("busy |"), out.stdout + out.stderr
+    assert "limits.max_jobs" in out.stdout
 
 
 def test_engines_of_one_process_share_its_jobs(engine, home):
@@ -377,7 +395,7 @@ def test_results_convert_to_dataframes(engine):
     u = engine.profile.utilization(path=TRAIN_GOOD)
     windows = u.to_pandas("devices.0.windows")
     assert list(windows["window.kind"]) == ["span", "steps", "steady"]
-    assert list(windows["busy_pct"]) == [5.37, 5.28, 8.67]
+    assert list(windows["busy_pct"]) == [5.37, 5.34, 8.83]
     assert "devices.0.windows" in u.tables()
     with pytest.raises(KeyError):
         u.to_pandas("nope")

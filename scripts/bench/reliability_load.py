@@ -36,12 +36,14 @@ def proc_status(pid):
     return out
 
 
-def start_server(binary, home):
+def start_server(binary, home, args=(), extra_env=None):
+    """A fresh `aisp serve --transport http` on a free port: (process, port)."""
     env = dict(os.environ)
     env.update({"AISP_HOME": home, "AISP_CONFIG": os.path.join(home, "none.toml"), "RUST_LOG": "warn"})
-    for k in ["AISP_TOOLS", "AISP_ALLOW_EXEC", "AISP_TOKEN", "AISP_HEAVY_CALLS"]:
+    for k in ["AISP_TOOLS", "AISP_ALLOW_EXEC", "AISP_TOKEN", "AISP_HEAVY_CALLS", "AISP_MAX_JOBS"]:
         env.pop(k, None)
-    p = subprocess.Popen([binary, "serve", "--transport", "http", "--bind", "127.0.0.1:0"],
+    env.update(extra_env or {})
+    p = subprocess.Popen([binary, "serve", "--transport", "http", "--bind", "127.0.0.1:0", *args],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
     port = None
     deadline = time.time() + 30

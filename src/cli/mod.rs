@@ -612,6 +612,8 @@ fn run_op(
         let opts = CallOptions {
             cancel: CancellationToken::new(),
             progress: show_progress.then(progress_printer),
+            // A person at a terminal writes where they say.
+            writes: crate::outputs::WriteScope::Anywhere,
         };
         let cancel = opts.cancel.clone();
         tokio::spawn(async move {

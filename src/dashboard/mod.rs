@@ -78,30 +78,80 @@ pub fn router(app: Arc<AppState>, policy: Arc<Policy>) -> Router {
             "/tools/{tool}",
             get(|| async { assets::page(assets::Page::Tool) }),
         )
-        .route(
-            "/login",
-            get(|| async { assets::page(assets::Page::Login) }),
-        )
+        .route("/login", get(login))
         .route("/assets/{file}", get(asset))
         .layer(middleware::from_fn_with_state(
             Arc::clone(&policy),
             shell_guard,
         ));
+    // GETs that read files: a browser sends them cross-site without asking, so
+    // they need the token or a sign that the dashboard itself asks.
+    let reads = Router::new()
+        .route("/dashboard/profile/{section}", get(profile_section))
+        .route("/dashboard/download/{file}", get(download))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&policy),
+            same_origin_guard,
+        ));
     let data = Router::new()
         .route("/api/tools/{tool}", get(tool_schema))
-        .route("/dashboard/profile/{section}", get(profile_section))
         .route("/dashboard/view/{view}", post(view))
         .route(
             "/dashboard/upload",
             post(upload).layer(DefaultBodyLimit::disable()),
         )
-        .route("/dashboard/download/{file}", get(download))
+        .merge(reads)
         .with_state(app)
         .layer(middleware::from_fn_with_state(
             policy,
             crate::server::http::guard,
         ));
     shells.merge(data)
+}
+
+async fn same_origin_guard(
+    State(policy): State<Arc<Policy>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match policy.check_same_origin(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(resp) => *resp,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct LoginQuery {
+    #[serde(default)]
+    next: Option<String>,
+}
+
+/// `GET /login[?next=<path>]`: the sign-in page; a `next` that is not a path
+/// on this server is dropped (redirect to `/login`), so signing in never
+/// leads off-site.
+async fn login(Query(q): Query<LoginQuery>) -> Response {
+    match q.next {
+        Some(next) if !local_next(&next) => (
+            StatusCode::SEE_OTHER,
+            [
+                (header::LOCATION, "/login"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+        )
+            .into_response(),
+        _ => assets::page(assets::Page::Login),
+    }
+}
+
+/// A path on this server: `/` then anything but `/` or `\\` (browsers read
+/// `/\\host` as `//host`), with no backslash and no control character
+/// anywhere (browsers drop tabs and line breaks from URLs).
+pub fn local_next(next: &str) -> bool {
+    let mut chars = next.chars();
+    chars.next() == Some('/')
+        && !matches!(chars.next(), Some('/') | Some('\\'))
+        && !next.contains('\\')
+        && !next.chars().any(char::is_control)
 }
 
 async fn shell_guard(State(policy): State<Arc<Policy>>, request: Request, next: Next) -> Response {
@@ -273,6 +323,10 @@ struct UploadQuery {
     name: String,
 }
 
+/// The longest upload name kept (file systems allow 255 bytes; the stored
+/// name adds a time stamp and a random part).
+const MAX_UPLOAD_NAME: usize = 200;
+
 /// A file name safe to keep: letters, digits, `._-`, with the export's extension.
 fn safe_upload_name(name: &str) -> Result<String, OpError> {
     let base = name.rsplit(['/', '\\']).next().unwrap_or("");
@@ -294,11 +348,22 @@ fn safe_upload_name(name: &str) -> Result<String, OpError> {
             "Upload a .sqlite export (nsys export --type sqlite) or a .nsys-rep report.",
         ));
     }
+    if cleaned.len() > MAX_UPLOAD_NAME {
+        return Err(OpError::invalid_input(
+            format!(
+                "the file name is {} characters long; uploads keep names of at most {MAX_UPLOAD_NAME}",
+                cleaned.len()
+            ),
+            "Rename the file to a shorter name and upload it again.",
+        ));
+    }
     Ok(cleaned)
 }
 
 /// `POST /dashboard/upload?name=<file>`: the raw body is stored under
-/// `$AISP_HOME/uploads/<unix-ms>-<file>`, at most [`upload_cap`] bytes.
+/// `$AISP_HOME/uploads/<unix-ms>-<random>-<file>`, at most [`upload_cap`]
+/// bytes; the oldest uploads are removed to keep the folder under
+/// `limits.uploads_total_mib`.
 async fn upload(
     State(app): State<Arc<AppState>>,
     Query(q): Query<UploadQuery>,
@@ -315,23 +380,43 @@ async fn upload(
     }
 }
 
+/// Uploads are written one chunk at a time; pruning is one at a time.
+static PRUNING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn store_upload(app: &AppState, name: &str, body: Body) -> Result<(PathBuf, u64), OpError> {
     let name = safe_upload_name(name)?;
-    let cap = upload_cap();
-    let dir = uploads_dir(app);
-    tokio::fs::create_dir_all(&dir)
-        .await
-        .map_err(|e| OpError::internal(format!("cannot create {}: {e}", dir.display())))?;
+    let cap = upload_cap().min(app.config.uploads_total_bytes);
+    let dir_path = uploads_dir(app);
+    let dir = aisp_base::safe_write::Dir::open(&dir_path, true)
+        .map_err(|e| OpError::internal(format!("cannot keep uploads: {e}")))?;
+    // A temporary file of its own (random name, O_EXCL), put in place under a
+    // name no other upload has: same-name uploads in the same millisecond
+    // never share a file.
     let stamp = chrono::Utc::now().timestamp_millis();
-    let path = dir.join(format!("{stamp}-{name}"));
-    let tmp = dir.join(format!(".{stamp}-{name}.part"));
-    let mut file = tokio::fs::File::create(&tmp)
-        .await
-        .map_err(|e| OpError::internal(format!("cannot create {}: {e}", tmp.display())))?;
+    let final_name = format!("{stamp}-{:08x}-{name}", aisp_base::random_u64() as u32);
+    let pending = dir
+        .create(std::ffi::OsStr::new(&final_name), false)
+        .map_err(|e| OpError::internal(format!("cannot keep the upload: {e}")))?;
+    let file = pending
+        .file()
+        .try_clone()
+        .map_err(|e| OpError::internal(format!("cannot write the upload: {e}")))?;
+    let mut file = tokio::fs::File::from_std(file);
     let mut stream = body.into_data_stream();
+    let idle = app.config.http.body_timeout;
     let mut total: u64 = 0;
     let result: Result<(), OpError> = async {
-        while let Some(chunk) = stream.next().await {
+        loop {
+            let chunk = match tokio::time::timeout(idle, stream.next()).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(_) => {
+                    return Err(OpError::timeout(
+                        format!("the upload stalled: nothing arrived for {} s", idle.as_secs_f64()),
+                        "Upload the file again; the limit is `http.body_timeout_s` (AISP_HTTP_BODY_TIMEOUT_S).",
+                    ));
+                }
+            };
             let chunk = chunk.map_err(|e| {
                 OpError::invalid_input(
                     format!("the upload broke off: {e}"),
@@ -340,37 +425,88 @@ async fn store_upload(app: &AppState, name: &str, body: Body) -> Result<(PathBuf
             })?;
             total += chunk.len() as u64;
             if total > cap {
+                // Read (and drop) a little more so that a client still sending gets the
+                // answer rather than a reset connection; past twice the cap, stop reading.
+                while total <= cap.saturating_mul(2) {
+                    match tokio::time::timeout(idle, stream.next()).await {
+                        Ok(Some(Ok(more))) => total += more.len() as u64,
+                        _ => break,
+                    }
+                }
                 return Err(OpError::invalid_input(
                     format!("the upload is larger than the {} MiB limit", cap >> 20),
-                    "Open the export by its path on the server instead, or raise AISP_UPLOAD_MAX_MB.",
+                    "Open the export by its path on the server instead, or raise AISP_UPLOAD_MAX_MB \
+                     (and `limits.uploads_total_mib`, AISP_UPLOADS_TOTAL_MIB).",
                 ));
             }
             file.write_all(&chunk)
                 .await
-                .map_err(|e| OpError::internal(format!("cannot write {}: {e}", tmp.display())))?;
+                .map_err(|e| OpError::internal(format!("cannot write the upload: {e}")))?;
         }
         file.flush()
             .await
-            .map_err(|e| OpError::internal(format!("cannot write {}: {e}", tmp.display())))?;
+            .map_err(|e| OpError::internal(format!("cannot write the upload: {e}")))?;
         Ok(())
     }
     .await;
     drop(file);
-    if let Err(e) = result {
-        let _ = tokio::fs::remove_file(&tmp).await;
-        return Err(e);
-    }
+    // On any failure the temporary file goes with `pending`.
+    result?;
     if total == 0 {
-        let _ = tokio::fs::remove_file(&tmp).await;
         return Err(OpError::invalid_input(
             "the upload is empty",
             "Choose a .sqlite or .nsys-rep file.",
         ));
     }
-    tokio::fs::rename(&tmp, &path)
+    let path = pending.path().to_path_buf();
+    tokio::task::spawn_blocking(move || pending.commit())
         .await
-        .map_err(|e| OpError::internal(format!("cannot keep {}: {e}", path.display())))?;
+        .map_err(|e| OpError::internal(format!("cannot keep the upload: {e}")))?
+        .map_err(|e| OpError::internal(format!("cannot keep the upload: {e}")))?;
+    let _one_at_a_time = PRUNING.lock().await;
+    prune_uploads(&dir_path, &path, app.config.uploads_total_bytes);
     Ok((path, total))
+}
+
+/// Keep the uploads folder under `quota` bytes: remove the oldest uploads
+/// (never `keep`, the one just stored), and temporary files an interrupted
+/// server left (older than an hour).
+fn prune_uploads(dir: &FsPath, keep: &FsPath, quota: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let hour = std::time::Duration::from_secs(3600);
+    let mut kept: Vec<(std::time::SystemTime, u64, PathBuf)> = Vec::new();
+    for e in entries.flatten() {
+        let Ok(meta) = e.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let path = e.path();
+        let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+        let hidden = e.file_name().to_string_lossy().starts_with('.');
+        if hidden {
+            if modified.elapsed().is_ok_and(|age| age > hour) {
+                let _ = std::fs::remove_file(&path);
+            }
+            continue;
+        }
+        kept.push((modified, meta.len(), path));
+    }
+    kept.sort();
+    let mut total: u64 = kept.iter().map(|k| k.1).sum();
+    for (_, len, path) in kept {
+        if total <= quota {
+            break;
+        }
+        if path == keep {
+            continue;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            tracing::info!(path = %path.display(), "removed an old upload to stay under limits.uploads_total_mib");
+            total = total.saturating_sub(len);
+        }
+    }
 }
 
 /// The folder trace downloads are served from: where `aisp_profile_export`
@@ -433,6 +569,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn next_is_a_local_path_only() {
+        for ok in [
+            "/",
+            "/profiles",
+            "/profiles?path=/x",
+            "/tools/aisp_status#top",
+        ] {
+            assert!(local_next(ok), "{ok}");
+        }
+        for bad in [
+            "//evil.example",
+            "/\\evil.example",
+            "https://evil.example",
+            "evil",
+            "/\t/evil.example",
+            "/x\\y",
+            "",
+        ] {
+            assert!(!local_next(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn upload_names_are_cleaned_and_checked() {
         assert_eq!(
             safe_upload_name("../../etc/run 1.sqlite").unwrap(),
@@ -443,6 +602,11 @@ mod tests {
         assert!(safe_upload_name("").is_err());
         assert!(safe_upload_name("...sqlite").is_err());
         assert_eq!(safe_upload_name(".x.sqlite").unwrap(), "x.sqlite");
+        let long = format!("{}.sqlite", "n".repeat(300));
+        assert_eq!(
+            safe_upload_name(&long).unwrap_err().kind,
+            crate::error::ErrorKind::InvalidInput
+        );
     }
 
     #[test]

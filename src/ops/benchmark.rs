@@ -1001,12 +1001,27 @@ impl Operation for Import {
         let mut runs = Vec::new();
         for f in files {
             ctx.check_cancelled()?;
-            runs.push(aisp_hw::bench::import::import_run(store, &f).map_err(|e| {
+            // Capped, and refused before being read whole when it does not start like JSON.
+            let bytes = aisp_profile::input_file::read_capped_sniffed(
+                &f,
+                aisp_profile::input_file::InputKind::SavedRun,
+                &Default::default(),
+                aisp_profile::input_file::Sniff::Json,
+            )?;
+            let text = String::from_utf8(bytes).map_err(|_| {
                 OpError::invalid_input(
-                    e.to_string(),
+                    format!("{} is not UTF-8 text", f.display()),
                     "Pass the JSON answer of aisp_benchmark_run unchanged.",
                 )
-            })?);
+            })?;
+            runs.push(
+                aisp_hw::bench::import::import_run(store, &f, &text).map_err(|e| {
+                    OpError::invalid_input(
+                        e.to_string(),
+                        "Pass the JSON answer of aisp_benchmark_run unchanged.",
+                    )
+                })?,
+            );
         }
         Ok(ImportOutput {
             rows_added: runs.iter().map(|r| r.rows).sum(),

@@ -124,6 +124,11 @@ impl From<InputFileError> for OpError {
                     ),
                 )
             }
+            InputFileError::WrongContent { .. } => OpError::invalid_input(
+                message,
+                "Pass the file the argument asks for (a trace is JSON, plain or .xz; a log or CSV page is text); \
+                 nothing more of this file was read.",
+            ),
             InputFileError::Io { .. } => OpError::invalid_input(
                 message,
                 "Pass a readable regular file; files under /proc and /sys are not inputs.",
@@ -250,5 +255,28 @@ mod tests {
             read_capped(Path::new("/proc/self/mem"), InputKind::NcuCsv, &limits).unwrap_err(),
         );
         assert_eq!(err.kind, ErrorKind::InvalidInput, "{err:?}");
+    }
+
+    #[test]
+    fn content_that_is_not_what_was_asked_for_is_bad_input_with_a_hint() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("trace.json");
+        std::fs::write(&f, b"<html>not a trace").unwrap();
+        let err = OpError::from(
+            aisp_profile::input_file::read_capped_sniffed(
+                &f,
+                InputKind::KinetoTrace,
+                &InputLimits::default(),
+                aisp_profile::input_file::Sniff::Json,
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(err.kind, ErrorKind::InvalidInput, "{err:?}");
+        assert!(err.message.contains("is not JSON"), "{}", err.message);
+        assert!(
+            err.hint.contains("nothing more of this file was read"),
+            "{}",
+            err.hint
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! profile, of two profiles before/after, or of benchmark history, and
 //! benchmark history as CSV. The work is in [`aisp_report`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -10,13 +10,16 @@ use serde::{Deserialize, Serialize};
 use super::profile::open_profile;
 use crate::context::OpContext;
 use crate::error::OpError;
+use crate::outputs;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
+use aisp_base::safe_write::Target;
 use aisp_profile::Scope;
 use aisp_report::{self as report, Report, ReportError, bench};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[&Csv, &Html, &Pdf];
 
-/// Writes a file under `$AISP_HOME/reports` or where asked; changes nothing else.
+/// Writes a file under `$AISP_HOME/reports` or where asked (over MCP and HTTP:
+/// under the output roots, see [`crate::outputs`]); changes nothing else.
 const WRITES_FILE: Hints = Hints {
     read_only: false,
     destructive: false,
@@ -77,7 +80,7 @@ pub struct ReportInput {
     /// History: most rows, newest first (default 500, at most 10000).
     #[serde(default)]
     pub limit: Option<u32>,
-    /// File to write; default `$AISP_HOME/reports/<name>-<time>.<ext>`.
+    /// File to write; default `$AISP_HOME/reports/<name>-<time>.<ext>`. Over MCP/HTTP: under the output roots (relative: `$AISP_HOME/exports`).
     #[serde(default)]
     pub output: Option<String>,
     /// Replace `output` if it exists (default false: refuse).
@@ -228,28 +231,50 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
     }
 }
 
-fn output_path(ctx: &OpContext, output: Option<&str>, stem: &str, ext: &str) -> PathBuf {
-    report::output_path(&ctx.app().config.home, output, stem, ext)
+/// Where a report goes: the caller's `output` (under the output roots over
+/// MCP and HTTP), else `$AISP_HOME/reports/<stem>-<time>.<ext>`.
+fn target(ctx: &OpContext, output: Option<&str>, stem: &str, ext: &str) -> Result<Target, OpError> {
+    match output.map(str::trim).filter(|o| !o.is_empty()) {
+        Some(o) => outputs::file(ctx, "output", o),
+        None => outputs::own_file(&report::output_path(
+            &ctx.app().config.home,
+            None,
+            stem,
+            ext,
+        )),
+    }
 }
 
 fn write_report(ctx: &OpContext, i: &ReportInput, pdf: bool) -> Result<ExportOutput, OpError> {
+    let ext = if pdf { "pdf" } else { "html" };
+    let overwrite = i.overwrite.unwrap_or(false);
+    // A named output is checked before the work: refused paths cost nothing.
+    let named = match i.output.as_deref().map(str::trim).filter(|o| !o.is_empty()) {
+        Some(o) => {
+            let t = outputs::file(ctx, "output", o)?;
+            t.check_free(overwrite)
+                .map_err(|e| outputs::write_error("output", e))?;
+            Some(t)
+        }
+        None => None,
+    };
     let (r, kind, stem) = build(ctx, i)?;
     ctx.check_cancelled()?;
-    let ext = if pdf { "pdf" } else { "html" };
-    let path = output_path(ctx, i.output.as_deref(), &stem, ext);
-    let overwrite = i.overwrite.unwrap_or(false);
-    if path.exists() && !overwrite {
-        return Err(ReportError::Exists(path).into());
-    }
+    let target = match named {
+        Some(t) => t,
+        None => target(ctx, None, &stem, ext)?,
+    };
     let (bytes, pages) = if pdf {
         report::pdf::render(&r)?
     } else {
         (report::html::render(&r).into_bytes(), 1)
     };
-    let size = report::write_file(&path, &bytes, overwrite)?;
+    let size = target
+        .write(&bytes, overwrite)
+        .map_err(|e| outputs::write_error("output", e))?;
     Ok(ExportOutput {
         report: kind.into(),
-        path: report::absolute(&path),
+        path: target.path().display().to_string(),
         bytes: size,
         pages,
         charts: r.charts().count() as u32,
@@ -342,7 +367,7 @@ pub struct CsvInput {
     /// Add one row per timed repetition (default false).
     #[serde(default)]
     pub detailed: Option<bool>,
-    /// File to write; default `$AISP_HOME/reports/benchmarks-<time>.csv`.
+    /// File to write; default `$AISP_HOME/reports/benchmarks-<time>.csv`. Over MCP/HTTP: under the output roots (relative: `$AISP_HOME/exports`).
     #[serde(default)]
     pub output: Option<String>,
     /// Replace `output` if it exists (default false: refuse).
@@ -391,13 +416,19 @@ Columns are documented in README.md. Profiles: aisp_profile_export. Instant.",
         if h.rows.is_empty() {
             return Err(ReportError::Empty(bench::NO_HISTORY.into()).into());
         }
+        let overwrite = i.overwrite.unwrap_or(false);
+        let target = target(ctx, i.output.as_deref(), "benchmarks", "csv")?;
+        target
+            .check_free(overwrite)
+            .map_err(|e| outputs::write_error("output", e))?;
         let (bytes, rows) = report::csv::render(&h, i.detailed.unwrap_or(false))
             .map_err(|e| OpError::internal(format!("CSV writer failed: {e}")))?;
-        let path = output_path(ctx, i.output.as_deref(), "benchmarks", "csv");
-        let size = report::write_file(&path, &bytes, i.overwrite.unwrap_or(false))?;
+        let size = target
+            .write(&bytes, overwrite)
+            .map_err(|e| outputs::write_error("output", e))?;
         Ok(ExportOutput {
             report: "benchmarks".into(),
-            path: report::absolute(&path),
+            path: target.path().display().to_string(),
             bytes: size,
             pages: 1,
             charts: 0,

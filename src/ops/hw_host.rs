@@ -451,13 +451,7 @@ impl Operation for NetworkListen {
 
     fn run(&self, ctx: &OpContext, i: ListenInput) -> Result<ListenReport, OpError> {
         let bind = i.bind.unwrap_or_else(|| "127.0.0.1:5201".into());
-        let loopback = bind
-            .rsplit_once(':')
-            .map(|(h, _)| h.trim_matches(['[', ']']))
-            .is_some_and(|h| {
-                h == "localhost" || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-            });
-        if !loopback && !ctx.app().config.allow_exec {
+        if !is_loopback_bind(&bind) && !ctx.app().config.allow_exec {
             return Err(OpError::exec_not_allowed(format!(
                 "listening on {bind} opens a port to other hosts, which this aisp does not allow"
             )));
@@ -484,4 +478,11 @@ impl Operation for NetworkListen {
         });
         Ok(report)
     }
+}
+
+/// Whether `host:port` binds to loopback only (`localhost`, 127.0.0.0/8, `[::1]`).
+pub fn is_loopback_bind(bind: &str) -> bool {
+    bind.rsplit_once(':')
+        .map(|(h, _)| h.trim_matches(['[', ']']))
+        .is_some_and(|h| h == "localhost" || h.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()))
 }

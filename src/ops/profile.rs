@@ -78,6 +78,12 @@ impl From<ProfileError> for OpError {
                     searched.join(", ")
                 ),
             ),
+            ProfileError::ExportTimeout { .. } => OpError::timeout(
+                msg,
+                "A large report can take minutes to export: raise `limits.nsys_export_timeout_s` in the config \
+                 file (AISP_NSYS_EXPORT_TIMEOUT_S), or export it yourself (`nsys export --type sqlite --output \
+                 run.sqlite run.nsys-rep`) and pass run.sqlite.",
+            ),
             ProfileError::ExportFailed { .. } => OpError::invalid_input(
                 msg,
                 "The report may be damaged or from a newer Nsight Systems than the local `nsys`; export it \
@@ -135,13 +141,81 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
     // The run id of an aisp_profile_nsys capture names its SQLite export.
     let path = capture::profile_ref(ctx, path)?;
     let options = profile::OpenOptions {
-        cache_dir: Some(ctx.app().config.cache_dir()),
-        nsys: None,
-        max_bytes: Some(ctx.app().config.limits.nsight_export_bytes),
         tables: Some(ctx.app().profile_tables.clone()),
         progress: Some(scan_progress(ctx)),
+        ..open_options(ctx)
     };
     Ok(profile::open_with(&PathBuf::from(path), &options)?)
+}
+
+/// How this call opens exports: aisp's cache, the configured `nsys`
+/// (`AISP_NSYS`, config `nsys`) and, for `.nsys-rep` reports, `nsys export` run
+/// like a capture: in its own process group, stopped (the whole group) when
+/// the call is cancelled or `limits.nsys_export_timeout_s` passes.
+pub fn open_options(ctx: &OpContext) -> profile::OpenOptions {
+    let config = &ctx.app().config;
+    profile::OpenOptions {
+        cache_dir: Some(config.cache_dir()),
+        nsys: config.nsys.clone(),
+        max_bytes: Some(config.limits.nsight_export_bytes),
+        tables: None,
+        progress: None,
+        exporter: Some(exporter(ctx)),
+    }
+}
+
+fn exporter(ctx: &OpContext) -> profile::nsysrep::Exporter {
+    let ctx = ctx.clone();
+    profile::nsysrep::Exporter(std::sync::Arc::new(
+        move |nsys: &std::path::Path, args: &[String]| {
+            use aisp_capture::process::{self, CommandSpec, RunLimits, Stop};
+            let limit = ctx.app().config.nsys_export_timeout;
+            let report = PathBuf::from(args.last().cloned().unwrap_or_default());
+            let mut deadline = std::time::Instant::now() + limit;
+            if let Some(d) = ctx.deadline() {
+                deadline = deadline.min(d);
+            }
+            let spec = CommandSpec::new(nsys, args.to_vec());
+            let limits = RunLimits {
+                deadline: Some(deadline),
+                tail_lines: 20,
+                ..RunLimits::default()
+            };
+            let outcome = process::run(&spec, &limits, &|| ctx.is_cancelled(), &mut |p| {
+                ctx.progress(
+                    p.elapsed.as_secs_f64(),
+                    None,
+                    format!(
+                        "exporting the report with nsys: {:.0} s (at most {:.0} s)",
+                        p.elapsed.as_secs_f64(),
+                        limit.as_secs_f64()
+                    ),
+                )
+            })
+            .map_err(|e| ProfileError::ExportFailed {
+                path: report.clone(),
+                message: e.to_string(),
+            })?;
+            match outcome.stopped {
+                Some(Stop::Cancelled) => Err(ProfileError::Cancelled),
+                Some(Stop::DeadlinePassed) if ctx.is_cancelled() => Err(ProfileError::Cancelled),
+                Some(Stop::DeadlinePassed) => Err(ProfileError::ExportTimeout {
+                    path: report,
+                    seconds: limit.as_secs_f64(),
+                }),
+                None if outcome.succeeded() => Ok(()),
+                None => Err(ProfileError::ExportFailed {
+                    path: report,
+                    message: format!(
+                        "{} {}: {}",
+                        nsys.display(),
+                        outcome.status_text(),
+                        outcome.stderr.tail.join(" | ")
+                    ),
+                }),
+            }
+        },
+    ))
 }
 
 /// Progress of long table scans, sent as the call's progress notifications.
@@ -1455,7 +1529,7 @@ scoped_input! {
         /// (Not `format`: the CLI's `--format json|table` chooses how results print.)
         #[serde(alias = "format")]
         kind: profile::export::Format,
-        /// File to write; default `$AISP_HOME/cache/exports/<name>.<ext>`.
+        /// File to write; default `$AISP_HOME/cache/exports/<name>.<ext>`. Over MCP/HTTP: under the output roots (relative: `$AISP_HOME/exports`).
         #[serde(default)]
         output: Option<String>,
         /// For csv: `kernels` (the kernel trace) or a summary report (cuda_gpu_kern_sum, cuda_api_sum,
@@ -1503,16 +1577,27 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
     };
 
     fn run(&self, ctx: &OpContext, input: ExportInput) -> Result<Self::Output, OpError> {
+        let overwrite = input.overwrite.unwrap_or(false);
+        // A named output is checked before the profile is read: refused paths cost nothing.
+        let named = match input.output.as_deref().map(str::trim) {
+            Some(o) if !o.is_empty() => {
+                let t = crate::outputs::file(ctx, "output", o)?;
+                t.check_free(overwrite)
+                    .map_err(|e| crate::outputs::write_error("output", e))?;
+                Some(t)
+            }
+            _ => None,
+        };
         let p = open_profile(ctx, &input.path)?;
         let scope = p.resolve(&input.scope())?;
-        let output = match &input.output {
-            Some(o) if !o.trim().is_empty() => PathBuf::from(o),
-            _ => profile::export::default_output(
+        let output = match named {
+            Some(t) => t,
+            None => crate::outputs::own_file(&profile::export::default_output(
                 &ctx.app().config.cache_dir(),
                 p.source(),
                 input.kind,
                 input.report.as_deref(),
-            ),
+            ))?,
         };
         let done = profile::export::export(
             &p,

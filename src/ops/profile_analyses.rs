@@ -129,9 +129,12 @@ pub struct FlameOp;
 pub struct FlameInput {
     /// A PyTorch profiler trace recorded with_stack=True (.json or .json.xz), an Nsight Systems export with CPU samples (.sqlite), or a torch run id.
     pub path: String,
-    /// Folder for the .folded and .svg files (default: aisp's cache folder).
+    /// Folder for the .folded and .svg files (default: aisp's cache folder). Over MCP/HTTP: under the output roots.
     #[serde(default)]
     pub output_dir: Option<String>,
+    /// Replace the .folded and .svg files if they exist (default false: refuse).
+    #[serde(default)]
+    pub overwrite: Option<bool>,
     /// Frames in the self-time list (default 15).
     #[serde(default)]
     #[schemars(range(min = 1, max = 200))]
@@ -196,6 +199,32 @@ heaviest stacks. Capture stacks with aisp_profile_torch with_stack: true.",
 
     fn run(&self, ctx: &OpContext, input: FlameInput) -> Result<FlameOutput, OpError> {
         let path = resolve(ctx, &input.path, "trace or export")?;
+        let overwrite = input.overwrite.unwrap_or(false);
+        let stem = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(|n| {
+                n.trim_end_matches(".xz")
+                    .trim_end_matches(".json")
+                    .trim_end_matches(".sqlite")
+            })
+            .unwrap_or("flame")
+            .to_string();
+        let folded_name = std::ffi::OsString::from(format!("{stem}.folded"));
+        let svg_name = std::ffi::OsString::from(format!("{stem}.svg"));
+        // Where the files go, checked before the work: a refused folder or an
+        // existing file costs nothing, and nothing is half written.
+        let dir = match &input.output_dir {
+            Some(d) => crate::outputs::folder(ctx, "output_dir", d)?,
+            None => crate::outputs::own_folder(&ctx.app().config.cache_dir().join(format!(
+                "flame-{}",
+                record::new_run_id(record::CaptureKind::Torch)
+            )))?,
+        };
+        for name in [&folded_name, &svg_name] {
+            dir.check_free(name, overwrite)
+                .map_err(|e| crate::outputs::write_error("output_dir", e))?;
+        }
         let is_sqlite = path.extension().is_some_and(|e| e == "sqlite");
         let (stacks, unit) = if is_sqlite {
             input_file::check_regular(&path, InputKind::NsightExport, &ctx.app().config.limits)?;
@@ -214,40 +243,6 @@ heaviest stacks. Capture stacks with aisp_profile_torch with_stack: true.",
                 flame::CountUnit::Ns,
             )
         };
-        let dir = match &input.output_dir {
-            Some(d) => PathBuf::from(d),
-            None => ctx.app().config.cache_dir().join(format!(
-                "flame-{}",
-                record::new_run_id(record::CaptureKind::Torch)
-            )),
-        };
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            OpError::invalid_input(
-                format!("cannot create {}: {e}", dir.display()),
-                "Pass an `output_dir` you can write to.",
-            )
-        })?;
-        let stem = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .map(|n| {
-                n.trim_end_matches(".xz")
-                    .trim_end_matches(".json")
-                    .trim_end_matches(".sqlite")
-            })
-            .unwrap_or("flame")
-            .to_string();
-        let folded_path = dir.join(format!("{stem}.folded"));
-        let svg_path = dir.join(format!("{stem}.svg"));
-        let write = |p: &Path, bytes: &[u8]| {
-            std::fs::write(p, bytes).map_err(|e| {
-                OpError::invalid_input(
-                    format!("cannot write {}: {e}", p.display()),
-                    "Pass an `output_dir` you can write to.",
-                )
-            })
-        };
-        write(&folded_path, stacks.folded_text().as_bytes())?;
         let title = format!(
             "{stem} ({})",
             if is_sqlite {
@@ -256,10 +251,15 @@ heaviest stacks. Capture stacks with aisp_profile_torch with_stack: true.",
                 "wall time, ns"
             }
         );
-        write(
-            &svg_path,
-            &flame::svg(&stacks, &title, unit).map_err(flame_error)?,
-        )?;
+        let svg = flame::svg(&stacks, &title, unit).map_err(flame_error)?;
+        let write = |name: &std::ffi::OsStr, bytes: &[u8]| {
+            dir.write(name, bytes, overwrite)
+                .map_err(|e| crate::outputs::write_error("output_dir", e))
+        };
+        write(&folded_name, stacks.folded_text().as_bytes())?;
+        write(&svg_name, &svg)?;
+        let folded_path = dir.path().join(&folded_name);
+        let svg_path = dir.path().join(&svg_name);
         let mut heaviest: Vec<(String, u64)> =
             stacks.folded.iter().map(|(k, v)| (k.clone(), *v)).collect();
         heaviest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));

@@ -24,9 +24,12 @@ pub struct RanksInput {
     /// More exports of the same run.
     #[serde(default)]
     pub paths: Option<Vec<String>>,
-    /// Write each export's digest (Parquet) into this folder.
+    /// Write each export's digest (Parquet) into this folder. Over MCP/HTTP: under the output roots.
     #[serde(default)]
     pub write_digests: Option<String>,
+    /// Replace digest files that exist (default false: refuse).
+    #[serde(default)]
+    pub overwrite: bool,
     /// Digest only, no merge (the per-node step of a cluster run).
     #[serde(default)]
     pub digest_only: bool,
@@ -168,6 +171,11 @@ fn run_each(
 /// Digest and merge the set named by `path` (+ `paths`), or read digests.
 pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, OpError> {
     let t0 = Instant::now();
+    // Where digests go, checked before any work.
+    let digest_root = match &input.write_digests {
+        Some(out) => Some(crate::outputs::folder(ctx, "write_digests", out)?),
+        None => None,
+    };
     let folders = if Path::new(&input.path).is_dir() {
         store::digest_folders(Path::new(&input.path))
     } else {
@@ -201,18 +209,22 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
             .unwrap_or_else(|| ranks::default_threads(files.len()))
             .clamp(1, 64);
         let total = files.len() as f64;
-        let (d, skipped) =
-            ranks::digest::digest_files(&files, threads, &|| ctx.is_cancelled(), &|done| {
-                ctx.progress(done as f64, Some(total), "digesting exports")
-            })
-            .map_err(|e| match e {
-                aisp_profile::ProfileError::Cancelled => ctx.stop_error(),
-                e => e.into(),
-            })?;
+        let options = super::profile::open_options(ctx);
+        let (d, skipped) = ranks::digest::digest_files_with(
+            &files,
+            threads,
+            &options,
+            &|| ctx.is_cancelled(),
+            &|done| ctx.progress(done as f64, Some(total), "digesting exports"),
+        )
+        .map_err(|e| match e {
+            aisp_profile::ProfileError::Cancelled => ctx.stop_error(),
+            e => e.into(),
+        })?;
         let names = files.iter().map(|f| f.display().to_string()).collect();
         (d, names, skipped, "exports")
     };
-    if let Some(out) = &input.write_digests {
+    if let Some(root) = &digest_root {
         let mut by_file: Vec<(String, Vec<&ranks::RankDigest>)> = Vec::new();
         for d in &digests {
             match by_file.iter_mut().find(|(f, _)| *f == d.identity.file) {
@@ -221,9 +233,11 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
             }
         }
         for (file, ds) in by_file {
-            let dir = store::digest_dir(Path::new(out), &file);
-            store::write(&dir, &ds)?;
-            written.push(dir.display().to_string());
+            let dir = root
+                .subdir(std::ffi::OsStr::new(&store::digest_name(&file)), true)
+                .map_err(|e| crate::outputs::write_error("write_digests", e))?;
+            store::write(&dir, &ds, input.overwrite)?;
+            written.push(dir.path().display().to_string());
         }
     }
     let digest_ms = t0.elapsed().as_millis() as u64;
@@ -271,6 +285,7 @@ impl RanksInput {
             path: path.into(),
             paths: None,
             write_digests: None,
+            overwrite: false,
             digest_only: false,
             threads: None,
             each: None,

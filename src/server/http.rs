@@ -104,6 +104,38 @@ impl Policy {
         Ok(())
     }
 
+    /// For GETs that read files (a browser sends them cross-site without
+    /// asking, e.g. from an `<img>` on another page): the bearer token (when
+    /// one is configured, [`Policy::check`] has verified it), or evidence that
+    /// the request comes from a page of this server: `Sec-Fetch-Site:
+    /// same-origin` (or `none`, a typed URL), an allowed `Origin`, or a
+    /// `Referer` from an allowed origin.
+    pub(crate) fn check_same_origin(&self, headers: &HeaderMap) -> Result<(), Box<Response>> {
+        if self.token.is_some() {
+            return Ok(());
+        }
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let same = match header("sec-fetch-site") {
+            Some(site) => matches!(site, "same-origin" | "none"),
+            None => {
+                header("origin").is_some_and(|o| self.origin_allowed(o))
+                    || header("referer")
+                        .and_then(origin_of)
+                        .is_some_and(|o| self.origin_allowed(&o))
+            }
+        };
+        if same {
+            return Ok(());
+        }
+        Err(Box::new(denied(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this request reads a file and does not come from a page of this server",
+            "Open it from the dashboard, send `Sec-Fetch-Site: same-origin` or an allowed Origin, or start aisp \
+             with a token (AISP_TOKEN) and send it as `Authorization: Bearer <token>`.",
+        )))
+    }
+
     fn check_token(&self, headers: &HeaderMap) -> Result<(), Box<Response>> {
         if let Some(expected) = &self.token {
             let given = headers
@@ -143,6 +175,16 @@ impl Policy {
             .iter()
             .any(|allowed| origin_matches(allowed, origin))
     }
+}
+
+/// `scheme://host[:port]` of a URL (a Referer), if it has one.
+fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if authority.is_empty() || authority.contains(['@', '\\']) {
+        return None;
+    }
+    Some(format!("{scheme}://{authority}"))
 }
 
 fn host_string(ip: IpAddr) -> String {
@@ -210,15 +252,27 @@ pub fn router(app: Arc<AppState>, policy: Policy, shutdown: CancellationToken) -
         .with_allowed_origins(policy.origins.clone())
         .enforce_origin_validation()
         .with_cancellation_token(shutdown);
+    let limits = app.config.http;
+    let mut sessions = LocalSessionManager::default();
+    // A session with no request for this long is closed (and leaves the table).
+    sessions.session_config.keep_alive = Some(limits.mcp_session_idle);
+    let sessions = Arc::new(sessions);
     let mcp = StreamableHttpService::new(
         move || Ok(server.new_session()),
-        LocalSessionManager::default().into(),
+        Arc::clone(&sessions),
         mcp_config,
     );
     let policy = Arc::new(policy);
     let mcp = Router::new()
         .fallback_service(mcp)
-        .layer(middleware::from_fn(session_delete_status));
+        .layer(middleware::from_fn(session_delete_status))
+        .layer(middleware::from_fn_with_state(
+            SessionCap {
+                sessions,
+                max: limits.max_mcp_sessions.max(1),
+            },
+            session_cap,
+        ));
     Router::new()
         .nest_service("/mcp", mcp)
         .route("/api/tools", get(list_tools))
@@ -231,11 +285,26 @@ pub fn router(app: Arc<AppState>, policy: Policy, shutdown: CancellationToken) -
         .merge(crate::dashboard::router(app, policy))
 }
 
-/// Read a request's body within the body timeout (and under a size cap), so a
-/// client that promises more than it sends cannot hold a connection and a
-/// task. Responses are not limited: progress and SSE streams last as long as
-/// the work.
-async fn body_deadline(State(limits): State<BodyLimits>, request: Request, next: Next) -> Response {
+/// What the body guard needs: the access policy and the limits.
+#[derive(Clone)]
+struct BodyGuard {
+    policy: Arc<Policy>,
+    timeout: std::time::Duration,
+    max_body_bytes: usize,
+}
+
+/// The route whose body is a file, streamed to disk by its handler under its own cap.
+const UPLOAD_ROUTE: &str = "/dashboard/upload";
+
+/// In front of everything: a request that carries a body is checked against
+/// the policy (Host, Origin, token) *before* a byte of the body is read, so
+/// an unauthenticated client cannot make the server buffer anything. Then
+/// the body is read within the body timeout and under the JSON routes' cap
+/// (`http.max_body_mib`; the upload route streams its body to disk under its
+/// own cap instead), so a client that promises more than it sends cannot
+/// hold a connection and a task. Responses are not limited: progress and SSE
+/// streams last as long as the work.
+async fn body_guard(State(guard): State<BodyGuard>, request: Request, next: Next) -> Response {
     use http_body_util::BodyExt;
     let has_body = request
         .headers()
@@ -246,22 +315,40 @@ async fn body_deadline(State(limits): State<BodyLimits>, request: Request, next:
     if !has_body {
         return next.run(request).await;
     }
+    if let Err(resp) = guard.policy.check(request.headers()) {
+        return *resp;
+    }
+    if request.uri().path() == UPLOAD_ROUTE {
+        return next.run(request).await;
+    }
+    let max = guard.max_body_bytes;
+    let too_large = || {
+        denied(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_input",
+            &format!("the request body is larger than {} KiB", max >> 10),
+            "Send smaller arguments: files are passed by path, not by content (the limit is `http.max_body_mib`, \
+             AISP_HTTP_MAX_BODY_MIB).",
+        )
+    };
+    // Refused at once when the length is announced.
+    if request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .is_some_and(|n| n > max as u64)
+    {
+        return too_large();
+    }
     let (parts, body) = request.into_parts();
-    let limited = http_body_util::Limited::new(body, limits.max_body_bytes);
-    match tokio::time::timeout(limits.timeout, limited.collect()).await {
+    let limited = http_body_util::Limited::new(body, max);
+    match tokio::time::timeout(guard.timeout, limited.collect()).await {
         Ok(Ok(collected)) => {
             let request = Request::from_parts(parts, axum::body::Body::from(collected.to_bytes()));
             next.run(request).await
         }
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => denied(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "invalid_input",
-            &format!(
-                "the request body is larger than {} MiB",
-                limits.max_body_bytes >> 20
-            ),
-            "Send smaller arguments; files are passed by path, not by content.",
-        ),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => too_large(),
         Ok(Err(e)) => denied(
             StatusCode::BAD_REQUEST,
             "invalid_input",
@@ -273,17 +360,57 @@ async fn body_deadline(State(limits): State<BodyLimits>, request: Request, next:
             "timeout",
             &format!(
                 "the request body did not arrive within {} s",
-                limits.timeout.as_secs_f64()
+                guard.timeout.as_secs_f64()
             ),
             "Send the whole body at once; the limit is `http.body_timeout_s` (AISP_HTTP_BODY_TIMEOUT_S).",
         ),
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct BodyLimits {
-    timeout: std::time::Duration,
-    max_body_bytes: usize,
+/// The MCP session table and its cap.
+#[derive(Clone)]
+struct SessionCap {
+    sessions: Arc<LocalSessionManager>,
+    max: usize,
+}
+
+/// A new MCP session (an `initialize` without a session id) is refused with
+/// 503 while `http.max_mcp_sessions` sessions are open; idle sessions close
+/// after `http.mcp_session_idle_s` and make room.
+async fn session_cap(State(cap): State<SessionCap>, request: Request, next: Next) -> Response {
+    if request.method() != axum::http::Method::POST
+        || request.headers().contains_key("mcp-session-id")
+    {
+        return next.run(request).await;
+    }
+    // The body guard has read the body already: looking at it costs nothing.
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let initialize = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .is_some_and(|v| v.get("method").and_then(Value::as_str) == Some("initialize"));
+    if initialize {
+        let open = cap.sessions.sessions.read().await.len();
+        if open >= cap.max {
+            let mut resp = denied(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unsupported",
+                &format!(
+                    "{open} MCP sessions are open, the most this server keeps ({})",
+                    cap.max
+                ),
+                "Close sessions you no longer use (HTTP DELETE /mcp with their Mcp-Session-Id), wait for idle ones to \
+                 close (`http.mcp_session_idle_s`), or raise `http.max_mcp_sessions` (AISP_HTTP_MAX_MCP_SESSIONS).",
+            );
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+            return resp;
+        }
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
 
 /// rmcp answers a session DELETE with 202; the streamable HTTP spec's clients
@@ -308,7 +435,11 @@ async fn session_delete_status(request: Request, next: Next) -> Response {
 /// exposes neither a header read timeout nor a connection limit: a client
 /// that sends half its headers (or nothing) is disconnected after
 /// `http.header_timeout_s`, and at most `http.max_connections` connections
-/// are served at once (more wait in the listen backlog, not refused).
+/// are served at once. At the limit the connection idle the longest (no
+/// request in flight: a keep-alive connection between requests, or one that
+/// has sent nothing yet) is closed to make room, so idle sockets cannot keep
+/// real requests waiting; with none idle, new connections wait in the listen
+/// backlog, not refused.
 pub async fn serve(
     app: Arc<AppState>,
     opts: HttpOptions,
@@ -327,23 +458,17 @@ pub async fn serve(
     // Tests and scripts read the bound address from stderr when binding port 0.
     eprintln!("aisp: listening on http://{local} (dashboard at /, MCP at /mcp, API at /api)");
     let limits = app.config.http;
-    let app_router = router(app, policy, shutdown.clone()).layer(middleware::from_fn_with_state(
-        BodyLimits {
-            timeout: limits.body_timeout,
-            max_body_bytes: MAX_BODY_BYTES,
-        },
-        body_deadline,
-    ));
+    let guard = BodyGuard {
+        policy: Arc::new(policy.clone()),
+        timeout: limits.body_timeout,
+        max_body_bytes: limits.max_body_bytes,
+    };
+    let app_router = router(app, policy, shutdown.clone())
+        .layer(middleware::from_fn_with_state(guard, body_guard));
     let max_connections = limits.max_connections.clamp(1, 1 << 20);
     let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let conns = Arc::new(Connections::default());
     loop {
-        let permit = tokio::select! {
-            p = Arc::clone(&slots).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = shutdown.cancelled() => break,
-        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
@@ -356,9 +481,64 @@ pub async fn serve(
             },
             _ = shutdown.cancelled() => break,
         };
+        let permit = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                // Full: close the connection idle the longest; with none idle, wait
+                // for one to end or to fall idle.
+                let mut got = None;
+                let mut stop = false;
+                while got.is_none() && !stop {
+                    conns.evict_oldest_idle();
+                    tokio::select! {
+                        p = Arc::clone(&slots).acquire_owned() => match p {
+                            Ok(p) => got = Some(p),
+                            Err(_) => stop = true,
+                        },
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+                        _ = shutdown.cancelled() => stop = true,
+                    }
+                }
+                match got {
+                    Some(p) => p,
+                    None => break,
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app_router.clone());
+        let (id, evicted, flags) = conns.open();
+        let stream = WatchedIo {
+            inner: stream,
+            flags,
+        };
+        let service = {
+            let router = app_router.clone();
+            let conns = Arc::clone(&conns);
+            hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let busy = conns.begin(id);
+                let mut router = router.clone();
+                async move {
+                    std::future::poll_fn(|cx| {
+                        tower::Service::<Request<hyper::body::Incoming>>::poll_ready(
+                            &mut router,
+                            cx,
+                        )
+                    })
+                    .await?;
+                    let resp = tower::Service::call(&mut router, req).await?;
+                    // Busy until the response body is sent (or dropped): streams count.
+                    Ok::<_, std::convert::Infallible>(resp.map(|b| {
+                        use http_body_util::BodyExt;
+                        axum::body::Body::new(b.map_frame(move |f| {
+                            let _busy = &busy;
+                            f
+                        }))
+                    }))
+                }
+            })
+        };
         let shutdown = shutdown.clone();
+        let conns = Arc::clone(&conns);
         tokio::spawn(async move {
             let _permit = permit;
             let io = hyper_util::rt::TokioIo::new(stream);
@@ -370,11 +550,17 @@ pub async fn serve(
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}
+                _ = evicted.cancelled() => {
+                    // Idle: closes at once (a request that just began is finished first).
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
                 _ = shutdown.cancelled() => {
                     conn.as_mut().graceful_shutdown();
                     let _ = tokio::time::timeout(SHUTDOWN_GRACE, conn).await;
                 }
             }
+            conns.close(id);
         });
     }
     drop(listener);
@@ -384,8 +570,184 @@ pub async fn serve(
     Ok(())
 }
 
-/// The largest request body read (arguments are JSON; files go by path).
-const MAX_BODY_BYTES: usize = 64 << 20;
+/// How long a connection must have been idle after a response before it may
+/// be closed for a new one.
+const MIN_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long a connection that has sent nothing yet must have been silent.
+const MIN_IDLE_NEW: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The open connections: how many requests each has in flight and since
+/// when it has had none, for closing the longest-idle one at the limit.
+#[derive(Default)]
+struct Connections {
+    next: std::sync::atomic::AtomicU64,
+    table: std::sync::Mutex<std::collections::HashMap<u64, ConnState>>,
+}
+
+struct ConnState {
+    in_flight: usize,
+    /// It has had a request (a keep-alive connection between requests).
+    served: bool,
+    idle_since: std::time::Instant,
+    evict: CancellationToken,
+    flags: Arc<ReadFlags>,
+}
+
+/// What the connection's reads have seen since its last response.
+#[derive(Default)]
+struct ReadFlags {
+    /// Bytes of a next request arrived (its head may not be parsed yet).
+    got_bytes: std::sync::atomic::AtomicBool,
+    /// A read found nothing to read: the client is silent.
+    waiting: std::sync::atomic::AtomicBool,
+}
+
+impl ReadFlags {
+    /// Idle: the client is silent, not in the middle of sending a request.
+    fn silent(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.waiting.load(Relaxed) && !self.got_bytes.load(Relaxed)
+    }
+}
+
+/// The connection's socket, noting whether the client is sending or silent.
+struct WatchedIo {
+    inner: tokio::net::TcpStream,
+    flags: Arc<ReadFlags>,
+}
+
+impl tokio::io::AsyncRead for WatchedIo {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        match &polled {
+            std::task::Poll::Ready(Ok(())) if buf.filled().len() > before => {
+                self.flags.got_bytes.store(true, Relaxed);
+                self.flags.waiting.store(false, Relaxed);
+            }
+            std::task::Poll::Pending => self.flags.waiting.store(true, Relaxed),
+            _ => {}
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for WatchedIo {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A request in flight on a connection; ends when dropped.
+struct Busy {
+    conns: Arc<Connections>,
+    id: u64,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Some(c) = self.conns.lock().get_mut(&self.id) {
+            c.in_flight = c.in_flight.saturating_sub(1);
+            if c.in_flight == 0 {
+                c.idle_since = std::time::Instant::now();
+                // The next bytes begin the next request.
+                c.flags
+                    .got_bytes
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Connections {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, ConnState>> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new connection; its token asks it to close. It counts as idle once a
+    /// read found the client silent (a request already on its way is not).
+    fn open(&self) -> (u64, CancellationToken, Arc<ReadFlags>) {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let evict = CancellationToken::new();
+        let flags = Arc::new(ReadFlags::default());
+        self.lock().insert(
+            id,
+            ConnState {
+                in_flight: 0,
+                served: false,
+                idle_since: std::time::Instant::now(),
+                evict: evict.clone(),
+                flags: Arc::clone(&flags),
+            },
+        );
+        (id, evict, flags)
+    }
+
+    fn begin(self: &Arc<Self>, id: u64) -> Busy {
+        if let Some(c) = self.lock().get_mut(&id) {
+            c.in_flight += 1;
+            c.served = true;
+        }
+        Busy {
+            conns: Arc::clone(self),
+            id,
+        }
+    }
+
+    fn close(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Ask the connection idle the longest to close (unless one is closing
+    /// already); false when none is idle.
+    fn evict_oldest_idle(&self) -> bool {
+        let table = self.lock();
+        if table.values().any(|c| c.evict.is_cancelled()) {
+            return true;
+        }
+        let oldest = table
+            .values()
+            .filter(|c| {
+                c.in_flight == 0
+                    && c.flags.silent()
+                    && !c.evict.is_cancelled()
+                    // The last response has surely left (hyper may still be flushing
+                    // it), and a new connection had time to send its request.
+                    && c.idle_since.elapsed() >= if c.served { MIN_IDLE } else { MIN_IDLE_NEW }
+            })
+            .min_by_key(|c| c.idle_since);
+        match oldest {
+            Some(c) => {
+                c.evict.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 /// How long shutdown waits for connections that are mid-request.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(150);
@@ -469,7 +831,13 @@ async fn call(
 fn error_response(err: OpError) -> Response {
     let status =
         StatusCode::from_u16(err.kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, axum::Json(err.to_json())).into_response()
+    let mut response = (status, axum::Json(err.to_json())).into_response();
+    if let Some(s) = err.kind.retry_after_s() {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, axum::http::HeaderValue::from(s));
+    }
+    response
 }
 
 #[cfg(test)]

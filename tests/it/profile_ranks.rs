@@ -257,7 +257,10 @@ fn digests_round_trip_through_parquet() {
     let (set, d) = digest_set(&files);
     let out = tmp.path().join("digests");
     for x in &d {
-        store::write(&store::digest_dir(&out, &x.identity.file), &[x]).unwrap();
+        let dir =
+            aisp_base::safe_write::Dir::open(&store::digest_dir(&out, &x.identity.file), true)
+                .unwrap();
+        store::write(&dir, &[x], false).unwrap();
     }
     let mut back = Vec::new();
     for f in store::digest_folders(&out) {

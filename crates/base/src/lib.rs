@@ -1,11 +1,14 @@
 //! The small vocabulary every aisp library crate may share, and nothing else:
 //! cancellation and progress of long work ([`Cancel`], [`Progress`]), fresh
-//! ids ([`random_u64`], [`new_id`]) and where aisp keeps its files
-//! ([`default_home`]). It has no heavy dependencies and knows nothing of the
+//! ids ([`random_u64`], [`new_id`]), where aisp keeps its files
+//! ([`default_home`]) and how it writes the files a caller names
+//! ([`safe_write`]: no link followed, nothing replaced unasked, no debris). It has no heavy dependencies and knows nothing of the
 //! application above it: the application's `OpContext` adapts to these types.
 
 use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
+
+pub mod safe_write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,11 +60,15 @@ impl Progress {
     }
 }
 
-/// A fresh random number for ids (jobs, conversations, capture and benchmark
-/// runs): the process's random hash keys over the time and the process id, so
-/// two processes started in the same nanosecond still differ.
+/// A fresh, unpredictable random number for ids (jobs, conversations, capture
+/// and benchmark runs, upload and temporary file names): the process's random
+/// hash keys (from the OS's randomness) over a process-wide counter, the time
+/// and the process id, so two calls in the same nanosecond, in one process or
+/// two, still differ.
 pub fn random_u64() -> u64 {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     h.write_u128(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

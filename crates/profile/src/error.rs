@@ -33,6 +33,9 @@ pub enum ProfileError {
         path: PathBuf,
         searched: Vec<String>,
     },
+    /// `nsys export` ran past its time limit and was stopped.
+    #[error("`nsys export` of {path} ran past {seconds} s and was stopped")]
+    ExportTimeout { path: PathBuf, seconds: f64 },
     /// `nsys export` ran and failed.
     #[error("`nsys export` failed on {path}: {message}")]
     ExportFailed { path: PathBuf, message: String },

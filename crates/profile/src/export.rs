@@ -48,37 +48,34 @@ fn io_err<'a>(path: &'a Path, what: &'static str) -> impl Fn(std::io::Error) -> 
     }
 }
 
-/// Create the output file (refusing to overwrite unless asked) and its folder.
-fn create(output: &Path, overwrite: bool) -> Result<std::io::BufWriter<std::fs::File>> {
-    // Opening a FIFO for writing waits for a reader; a device is not a file to fill.
-    if let Ok(meta) = std::fs::metadata(output)
-        && !meta.is_file()
-    {
-        return Err(ProfileError::BadOutput(format!(
-            "{} is not a regular file; exports are written to a new or regular file",
-            output.display()
-        )));
+/// Where an export goes: an open folder and a name ([`aisp_base::safe_write`]).
+pub type Output = aisp_base::safe_write::Target;
+
+type Sink = std::io::BufWriter<aisp_base::safe_write::PendingFile>;
+
+fn write_err(e: aisp_base::safe_write::SafeWriteError) -> ProfileError {
+    use aisp_base::safe_write::SafeWriteError as W;
+    match e {
+        W::Exists(path) => ProfileError::OutputExists { path },
+        W::Io { what, path, source } => ProfileError::Io { what, path, source },
+        other => ProfileError::BadOutput(other.to_string()),
     }
-    if output.exists() && !overwrite {
-        return Err(ProfileError::OutputExists {
-            path: output.to_path_buf(),
-        });
-    }
-    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io_err(dir, "cannot create the folder"))?;
-    }
-    let f = std::fs::File::create(output).map_err(io_err(output, "cannot create"))?;
+}
+
+/// Start the output: a temporary file beside it (no link followed, nothing
+/// replaced unless `overwrite`), put in place by [`finish`].
+fn create(output: &Output, overwrite: bool) -> Result<Sink> {
+    let f = output.create(overwrite).map_err(write_err)?;
     Ok(std::io::BufWriter::with_capacity(1 << 20, f))
 }
 
-fn finish(w: std::io::BufWriter<std::fs::File>, output: &Path) -> Result<u64> {
+fn finish(w: Sink, output: &Path) -> Result<u64> {
     let f = w.into_inner().map_err(|e| ProfileError::Io {
         what: "cannot write",
         path: output.to_path_buf(),
         source: e.into_error(),
     })?;
-    f.sync_all().map_err(io_err(output, "cannot write"))?;
-    Ok(std::fs::metadata(output).map(|m| m.len()).unwrap_or(0))
+    f.commit().map_err(write_err)
 }
 
 /// JSON string literal.
@@ -90,10 +87,12 @@ fn js(s: &str) -> String {
 pub fn perfetto(
     p: &Profile,
     scope: &ResolvedScope,
-    output: &Path,
+    target: &Output,
     overwrite: bool,
 ) -> Result<Exported> {
-    let mut w = create(output, overwrite)?;
+    let mut w = create(target, overwrite)?;
+    let path = target.path();
+    let output = path.as_path();
     let e = io_err(output, "cannot write");
     let kernels = p.kernels()?;
     let api = p.api()?;
@@ -107,15 +106,14 @@ pub fn perfetto(
     w.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n")
         .map_err(&e)?;
     let mut first = true;
-    let mut emit =
-        |w: &mut std::io::BufWriter<std::fs::File>, line: String| -> std::io::Result<()> {
-            if !first {
-                w.write_all(b",\n")?;
-            }
-            first = false;
-            n += 1;
-            w.write_all(line.as_bytes())
-        };
+    let mut emit = |w: &mut Sink, line: String| -> std::io::Result<()> {
+        if !first {
+            w.write_all(b",\n")?;
+        }
+        first = false;
+        n += 1;
+        w.write_all(line.as_bytes())
+    };
     let mut gpu_tracks: BTreeSet<(i64, i64)> = BTreeSet::new();
     let mut cpu_threads: BTreeSet<i64> = BTreeSet::new();
     for (i, k) in kernels.iter().enumerate() {
@@ -254,6 +252,11 @@ pub fn perfetto(
     })
 }
 
+/// A text field from the profile, safe for line-based readers and spreadsheets.
+fn csv_text(s: &str) -> String {
+    aisp_base::safe_write::csv_text(s).into_owned()
+}
+
 /// The CSV reports: every summary report, plus the kernel trace.
 pub const CSV_REPORTS: &[&str] = &[
     "kernels",
@@ -279,16 +282,18 @@ pub fn csv(
     scope: &ResolvedScope,
     report: &str,
     names: NameKey,
-    output: &Path,
+    target: &Output,
     overwrite: bool,
 ) -> Result<Exported> {
+    let path = target.path();
+    let output = path.as_path();
     if !CSV_REPORTS.contains(&report) {
         return Err(ProfileError::BadArgument(format!(
             "unknown CSV report `{report}`; available: {}",
             CSV_REPORTS.join(", ")
         )));
     }
-    let w = create(output, overwrite)?;
+    let w = create(target, overwrite)?;
     let mut out = csv::Writer::from_writer(w);
     let ce = csv_err(output);
     let mut rows = 0u64;
@@ -322,8 +327,8 @@ pub fn csv(
                 k.stream.to_string(),
                 model::pid_of(k.global_pid).to_string(),
                 k.correlation.to_string(),
-                p.string(k.short_name).to_string(),
-                p.string(k.demangled_name).to_string(),
+                csv_text(p.string(k.short_name)),
+                csv_text(p.string(k.demangled_name)),
                 format!("{}x{}x{}", k.grid[0], k.grid[1], k.grid[2]),
                 format!("{}x{}x{}", k.block[0], k.block[1], k.block[2]),
                 k.registers.to_string(),
@@ -367,7 +372,7 @@ pub fn csv(
                     x.min_bytes.to_string(),
                     x.max_bytes.to_string(),
                     x.stddev_bytes.to_string(),
-                    x.operation,
+                    csv_text(&x.operation),
                 ])
                 .map_err(&ce)?;
                 rows += 1;
@@ -403,9 +408,9 @@ pub fn csv(
                     x.min_ns.to_string(),
                     x.max_ns.to_string(),
                     x.stddev_ns.to_string(),
-                    x.name,
-                    x.style.unwrap_or_default(),
-                    x.domain.unwrap_or_default(),
+                    csv_text(&x.name),
+                    csv_text(&x.style.unwrap_or_default()),
+                    csv_text(&x.domain.unwrap_or_default()),
                 ])
                 .map_err(&ce)?;
                 rows += 1;
@@ -433,7 +438,7 @@ pub fn export(
     p: &Profile,
     scope: &ResolvedScope,
     format: Format,
-    output: &Path,
+    output: &Output,
     report: Option<&str>,
     names: NameKey,
     overwrite: bool,

@@ -28,6 +28,8 @@ pub enum InputKind {
     NsightExport,
     /// The aisp config file.
     ConfigFile,
+    /// A saved `aisp_benchmark_run` answer (`run.json`).
+    SavedRun,
 }
 
 impl InputKind {
@@ -38,6 +40,7 @@ impl InputKind {
             InputKind::NcuCsv => "an Nsight Compute CSV page",
             InputKind::NsightExport => "an Nsight Systems export",
             InputKind::ConfigFile => "the config file",
+            InputKind::SavedRun => "a saved benchmark run (run.json)",
         }
     }
 
@@ -47,7 +50,7 @@ impl InputKind {
             InputKind::KinetoTrace => ("limits.kineto_trace_mib", "AISP_MAX_KINETO_TRACE_MIB"),
             InputKind::NcuCsv => ("limits.ncu_csv_mib", "AISP_MAX_NCU_CSV_MIB"),
             InputKind::NsightExport => ("limits.nsight_export_mib", "AISP_MAX_NSIGHT_EXPORT_MIB"),
-            InputKind::ConfigFile => ("(fixed)", "(fixed)"),
+            InputKind::ConfigFile | InputKind::SavedRun => ("(fixed)", "(fixed)"),
         }
     }
 }
@@ -80,6 +83,7 @@ impl InputLimits {
             InputKind::NcuCsv => self.ncu_csv_bytes,
             InputKind::NsightExport => self.nsight_export_bytes,
             InputKind::ConfigFile => MIB,
+            InputKind::SavedRun => 64 * MIB,
         }
     }
 }
@@ -106,6 +110,12 @@ pub enum InputFileError {
         size: Option<u64>,
         limit_mib: u64,
         what: &'static str,
+    },
+    #[error("{path} is not {what}: it starts with {start}")]
+    WrongContent {
+        path: PathBuf,
+        what: &'static str,
+        start: String,
     },
     #[error("cannot read {path}: {source}")]
     Io {
@@ -220,6 +230,76 @@ pub fn read_capped(
     kind: InputKind,
     limits: &InputLimits,
 ) -> Result<Vec<u8>, InputFileError> {
+    read_capped_inner(path, kind, limits, None)
+}
+
+/// What a file must look like before it is read whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sniff {
+    /// JSON (a Kineto trace): the first byte after a UTF-8 BOM and white
+    /// space is `{` or `[`; xz and gzip are recognised by their magic numbers
+    /// (xz is checked again once decompressed, see [`CappedBuffer::json`]).
+    Json,
+    /// Text (a log, a CSV page): no NUL byte in the first 4 KiB (xz by magic number).
+    Text,
+}
+
+const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0x00];
+const GZIP_MAGIC: [u8; 2] = [0x1F, 0x8B];
+
+/// The first bytes of `head` as a short, printable description.
+fn describe_start(head: &[u8]) -> String {
+    let shown: String = String::from_utf8_lossy(&head[..head.len().min(16)])
+        .chars()
+        .map(|c| if c.is_control() { '·' } else { c })
+        .collect();
+    if head.is_empty() {
+        "nothing (it is empty)".into()
+    } else {
+        format!("`{shown}` (byte 0 is 0x{:02x})", head[0])
+    }
+}
+
+/// Whether `head` (a file's first bytes) can start `sniff`'s kind of content.
+fn sniff_ok(head: &[u8], sniff: Sniff) -> bool {
+    if head.starts_with(&XZ_MAGIC) {
+        return true;
+    }
+    match sniff {
+        Sniff::Json => {
+            if head.starts_with(&GZIP_MAGIC) {
+                return true; // refused with its own message by the trace reader
+            }
+            let body = head
+                .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+                .unwrap_or(head);
+            // Only white space so far (or nothing): the parser says what is wrong.
+            body.iter()
+                .find(|b| !b.is_ascii_whitespace())
+                .is_none_or(|b| *b == b'{' || *b == b'[')
+        }
+        Sniff::Text => !head.contains(&0),
+    }
+}
+
+/// Read all of a regular file of at most the cap for `kind`, after checking
+/// from its first 4 KiB that it can be `sniff`'s kind of content: a
+/// gigabyte that is not JSON is refused without reading it.
+pub fn read_capped_sniffed(
+    path: &Path,
+    kind: InputKind,
+    limits: &InputLimits,
+    sniff: Sniff,
+) -> Result<Vec<u8>, InputFileError> {
+    read_capped_inner(path, kind, limits, Some(sniff))
+}
+
+fn read_capped_inner(
+    path: &Path,
+    kind: InputKind,
+    limits: &InputLimits,
+    sniff: Option<Sniff>,
+) -> Result<Vec<u8>, InputFileError> {
     let limit = limits.for_kind(kind);
     let (file, meta) = open_regular(path)?;
     if meta.len() > limit {
@@ -229,6 +309,9 @@ pub fn read_capped(
             limit,
             Some(meta.len()),
         ));
+    }
+    if let Some(sniff) = sniff {
+        check_start(&file, path, sniff)?;
     }
     let mut buf = Vec::with_capacity(meta.len() as usize);
     file.take(limit.saturating_add(1))
@@ -241,6 +324,38 @@ pub fn read_capped(
         return Err(InputFileError::too_large(path, kind, limit, None));
     }
     Ok(buf)
+}
+
+/// Refuse `file` unless its first 4 KiB can start `sniff`'s kind of content.
+fn check_start(file: &File, path: &Path, sniff: Sniff) -> Result<(), InputFileError> {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0u8; 4096];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read_at(&mut head[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(InputFileError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        }
+    }
+    head.truncate(got);
+    if sniff_ok(&head, sniff) {
+        return Ok(());
+    }
+    Err(InputFileError::WrongContent {
+        path: path.to_path_buf(),
+        what: match sniff {
+            Sniff::Json => "JSON (nor xz-compressed JSON)",
+            Sniff::Text => "text",
+        },
+        start: describe_start(&head),
+    })
 }
 
 /// Read a capped file as UTF-8 text.
@@ -266,6 +381,10 @@ pub struct CappedBuffer {
     pub buf: Vec<u8>,
     limit: u64,
     pub exceeded: bool,
+    /// Check that the content starts like `sniff` says (decompressing stops at once if not).
+    sniff: Option<Sniff>,
+    /// Set when the content does not start as expected.
+    pub wrong_start: Option<String>,
 }
 
 impl CappedBuffer {
@@ -274,7 +393,28 @@ impl CappedBuffer {
             buf: Vec::new(),
             limit,
             exceeded: false,
+            sniff: None,
+            wrong_start: None,
         }
+    }
+
+    /// A buffer that refuses content not starting like JSON (decompressed xz).
+    pub fn json(limit: u64) -> CappedBuffer {
+        CappedBuffer {
+            sniff: Some(Sniff::Json),
+            ..CappedBuffer::new(limit)
+        }
+    }
+
+    /// The error to report when the content did not start as expected.
+    pub fn wrong_start_error(&self, path: &Path) -> Option<InputFileError> {
+        self.wrong_start
+            .as_ref()
+            .map(|start| InputFileError::WrongContent {
+                path: path.to_path_buf(),
+                what: "JSON (after xz decompression)",
+                start: start.clone(),
+            })
     }
 
     /// The error to report when the cap was hit.
@@ -285,6 +425,22 @@ impl CappedBuffer {
 
 impl Write for CappedBuffer {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if let Some(sniff) = self.sniff {
+            // Undecided while only white space arrived: the buffer is small here.
+            let mut head = self.buf.clone();
+            head.extend_from_slice(&data[..data.len().min(4096)]);
+            let body = head
+                .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+                .unwrap_or(&head);
+            if body.iter().any(|b| !b.is_ascii_whitespace()) || head.len() >= 4096 {
+                self.sniff = None;
+                // xz inside xz is not a trace either.
+                if !sniff_ok(&head, sniff) || head.starts_with(&XZ_MAGIC) {
+                    self.wrong_start = Some(describe_start(&head));
+                    return Err(std::io::Error::other("not the expected content"));
+                }
+            }
+        }
         if self.buf.len() as u64 + data.len() as u64 > self.limit {
             self.exceeded = true;
             return Err(std::io::Error::other("size cap exceeded"));
@@ -304,8 +460,8 @@ pub fn read_text_capped_xz(
     kind: InputKind,
     limits: &InputLimits,
 ) -> Result<String, InputFileError> {
-    let bytes = read_capped(path, kind, limits)?;
-    let bytes = if bytes.starts_with(&[0xFD, b'7', b'z', b'X', b'Z', 0x00]) {
+    let bytes = read_capped_sniffed(path, kind, limits, Sniff::Text)?;
+    let bytes = if bytes.starts_with(&XZ_MAGIC) {
         let mut out = CappedBuffer::new(limits.for_kind(kind));
         if let Err(e) = lzma_rs::xz_decompress(&mut bytes.as_slice(), &mut out) {
             if out.exceeded {
@@ -335,6 +491,51 @@ pub fn something_at(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inputs_are_sniffed_before_being_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = InputLimits::default();
+        let write = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        for ok in [
+            &b"{\"traceEvents\": []}"[..],
+            b"  \n[1]",
+            b"\xEF\xBB\xBF{}",
+            b"",
+            b"\xFD7zXZ\x00rest",
+        ] {
+            let p = write("ok.json", ok);
+            assert!(
+                read_capped_sniffed(&p, InputKind::KinetoTrace, &limits, Sniff::Json).is_ok(),
+                "{ok:?}"
+            );
+        }
+        for bad in [&b"x{}"[..], b"\x00\x00", b"<html>", b"PK\x03\x04"] {
+            let p = write("bad.json", bad);
+            let err =
+                read_capped_sniffed(&p, InputKind::KinetoTrace, &limits, Sniff::Json).unwrap_err();
+            assert!(
+                matches!(err, InputFileError::WrongContent { .. }),
+                "{bad:?}: {err:?}"
+            );
+            assert!(err.to_string().contains("is not JSON"), "{err}");
+        }
+        let p = write("log.txt", b"binary\x00junk");
+        assert!(read_text_capped_xz(&p, InputKind::NcuCsv, &limits).is_err());
+        let p = write("log.txt", b"[__graph_breaks] text");
+        assert!(read_text_capped_xz(&p, InputKind::NcuCsv, &limits).is_ok());
+        // Decompressed content is checked as it arrives.
+        let mut b = CappedBuffer::json(1 << 20);
+        assert!(b.write_all(b"   ").is_ok());
+        assert!(b.write_all(b"nope").is_err());
+        assert!(b.wrong_start_error(Path::new("t.json.xz")).is_some());
+        let mut b = CappedBuffer::json(1 << 20);
+        assert!(b.write_all(b"{\"a\": 1}").is_ok() && b.wrong_start.is_none());
+    }
 
     #[test]
     fn a_capped_buffer_stops_growing() {

@@ -123,6 +123,9 @@ pub struct OpenOptions {
     pub tables: Option<Arc<TableCache>>,
     /// Progress of table scans that run longer than its threshold.
     pub progress: Option<Progress>,
+    /// How `nsys export` is run for a `.nsys-rep` (the caller's process group,
+    /// time limit and cancellation); default: a plain child process.
+    pub exporter: Option<nsysrep::Exporter>,
 }
 
 /// An opened Nsight Systems export. Not `Sync`: use one per thread.
@@ -183,7 +186,12 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Profile> {
             .cache_dir
             .clone()
             .unwrap_or_else(|| aisp_base::default_home().join("cache"));
-        nsysrep::export_cached(path, &cache_dir, options.nsys.as_deref())?
+        nsysrep::export_cached(
+            path,
+            &cache_dir,
+            options.nsys.as_deref(),
+            options.exporter.as_ref(),
+        )?
     } else {
         path.to_path_buf()
     };

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 use super::db::FileIdentity;
 use super::error::{ProfileError, Result};
@@ -95,20 +96,72 @@ pub fn find_nsys(explicit: Option<&Path>) -> std::result::Result<PathBuf, Vec<St
 
 /// Arguments of `nsys export` turning a report into SQLite. Blobs are kept:
 /// NCCL's NVTX payloads (message sizes, peers) live there, and without them
-/// bus bandwidth and per-link timing cannot be computed.
+/// bus bandwidth and per-link timing cannot be computed. Paths are made
+/// absolute, so a report named `-x.nsys-rep` is never read as an option.
 pub fn export_args(report: &Path, sqlite: &Path) -> Vec<String> {
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     vec![
         "export".into(),
         "--type=sqlite".into(),
         "--include-blobs=true".into(),
         "--force-overwrite=true".into(),
-        format!("--output={}", sqlite.display()),
-        report.display().to_string(),
+        format!("--output={}", abs(sqlite).display()),
+        abs(report).display().to_string(),
     ]
 }
 
-/// The cached SQLite export of a report, exporting it first when needed.
-pub fn export_cached(path: &Path, cache_dir: &Path, nsys: Option<&Path>) -> Result<PathBuf> {
+/// Runs `nsys export` (the program and its arguments): the caller's way of
+/// running a process (its process group, time limit and cancellation).
+/// Without one, the export runs to completion as a plain child process.
+#[derive(Clone)]
+pub struct Exporter(pub Arc<ExportFn>);
+
+/// `(nsys, arguments)` → the export ran, or why not.
+pub type ExportFn = dyn Fn(&Path, &[String]) -> Result<()> + Send + Sync;
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Exporter")
+    }
+}
+
+/// The plain way: run `nsys` and wait for it.
+fn run_plain(nsys: &Path, args: &[String], report: &Path) -> Result<()> {
+    let output =
+        Command::new(nsys)
+            .args(args)
+            .output()
+            .map_err(|e| ProfileError::ExportFailed {
+                path: report.to_path_buf(),
+                message: format!("could not run {}: {e}", nsys.display()),
+            })?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let tail: String = stderr
+        .lines()
+        .rev()
+        .take(5)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join(" | ");
+    Err(ProfileError::ExportFailed {
+        path: report.to_path_buf(),
+        message: format!("{} exited with {}: {tail}", nsys.display(), output.status),
+    })
+}
+
+/// The cached SQLite export of a report, exporting it first when needed
+/// (through `exporter` when given).
+pub fn export_cached(
+    path: &Path,
+    cache_dir: &Path,
+    nsys: Option<&Path>,
+    exporter: Option<&Exporter>,
+) -> Result<PathBuf> {
     let identity = FileIdentity::of(path)?;
     let out = cache_dir.join(format!("{}.sqlite", identity.key()));
     if out.is_file() {
@@ -123,34 +176,28 @@ pub fn export_cached(path: &Path, cache_dir: &Path, nsys: Option<&Path>) -> Resu
         path: cache_dir.to_path_buf(),
         source,
     })?;
+    // An unpredictable name: nsys writes it with --force-overwrite.
     let tmp = cache_dir.join(format!(
-        "{}.tmp-{}.sqlite",
+        "{}.tmp-{}-{:016x}.sqlite",
         identity.key(),
-        std::process::id()
+        std::process::id(),
+        aisp_base::random_u64()
     ));
     tracing::info!(report = %path.display(), nsys = %nsys.display(), "exporting .nsys-rep to SQLite");
-    let output = Command::new(&nsys)
-        .args(export_args(path, &tmp))
-        .output()
-        .map_err(|e| ProfileError::ExportFailed {
-            path: path.to_path_buf(),
-            message: format!("could not run {}: {e}", nsys.display()),
-        })?;
-    if !output.status.success() || !tmp.is_file() {
+    let args = export_args(path, &tmp);
+    let ran = match exporter {
+        Some(run) => (run.0)(&nsys, &args),
+        None => run_plain(&nsys, &args, path),
+    };
+    if let Err(e) = ran {
         let _ = std::fs::remove_file(&tmp);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: String = stderr
-            .lines()
-            .rev()
-            .take(5)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<Vec<_>>()
-            .join(" | ");
+        return Err(e);
+    }
+    if !tmp.is_file() {
+        let _ = std::fs::remove_file(&tmp);
         return Err(ProfileError::ExportFailed {
             path: path.to_path_buf(),
-            message: format!("{} exited with {}: {tail}", nsys.display(), output.status),
+            message: format!("{} wrote no export", nsys.display()),
         });
     }
     std::fs::rename(&tmp, &out).map_err(|source| ProfileError::Io {
@@ -192,7 +239,7 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
             let cache = dir.path().join("cache");
-            let out = export_cached(&rep, &cache, Some(&fake)).unwrap();
+            let out = export_cached(&rep, &cache, Some(&fake), None).unwrap();
             assert_eq!(
                 std::fs::read_to_string(&out).unwrap().trim(),
                 "exported blobs"
@@ -206,13 +253,14 @@ mod tests {
             );
             // Second call: served from the cache even with a broken nsys.
             let again =
-                export_cached(&rep, &cache, Some(Path::new("/definitely/not/nsys"))).unwrap();
+                export_cached(&rep, &cache, Some(Path::new("/definitely/not/nsys")), None).unwrap();
             assert_eq!(again, out);
         }
         let err = export_cached(
             &rep,
             &dir.path().join("c2"),
             Some(Path::new("/definitely/not/nsys")),
+            None,
         )
         .unwrap_err();
         assert!(matches!(err, ProfileError::NsysNotFound { .. }));

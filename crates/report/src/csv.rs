@@ -2,7 +2,9 @@
 //! separated, CRLF line ends, fields quoted when they hold a comma, quote or
 //! line break). One row per stored result; with `detailed`, one more row per
 //! timed repetition (`record` = `repetition`). Column names are stable and
-//! carry their unit; `value`'s unit is named by `metric`. The schema is
+//! carry their unit; `value`'s unit is named by `metric`. Text fields have
+//! line breaks shown as `⏎` and a `'` before a leading `=`, `+`, `-`, `@`
+//! (no spreadsheet formula, no line a line-based reader would take). The schema is
 //! [`COLUMNS`] (documented in README.md, "CSV columns").
 
 use super::bench::History;
@@ -43,6 +45,11 @@ pub const COLUMNS: &[&str] = &[
     "sample_ms",
 ];
 
+/// A text field: no line breaks, no formula start ([`aisp_base::safe_write::csv_text`]).
+fn text(s: &str) -> String {
+    aisp_base::safe_write::csv_text(s).into_owned()
+}
+
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
@@ -57,21 +64,21 @@ pub fn render(h: &History, detailed: bool) -> Result<(Vec<u8>, u64), csv::Error>
     for r in &h.rows {
         let s = h.speedups.get(&r.id);
         let base = vec![
-            r.run_id.clone(),
-            r.created_at.clone(),
-            opt(r.device_name.clone()),
-            opt(r.device_uuid.clone()),
-            opt(r.host.clone()),
-            opt(r.driver_version.clone()),
-            opt(r.nvrtc_version.clone()),
-            r.target.clone(),
-            r.variant.clone(),
-            r.role.clone(),
-            opt(r.status.clone()),
+            text(&r.run_id),
+            text(&r.created_at),
+            text(&opt(r.device_name.clone())),
+            text(&opt(r.device_uuid.clone())),
+            text(&opt(r.host.clone())),
+            text(&opt(r.driver_version.clone())),
+            text(&opt(r.nvrtc_version.clone())),
+            text(&r.target),
+            text(&r.variant),
+            text(&r.role),
+            text(&opt(r.status.clone())),
             r.verified.to_string(),
-            opt(r.failure.clone()),
-            opt(r.size.clone()),
-            opt(r.metric.clone()),
+            text(&opt(r.failure.clone())),
+            text(&opt(r.size.clone())),
+            text(&opt(r.metric.clone())),
             opt(r.value),
             opt(r.pct_of_roof),
             opt(r.pct_of_datasheet),
@@ -81,7 +88,7 @@ pub fn render(h: &History, detailed: bool) -> Result<(Vec<u8>, u64), csv::Error>
             opt(r.cv_pct),
             opt(r.repetitions),
             opt(r.energy_j),
-            opt(s.map(|s| s.baseline.clone())),
+            text(&opt(s.map(|s| s.baseline.clone()))),
             opt(s.map(|s| s.speedup)),
             opt(s.map(|s| s.ci_low)),
             opt(s.map(|s| s.ci_high)),

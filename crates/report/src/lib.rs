@@ -181,6 +181,7 @@ pub struct Written {
 }
 
 /// `$AISP_HOME/reports/<stem>-<UTC time>.<ext>` unless `output` is given.
+/// (Files are written by [`aisp_base::safe_write`]: no link followed, nothing replaced unasked.)
 pub fn output_path(home: &Path, output: Option<&str>, stem: &str, ext: &str) -> PathBuf {
     match output.map(str::trim).filter(|o| !o.is_empty()) {
         Some(o) => PathBuf::from(o),
@@ -201,29 +202,6 @@ pub fn output_path(home: &Path, output: Option<&str>, stem: &str, ext: &str) -> 
             ))
         }
     }
-}
-
-/// Write `bytes` to `path` (creating its folder), refusing to replace an
-/// existing file unless `overwrite`. Written to a temporary file first, so a
-/// failed write never leaves half a report under the final name.
-pub fn write_file(path: &Path, bytes: &[u8], overwrite: bool) -> Result<u64> {
-    let io = |source| ReportError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    if path.exists() && !overwrite {
-        return Err(ReportError::Exists(path.to_path_buf()));
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(e)
-    })?;
-    Ok(bytes.len() as u64)
 }
 
 /// Absolute form of a path for answers.

@@ -110,6 +110,20 @@ impl Store {
         path: &Path,
         migrations: &[Migration],
     ) -> Result<(Store, Option<recover::StoreRecovery>), StoreError> {
+        // SQLite takes an empty file for a new database: a store cut to 0 bytes
+        // (a crash, a full disk) would silently start over. Moved aside and
+        // reported instead, unless another process is creating it right now
+        // (it writes the header within milliseconds).
+        if recover::is_empty_file(path) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            if recover::is_empty_file(path) {
+                let (store, report) =
+                    recover::recover(path, "the store file is empty (0 bytes)".into(), |p| {
+                        Self::open_checked(p, migrations)
+                    })?;
+                return Ok((store, Some(report)));
+            }
+        }
         match Self::open_checked(path, migrations) {
             Ok(store) => Ok((store, None)),
             Err(e) if recover::is_corruption(&e) && path.exists() => {

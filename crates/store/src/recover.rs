@@ -53,6 +53,11 @@ pub fn check_integrity(conn: &Connection) -> Result<Option<String>, rusqlite::Er
     }
 }
 
+/// Whether `path` is a regular file of 0 bytes (not a link, not missing).
+pub fn is_empty_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0)
+}
+
 /// Move `path` (and its `-wal`/`-shm` companions) aside; returns the new path.
 fn move_aside(path: &Path) -> std::io::Result<PathBuf> {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
@@ -89,7 +94,7 @@ pub fn recover(
     })?;
     let store = open_fresh(path)?;
     let mut kept_rows = BTreeMap::new();
-    let mut damaged_tables = Vec::new();
+    let mut damaged_tables: Vec<String> = Vec::new();
     {
         let conn = store.conn();
         if let Ok(old) = Connection::open_with_flags(
@@ -116,19 +121,32 @@ pub fn recover(
         }
     }
     let kept: u64 = kept_rows.values().sum();
-    let summary = format!(
-        "The aisp store was damaged ({problem}); it was moved to {} and a fresh store was started. \
+    let empty = std::fs::metadata(&moved).is_ok_and(|m| m.len() == 0);
+    if empty {
+        damaged_tables = vec!["(all: the file was empty)".into()];
+    }
+    let summary = if empty {
+        format!(
+            "The aisp store was empty (0 bytes, cut short by a crash or a full disk); it was moved to {} and a \
+             fresh store was started. Everything it held is lost: benchmark history, jobs, capture records and \
+             conversations start over.",
+            moved.display()
+        )
+    } else {
+        format!(
+            "The aisp store was damaged ({problem}); it was moved to {} and a fresh store was started. \
          {kept} rows were kept{}.",
-        moved.display(),
-        if damaged_tables.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; rows past the damage in {} are lost",
-                damaged_tables.join(", ")
-            )
-        }
-    );
+            moved.display(),
+            if damaged_tables.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; rows past the damage in {} are lost",
+                    damaged_tables.join(", ")
+                )
+            }
+        )
+    };
     tracing::warn!("{summary}");
     Ok((
         store,
@@ -249,6 +267,28 @@ mod tests {
             .conn()
             .query_row("SELECT COUNT(*) FROM demo", [], |r| r.get(0))
             .unwrap()
+    }
+
+    #[test]
+    fn an_empty_store_is_moved_aside_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = filled(dir.path());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        let (store, report) = reopen(&path);
+        let report = report.expect("a 0-byte store is reported");
+        assert!(report.problem.contains("0 bytes"), "{report:?}");
+        assert!(report.summary.contains("lost"), "{report:?}");
+        assert_eq!(report.damaged_tables, vec!["(all: the file was empty)"]);
+        assert!(Path::new(&report.moved_to).is_file());
+        assert_eq!(rows(&store), 0);
+        // The fresh store is sound and stays so.
+        drop(store);
+        assert!(reopen(&path).1.is_none());
     }
 
     #[test]

@@ -145,8 +145,22 @@ function loginPage() {
       return;
     }
     aisp.setToken(t);
-    location.href = next.startsWith('/') && !next.startsWith('//') ? next : '/';
+    location.href = localNext(next);
   });
+}
+
+// Where to go after sign-in: a path on this server only. `//host`, `/\host`
+// (browsers read a backslash as a slash), tabs and line breaks (which they
+// drop) and anything that resolves to another origin go to the home page.
+// The server applies the same rule (`/login?next=` outside it redirects to /login).
+function localNext(next) {
+  if (typeof next !== 'string' || !/^\/(?![\/\\])/.test(next) || /[\\\u0000-\u001f\u007f]/.test(next)) return '/';
+  try {
+    const u = new URL(next, location.origin);
+    return u.origin === location.origin ? u.pathname + u.search + u.hash : '/';
+  } catch (e) {
+    return '/';
+  }
 }
 
 async function homePage() {

@@ -17,11 +17,6 @@ use aisp_store::Store;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
     #[error("{path} is not a saved aisp_benchmark_run answer: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("the store refused the rows: {0}")]
@@ -106,13 +101,11 @@ pub fn find_runs(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Import one saved run.
-pub fn import_run(store: &Store, path: &Path) -> Result<Imported, ImportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ImportError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let run: SavedRun = serde_json::from_str(&text).map_err(|e| ImportError::Parse {
+/// Import one saved run: `text` is the content of `path`, read by the
+/// caller (capped, and refused before being read whole when it does not
+/// start like JSON: the app reads it with `aisp_profile::input_file`).
+pub fn import_run(store: &Store, path: &Path, text: &str) -> Result<Imported, ImportError> {
+    let run: SavedRun = serde_json::from_str(text).map_err(|e| ImportError::Parse {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
@@ -201,11 +194,12 @@ mod tests {
         let store = Store::open(&dir.path().join("s.sqlite")).unwrap();
         let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .join("examples/benchmark/h100/run.json");
-        let first = import_run(&store, &path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let first = import_run(&store, &path, &text).unwrap();
         // 40 results and 7 roofs (memory, fp32, PCIe and 4 tensor-core precisions).
         assert!(!first.already_present);
         assert_eq!(first.rows, 40 + 7);
-        let again = import_run(&store, &path).unwrap();
+        let again = import_run(&store, &path, &text).unwrap();
         assert!(again.already_present && again.rows == 0);
         let speedup: f64 = store
             .conn()

@@ -365,12 +365,17 @@ pub fn us_text_to_ns(text: &str) -> Option<i64> {
 /// Both the file and its decompressed text are capped at the Kineto limit.
 fn read_text(path: &Path, limits: &InputLimits) -> Result<String, TraceError> {
     let kind = InputKind::KinetoTrace;
-    let bytes = crate::input_file::read_capped(path, kind, limits)?;
+    // A file that does not start like JSON (or xz) is refused before it is read whole.
+    let bytes =
+        crate::input_file::read_capped_sniffed(path, kind, limits, crate::input_file::Sniff::Json)?;
     let bytes = if bytes.starts_with(&[0xFD, b'7', b'z', b'X', b'Z', 0x00]) {
-        let mut out = CappedBuffer::new(limits.for_kind(kind));
+        let mut out = CappedBuffer::json(limits.for_kind(kind));
         if let Err(e) = lzma_rs::xz_decompress(&mut bytes.as_slice(), &mut out) {
             if out.exceeded {
                 return Err(out.error(path, kind).into());
+            }
+            if let Some(wrong) = out.wrong_start_error(path) {
+                return Err(wrong.into());
             }
             return Err(TraceError::Decompress {
                 path: path.to_path_buf(),

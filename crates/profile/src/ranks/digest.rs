@@ -470,6 +470,24 @@ pub fn digest_files(
     cancelled: Cancel<'_>,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<(Vec<RankDigest>, Vec<SkippedFile>)> {
+    digest_files_with(
+        files,
+        threads,
+        &crate::OpenOptions::default(),
+        cancelled,
+        progress,
+    )
+}
+
+/// [`digest_files`], opening each export with `options` (cache folder,
+/// `nsys` and how it runs for `.nsys-rep` files).
+pub fn digest_files_with(
+    files: &[PathBuf],
+    threads: usize,
+    options: &crate::OpenOptions,
+    cancelled: Cancel<'_>,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<(Vec<RankDigest>, Vec<SkippedFile>)> {
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<FileResult>>> =
@@ -486,7 +504,8 @@ pub fn digest_files(
                     let r = if cancelled() {
                         Err(ProfileError::Cancelled)
                     } else {
-                        crate::open(&files[i]).and_then(|p| digest_profile(&p, &files[i]))
+                        crate::open_with(&files[i], options)
+                            .and_then(|p| digest_profile(&p, &files[i]))
                     };
                     if let Ok(mut g) = results.lock() {
                         g[i] = Some(r);

@@ -26,10 +26,10 @@
 //! Files are uncompressed (a digest is kilobytes) with dictionary encoding.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use aisp_base::safe_write::Dir;
 use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::reader::FileReader;
@@ -69,7 +69,23 @@ fn pq_err(path: &Path, e: impl std::fmt::Display) -> ProfileError {
     ProfileError::invalid(path, format!("Parquet: {e}"))
 }
 
-fn write_table(path: &Path, t: &Table) -> Result<()> {
+/// The four files of a digest folder.
+const TABLES: [&str; 4] = [
+    "ranks.parquet",
+    "steps.parquet",
+    "collectives.parquet",
+    "classes.parquet",
+];
+
+/// Write one table as `name` in `dir` (a temporary file until committed).
+fn write_table(
+    dir: &Dir,
+    name: &str,
+    t: &Table,
+    overwrite: bool,
+) -> Result<aisp_base::safe_write::PendingFile> {
+    let path = dir.path().join(name);
+    let path = path.as_path();
     let fields: Vec<String> = t
         .cols
         .iter()
@@ -83,11 +99,9 @@ fn write_table(path: &Path, t: &Table) -> Result<()> {
         fields.join(" ")
     ))
     .map_err(|e| pq_err(path, e))?;
-    let file = File::create(path).map_err(|e| ProfileError::Io {
-        what: "writing the digest",
-        path: path.to_path_buf(),
-        source: e,
-    })?;
+    let file = dir
+        .create(std::ffi::OsStr::new(name), overwrite)
+        .map_err(write_err)?;
     let props = Arc::new(WriterProperties::builder().build());
     let mut w =
         SerializedFileWriter::new(file, Arc::new(schema), props).map_err(|e| pq_err(path, e))?;
@@ -119,8 +133,16 @@ fn write_table(path: &Path, t: &Table) -> Result<()> {
         cw.close().map_err(|e| pq_err(path, e))?;
     }
     rg.close().map_err(|e| pq_err(path, e))?;
-    w.close().map_err(|e| pq_err(path, e))?;
-    Ok(())
+    w.into_inner().map_err(|e| pq_err(path, e))
+}
+
+fn write_err(e: aisp_base::safe_write::SafeWriteError) -> ProfileError {
+    use aisp_base::safe_write::SafeWriteError as W;
+    match e {
+        W::Exists(path) => ProfileError::OutputExists { path },
+        W::Io { what, path, source } => ProfileError::Io { what, path, source },
+        other => ProfileError::BadOutput(other.to_string()),
+    }
 }
 
 /// Rows of a Parquet file as name → value maps.
@@ -166,20 +188,27 @@ const WINDOWS: [(&str, WindowKind); 3] = [
 
 /// The digest folder of an export: `<out>/<file name>.digest`.
 pub fn digest_dir(out: &Path, export: &str) -> PathBuf {
+    out.join(digest_name(export))
+}
+
+/// The digest folder's name for an export: `<file name>.digest`.
+pub fn digest_name(export: &str) -> String {
     let name = Path::new(export)
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("export");
-    out.join(format!("{name}.digest"))
+    format!("{name}.digest")
 }
 
-/// Write the digests of one export into `dir` (created).
-pub fn write(dir: &Path, digests: &[&RankDigest]) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| ProfileError::Io {
-        what: "creating the digest folder",
-        path: dir.to_path_buf(),
-        source: e,
-    })?;
+/// Write the digests of one export into `dir` (its `<name>.digest` folder,
+/// open), refusing to replace existing files unless `overwrite`. The four
+/// files are put in place together once all are written.
+pub fn write(dir: &Dir, digests: &[&RankDigest], overwrite: bool) -> Result<()> {
+    for name in TABLES {
+        dir.check_free(std::ffi::OsStr::new(name), overwrite)
+            .map_err(write_err)?;
+    }
+    let mut files = Vec::with_capacity(TABLES.len());
     let key = |t: &mut Table, rows: &[(&RankDigest, usize)]| {
         t.str(
             "file",
@@ -254,7 +283,7 @@ pub fn write(dir: &Path, digests: &[&RankDigest]) -> Result<()> {
             })
             .collect(),
     );
-    write_table(&dir.join("ranks.parquet"), &t)?;
+    files.push(write_table(dir, "ranks.parquet", &t, overwrite)?);
     // steps
     let rows: Vec<(&RankDigest, usize)> = digests
         .iter()
@@ -282,7 +311,7 @@ pub fn write(dir: &Path, digests: &[&RankDigest]) -> Result<()> {
         s(|x| x.exposed_communication_ns),
     );
     t.int("kernels", s(|x| x.kernels as i64));
-    write_table(&dir.join("steps.parquet"), &t)?;
+    files.push(write_table(dir, "steps.parquet", &t, overwrite)?);
     // collectives
     let rows: Vec<(&RankDigest, usize)> = digests
         .iter()
@@ -311,7 +340,7 @@ pub fn write(dir: &Path, digests: &[&RankDigest]) -> Result<()> {
     t.int("bytes", c(|x| x.bytes));
     t.int("peer", c(|x| x.peer.map(i64::from)));
     t.int("kernel", c(|x| x.kernel.map(i64::from)));
-    write_table(&dir.join("collectives.parquet"), &t)?;
+    files.push(write_table(dir, "collectives.parquet", &t, overwrite)?);
     // classes
     let rows: Vec<(&RankDigest, usize)> = digests
         .iter()
@@ -337,7 +366,10 @@ pub fn write(dir: &Path, digests: &[&RankDigest]) -> Result<()> {
             .map(|(d, i)| Some(d.classes[*i].total_ns))
             .collect(),
     );
-    write_table(&dir.join("classes.parquet"), &t)?;
+    files.push(write_table(dir, "classes.parquet", &t, overwrite)?);
+    for f in files {
+        f.commit().map_err(write_err)?;
+    }
     Ok(())
 }
 

@@ -110,7 +110,18 @@ fn exports_write_valid_perfetto_and_csv() {
     let p = open("train_good.sqlite");
     let s = all(&p);
     let out = dir.path().join("t.json");
-    let e = export::export(&p, &s, Format::Perfetto, &out, None, NameKey::Short, false).unwrap();
+    let perfetto = || {
+        export::export(
+            &p,
+            &s,
+            Format::Perfetto,
+            &target(&out),
+            None,
+            NameKey::Short,
+            false,
+        )
+    };
+    let e = perfetto().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let ev = v["traceEvents"].as_array().unwrap();
     assert_eq!(ev.len() as u64, e.records);
@@ -140,14 +151,14 @@ fn exports_write_valid_perfetto_and_csv() {
         .unwrap();
     assert_eq!(step["dur"].as_f64().unwrap(), 9080.906);
     // Refuses to overwrite by default.
-    assert!(export::export(&p, &s, Format::Perfetto, &out, None, NameKey::Short, false).is_err());
+    assert!(perfetto().is_err());
 
     let csv_path = dir.path().join("k.csv");
     let e = export::export(
         &p,
         &s,
         Format::Csv,
-        &csv_path,
+        &target(&csv_path),
         Some("cuda_gpu_kern_sum"),
         NameKey::Short,
         false,
@@ -168,7 +179,7 @@ fn exports_write_valid_perfetto_and_csv() {
         &p,
         &s,
         Format::Csv,
-        &trace,
+        &target(&trace),
         Some("kernels"),
         NameKey::Short,
         false,
@@ -180,7 +191,7 @@ fn exports_write_valid_perfetto_and_csv() {
             &p,
             &s,
             Format::Csv,
-            &dir.path().join("x.csv"),
+            &target(&dir.path().join("x.csv")),
             Some("nope"),
             NameKey::Short,
             false

@@ -16,7 +16,10 @@ pub fn esc(s: &str) -> String {
             '>' => o.push_str("&gt;"),
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&#39;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => {}
+            // A character reference: the same whitespace to a browser, but no
+            // text from a profile can start a line of the file.
+            '\n' => o.push_str("&#10;"),
+            c if (c as u32) < 0x20 && c != '\t' => {}
             c => o.push(c),
         }
     }
