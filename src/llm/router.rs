@@ -561,7 +561,8 @@ pub fn plan(route: &Route, question: &str, profile: Option<&str>) -> Vec<Planned
     if let Some(p) = profile {
         calls.push(call(
             "aisp_profile_rules",
-            json!({"path": p}),
+            // In full: the composed answer quotes each finding's why, evidence and verify.
+            json!({"path": p, "detail": true}),
             "find the problems in the profile, ranked by the time at stake",
         ));
         for intent in &intents {

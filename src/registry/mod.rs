@@ -78,7 +78,7 @@ pub enum Tier {
 /// At most this many characters (Python `json.dumps`) for one tool's whole MCP definition.
 pub const TOOL_DEFINITION_BUDGET: usize = 8_192;
 /// At most this many characters for the default listing's names, descriptions and input schemas.
-pub const DEFAULT_LISTING_BUDGET: usize = 40_000;
+pub const DEFAULT_LISTING_BUDGET: usize = 20_000;
 /// At most this many characters for the `core` listing, counted the same way.
 pub const CORE_LISTING_BUDGET: usize = 12_000;
 

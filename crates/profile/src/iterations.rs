@@ -276,7 +276,8 @@ pub struct ProcessSteps {
     pub kernels_per_step: f64,
     /// Typical kernels per step under the same-thread rule.
     pub kernels_per_step_same_thread: f64,
-    /// The first step, reported apart.
+    /// The first step, reported apart (left out of `aisp_profile_iterations` answers that list it in `steps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_step: Option<Step>,
     /// Median CPU step time / median GPU-projected time: well above 1 means host-bound.
     pub cpu_to_gpu_ratio: Option<f64>,
@@ -561,7 +562,10 @@ fn slow_steps(
 
 /// The most regular once-per-iteration kernel among one device's kernels (in
 /// time order): (cv of the launches between occurrences, occurrences, demangled name).
-pub(crate) fn pattern_anchor(kernels: &[model::Kernel], idx: &[usize]) -> Option<(f64, usize, i64)> {
+pub(crate) fn pattern_anchor(
+    kernels: &[model::Kernel],
+    idx: &[usize],
+) -> Option<(f64, usize, i64)> {
     let mut positions: HashMap<i64, Vec<usize>> = HashMap::new();
     for (pos, &ki) in idx.iter().enumerate() {
         positions
