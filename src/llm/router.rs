@@ -849,7 +849,7 @@ mod tests {
         let r = classify("why is this training slow?", true);
         let p = plan(&r, "why is this training slow?", Some("t.sqlite"));
         assert_eq!(p[0].tool, "aisp_profile_rules");
-        assert_eq!(p[0].arguments, json!({"path": "t.sqlite"}));
+        assert_eq!(p[0].arguments, json!({"path": "t.sqlite", "detail": true}));
         assert!(p.iter().any(|c| c.tool == "aisp_profile_utilization"));
         let q = "training Llama 3.1 8B on 8 H100 runs out of memory";
         let r = classify(q, false);

@@ -1157,8 +1157,8 @@ pub struct LedgerOp;
 scoped_input! {
     /// Arguments of `ledger`.
     LedgerInput {
-        /// Steps listed per device (default 1: the first, often warm-up); the steady summary always covers
-        /// every steady step.
+        /// Steps listed per device (default 1: the first, often warm-up; none per rank for a set); the steady
+        /// summary always covers every steady step.
         #[serde(default)]
         #[schemars(range(min = 1, max = 100000))]
         steps: Option<usize>,
@@ -1233,8 +1233,13 @@ impl Operation for LedgerOp {
     };
 
     fn run(&self, ctx: &OpContext, input: LedgerInput) -> Result<Self::Output, OpError> {
-        let keep = limit(input.steps, 1)?;
-        if profile::ranks::is_set(&input.path) {
+        let set = profile::ranks::is_set(&input.path);
+        // A set lists no step rows by default: every rank's steady summary is what compares them.
+        let keep = match input.steps {
+            None if set => 0,
+            steps => limit(steps, 1)?,
+        };
+        if set {
             let files = profile::ranks::expand(&input.path)?;
             let threads = profile::ranks::default_threads(files.len());
             let total = files.len() as f64;
@@ -1260,9 +1265,13 @@ impl Operation for LedgerOp {
                 .collect();
             let mut left_out = Vec::new();
             if cut > 0 {
-                left_out.push(format!(
-                    "{cut} step row(s) past the first {keep} per rank: pass \"steps\": N"
-                ));
+                left_out.push(if keep == 0 {
+                    format!(
+                        "the ranks' {cut} step rows (each rank's steady summary covers them): pass \"steps\": N"
+                    )
+                } else {
+                    format!("{cut} step row(s) past the first {keep} per rank: pass \"steps\": N")
+                });
             }
             return Ok(Answer {
                 path: input.path.clone(),

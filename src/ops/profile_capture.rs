@@ -754,7 +754,7 @@ fn nsys_capture_per_rank(
         let dir = s.dir.display().to_string();
         match s
             .ctx
-            .call_tool("aisp_profile_ranks", json!({ "path": dir }))
+            .call_tool("aisp_profile_ranks", json!({ "path": dir, "detail": true }))
         {
             Ok(v) => {
                 for f in v

@@ -706,8 +706,14 @@ pub fn trim_idle_ends(series: &mut [Series]) -> Option<(f64, f64)> {
     }
     // The nearest point outside the active part on each side, as a margin.
     let xs = || series.iter().flat_map(|s| s.points.iter()).map(|p| p.0);
-    let lo = xs().filter(|x| *x < first).fold(first, f64::max);
-    let hi = xs().filter(|x| *x > last).fold(last, f64::min);
+    let lo = xs()
+        .filter(|x| *x < first)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let hi = xs().filter(|x| *x > last).fold(f64::INFINITY, f64::min);
+    let (lo, hi) = (
+        if lo.is_finite() { lo } else { first },
+        if hi.is_finite() { hi } else { last },
+    );
     let all_lo = xs().fold(f64::INFINITY, f64::min);
     let all_hi = xs().fold(f64::NEG_INFINITY, f64::max);
     if lo <= all_lo && hi >= all_hi {
