@@ -50,6 +50,14 @@ pub async fn section(
             )
             .await?,
         )),
+        "ledger" => Ok(ledger(
+            &call(
+                app,
+                "aisp_profile_ledger",
+                with(&scope, json!({"steps": 40})),
+            )
+            .await?,
+        )),
         "utilization" => Ok(utilization(
             &call(
                 app,
@@ -98,7 +106,7 @@ pub async fn section(
         }
         other => Err(OpError::not_found(
             format!("the profile page has no section `{other}`"),
-            "Sections: overview, findings, utilization, nvtx, gaps, iterations, ranks.",
+            "Sections: overview, findings, ledger, utilization, nvtx, gaps, iterations, ranks.",
         )),
     }
 }
@@ -322,6 +330,62 @@ fn findings(rules: &Value) -> String {
         }
         h.push_str("</ul></details>");
     }
+    h
+}
+
+/// The step ledger: a stacked bar per steady step (one export) or per rank (a set), and the largest columns.
+fn ledger(ans: &Value) -> String {
+    use aisp_profile::ledger::DeviceLedger;
+    let mut h = String::new();
+    let devices: Vec<(Option<u32>, DeviceLedger)> = arr(&ans["devices"])
+        .iter()
+        .filter_map(|d| {
+            let l: DeviceLedger = serde_json::from_value(d.clone()).ok()?;
+            Some((d["rank"].as_u64().map(|r| r as u32), l))
+        })
+        .filter(|(_, l)| l.steady.steps > 0)
+        .collect();
+    if devices.is_empty() {
+        return r#"<p class="muted">No GPU activity in this profile.</p>"#.into();
+    }
+    let _ = write!(
+        h,
+        r#"<p class="muted small">Each step's period on the GPU timeline (first operation to the next step's first) split exactly: {}.</p>"#,
+        esc(s(&ans["precedence"]))
+    );
+    if devices.iter().all(|(r, _)| r.is_some()) {
+        let ranks: Vec<(u32, &DeviceLedger)> =
+            devices.iter().map(|(r, l)| (r.unwrap_or(0), l)).collect();
+        h.push_str(&svg::render(&aisp_report::ledger::ranks_chart(&ranks)));
+    } else {
+        for (_, l) in &devices {
+            h.push_str(&svg::render(&aisp_report::ledger::steps_chart(l)));
+        }
+    }
+    h.push_str(
+        r#"<table class="grid"><thead><tr><th>device</th><th>steady steps</th><th>median step</th><th>largest columns (% of the steady window)</th></tr></thead><tbody>"#,
+    );
+    for (r, l) in &devices {
+        let mut cols: Vec<_> = l.steady.columns.iter().collect();
+        cols.sort_by_key(|(c, v)| (std::cmp::Reverse(*v), c.index()));
+        let top: Vec<String> = cols
+            .iter()
+            .take(4)
+            .map(|(c, v)| format!("{} {:.1} %", c.as_str(), l.share(*v)))
+            .collect();
+        let _ = write!(
+            h,
+            r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td></tr>"#,
+            match r {
+                Some(r) => format!("rank {r} (GPU {})", l.device),
+                None => format!("GPU {}", l.device),
+            },
+            l.steady.steps,
+            esc(&fmt_ns(l.steady.period_median_ns as f64)),
+            esc(&top.join(", ")),
+        );
+    }
+    h.push_str("</tbody></table>");
     h
 }
 

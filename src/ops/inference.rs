@@ -309,15 +309,10 @@ fn roofline<'a>(
     ];
     Ok((
         Roofline {
-            model,
-            weight_dtype: weights.dtype(),
-            kv_dtype: kv,
-            tp,
-            peak_tflops: peaks.tflops.value,
-            memory_gb_per_s: peaks.memory_gb_per_s.value,
             compute_efficiency: ce,
             memory_efficiency: me,
             tp_link_gb_per_s: links.intra_node_gb_per_s,
+            ..serving::roofline_for(model, weights, &peaks, tp, kv, gpu)
         },
         peaks,
         assumptions,

@@ -245,7 +245,7 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
         (None, Vec::new())
     } else {
         let set = ranks::merge(&mut digests, files, skipped)?;
-        let findings = set_findings(&set, &digests);
+        let findings = ranks::set_findings(&set, &digests);
         (Some(set), findings)
     };
     let merge_ms = t1.elapsed().as_millis() as u64;
@@ -271,29 +271,6 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
         each,
         left_out: Vec::new(),
     })
-}
-
-/// The set's findings: from the ranks' ledgers when every rank has one (Nsight Systems exports), with the
-/// slow-node and slow-link findings of the clock-aligned analysis; the aligned analysis alone otherwise.
-fn set_findings(set: &ranks::RankSet, digests: &[ranks::RankDigest]) -> Vec<Finding> {
-    let aligned = ranks::findings::findings(&set.cross_rank);
-    if set.ledger.is_empty() {
-        return aligned;
-    }
-    let mut out = ranks::ledger_set::findings(digests, set.arrivals.as_ref());
-    out.extend(aligned.into_iter().filter(|f| {
-        !matches!(
-            f.id.as_str(),
-            "cross_rank_straggler" | "cross_rank_skew_dominated"
-        )
-    }));
-    out.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(b.time_at_stake_ns.cmp(&a.time_at_stake_ns))
-            .then(a.id.cmp(&b.id))
-    });
-    out
 }
 
 impl RanksInput {

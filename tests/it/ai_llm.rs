@@ -917,7 +917,7 @@ async fn with_a_profile_the_model_starts_from_the_rules_and_its_findings_are_ret
             ),
         )])),
         Step::Json(answer(
-            "## Answer\nThe run is host-bound: `host_bound_steps` [E1], gaps of about 5 ms [E3].\n## Facts\n- busy [E2]",
+            "## Answer\nThe run is host-bound: `host_os_wait` [E1], gaps of about 5 ms [E3].\n## Facts\n- busy [E2]",
         )),
     ])
     .await;
@@ -946,7 +946,7 @@ async fn with_a_profile_the_model_starts_from_the_rules_and_its_findings_are_ret
         user.contains("[E1] aisp_profile_rules"),
         "the rules are gathered first"
     );
-    assert!(user.contains("host_bound_steps") && user.contains("[E2] aisp_profile_utilization"));
+    assert!(user.contains("host_os_wait") && user.contains("[E2] aisp_profile_utilization"));
     let offered: Vec<&str> = first["tools"]
         .as_array()
         .unwrap()
@@ -972,14 +972,7 @@ async fn with_a_profile_the_model_starts_from_the_rules_and_its_findings_are_ret
     );
     // Findings relied on: the medium-or-above findings of the cited rules result.
     let ids: Vec<&str> = out.findings.iter().map(|f| f.finding.id.as_str()).collect();
-    assert_eq!(
-        ids,
-        [
-            "host_bound_steps",
-            "gpu_starvation",
-            "launch_bound_tiny_kernels"
-        ]
-    );
+    assert_eq!(ids, ["host_os_wait", "launch_bound_tiny_kernels"]);
     assert!(out.findings.iter().all(|f| f.evidence_id == "E1"));
     let cited: Vec<&str> = out.citations.iter().map(|c| c.tool.as_str()).collect();
     assert_eq!(

@@ -208,22 +208,22 @@ async fn pages_sections_and_tool_schemas_are_served() {
     let (code, _, overview) =
         get(server.url(&format!("/dashboard/profile/overview{q}")), None).await;
     assert_eq!(code, 200);
-    // Steady-state busy % of train_good (tests/data/README.md ground truth).
-    assert!(overview.contains(">8.67 %<"), "{overview}");
+    // Steady-state busy % of train_good over the steady window on the GPU timeline (the step ledger's:
+    // 7,789,729,648 → 8,142,734,358; kernels' union there 31,172,796 ns, scripts/ledger_sql.py).
+    assert!(overview.contains(">8.83 %<"), "{overview}");
     let (code, _, findings) =
         get(server.url(&format!("/dashboard/profile/findings{q}")), None).await;
     assert_eq!(code, 200);
-    assert!(findings.contains(r#"data-rule="host_bound_steps" data-rank="0""#));
-    // The top finding points at the steady window (7784516463..8142623443) with a quarter of its
-    // length around it; the second (GPU starvation) at its largest gap.
-    assert!(findings.contains(r#"data-start="7694989718" data-end="8232150188""#));
-    let gap_len = 5_486_527_i64;
-    let pad = gap_len / 4;
+    assert!(findings.contains(r#"data-rule="host_os_wait" data-rank="0""#));
+    // The top finding (the sleep) points at its largest stretch with a quarter of its length around it; the
+    // second (launch-bound) at the steady window (7789729648..8142734358).
+    let (start, len) = (7_795_273_390_i64, 5_037_137_i64);
     assert!(findings.contains(&format!(
         r#"data-start="{}" data-end="{}""#,
-        7_784_516_463 - pad,
-        7_784_516_463 + gap_len + pad
+        start - len / 4,
+        start + len + len / 4
     )));
+    assert!(findings.contains(r#"data-start="7701478471" data-end="8230985535""#));
     // The idle-gaps panel lists a limited number of rows, but never hides the largest gaps behind the
     // steady ones, and says what it left out.
     let (code, _, panel) = get(server.url(&format!("/dashboard/profile/gaps{q}")), None).await;
@@ -288,7 +288,7 @@ async fn the_token_guards_data_but_not_page_shells() {
     let server = HttpServer::start(&["--token", "t0k"], &[]);
     let (code, _, body) = get(server.url("/profiles"), None).await;
     assert_eq!(code, 200, "the shell holds no data and shows the login");
-    assert!(!body.contains("8.67"));
+    assert!(!body.contains("8.83"));
     let q = format!("?path={}", train_good());
     for url in [
         "/api/tools".to_string(),
@@ -307,7 +307,7 @@ async fn the_token_guards_data_but_not_page_shells() {
     )
     .await;
     assert_eq!(code, 200);
-    assert!(body.contains("8.67 %"));
+    assert!(body.contains("8.83 %"));
     // Host checks apply to the shells too (DNS rebinding).
     let r = reqwest::Client::new()
         .get(server.url("/"))

@@ -47,7 +47,11 @@ fn causes_of(f: &Value) -> Vec<&'static str> {
 
 /// The answer of `aisp_profile_rules` on a case: one export, or the folder of a 4-rank set.
 fn rules_of(set: &str, case: &str, ranks: u64) -> Value {
-    let prefix = if set == "heldout" { "planted/heldout" } else { "planted" };
+    let prefix = if set == "heldout" {
+        "planted/heldout"
+    } else {
+        "planted"
+    };
     let path = if ranks > 1 {
         let mut dir = None;
         for r in 0..ranks {
@@ -76,7 +80,10 @@ struct Score {
 fn score_case(manifest: &Value, answer: &Value) -> Score {
     let findings = answer["findings"].as_array().cloned().unwrap_or_default();
     let planted = manifest["planted"].as_array().cloned().unwrap_or_default();
-    let tolerated = manifest["tolerated"].as_array().cloned().unwrap_or_default();
+    let tolerated = manifest["tolerated"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let mut s = Score {
         planted: planted.len(),
         found: 0,
@@ -89,7 +96,10 @@ fn score_case(manifest: &Value, answer: &Value) -> Score {
             .as_array()
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_else(|| vec![p["cause"].as_str().unwrap()]);
-        let want = p["severity_h200"].as_str().or(p["severity"].as_str()).unwrap();
+        let want = p["severity_h200"]
+            .as_str()
+            .or(p["severity"].as_str())
+            .unwrap();
         let rank_wanted = p["where"]["rank"].as_u64();
         let hit = findings.iter().enumerate().find(|(_, f)| {
             causes_of(f).iter().any(|c| accept.contains(c))
@@ -127,7 +137,10 @@ fn score_case(manifest: &Value, answer: &Value) -> Score {
                 && sev <= rank(t["max_severity"].as_str().unwrap_or("info"))
         });
         if !planted_cause && !tolerated_here {
-            s.false_findings.push(format!("{} {} {}%: {}", f["id"], f["severity"], f["share_pct"], f["title"]));
+            s.false_findings.push(format!(
+                "{} {} {}%: {}",
+                f["id"], f["severity"], f["share_pct"], f["title"]
+            ));
         }
     }
     s
@@ -139,7 +152,11 @@ fn scorecard(set: &str) -> (usize, usize, Vec<String>) {
     } else {
         "workloads/planted/manifests"
     });
-    let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     names.sort();
     let (mut planted, mut found, mut false_all) = (0, 0, Vec::new());
     for path in names {
@@ -147,7 +164,10 @@ fn scorecard(set: &str) -> (usize, usize, Vec<String>) {
         let case = m["case"].as_str().unwrap();
         let answer = rules_of(set, case, m["ranks"].as_u64().unwrap_or(1));
         let s = score_case(&m, &answer);
-        eprintln!("{case}: {}/{} found; verdict: {}", s.found, s.planted, answer["verdict"]);
+        eprintln!(
+            "{case}: {}/{} found; verdict: {}",
+            s.found, s.planted, answer["verdict"]
+        );
         for l in &s.lines {
             eprintln!("    {l}");
         }
@@ -158,7 +178,10 @@ fn scorecard(set: &str) -> (usize, usize, Vec<String>) {
         found += s.found;
         false_all.extend(s.false_findings.into_iter().map(|f| format!("{case}: {f}")));
     }
-    eprintln!("{set}: {found}/{planted} planted problems found, {} false findings at medium or above", false_all.len());
+    eprintln!(
+        "{set}: {found}/{planted} planted problems found, {} false findings at medium or above",
+        false_all.len()
+    );
     (planted, found, false_all)
 }
 
@@ -166,6 +189,12 @@ fn scorecard(set: &str) -> (usize, usize, Vec<String>) {
 fn every_planted_problem_of_the_tuned_set_is_found_and_nothing_else_at_medium() {
     let (planted, found, false_findings) = scorecard("tuned");
     assert!(planted >= 7, "the tuned set plants {planted} problems");
-    assert_eq!(found, planted, "planted problems missed (see the lines above)");
-    assert!(false_findings.is_empty(), "false findings: {false_findings:#?}");
+    assert_eq!(
+        found, planted,
+        "planted problems missed (see the lines above)"
+    );
+    assert!(
+        false_findings.is_empty(),
+        "false findings: {false_findings:#?}"
+    );
 }

@@ -66,7 +66,9 @@ fn every_profile_tool_answers_on_a_real_export_with_version_and_scope() {
         .find(|w| w["window"]["kind"] == "steady")
         .unwrap()
         .clone();
-    assert_eq!(steady["count"], 39);
+    // sqlite3: gaps of 5 ms or more between the device's kernels, copies and memsets inside the steady window
+    // [7789729648, 8142734358) → 38 (the sleeps).
+    assert_eq!(steady["count"], 38);
     assert_eq!(v["devices"][0]["gaps"].as_array().unwrap().len(), 2);
 }
 

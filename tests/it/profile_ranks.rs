@@ -34,6 +34,52 @@ fn digest_set(files: &[PathBuf]) -> (ranks::RankSet, Vec<RankDigest>) {
     (set, d)
 }
 
+/// The first place two JSON documents differ, as a path and the two values.
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, path: &str) -> Option<String> {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => x.keys().chain(y.keys()).find_map(|k| {
+            let (va, vb) = (
+                x.get(k).unwrap_or(&Value::Null),
+                y.get(k).unwrap_or(&Value::Null),
+            );
+            first_difference(va, vb, &format!("{path}.{k}"))
+        }),
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (va, vb))| first_difference(va, vb, &format!("{path}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(format!("{path}: {} vs {}", short(a), short(b))),
+    }
+}
+
+fn short(v: &serde_json::Value) -> String {
+    let s = v.to_string();
+    if s.len() > 400 {
+        format!("{}… ({} chars)", &s[..400], s.len())
+    } else {
+        s
+    }
+}
+
+/// Asserts two digests hold the same figures, naming the first difference.
+fn same_figures(a: &RankDigest, b: &RankDigest) {
+    let (fa, fb) = (figures(a), figures(b));
+    if fa != fb {
+        let (va, vb): (serde_json::Value, serde_json::Value) = (
+            serde_json::from_str(&fa).unwrap(),
+            serde_json::from_str(&fb).unwrap(),
+        );
+        panic!(
+            "rank {}: {:?}",
+            a.identity.rank,
+            first_difference(&va, &vb, "")
+        );
+    }
+}
+
 /// Everything but where the rank was read from.
 fn figures(d: &RankDigest) -> String {
     let mut d = d.clone();
@@ -43,6 +89,23 @@ fn figures(d: &RankDigest) -> String {
     d.identity.local_rank = None;
     d.identity.world_size = None;
     d.identity.rank = 0;
+    // Kernel indices are positions in the export read (two ranks in one export number their kernels
+    // together): keep only their order.
+    let mut indices: Vec<u32> = d.collectives.iter().filter_map(|c| c.kernel).collect();
+    if let Some(l) = &d.ledger {
+        indices.extend(l.comm.iter().map(|p| p.kernel));
+    }
+    indices.sort_unstable();
+    indices.dedup();
+    let order = |k: u32| indices.binary_search(&k).unwrap() as u32;
+    for c in &mut d.collectives {
+        c.kernel = c.kernel.map(order);
+    }
+    if let Some(l) = &mut d.ledger {
+        for p in &mut l.comm {
+            p.kernel = order(p.kernel);
+        }
+    }
     serde_json::to_string(&d).unwrap()
 }
 
@@ -66,13 +129,25 @@ fn names_real_tools(findings: &[aisp_profile::rules::Finding]) {
 #[test]
 fn split_per_rank_gives_the_combined_exports_figures() {
     let tmp = tempfile::tempdir().unwrap();
-    let files = split_ddp(tmp.path());
+    // Not slimmed: the OS runtime calls explain some of the ledger's idle time.
+    let files: Vec<PathBuf> = export_edit::split(&fixture("ddp.sqlite"), tmp.path(), false)
+        .expect("split")
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
     assert_eq!(files.len(), 2);
     // The combined export: two ranks, read from one file.
     let combined_path = fixture("ddp.sqlite");
     let p = aisp_profile::open(&combined_path).unwrap();
-    let combined = digest::digest_profile(&p, &combined_path).unwrap();
+    let mut combined = digest::digest_profile(&p, &combined_path).unwrap();
     assert_eq!(combined.len(), 2);
+    // Merged like a set of files, so that both sides split their collectives into wait and transfer.
+    ranks::merge(
+        &mut combined,
+        vec![combined_path.display().to_string()],
+        Vec::new(),
+    )
+    .unwrap();
     let (set, split) = digest_set(&files);
     // Identity: RANK recorded in each per-rank capture's environment.
     for (r, d) in split.iter().enumerate() {
@@ -83,7 +158,7 @@ fn split_per_rank_gives_the_combined_exports_figures() {
         assert_eq!(d.identity.hostname.as_deref(), Some("vm"));
     }
     for (a, b) in combined.iter().zip(&split) {
-        assert_eq!(figures(a), figures(b), "rank {}", b.identity.rank);
+        same_figures(a, b);
     }
     // The figures are the fixture's ground truth (tests/data/README.md).
     let truth = [
@@ -105,13 +180,25 @@ fn split_per_rank_gives_the_combined_exports_figures() {
         assert_eq!(all_reduce, 248);
         assert_eq!(d.collectives.len(), 256);
     }
-    // Busy % of the steady window: 82.77 / 96.42.
+    // Busy % of the steady window (the ledger's, on the GPU timeline): the union of the device's kernels
+    // clipped to it, by SQL over ddp.sqlite: rank 0 131.71 ms of [19635879405, 19791235472), rank 1
+    // 152.35 ms of [19634837332, 19790339450).
     let pct = |d: &RankDigest| {
         let w = d.window("steady").unwrap();
         (w.busy_ns as f64 * 10000.0 / w.window.length_ns as f64).round() / 100.0
     };
-    assert_eq!(pct(&split[0]), 82.77);
-    assert_eq!(pct(&split[1]), 96.42);
+    let w0 = split[0].window("steady").unwrap();
+    assert_eq!(
+        (w0.window.start_ns, w0.window.end_ns, w0.busy_ns),
+        (19_635_879_405, 19_791_235_472, 131_714_536)
+    );
+    assert_eq!(pct(&split[0]), 84.78);
+    let w1 = split[1].window("steady").unwrap();
+    assert_eq!(
+        (w1.window.start_ns, w1.window.end_ns, w1.busy_ns),
+        (19_634_837_332, 19_790_339_450, 152_348_449)
+    );
+    assert_eq!(pct(&split[1]), 97.97);
     // One session: the clocks agree (true offset 0). The collective ends say so within 50 µs: the ranks'
     // all-reduce kernels end a median 18.7 µs apart (the last arrival finishes last), which is the
     // refinement's bias on this pair, and the residual reports that doubt.
@@ -179,7 +266,7 @@ fn digests_round_trip_through_parquet() {
     let set2 = ranks::merge(&mut back, set.files.clone(), Vec::new()).unwrap();
     assert_eq!(back.len(), d.len());
     for (a, b) in d.iter().zip(&back) {
-        assert_eq!(figures(a), figures(b));
+        same_figures(a, b);
     }
     assert_eq!(
         serde_json::to_string(&set.cross_rank).unwrap(),
@@ -215,11 +302,6 @@ fn sixty_four_ranks_with_skewed_clocks_and_a_straggler() {
     let (a0, a1) = (arrivals(&base_d[0]), arrivals(&base_d[1]));
     // Rank STRAGGLER is a copy of rank 1; it arrives DELAY after its original, and every rank-0 copy
     // arrives at rank 0's time: its lead over the next-latest rank is DELAY + a1 - max(a0, a1).
-    let expected_lateness: i64 = a0
-        .iter()
-        .zip(&a1)
-        .map(|(x0, x1)| DELAY + x1 - x0.max(x1))
-        .sum();
     let set_dir = tmp.path().join("set");
     std::fs::create_dir_all(&set_dir).unwrap();
     let mut files = Vec::new();
@@ -248,7 +330,7 @@ fn sixty_four_ranks_with_skewed_clocks_and_a_straggler() {
         export_edit::shift_in_place(&conn, -start, start + utc_error).unwrap();
         truth.push((start, utc_error));
     }
-    let (set, _) = digest_set(&files);
+    let (set, digests) = digest_set(&files);
     assert_eq!(set.identities.len(), WORLD);
     for (r, id) in set.identities.iter().enumerate() {
         assert_eq!(id.rank, r as u32);
@@ -278,43 +360,59 @@ fn sixty_four_ranks_with_skewed_clocks_and_a_straggler() {
             assert!(d.residual_ns.unwrap() <= 50_000, "{d:?}");
         }
     }
-    // The straggler, how often, and the wait it causes.
+    // The straggler, how often, and the wait it causes: from the ranks' own kernel durations (the last to
+    // arrive has the shortest all-reduce of the instance), over the steady all-reduces only.
     let cr = &set.cross_rank;
+    let arr = set.arrivals.as_ref().expect("every rank has a ledger");
+    assert_eq!(arr.stragglers, vec![STRAGGLER], "{arr:?}");
     assert_eq!(cr.stragglers.len(), 1, "{:?}", cr.stragglers);
     let s = &cr.stragglers[0];
     assert_eq!(s.rank, STRAGGLER as u32);
-    assert!(s.last_arrivals >= 240, "{s:?}");
-    // Each instance's lateness is exact up to the two ranks' alignment errors (≤ 50 µs each).
-    let err = (s.lateness_total_ns - expected_lateness).abs();
+    // Steady instances: those whose all-reduce starts inside its rank's steady window on every rank.
+    let inside: Vec<usize> = (0..a0.len())
+        .filter(|&j| {
+            digests.iter().all(|d| {
+                let w = &d.ledger.as_ref().unwrap().ledger.steady;
+                let t = arrivals(d)[j];
+                t >= w.start_ns && t < w.end_ns
+            })
+        })
+        .collect();
+    assert_eq!(arr.instances as usize, inside.len());
+    assert_eq!(
+        s.last_arrivals,
+        inside.len(),
+        "last at every steady all-reduce: {s:?}"
+    );
+    let expected_steady: i64 = inside
+        .iter()
+        .map(|&j| DELAY + a1[j] - a0[j].max(a1[j]))
+        .sum();
+    let err = (s.lateness_total_ns - expected_steady).abs();
     assert!(
-        err <= 248 * 50_000,
-        "{} vs {expected_lateness}",
+        err <= inside.len() as i64 * 50_000,
+        "{} vs {expected_steady}",
         s.lateness_total_ns
     );
-    assert!(s.wait_caused_ns >= (WORLD as i64 - 1) * s.lateness_total_ns);
     let all_reduce = cr
         .collectives
         .iter()
         .find(|c| c.kind == Collective::AllReduce)
         .unwrap();
     assert_eq!(all_reduce.instances, 248);
-    assert!(all_reduce.skew_share_pct > 50.0, "{all_reduce:?}");
     // Its waiting shows on every other rank, not on itself.
     let me = &cr.ranks[STRAGGLER];
-    assert_eq!(me.last_arrivals, s.last_arrivals);
     assert!(
         cr.ranks
             .iter()
             .all(|r| r.rank == me.rank || r.collective_wait_ns > me.collective_wait_ns)
     );
     assert!(cr.slow_nodes.is_empty(), "one late rank is not a slow node");
-    // Findings: the straggler's time at stake is per device: the part of its lead the other devices
-    // spent idle in the collectives (their DDP compute overlaps some of it), at most the lead. The
-    // all-reduce's skew finding counts every rank's waiting (the copies' own skew too), so it is at
-    // least as large and may come first. The copies of rank 0 compute through most of their wait (DDP
-    // overlaps the all-reduces with backward), those of rank 1 much less: the median device idles
-    // about a fifth of the straggler's 448 ms lead (medium), the worst one more than half (247.8 ms).
-    let f = ranks::findings::findings(cr);
+    // Findings, from the ranks' ledgers: the straggler's stake is the others' comm_wait (time in the
+    // collectives before it arrived, with no compute beside it), at the median waiting rank; its cause is
+    // read from its own ledger against the others' (a copy of rank 1: the same work, so no compute excess
+    // is named unless its ledger shows one).
+    let f = ranks::ledger_set::findings(&digests, set.arrivals.as_ref());
     let st = f
         .iter()
         .find(|x| x.id == "cross_rank_straggler")
@@ -325,16 +423,13 @@ fn sixty_four_ranks_with_skewed_clocks_and_a_straggler() {
         "{st:?}"
     );
     assert!(
-        s.exposed_wait_caused_ns > 0
-            && s.exposed_wait_caused_ns <= s.exposed_wait_caused_max_ns
-            && s.exposed_wait_caused_max_ns <= s.lateness_total_ns,
+        s.exposed_wait_caused_ns > 0 && s.exposed_wait_caused_ns <= s.exposed_wait_caused_max_ns,
         "{s:?}"
     );
     assert!(st.evidence[0].contains(&format!(
         "rank {STRAGGLER} arrived last at {} of",
         s.last_arrivals
     )));
-    assert!(f.iter().any(|x| x.id == "cross_rank_skew_dominated"));
     names_real_tools(&f);
     // The heat map: 64 ranks × 20 steps.
     let h = cr.heat_map.as_ref().unwrap();
@@ -409,9 +504,18 @@ async fn per_rank_capture_runs_nsys_inside_the_launcher_and_analyses_the_set() {
     assert_eq!(ids[1]["rank"], 1);
     assert_eq!(ids[1]["rank_source"], "env RANK");
     assert_eq!(ids[1]["pid"], 641);
-    // The fixture's own straggler: rank 0 arrives last at most all-reduces.
-    assert_eq!(out["top_findings"][0]["id"], "cross_rank_straggler");
-    assert_eq!(analysis["findings"][0]["data"]["rank"], 0);
+    // The fixture's own straggler: rank 0 arrives last at most all-reduces (rank 1 waits 18.3 ms of the
+    // steady window for it); rank 0's exposed transfer (31.5 ms, judged on rank 0, the critical path) is
+    // the larger stake and comes first.
+    let findings = analysis["findings"].as_array().unwrap();
+    let st = findings
+        .iter()
+        .find(|f| f["id"] == "cross_rank_straggler")
+        .expect("straggler finding");
+    assert_eq!(st["data"]["rank"], 0);
+    assert_eq!(out["top_findings"][0]["id"], "communication_not_overlapped");
+    assert_eq!(out["top_findings"][0]["data"]["critical_rank"], 0);
+    assert!(out["top_findings"][0]["time_at_stake_ns"].as_i64() > st["time_at_stake_ns"].as_i64());
 }
 
 #[test]
@@ -816,7 +920,7 @@ fn a_slow_node_is_named_when_all_its_ranks_arrive_late() {
         let start = spread(r, 3, 20_000_000);
         export_edit::shift_in_place(&conn, -start, start + spread(r, 4, 5_000_000)).unwrap();
     }
-    let (set, _) = digest_set(&files);
+    let (set, digests) = digest_set(&files);
     let cr = &set.cross_rank;
     assert_eq!(cr.slow_nodes.len(), 1, "{:?}", cr.slow_nodes);
     let node = &cr.slow_nodes[0];
@@ -832,13 +936,18 @@ fn a_slow_node_is_named_when_all_its_ranks_arrive_late() {
         (DELAY - 100_000..DELAY + 1_000_000).contains(&per_instance),
         "{per_instance}"
     );
-    // No single rank of the host leads the others by more than the clock residual: the per-rank
-    // straggler count does not see a slow host.
-    assert!(
-        cr.stragglers.iter().all(|s| s.rank < 8),
-        "{:?}",
-        cr.stragglers
-    );
+    // No rank of the other host is named; a rank of node1 may be last among its host's ranks often (the
+    // stretches differ by 1 µs a rank), but fixing it alone would save the others only its lead over the
+    // next-latest rank of its host: microseconds, not the host's milliseconds.
+    for s in &cr.stragglers {
+        assert!(s.rank >= 8, "{s:?}");
+        assert!(s.exposed_wait_caused_ns <= s.lateness_total_ns, "{s:?}");
+        assert!(s.lateness_median_ns < 10_000, "{s:?}");
+    }
+    let per_rank = ranks::set_findings(&set, &digests);
+    for st in per_rank.iter().filter(|x| x.id == "cross_rank_straggler") {
+        assert!(st.severity <= aisp_profile::rules::Severity::Low, "{st:?}");
+    }
     // The finding names the host and its ranks, at stake the part of their lead another host's device
     // spent idle, with the numbers of the data.
     let f = ranks::findings::findings(cr);
@@ -923,7 +1032,7 @@ fn two_h100s_per_rank_exports_name_the_planted_straggler() {
     assert_eq!(hooked, 248);
     for set in ["plain", "straggler"] {
         let files = dir(set);
-        let (s, _) = digest_set(&files);
+        let (s, digests) = digest_set(&files);
         let (u0, k0) = sql_all_reduces(&files[0]);
         let (u1, k1) = sql_all_reduces(&files[1]);
         assert_eq!((k0.len(), k1.len()), (248, 248));
@@ -988,47 +1097,83 @@ fn two_h100s_per_rank_exports_name_the_planted_straggler() {
             (0.8 * at_64mib..=1.02 * at_64mib).contains(&bus),
             "{bus} vs {at_64mib}"
         );
-        // Who arrives last, from SQL: rank 1's all-reduce kernel starts later than rank 0's.
-        let off = d1.offset_ns;
-        let leads: Vec<i64> = k0
+        // Who arrives last, from SQL: in a two-rank all-reduce the rank that arrives last waits least, so
+        // its kernel is the shorter one; counted over the steady all-reduces (those starting inside both
+        // ranks' steady windows) where the two durations differ by at least DECIDED_NS.
+        let steady: Vec<(i64, i64)> = digests
+            .iter()
+            .map(|d| {
+                let w = &d
+                    .ledger
+                    .as_ref()
+                    .expect("nsys ranks have a ledger")
+                    .ledger
+                    .steady;
+                (w.start_ns, w.end_ns)
+            })
+            .collect();
+        let inside = |w: (i64, i64), k: &(i64, i64)| k.0 >= w.0 && k.0 < w.1;
+        let pairs: Vec<(i64, i64)> = k0
             .iter()
             .zip(&k1)
-            .map(|(a, b)| b.0 + off - a.0)
-            .filter(|&l| l > d1.residual_ns.unwrap().max(1_000))
+            .filter(|(a, b)| inside(steady[0], a) && inside(steady[1], b))
+            .map(|(a, b)| (a.1 - a.0, b.1 - b.0))
             .collect();
+        let arr = s.arrivals.as_ref().expect("both ranks have a ledger");
+        assert_eq!(arr.instances as usize, pairs.len());
+        let rank1_leads: Vec<i64> = pairs
+            .iter()
+            .filter(|(d0, d1)| d0 - d1 >= aisp_profile::ledger::DECIDED_NS)
+            .map(|(d0, d1)| d0 - d1)
+            .collect();
+        let rank0_last = pairs
+            .iter()
+            .filter(|(d0, d1)| d1 - d0 >= aisp_profile::ledger::DECIDED_NS)
+            .count();
+        assert_eq!(arr.last, vec![rank0_last as u64, rank1_leads.len() as u64]);
         assert_eq!(cr.stragglers.len(), 1, "{:?}", cr.stragglers);
         let st = &cr.stragglers[0];
         assert_eq!(st.rank, 1);
-        let f = ranks::findings::findings(cr);
+        assert_eq!(st.last_arrivals, rank1_leads.len());
+        assert_eq!(st.lateness_total_ns, rank1_leads.iter().sum::<i64>());
+        assert_eq!(st.lateness_median_ns, {
+            let mut l = rank1_leads.clone();
+            l.sort_unstable();
+            l[l.len() / 2]
+        });
+        let f = ranks::ledger_set::findings(&digests, Some(arr));
         names_real_tools(&f);
         let finding = f.iter().find(|x| x.id == "cross_rank_straggler").unwrap();
-        // Two ranks: every wait rank 1 causes is rank 0's, so per device it is rank 0's exposed wait at most.
-        assert!(st.exposed_wait_caused_ns <= cr.ranks[0].exposed_wait_ns);
+        // Two ranks: the wait rank 1 causes is rank 0's comm_wait (the part of its all-reduces before rank
+        // 1 arrived with no compute beside it), at most rank 0's whole wait.
         assert_eq!(finding.time_at_stake_ns, st.exposed_wait_caused_ns);
+        assert!(
+            st.exposed_wait_caused_ns <= arr.wait_ns[0],
+            "{st:?} {arr:?}"
+        );
         if set == "straggler" {
-            // Last at every delayed all-reduce, by the planted millisecond (plus its own pace).
-            assert!(leads.len() >= 245, "{}", leads.len());
-            assert_eq!(st.last_arrivals, 248);
+            // Last at every steady delayed all-reduce, by the planted millisecond (plus its own pace).
+            assert_eq!(st.last_arrivals, pairs.len());
             assert!(
                 (1_000_000..1_200_000).contains(&st.lateness_median_ns),
                 "{st:?}"
             );
-            assert!((median_of(leads) - st.lateness_median_ns).abs() < 20_000);
             assert_eq!(finding.severity, aisp_profile::rules::Severity::Critical);
-            assert!(
-                f.iter()
-                    .any(|x| x.id == "cross_rank_skew_dominated"
-                        && x.title.starts_with("all_reduce"))
-            );
         } else {
-            // Without the spin rank 1 is still late more often than chance (host-bound: its GPU waits for
-            // launches), by a quarter of a millisecond: a real straggler, smaller.
-            assert_eq!(st.last_arrivals, 168);
+            // Without the spin rank 1 is still last more often than chance (host-bound: its GPU waits for
+            // launches), by about an eighth of a millisecond (126 µs): a real straggler, smaller.
             assert!(
-                (200_000..350_000).contains(&st.lateness_median_ns),
+                st.last_arrivals as f64 > arr.chance_limit && st.last_arrivals < pairs.len(),
+                "{st:?} {arr:?}"
+            );
+            assert!(
+                (100_000..150_000).contains(&st.lateness_median_ns),
                 "{st:?}"
             );
-            assert!(st.exposed_wait_caused_ns < st.lateness_total_ns);
+            assert!(
+                finding.severity < aisp_profile::rules::Severity::Critical,
+                "{finding:?}"
+            );
         }
     }
 }

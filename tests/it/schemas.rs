@@ -127,7 +127,7 @@ fn the_readme_first_commands_install_from_the_lockfile_and_work() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|f| f["id"] == "host_bound_steps"),
+            .any(|f| f["id"] == "host_os_wait"),
         "{v}"
     );
 }

@@ -1,10 +1,12 @@
 //! The windows every figure is stated over, per device:
 //!
 //! - `span`: first kernel start → last kernel end on the device;
-//! - `steps`: first start → last end of the step ranges of the process(es)
-//!   whose kernels run on the device (see [`super::iterations::detect_steps`]);
-//! - `steady`: the second step's start → the last step's end (skips the first
-//!   step, where lazy module loading and warm-up live);
+//! - `steps`: the device's steps on the GPU timeline, as the step ledger finds
+//!   them (`ledger::device_steps`: NVTX step ranges attributed by launch call,
+//!   else iterations of a once-per-iteration kernel): the first step's first
+//!   GPU operation → the last step's end;
+//! - `steady`: the same after the warm-up steps (the first, and the slow ones
+//!   after it: `ledger::warmup_steps`) — the steady window every finding uses;
 //! - `trim`: the caller's own window, when one was given.
 //!
 //! All windows are clipped to the caller's trim.
@@ -93,6 +95,7 @@ impl DeviceWindows {
 /// Windows of every device in scope (devices that ran kernels, copies or memsets).
 pub fn device_windows(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceWindows>> {
     let kernels = p.kernels()?;
+    let ops = super::ledger::device_ops(p, scope)?;
     let mut out = Vec::new();
     for device in p.devices()? {
         if scope.device.is_some_and(|d| d != device) {
@@ -122,18 +125,29 @@ pub fn device_windows(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceWi
         });
         let global_pids: Vec<i64> = pids.into_iter().collect();
         let step_ranges = iterations::detect_steps(p, Some(&global_pids), None)?;
-        let (steps, steady) = match &step_ranges {
-            Some(sr) if !sr.ranges.is_empty() => {
-                let s0 = sr.ranges[0].start;
-                let e = sr.ranges.iter().map(|r| r.end).max().unwrap_or(s0);
-                let steps = clip_window(scope, WindowKind::Steps, s0, e);
-                let steady = sr
-                    .ranges
-                    .get(1)
-                    .and_then(|second| clip_window(scope, WindowKind::Steady, second.start, e));
-                (steps, steady)
+        // The steps on the GPU timeline (the ledger's), not the CPU's ranges: when the CPU runs ahead its
+        // ranges are a sliver of the GPU's work.
+        let (steps, steady) = match ops.iter().find(|d| d.device == device) {
+            Some(d) => {
+                let found = super::ledger::device_steps(p, d, None)?;
+                match (found.source, found.steps.first(), found.steps.last()) {
+                    (super::ledger::StepSource::Span, _, _) | (_, None, _) | (_, _, None) => {
+                        (None, None)
+                    }
+                    (_, Some(first), Some(last)) => {
+                        let periods: Vec<i64> =
+                            found.steps.iter().map(|s| s.end - s.start).collect();
+                        let w = super::ledger::warmup_steps(&periods);
+                        (
+                            clip_window(scope, WindowKind::Steps, first.start, last.end),
+                            found.steps.get(w).and_then(|st| {
+                                clip_window(scope, WindowKind::Steady, st.start, last.end)
+                            }),
+                        )
+                    }
+                }
             }
-            _ => (None, None),
+            None => (None, None),
         };
         let trim = scope.trim.map(|(s, e)| Window::new(WindowKind::Trim, s, e));
         out.push(DeviceWindows {

@@ -13,6 +13,7 @@
 pub mod bench;
 pub mod csv;
 pub mod html;
+pub mod ledger;
 pub mod pdf;
 pub mod profile;
 pub mod ranks;

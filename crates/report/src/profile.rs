@@ -555,7 +555,8 @@ fn nvtx_section(p: &Profile, scope: &ResolvedScope) -> Result<Option<Section>> {
 /// A report of one profile (or of its scope).
 pub fn profile_report(p: &Profile, scope: &ResolvedScope) -> Result<Report> {
     let i = info::info(p)?;
-    let r = rules::run(p, scope)?;
+    let l = profile::ledger::build(p, scope, None)?;
+    let r = rules::run_on(p, &l)?;
     let mut facts = profile_facts(p, &i);
     facts.extend(common_facts());
     let mut sections = Vec::new();
@@ -573,6 +574,7 @@ pub fn profile_report(p: &Profile, scope: &ResolvedScope) -> Result<Report> {
         not_fired
     ));
     sections.push(findings);
+    sections.push(ledger_section(&l));
     sections.push(utilization_section(p, scope)?);
     if let Some(s) = timeline_section(p, scope)? {
         sections.push(s);
@@ -591,6 +593,39 @@ pub fn profile_report(p: &Profile, scope: &ResolvedScope) -> Result<Report> {
         headline: r.verdict.clone(),
         sections,
     })
+}
+
+/// Where each step goes: the step ledger of each device as a stacked bar per steady step, and the steady
+/// window's largest columns.
+fn ledger_section(l: &profile::ledger::Ledger) -> Section {
+    let mut s = Section::new("Where each step goes");
+    s.para(format!(
+        "The step ledger: each step's period on the GPU timeline (from its first operation to the next step's) split \
+         exactly into what the device did and what it waited for; {}.",
+        l.precedence
+    ));
+    for d in l.devices.iter().filter(|d| d.steady.steps > 0) {
+        s.chart(crate::ledger::steps_chart(d));
+        let mut t = Table::new(&[
+            ("column", false),
+            ("ms in the steady window", true),
+            ("% of it", true),
+        ]);
+        let mut cols: Vec<_> = d.steady.columns.iter().collect();
+        cols.sort_by_key(|(c, v)| (std::cmp::Reverse(*v), c.index()));
+        for (c, v) in cols.into_iter().take(8) {
+            t.row(vec![
+                c.as_str().to_string(),
+                format!("{:.3}", v as f64 / 1e6),
+                format!("{:.2}", d.share(v)),
+            ]);
+        }
+        s.table(t);
+        for n in &d.notes {
+            s.note(n.clone());
+        }
+    }
+    s
 }
 
 /// A before/after report of two profiles.

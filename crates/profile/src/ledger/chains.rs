@@ -188,7 +188,9 @@ mod tests {
             Some(3)
         );
         assert_eq!(
-            tensors_touched("void at::native::unrolled_elementwise_kernel<at::native::FillFunctor<float>, at::detail::Array<char*, 1>, ...>"),
+            tensors_touched(
+                "void at::native::unrolled_elementwise_kernel<at::native::FillFunctor<float>, at::detail::Array<char*, 1>, ...>"
+            ),
             Some(1)
         );
         assert_eq!(tensors_touched("ampere_sgemm_128x64_nn"), None);

@@ -35,7 +35,11 @@ pub struct RankCollectives {
 }
 
 /// The collectives of a device's operations.
-pub fn collectives_of(p: &Profile, d: &DeviceOps, ledger: &DeviceLedger) -> Result<RankCollectives> {
+pub fn collectives_of(
+    p: &Profile,
+    d: &DeviceOps,
+    ledger: &DeviceLedger,
+) -> Result<RankCollectives> {
     let kernels = p.kernels()?;
     Ok(RankCollectives {
         kernels: d
@@ -44,7 +48,12 @@ pub fn collectives_of(p: &Profile, d: &DeviceOps, ledger: &DeviceLedger) -> Resu
             .filter(|o| o.kind == OpKind::Collective)
             .map(|o| {
                 let k = &kernels[o.index as usize];
-                (Collective::of(p.string(k.short_name)), o.start, o.end, o.index)
+                (
+                    Collective::of(p.string(k.short_name)),
+                    o.start,
+                    o.end,
+                    o.index,
+                )
             })
             .collect(),
         steady: (ledger.steady.start_ns, ledger.steady.end_ns),
@@ -67,6 +76,8 @@ pub struct Arrivals {
     pub last: Vec<u64>,
     /// Per rank: median lead when last (the next rank's duration minus its own), ns.
     pub lead_median_ns: Vec<i64>,
+    /// Per rank: Σ of those leads over the instances it was last at, ns.
+    pub lead_total_ns: Vec<i64>,
     /// Per rank: Σ over steady instances of its wait (its duration minus the instance's shortest), ns.
     pub wait_ns: Vec<i64>,
     /// The most last-arrivals chance allows for one rank (1/n of the decided, plus three standard deviations).
@@ -87,7 +98,10 @@ pub struct WaitSplit {
 fn synchronizing(kind: Collective) -> bool {
     matches!(
         kind,
-        Collective::AllReduce | Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll
+        Collective::AllReduce
+            | Collective::AllGather
+            | Collective::ReduceScatter
+            | Collective::AllToAll
     )
 }
 
@@ -100,6 +114,7 @@ pub fn split(ranks: &[RankCollectives], shifts: &[i64]) -> WaitSplit {
             ranks: n,
             last: vec![0; n],
             lead_median_ns: vec![0; n],
+            lead_total_ns: vec![0; n],
             wait_ns: vec![0; n],
             ..Arrivals::default()
         },
@@ -151,8 +166,8 @@ pub fn split(ranks: &[RankCollectives], shifts: &[i64]) -> WaitSplit {
                 continue;
             }
             out.arrivals.instances += 1;
-            for r in 0..n {
-                out.arrivals.wait_ns[r] += durs[r] - min;
+            for (w, d) in out.arrivals.wait_ns.iter_mut().zip(&durs) {
+                *w += d - min;
             }
             let second = durs
                 .iter()
@@ -170,6 +185,7 @@ pub fn split(ranks: &[RankCollectives], shifts: &[i64]) -> WaitSplit {
     }
     let a = &mut out.arrivals;
     for (r, l) in leads.iter_mut().enumerate() {
+        a.lead_total_ns[r] = l.iter().sum();
         if !l.is_empty() {
             l.sort_unstable();
             a.lead_median_ns[r] = l[l.len() / 2];
@@ -185,7 +201,11 @@ pub fn split(ranks: &[RankCollectives], shifts: &[i64]) -> WaitSplit {
 }
 
 /// Several ranks in one export (one clock): split their collectives and apply the waits to their ledgers.
-pub fn split_within(p: &Profile, all: &[DeviceOps], devices: &mut [DeviceLedger]) -> Result<Option<Arrivals>> {
+pub fn split_within(
+    p: &Profile,
+    all: &[DeviceOps],
+    devices: &mut [DeviceLedger],
+) -> Result<Option<Arrivals>> {
     let with: Vec<usize> = (0..all.len())
         .filter(|&i| all[i].ops.iter().any(|o| o.kind == OpKind::Collective))
         .collect();
@@ -200,7 +220,10 @@ pub fn split_within(p: &Profile, all: &[DeviceOps], devices: &mut [DeviceLedger]
     for (k, &i) in with.iter().enumerate() {
         devices[i].apply_waits(&s.waits[k]);
     }
-    s.arrivals.names = with.iter().map(|&i| format!("device {}", devices[i].device)).collect();
+    s.arrivals.names = with
+        .iter()
+        .map(|&i| format!("device {}", devices[i].device))
+        .collect();
     Ok(Some(s.arrivals))
 }
 
@@ -241,9 +264,20 @@ mod tests {
     fn a_balanced_set_names_no_straggler() {
         // Arrival order rotates: each rank last a third of the time.
         let durs = |k: usize| -> Vec<i64> {
-            (0..30).map(|i| if i % 3 == k { 50_000 } else { 60_000 + (i as i64 % 2) * 3_000 }).collect()
+            (0..30)
+                .map(|i| {
+                    if i % 3 == k {
+                        50_000
+                    } else {
+                        60_000 + (i as i64 % 2) * 3_000
+                    }
+                })
+                .collect()
         };
-        let s = split(&[rank(&durs(0), 0), rank(&durs(1), 0), rank(&durs(2), 0)], &[0, 0, 0]);
+        let s = split(
+            &[rank(&durs(0), 0), rank(&durs(1), 0), rank(&durs(2), 0)],
+            &[0, 0, 0],
+        );
         assert_eq!(s.arrivals.last, vec![10, 10, 10]);
         assert!(s.arrivals.stragglers.is_empty());
     }

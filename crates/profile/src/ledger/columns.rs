@@ -173,7 +173,8 @@ impl Column {
 
     /// Idle columns whose cause is on the host (the device waited for the CPU to issue work).
     pub fn is_host_idle(self) -> bool {
-        self.group() == Group::Idle && !matches!(self, Column::IdleQueued | Column::IdleUnattributed)
+        self.group() == Group::Idle
+            && !matches!(self, Column::IdleQueued | Column::IdleUnattributed)
     }
 }
 

@@ -11,11 +11,17 @@
 //!    device, at most 1 ms past the return — since the pipeline it drained must
 //!    fill again (the findings contract's drain rule);
 //! 2. module loading (`cuModuleLoad*`, `cuLibraryLoad*`) → `idle_module_loading`;
-//! 3. other CUDA calls (launches, async copies, events) → `idle_launch_overhead`;
+//! 3. other CUDA calls (launches, async copies, events) → `idle_launch_overhead`, except a launch call still
+//!    running after 1 ms while the device is idle: no queue is full then, so the call is loading its kernel's
+//!    module (CUDA lazy loading) or compiling it → `idle_module_loading`;
 //! 4. for what is left of stretches of 100 µs or more: OS runtime calls of the
 //!    thread — queue waits and reads (`sem_wait`, `poll`, `read`, ...) or a
-//!    DataLoader NVTX range → `idle_data_loading`; sleeps and locks
-//!    (`nanosleep`, `futex`, `pthread_mutex_lock`, ...) → `idle_os_wait`;
+//!    DataLoader NVTX range → `idle_data_loading` (Python's queues and locks
+//!    wait in `sem_*` on Linux); sleeps and locks (`nanosleep`, `futex`,
+//!    `pthread_mutex_lock`) → `idle_os_wait`. A condition-variable wait
+//!    (`pthread_cond_*`) is a hand-off inside native code — the main thread
+//!    waiting in `loss.backward()` while autograd's thread launches — so the
+//!    device waits for the other thread's host work: it falls through to 5;
 //! 5. the rest is host code outside any recorded call: `idle_launch_overhead`
 //!    in stretches under 1 ms (the host's per-operation cost), else
 //!    `idle_host_compute`.
@@ -121,13 +127,17 @@ impl<'p> Host<'p> {
     }
 }
 
+/// A launch call that runs this long while the device is idle is loading or compiling, not issuing.
+pub const SLOW_LAUNCH_NS: i64 = 1_000_000;
+
 /// The precedence of a CUDA call's cause (lower wins) and whether its refill counts against it.
-fn call_cause(kind: CallKind, pageable: bool) -> (u8, Column, bool) {
+fn call_cause(kind: CallKind, pageable: bool, dur: i64) -> (u8, Column, bool) {
     match kind {
         CallKind::HostSync | CallKind::SyncCopy => (0, Column::IdleSync, true),
         CallKind::Allocation => (1, Column::IdleAllocator, true),
         CallKind::AsyncCopy if pageable => (2, Column::IdlePageableStaging, true),
         CallKind::ModuleLoading => (3, Column::IdleModuleLoading, false),
+        CallKind::Launch if dur >= SLOW_LAUNCH_NS => (3, Column::IdleModuleLoading, false),
         _ => (4, Column::IdleLaunchOverhead, false),
     }
 }
@@ -137,14 +147,13 @@ fn osrt_cause(name: &str) -> Option<(u8, Column)> {
     const INPUT: &[&str] = &[
         "sem_wait",
         "sem_timedwait",
+        "sem_clockwait",
         "poll",
         "ppoll",
         "epoll_wait",
         "epoll_pwait",
         "select",
         "pselect",
-        "pthread_cond_wait",
-        "pthread_cond_timedwait",
         "read",
         "readv",
         "pread",
@@ -157,6 +166,9 @@ fn osrt_cause(name: &str) -> Option<(u8, Column)> {
     if INPUT.contains(&name) {
         return Some((5, Column::IdleDataLoading));
     }
+    if name.starts_with("pthread_cond_") {
+        return None;
+    }
     match calls::osrt_kind(name) {
         CallKind::OsWait => Some((6, Column::IdleOsWait)),
         _ => None,
@@ -164,7 +176,12 @@ fn osrt_cause(name: &str) -> Option<(u8, Column)> {
 }
 
 /// Covers `[s, e)` with labelled intervals by precedence: each level takes what earlier levels left.
-fn cover(s: i64, e: i64, mut levels: Vec<(u8, Column, Interval)>, out: &mut Vec<Piece>) -> Vec<Interval> {
+fn cover(
+    s: i64,
+    e: i64,
+    mut levels: Vec<(u8, Column, Interval)>,
+    out: &mut Vec<Piece>,
+) -> Vec<Interval> {
     levels.sort_by_key(|l| l.0);
     let mut free: Vec<Interval> = vec![(s, e)];
     let mut i = 0;
@@ -263,8 +280,9 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
         let mut mine: Vec<Piece> = Vec::new();
         let mut levels = Vec::new();
         for c in host.thread_calls(tid, s, e) {
-            let (prio, col, drains) = call_cause(host.kind(c), pageable.contains(&c));
             let a = host.call(c);
+            let (prio, col, drains) =
+                call_cause(host.kind(c), pageable.contains(&c), a.end - a.start);
             let end = if drains { a.end + DRAIN_NS } else { a.end };
             levels.push((prio, col, (a.start, end)));
         }
@@ -326,16 +344,17 @@ fn osrt_pass(p: &Profile, pending: &mut [Pending], out: &mut Vec<(Piece, i64)>) 
     windows.sort_unstable();
     let bounds: Vec<Interval> = intervals::union(windows.iter().map(|w| (w.0, w.1)).collect());
     type Acc = Vec<(usize, i64, i64, i64)>;
-    let parts: Vec<Acc> = p.fold_osrt_near(&bounds, Vec::new, |acc: &mut Acc, s, e, gtid, name| {
-        let mut k = windows.partition_point(|w| w.1 <= s);
-        while k < windows.len() && windows[k].0 < e {
-            let (ws, we, i) = windows[k];
-            if pending[i].tid == gtid {
-                acc.push((i, s.max(ws), e.min(we), name));
+    let parts: Vec<Acc> =
+        p.fold_osrt_near(&bounds, Vec::new, |acc: &mut Acc, s, e, gtid, name| {
+            let mut k = windows.partition_point(|w| w.1 <= s);
+            while k < windows.len() && windows[k].0 < e {
+                let (ws, we, i) = windows[k];
+                if pending[i].tid == gtid {
+                    acc.push((i, s.max(ws), e.min(we), name));
+                }
+                k += 1;
             }
-            k += 1;
-        }
-    })?;
+        })?;
     let mut per: Vec<Vec<(u8, Column, Interval)>> = vec![Vec::new(); pending.len()];
     let mut names: FxHashMap<i64, Option<(u8, Column)>> = FxHashMap::default();
     for part in parts {
@@ -404,10 +423,18 @@ mod tests {
 
     #[test]
     fn input_waits_and_sleeps_are_told_apart() {
-        assert_eq!(osrt_cause("sem_timedwait").unwrap().1, Column::IdleDataLoading);
+        assert_eq!(
+            osrt_cause("sem_timedwait").unwrap().1,
+            Column::IdleDataLoading
+        );
         assert_eq!(osrt_cause("poll").unwrap().1, Column::IdleDataLoading);
         assert_eq!(osrt_cause("clock_nanosleep").unwrap().1, Column::IdleOsWait);
-        assert_eq!(osrt_cause("pthread_mutex_lock").unwrap().1, Column::IdleOsWait);
+        assert_eq!(
+            osrt_cause("pthread_mutex_lock").unwrap().1,
+            Column::IdleOsWait
+        );
         assert_eq!(osrt_cause("ioctl"), None);
+        assert_eq!(osrt_cause("pthread_cond_wait"), None);
+        assert_eq!(osrt_cause("pthread_cond_timedwait"), None);
     }
 }

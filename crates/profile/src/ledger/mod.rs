@@ -30,12 +30,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use chains::{Chain, ChainSummary, tensors_touched};
-pub use collectives::{Arrivals, RankCollectives, WaitSplit, collectives_of, split};
-pub use sweep::StepAccount;
+pub use collectives::{Arrivals, DECIDED_NS, RankCollectives, WaitSplit, collectives_of, split};
 pub use columns::{Column, Columns, Group};
-pub use idle::{DRAIN_NS, HOST_STRETCH_NS, IdlePiece};
+pub use idle::{DRAIN_NS, HOST_STRETCH_NS, IdlePiece, SLOW_LAUNCH_NS};
 pub use ops::{DeviceOps, Op, OpKind, compute_column, device_ops, is_optimizer_kernel};
-pub use steps::{StepSource, warmup_steps};
+pub use steps::{DeviceSteps, StepSource, StepSpan, device_steps, warmup_steps};
+pub use sweep::StepAccount;
 
 use super::calls::CallKind;
 use super::stats;

@@ -222,8 +222,6 @@ fn copies(
     Ok(())
 }
 
-
-
 #[cfg(test)]
 mod tests {
     use super::*;

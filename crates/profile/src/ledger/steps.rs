@@ -227,7 +227,6 @@ pub fn warmup_steps(periods: &[i64]) -> usize {
     w
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,12 +10,12 @@
 
 use rustc_hash::FxHashMap;
 
+use super::super::Result;
 use super::super::intervals::{self, Interval};
 use super::columns::{Column, Columns};
 use super::idle::{self, Host, subtract};
 use super::ops::{DeviceOps, OpKind};
 use super::steps::StepSpan;
-use super::super::Result;
 
 /// One step's account.
 #[derive(Debug, Clone, Default)]
@@ -35,7 +35,9 @@ pub struct StepAccount {
 type Seg = (i64, i64, Column);
 
 /// The frontier rule over operations already in start order: disjoint labelled segments.
-fn frontier<'a>(ops: impl Iterator<Item = (i64, i64, Column, u32)> + 'a) -> Vec<(i64, i64, Column, u32)> {
+fn frontier<'a>(
+    ops: impl Iterator<Item = (i64, i64, Column, u32)> + 'a,
+) -> Vec<(i64, i64, Column, u32)> {
     let mut out = Vec::new();
     let mut f = i64::MIN;
     for (s, e, c, idx) in ops {
@@ -49,7 +51,10 @@ fn frontier<'a>(ops: impl Iterator<Item = (i64, i64, Column, u32)> + 'a) -> Vec<
 }
 
 /// Labelled segments minus a mask (both sorted; segments disjoint).
-fn subtract_labelled(segs: &[(i64, i64, Column, u32)], mask: &[Interval]) -> Vec<(i64, i64, Column, u32)> {
+fn subtract_labelled(
+    segs: &[(i64, i64, Column, u32)],
+    mask: &[Interval],
+) -> Vec<(i64, i64, Column, u32)> {
     let mut out = Vec::with_capacity(segs.len());
     let mut j = 0;
     for &(mut s, e, c, idx) in segs {
@@ -84,18 +89,30 @@ pub fn partition(host: &Host, d: &DeviceOps, steps: &[StepSpan]) -> Result<Vec<S
     };
     let (t0, t1) = (first.start, last.end);
     let within = |s: i64, e: i64| e > t0 && s < t1;
-    let compute = frontier(d.ops.iter().filter(|o| within(o.start, o.end)).filter_map(|o| match o.kind {
-        OpKind::Compute(c) => Some((o.start, o.end, c, o.index)),
-        _ => None,
-    }));
-    let comm = frontier(d.ops.iter().filter(|o| within(o.start, o.end)).filter_map(|o| match o.kind {
-        OpKind::Collective => Some((o.start, o.end, Column::Comm, o.index)),
-        _ => None,
-    }));
-    let copies = frontier(d.ops.iter().filter(|o| within(o.start, o.end)).filter_map(|o| match o.kind {
-        OpKind::Copy(c) => Some((o.start, o.end, c, o.index)),
-        _ => None,
-    }));
+    let compute = frontier(
+        d.ops
+            .iter()
+            .filter(|o| within(o.start, o.end))
+            .filter_map(|o| match o.kind {
+                OpKind::Compute(c) => Some((o.start, o.end, c, o.index)),
+                _ => None,
+            }),
+    );
+    let comm = frontier(d.ops.iter().filter(|o| within(o.start, o.end)).filter_map(
+        |o| match o.kind {
+            OpKind::Collective => Some((o.start, o.end, Column::Comm, o.index)),
+            _ => None,
+        },
+    ));
+    let copies = frontier(
+        d.ops
+            .iter()
+            .filter(|o| within(o.start, o.end))
+            .filter_map(|o| match o.kind {
+                OpKind::Copy(c) => Some((o.start, o.end, c, o.index)),
+                _ => None,
+            }),
+    );
     let uc = union_of(&compute);
     let un = union_of(&comm);
     let um = union_of(&copies);
@@ -112,7 +129,8 @@ pub fn partition(host: &Host, d: &DeviceOps, steps: &[StepSpan]) -> Result<Vec<S
         .filter(|o| o.kind == OpKind::Collective)
         .map(|o| (o.index, o.start))
         .collect();
-    let mut segs: Vec<Seg> = Vec::with_capacity(compute.len() + comm_exposed.len() + idle_pieces.len());
+    let mut segs: Vec<Seg> =
+        Vec::with_capacity(compute.len() + comm_exposed.len() + idle_pieces.len());
     segs.extend(compute.iter().map(|s| (s.0, s.1, s.2)));
     segs.extend(comm_exposed.iter().map(|s| (s.0, s.1, Column::Comm)));
     segs.extend(copy_exposed.iter().map(|s| (s.0, s.1, s.2)));
@@ -145,9 +163,15 @@ pub fn partition(host: &Host, d: &DeviceOps, steps: &[StepSpan]) -> Result<Vec<S
     // Hidden time: what ran under a higher class.
     let hidden_comm = intervals::intersect(&un, &uc);
     let hidden_copy = intervals::intersect(&um, &ucn);
-    let tag = |v: Vec<Interval>| -> Vec<Seg> { v.into_iter().map(|(s, e)| (s, e, Column::Comm)).collect() };
-    accumulate(&tag(hidden_comm), steps, &mut accounts, |a, _, ns| a.hidden_communication_ns += ns);
-    accumulate(&tag(hidden_copy), steps, &mut accounts, |a, _, ns| a.hidden_copy_ns += ns);
+    let tag = |v: Vec<Interval>| -> Vec<Seg> {
+        v.into_iter().map(|(s, e)| (s, e, Column::Comm)).collect()
+    };
+    accumulate(&tag(hidden_comm), steps, &mut accounts, |a, _, ns| {
+        a.hidden_communication_ns += ns
+    });
+    accumulate(&tag(hidden_copy), steps, &mut accounts, |a, _, ns| {
+        a.hidden_copy_ns += ns
+    });
     Ok(accounts)
 }
 
@@ -213,12 +237,28 @@ mod tests {
     #[test]
     fn segments_are_cut_at_step_boundaries() {
         let steps = vec![
-            StepSpan { name: "a".into(), start: 0, end: 10, cpu: None, ops: 1 },
-            StepSpan { name: "b".into(), start: 10, end: 25, cpu: None, ops: 1 },
+            StepSpan {
+                name: "a".into(),
+                start: 0,
+                end: 10,
+                cpu: None,
+                ops: 1,
+            },
+            StepSpan {
+                name: "b".into(),
+                start: 10,
+                end: 25,
+                cpu: None,
+                ops: 1,
+            },
         ];
         let mut acc = vec![StepAccount::default(); 2];
         accumulate(
-            &[(0, 4, Column::Elementwise), (4, 12, Column::IdleSync), (12, 25, Column::GemmTensorCore)],
+            &[
+                (0, 4, Column::Elementwise),
+                (4, 12, Column::IdleSync),
+                (12, 25, Column::GemmTensorCore),
+            ],
             &steps,
             &mut acc,
             |a, c, ns| a.columns.add(c, ns),

@@ -375,7 +375,11 @@ pub fn digest_profile(p: &Profile, file: &Path) -> Result<Vec<RankDigest>> {
 }
 
 /// The ledger of one rank (device × process) of an export, and the rules' findings on it.
-fn rank_ledger(p: &Profile, scope: &crate::ResolvedScope, device: i64) -> Result<Option<RankLedger>> {
+fn rank_ledger(
+    p: &Profile,
+    scope: &crate::ResolvedScope,
+    device: i64,
+) -> Result<Option<RankLedger>> {
     let mut l = ledger::build(p, scope, None)?;
     let Some(i) = l.devices.iter().position(|d| d.device == device) else {
         return Ok(None);

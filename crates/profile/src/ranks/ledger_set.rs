@@ -13,7 +13,9 @@ use serde_json::json;
 
 use super::align::Alignment;
 use super::digest::RankDigest;
-use crate::ledger::{self, Arrivals, Column, Columns, DeviceLedger, Group, Ledger, RankCollectives};
+use crate::ledger::{
+    self, Arrivals, Column, Columns, DeviceLedger, Group, Ledger, RankCollectives,
+};
 use crate::rules::{self, Finding, LedgerSummary, Severity, Stake};
 use crate::stats::pct2;
 use crate::{Result, Window, WindowKind};
@@ -71,7 +73,8 @@ pub fn split(digests: &mut [RankDigest], alignment: &Alignment) -> Result<Option
             .filter(|r| !r.needs_profile)
             .map(|r| r.id)
             .collect();
-        rl.findings.retain(|f| !ledger_only.contains(&f.id.as_str()));
+        rl.findings
+            .retain(|f| !ledger_only.contains(&f.id.as_str()));
         let (new, _) = rules::run_ledger_only(&l, &rl.findings)?;
         rl.findings.extend(new);
     }
@@ -139,12 +142,7 @@ pub fn findings(digests: &[RankDigest], arrivals: Option<&Arrivals>) -> Vec<Find
             None => shared(&fs, ledgers.len()),
         });
     }
-    out.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(b.time_at_stake_ns.cmp(&a.time_at_stake_ns))
-            .then(a.id.cmp(&b.id))
-    });
+    by_severity_then_stake(&mut out);
     out
 }
 
@@ -160,7 +158,11 @@ fn shared(fs: &[(u32, &Finding)], ranks: usize) -> Finding {
         .copied()
         .expect("non-empty");
     let window = rep.window.map_or(1, |w| w.length_ns).max(1);
-    let share = if fs.len() * 2 > ranks { pct2(stake, window) } else { 0.0 };
+    let share = if fs.len() * 2 > ranks {
+        pct2(stake, window)
+    } else {
+        0.0
+    };
     let per_rank: Vec<String> = fs
         .iter()
         .map(|(r, f)| format!("rank {r}: {}%", f.share_pct))
@@ -183,7 +185,10 @@ fn shared(fs: &[(u32, &Finding)], ranks: usize) -> Finding {
         Severity::from_share(share)
     };
     if let serde_json::Value::Object(m) = &mut f.data {
-        m.insert("ranks_with".into(), json!(fs.iter().map(|(r, _)| r).collect::<Vec<_>>()));
+        m.insert(
+            "ranks_with".into(),
+            json!(fs.iter().map(|(r, _)| r).collect::<Vec<_>>()),
+        );
         m.insert("median_rank".into(), json!(rep_rank));
         m.insert("median_at_stake_ns".into(), json!(stake));
     }
@@ -193,7 +198,10 @@ fn shared(fs: &[(u32, &Finding)], ranks: usize) -> Finding {
 /// One finding for a rule, read on the rank that sets the step (the straggler): the other ranks' stakes are
 /// off the critical path while they wait for it.
 fn on_critical_rank(fs: &[(u32, &Finding)], critical: u32, ranks: usize) -> Finding {
-    let per_rank: Vec<String> = fs.iter().map(|(r, f)| format!("rank {r}: {}%", f.share_pct)).collect();
+    let per_rank: Vec<String> = fs
+        .iter()
+        .map(|(r, f)| format!("rank {r}: {}%", f.share_pct))
+        .collect();
     let mine = fs.iter().find(|(r, _)| *r == critical).map(|(_, f)| *f);
     let mut f = mine.cloned().unwrap_or_else(|| {
         let mut g = fs[0].1.clone();
@@ -216,16 +224,27 @@ fn on_critical_rank(fs: &[(u32, &Finding)], critical: u32, ranks: usize) -> Find
             }
         ),
     );
-    f.title = format!("{} — on rank {critical}, the critical path ({} of {ranks} ranks have it)", f.title, fs.len());
+    f.title = format!(
+        "{} — on rank {critical}, the critical path ({} of {ranks} ranks have it)",
+        f.title,
+        fs.len()
+    );
     if let serde_json::Value::Object(m) = &mut f.data {
-        m.insert("ranks_with".into(), json!(fs.iter().map(|(r, _)| r).collect::<Vec<_>>()));
+        m.insert(
+            "ranks_with".into(),
+            json!(fs.iter().map(|(r, _)| r).collect::<Vec<_>>()),
+        );
         m.insert("critical_rank".into(), json!(critical));
     }
     f
 }
 
 /// The straggler at position `r` of the arrivals: the others' wait is at stake, its ledger says why it is late.
-fn straggler(ledgers: &[(u32, &DeviceLedger, &[Finding])], a: &Arrivals, r: usize) -> Option<Finding> {
+fn straggler(
+    ledgers: &[(u32, &DeviceLedger, &[Finding])],
+    a: &Arrivals,
+    r: usize,
+) -> Option<Finding> {
     let (rank, late, _) = *ledgers.get(r)?;
     let others: Vec<&DeviceLedger> = ledgers
         .iter()
@@ -234,8 +253,14 @@ fn straggler(ledgers: &[(u32, &DeviceLedger, &[Finding])], a: &Arrivals, r: usiz
         .map(|(_, l)| l.1)
         .collect();
     // What the waiting ranks lose: their comm_wait over the steady window, at the median waiting rank.
-    let waits: Vec<i64> = others.iter().map(|l| l.steady.columns.get(Column::CommWait)).collect();
-    let wait = median(waits.clone());
+    let waits: Vec<i64> = others
+        .iter()
+        .map(|l| l.steady.columns.get(Column::CommWait))
+        .collect();
+    let waited = median(waits.clone());
+    // Were this rank on time, the others would still wait for the next-latest one: the fix removes at most
+    // its lead over that rank (a slow host's ranks are all late, and each leads the next by microseconds).
+    let wait = waited.min(a.lead_total_ns[r]);
     let window = median(others.iter().map(|l| l.steady.length_ns).collect());
     let step = median(others.iter().map(|l| l.steady.period_median_ns).collect());
     let steps = median(others.iter().map(|l| l.steady.steps as i64).collect()).max(1);
@@ -245,12 +270,25 @@ fn straggler(ledgers: &[(u32, &DeviceLedger, &[Finding])], a: &Arrivals, r: usiz
     let theirs: Vec<Columns> = others.iter().map(|l| per_step(l)).collect();
     let mut deltas: Vec<(Column, i64)> = Column::ALL
         .iter()
-        .map(|&c| (c, mine.get(c) - median(theirs.iter().map(|t| t.get(c)).collect())))
+        .map(|&c| {
+            (
+                c,
+                mine.get(c) - median(theirs.iter().map(|t| t.get(c)).collect()),
+            )
+        })
         .filter(|(c, _)| !matches!(c.group(), Group::Communication))
         .collect();
     deltas.sort_by_key(|d| std::cmp::Reverse(d.1));
-    let compute_delta: i64 = deltas.iter().filter(|d| d.0.group() == Group::Compute).map(|d| d.1).sum();
-    let host_delta: i64 = deltas.iter().filter(|d| d.0.is_host_idle()).map(|d| d.1).sum();
+    let compute_delta: i64 = deltas
+        .iter()
+        .filter(|d| d.0.group() == Group::Compute)
+        .map(|d| d.1)
+        .sum();
+    let host_delta: i64 = deltas
+        .iter()
+        .filter(|d| d.0.is_host_idle())
+        .map(|d| d.1)
+        .sum();
     let (cause, predicted, basis) = if compute_delta >= host_delta {
         let n = ledgers.len() as i64;
         (
@@ -258,7 +296,8 @@ fn straggler(ledgers: &[(u32, &DeviceLedger, &[Finding])], a: &Arrivals, r: usiz
             step - wait_per_step * (n - 1) / n,
             format!(
                 "the {} other ranks' comm_wait (time inside collectives before the last rank arrived, no compute beside \
-                 it) over the steady window, at the median waiting rank; the step after rebalancing the extra work over \
+                 it) over the steady window, at the median waiting rank, at most the rank's total lead over the next-latest \
+                 rank; the step after rebalancing the extra work over \
                  all {n} ranks: the median step minus (n − 1)/n of the wait per step",
                 n - 1
             ),
@@ -268,7 +307,8 @@ fn straggler(ledgers: &[(u32, &DeviceLedger, &[Finding])], a: &Arrivals, r: usiz
             "host delay",
             step - wait_per_step,
             format!(
-                "the {} other ranks' comm_wait over the steady window, at the median waiting rank; the step once the late \
+                "the {} other ranks' comm_wait over the steady window, at the median waiting rank, at most the rank's total \
+                 lead over the next-latest rank; the step once the late \
                  rank's host delay is gone: the median step minus the wait per step",
                 ledgers.len() - 1
             ),
@@ -303,7 +343,11 @@ fn straggler(ledgers: &[(u32, &DeviceLedger, &[Finding])], a: &Arrivals, r: usiz
         ),
         format!(
             "per steady step, rank {rank} spends more than the median other rank on: {}",
-            if top.is_empty() { "nothing measurable".to_string() } else { top.join(", ") }
+            if top.is_empty() {
+                "nothing measurable".to_string()
+            } else {
+                top.join(", ")
+            }
         ),
     ];
     let fix = if cause == "more compute" {
@@ -343,7 +387,7 @@ fn straggler(ledgers: &[(u32, &DeviceLedger, &[Finding])], a: &Arrivals, r: usiz
                  every rank."
             .into(),
         data: json!({"rank": rank, "cause": cause, "last": a.last[r], "decided": a.decided, "chance_limit": a.chance_limit,
-            "lead_median_ns": a.lead_median_ns[r], "wait_ns": wait, "wait_per_step_ns": wait_per_step, "waits_ns": waits,
+            "lead_median_ns": a.lead_median_ns[r], "lead_total_ns": a.lead_total_ns[r], "waited_ns": waited, "wait_ns": wait, "wait_per_step_ns": wait_per_step, "waits_ns": waits,
             "window_ns": window, "step_ns": step, "predicted_step_ns": predicted,
             "compute_delta_per_step_ns": compute_delta, "host_idle_delta_per_step_ns": host_delta,
             "deltas": deltas.iter().filter(|d| d.1 > 0).take(3).map(|(c, v)| json!({"column": c.as_str(), "per_step_ns": v})).collect::<Vec<_>>()}),
@@ -373,7 +417,12 @@ pub fn balance_note(digests: &[RankDigest], arrivals: Option<&Arrivals>) -> Opti
     let waits: Vec<f64> = digests
         .iter()
         .filter_map(|d| d.ledger.as_ref())
-        .map(|l| pct2(l.ledger.steady.columns.get(Column::CommWait), l.ledger.steady.length_ns.max(1)))
+        .map(|l| {
+            pct2(
+                l.ledger.steady.columns.get(Column::CommWait),
+                l.ledger.steady.length_ns.max(1),
+            )
+        })
         .collect();
     let max = waits.iter().copied().fold(0.0, f64::max);
     Some(format!(
@@ -385,7 +434,11 @@ pub fn balance_note(digests: &[RankDigest], arrivals: Option<&Arrivals>) -> Opti
 
 /// Make the set's cross-rank tables agree with the ledgers: stragglers from the arrivals (counted over the
 /// steady collectives, by kernel durations), each rank's wait from its ledger, and the note on balance.
-pub fn replace_stragglers(c: &mut super::analysis::CrossRank, digests: &[RankDigest], a: &Arrivals) {
+pub fn replace_stragglers(
+    c: &mut super::analysis::CrossRank,
+    digests: &[RankDigest],
+    a: &Arrivals,
+) {
     let by_rank: BTreeMap<u32, &DeviceLedger> = digests
         .iter()
         .filter_map(|d| d.ledger.as_ref().map(|l| (d.identity.rank, &l.ledger)))
@@ -400,7 +453,12 @@ pub fn replace_stragglers(c: &mut super::analysis::CrossRank, digests: &[RankDig
     }
     let compute = |l: &DeviceLedger| l.steady.columns.group(Group::Compute);
     let median_compute = median(by_rank.values().map(|l| compute(l)).collect());
-    let median_step = median(by_rank.values().map(|l| l.steady.period_median_ns).collect());
+    let median_step = median(
+        by_rank
+            .values()
+            .map(|l| l.steady.period_median_ns)
+            .collect(),
+    );
     c.stragglers = a
         .stragglers
         .iter()
@@ -413,16 +471,18 @@ pub fn replace_stragglers(c: &mut super::analysis::CrossRank, digests: &[RankDig
                 .filter_map(|o| by_rank.get(&o.identity.rank))
                 .map(|o| o.steady.columns.get(Column::CommWait))
                 .collect();
+            // What the others would stop waiting were it on time: at most its lead over the next-latest rank.
+            let lead = a.lead_total_ns[r];
             Some(super::analysis::Straggler {
                 rank: d.identity.rank,
                 hostname: d.identity.hostname.clone(),
                 last_arrivals: a.last[r] as usize,
                 of_instances: a.decided as usize,
                 lateness_median_ns: a.lead_median_ns[r],
-                lateness_total_ns: a.lead_median_ns[r] * a.last[r] as i64,
-                wait_caused_ns: others.iter().sum(),
-                exposed_wait_caused_max_ns: others.iter().copied().max().unwrap_or(0),
-                exposed_wait_caused_ns: median(others),
+                lateness_total_ns: a.lead_total_ns[r],
+                wait_caused_ns: others.iter().map(|w| (*w).min(lead)).sum(),
+                exposed_wait_caused_max_ns: others.iter().copied().max().unwrap_or(0).min(lead),
+                exposed_wait_caused_ns: median(others).min(lead),
                 compute_excess_ns: compute(l) - median_compute,
                 step_excess_ns: Some(l.steady.period_median_ns - median_step),
             })
@@ -432,4 +492,32 @@ pub fn replace_stragglers(c: &mut super::analysis::CrossRank, digests: &[RankDig
     if let Some(n) = balance_note(digests, Some(a)) {
         c.notes.push(n);
     }
+}
+
+/// The set's findings: from the ranks' ledgers when every rank has one (Nsight Systems exports), with the
+/// slow-node and slow-link findings of the clock-aligned analysis; the aligned analysis alone otherwise
+/// (Kineto traces carry no ledger).
+pub fn set_findings(set: &super::RankSet, digests: &[RankDigest]) -> Vec<Finding> {
+    let aligned = super::findings::findings(&set.cross_rank);
+    if set.ledger.is_empty() {
+        return aligned;
+    }
+    let mut out = findings(digests, set.arrivals.as_ref());
+    out.extend(aligned.into_iter().filter(|f| {
+        !matches!(
+            f.id.as_str(),
+            "cross_rank_straggler" | "cross_rank_skew_dominated"
+        )
+    }));
+    by_severity_then_stake(&mut out);
+    out
+}
+
+fn by_severity_then_stake(out: &mut [Finding]) {
+    out.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(b.time_at_stake_ns.cmp(&a.time_at_stake_ns))
+            .then(a.id.cmp(&b.id))
+    });
 }

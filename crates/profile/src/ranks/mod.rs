@@ -26,6 +26,7 @@ use super::{ProfileError, Result};
 pub use align::{Alignment, DomainClock};
 pub use analysis::CrossRank;
 pub use digest::{RankDigest, RankIdentity, SkippedFile};
+pub use ledger_set::set_findings;
 
 /// Whether a path names a profile file a set may hold.
 fn is_export(p: &Path) -> bool {

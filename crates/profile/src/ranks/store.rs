@@ -11,12 +11,15 @@
 //!   `world_size`, `utc_epoch_ns`, `kernels`, `kernel_sum_ns`, then for each
 //!   window `W` of `span`, `steps`, `steady` (null when the rank has none):
 //!   `W_start_ns`, `W_end_ns`, `W_busy_ns`, `W_compute_ns`,
-//!   `W_communication_ns`, `W_overlap_ns`, `W_exposed_communication_ns`.
+//!   `W_communication_ns`, `W_overlap_ns`, `W_exposed_communication_ns`;
+//!   and `ledger_json`: the rank's step ledger, its exposed collective pieces
+//!   and its findings as JSON text (null for Kineto digests).
 //! - `steps.parquet`: `index`, `name`, `cpu_start_ns`, `cpu_end_ns`,
 //!   `gpu_union_ns`, `compute_ns`, `communication_ns`,
 //!   `exposed_communication_ns`, `kernels`.
 //! - `collectives.parquet`: `kind` (`all_reduce`, ...), `seq`, `start_ns`,
-//!   `end_ns`, `stream`, `compute_overlap_ns`, `bytes` (message size S), `peer` (send/recv).
+//!   `end_ns`, `stream`, `compute_overlap_ns`, `bytes` (message size S), `peer` (send/recv),
+//!   `kernel` (the kernel's index in its export, which ties the row to its wait/transfer split).
 //! - `classes.parquet`: `class`, `kernels`, `total_ns`.
 //!
 //! All integer columns are INT64, strings are UTF-8 BYTE_ARRAY, all OPTIONAL.
@@ -239,6 +242,18 @@ pub fn write(dir: &Path, digests: &[&RankDigest]) -> Result<()> {
             get(|x| x.exposed_communication_ns),
         );
     }
+    // The rank's step ledger and its findings, as JSON text (DuckDB and Polars parse JSON columns).
+    t.str(
+        "ledger_json",
+        digests
+            .iter()
+            .map(|d| {
+                d.ledger
+                    .as_ref()
+                    .and_then(|l| serde_json::to_string(l).ok())
+            })
+            .collect(),
+    );
     write_table(&dir.join("ranks.parquet"), &t)?;
     // steps
     let rows: Vec<(&RankDigest, usize)> = digests
@@ -295,6 +310,7 @@ pub fn write(dir: &Path, digests: &[&RankDigest]) -> Result<()> {
     t.int("compute_overlap_ns", c(|x| Some(x.compute_overlap_ns)));
     t.int("bytes", c(|x| x.bytes));
     t.int("peer", c(|x| x.peer.map(i64::from)));
+    t.int("kernel", c(|x| x.kernel.map(i64::from)));
     write_table(&dir.join("collectives.parquet"), &t)?;
     // classes
     let rows: Vec<(&RankDigest, usize)> = digests
@@ -379,7 +395,8 @@ pub fn read(dir: &Path) -> Result<Vec<RankDigest>> {
                 steps: Vec::new(),
                 collectives: Vec::new(),
                 classes: Vec::new(),
-                ledger: None,
+                // Absent in digests written before the ledger; unreadable JSON reads as absent too.
+                ledger: text(&r, "ledger_json").and_then(|j| serde_json::from_str(&j).ok()),
             },
         );
     }
@@ -415,7 +432,8 @@ pub fn read(dir: &Path) -> Result<Vec<RankDigest>> {
                 bytes: int(&r, "bytes"),
                 // Absent in digests written before peers were recorded.
                 peer: int(&r, "peer").and_then(|p| u32::try_from(p).ok()),
-                kernel: None,
+                // Absent in digests written before the ledger.
+                kernel: int(&r, "kernel").and_then(|k| u32::try_from(k).ok()),
             });
         }
     }

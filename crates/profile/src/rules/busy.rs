@@ -7,10 +7,10 @@ use std::collections::HashMap;
 
 use serde_json::json;
 
+use super::super::Result;
 use super::super::info;
 use super::super::ledger::{self, Column, DeviceLedger};
 use super::super::stats::pct1;
-use super::super::Result;
 use super::registry::{RuleSpec, RuleText};
 use super::{Ctx, Draft, Stake, ms};
 use aisp_knowledge::dtype::Precision;
@@ -125,16 +125,27 @@ pub const FP32_GEMM: RuleSpec = RuleSpec {
     eval: fp32_gemm,
 };
 
-/// FP32 over TF32 dense peak of the device's GPU, and where it came from.
-fn fp32_ratio(gpu: Option<&str>) -> (f64, String) {
+/// FP32 over TF32 dense peak of the device's GPU, where it came from, and the catalog entry's figures.
+fn fp32_ratio(gpu: Option<&str>) -> (f64, String, serde_json::Value) {
     if let Some(g) = gpu.and_then(gpus::match_device_name)
-        && let (Some(f), Some(t)) = (g.peak_tflops(Precision::Fp32), g.peak_tflops(Precision::Tf32))
+        && let (Some(f), Some(t)) = (
+            g.peak_tflops(Precision::Fp32),
+            g.peak_tflops(Precision::Tf32),
+        )
         && t > 0.0
     {
-        return (f / t, format!("{}: FP32 {f} / TF32 {t} TFLOP/s dense (datasheet)", g.name));
+        return (
+            f / t,
+            format!("{}: FP32 {f} / TF32 {t} TFLOP/s dense (datasheet)", g.name),
+            json!({"gpu": g.name, "fp32_tflops": f, "tf32_tflops": t}),
+        );
     }
     // Unknown GPU: the smallest ratio advantage of the catalog's tensor-core GPUs (A10: 31.2 / 62.5).
-    (0.5, "GPU model not recorded or not in the catalog: TF32 assumed 2x FP32 (the smallest ratio of the catalog's tensor-core GPUs)".into())
+    (
+        0.5,
+        "GPU model not recorded or not in the catalog: TF32 assumed 2x FP32 (the smallest ratio of the catalog's tensor-core GPUs)".into(),
+        serde_json::Value::Null,
+    )
 }
 
 fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
@@ -148,7 +159,7 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             continue;
         }
         let name = info::gpu_name(&gpus_info, d.device);
-        let (ratio, source) = fp32_ratio(name.as_deref());
+        let (ratio, source, peaks) = fp32_ratio(name.as_deref());
         let dr = Draft::new(
             i,
             d,
@@ -158,7 +169,12 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                  no more than the step's period minus the host's issue time"
             ),
             &[Column::GemmFp32Simt],
-            |s| ledger::bounded_by_host(s, (s.columns.get(Column::GemmFp32Simt) as f64 * (1.0 - ratio)) as i64),
+            |s| {
+                ledger::bounded_by_host(
+                    s,
+                    (s.columns.get(Column::GemmFp32Simt) as f64 * (1.0 - ratio)) as i64,
+                )
+            },
         );
         let saving = dr.total();
         // The kernels behind the column, by name.
@@ -187,7 +203,11 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             d.share(t)
         )];
         if let Some((n, (c, tt))) = top.first() {
-            evidence.push(format!("top: `{}` ({c} calls, {})", cx.p()?.string(*n), ms(*tt)));
+            evidence.push(format!(
+                "top: `{}` ({c} calls, {})",
+                cx.p()?.string(*n),
+                ms(*tt)
+            ));
         }
         evidence.push(format!(
             "on TF32 tensor cores they would take {:.1}% of that ({source}): {} saved",
@@ -201,7 +221,7 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 d.share(saving)
             ),
             evidence,
-            json!({"kernels": count, "time_ns": t, "time_pct": d.share(t), "ratio": ratio, "ratio_pct": (ratio * 1000.0).round() / 10.0,
+            json!({"kernels": count, "time_ns": t, "peaks": peaks, "time_pct": d.share(t), "ratio": ratio, "ratio_pct": (ratio * 1000.0).round() / 10.0,
                 "saving_ns": saving, "saving_pct": d.share(saving),
                 "top": top.iter().take(3).map(|(id, (c, t))| json!({"name": p.string(*id), "count": c, "time_ns": t})).collect::<Vec<_>>()}),
         ));

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
+use super::super::Result;
 use super::super::calls::{self, CallKind};
 use super::super::gaps::{self, GapGroup};
 use super::super::kernels::SHORT_KERNEL_NS;
@@ -14,7 +15,6 @@ use super::super::ledger::{Column, DeviceLedger, IdlePiece};
 use super::super::model;
 use super::super::regions;
 use super::super::stats::pct1;
-use super::super::Result;
 use super::registry::{RuleSpec, RuleText};
 use super::{Ctx, Draft, RegionStake, Stake, ms};
 
@@ -67,14 +67,23 @@ fn regions_of(cx: &Ctx, d: &DeviceLedger, col: Column) -> Vec<RegionStake> {
             events: n,
         })
         .collect();
-    v.sort_by(|a, b| b.at_stake_ns.cmp(&a.at_stake_ns).then(a.region.cmp(&b.region)));
+    v.sort_by(|a, b| {
+        b.at_stake_ns
+            .cmp(&a.at_stake_ns)
+            .then(a.region.cmp(&b.region))
+    });
     v.truncate(5);
     v
 }
 
 /// The largest stretches of a column, explained from the waited-for thread's CPU side (what `aisp_profile_gaps`
 /// says of a gap): `(start, length, explanation)`.
-fn largest_explained(cx: &Ctx, d: &DeviceLedger, col: Column, n: usize) -> Result<Vec<(i64, i64, String)>> {
+fn largest_explained(
+    cx: &Ctx,
+    d: &DeviceLedger,
+    col: Column,
+    n: usize,
+) -> Result<Vec<(i64, i64, String)>> {
     let mut st = stretches(d, col);
     st.sort_by_key(|s| std::cmp::Reverse(s.end - s.start));
     st.truncate(n);
@@ -191,7 +200,11 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             let Some(a) = launches[k].map(|a| &api[a as usize]) else {
                 continue;
             };
-            if let Some(r) = cx.regions.as_ref().and_then(|r| r.innermost(a.global_tid, a.start)) {
+            if let Some(r) = cx
+                .regions
+                .as_ref()
+                .and_then(|r| r.innermost(a.global_tid, a.start))
+            {
                 let e = per_region.entry(regions::fold_name(&r.name)).or_default();
                 e.0 += 1;
                 if is_per_tensor_optimizer_math(cx.p()?.string(kk.demangled_name)) {
@@ -446,7 +459,11 @@ struct CallSummary {
     steps_with: usize,
 }
 
-fn call_summary(cx: &Ctx, d: &DeviceLedger, want: impl Fn(CallKind) -> bool) -> Result<CallSummary> {
+fn call_summary(
+    cx: &Ctx,
+    d: &DeviceLedger,
+    want: impl Fn(CallKind, i64) -> bool,
+) -> Result<CallSummary> {
     let p = cx.p()?;
     let api = p.api()?;
     let (lo, hi) = (d.steady.start_ns, d.steady.end_ns);
@@ -469,7 +486,7 @@ fn call_summary(cx: &Ctx, d: &DeviceLedger, want: impl Fn(CallKind) -> bool) -> 
             .entry(a.name)
             .or_insert_with(|| calls::api_kind(calls::api_display_name(p.string(a.name))));
         let prev = last_on_thread.insert(a.global_tid, a.name);
-        if !want(kind) {
+        if !want(kind, a.dur()) {
             continue;
         }
         let n = calls::api_display_name(cx.p()?.string(a.name)).to_string();
@@ -497,7 +514,9 @@ fn call_summary(cx: &Ctx, d: &DeviceLedger, want: impl Fn(CallKind) -> bool) -> 
 }
 
 fn top_pattern(patterns: &BTreeMap<String, u64>) -> Option<(&String, &u64)> {
-    patterns.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+    patterns
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
 }
 
 fn sync(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
@@ -505,7 +524,7 @@ fn sync(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         cx,
         spec,
         Column::IdleSync,
-        |k| matches!(k, CallKind::HostSync | CallKind::SyncCopy),
+        |k, _| matches!(k, CallKind::HostSync | CallKind::SyncCopy),
         "synchronizing calls",
         "measured: the ledger's idle_sync — device idle while the host blocked in a synchronizing call (after the \
          device ran dry) and the refill after it returned, at most 1 ms",
@@ -536,7 +555,7 @@ fn allocator(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         cx,
         spec,
         Column::IdleAllocator,
-        |k| k == CallKind::Allocation,
+        |k, _| k == CallKind::Allocation,
         "allocation/release calls",
         "measured: the ledger's idle_allocator — device idle while the host was in an allocation or release call \
          and the refill after it, at most 1 ms",
@@ -566,8 +585,11 @@ fn module_loading(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         cx,
         spec,
         Column::IdleModuleLoading,
-        |k| k == CallKind::ModuleLoading,
-        "module-loading calls",
+        |k, dur| {
+            k == CallKind::ModuleLoading
+                || (k == CallKind::Launch && dur >= crate::ledger::SLOW_LAUNCH_NS)
+        },
+        "module-loading calls (and launches over 1 ms: lazy loading inside the launch)",
         "measured: the ledger's idle_module_loading — device idle while the host loaded CUDA modules",
     )
 }
@@ -577,7 +599,7 @@ fn blocking_rule(
     cx: &mut Ctx,
     spec: &RuleSpec,
     col: Column,
-    want: impl Fn(CallKind) -> bool + Copy,
+    want: impl Fn(CallKind, i64) -> bool + Copy,
     what: &str,
     basis: &str,
 ) -> Result<()> {

@@ -242,7 +242,10 @@ impl Draft {
             dev,
             stake,
             basis: basis.into(),
-            saving: d.steady_steps().map(|s| (s.index, f(s).clamp(0, s.period_ns))).collect(),
+            saving: d
+                .steady_steps()
+                .map(|s| (s.index, f(s).clamp(0, s.period_ns)))
+                .collect(),
             from: from.to_vec(),
             regions: Vec::new(),
             fix: None,
@@ -276,7 +279,9 @@ impl<'a> Ctx<'a> {
     /// The export; rules that need it are run only when it is there ([`registry::RuleSpec::needs_profile`]).
     pub fn p(&self) -> Result<&'a Profile> {
         self.p.ok_or_else(|| {
-            super::ProfileError::Missing("this rule needs the export itself, not only its ledger".into())
+            super::ProfileError::Missing(
+                "this rule needs the export itself, not only its ledger".into(),
+            )
         })
     }
 
@@ -302,7 +307,13 @@ impl<'a> Ctx<'a> {
     }
 
     /// One finding per device draft whose stake reaches `min_share_pct` of the steady window (0: any stake).
-    pub fn emit(&mut self, id: &str, drafts: Vec<Draft>, min_share_pct: f64, text: &registry::RuleText) {
+    pub fn emit(
+        &mut self,
+        id: &str,
+        drafts: Vec<Draft>,
+        min_share_pct: f64,
+        text: &registry::RuleText,
+    ) {
         let mut shares = Vec::new();
         let mut below = Vec::new();
         for dr in drafts {
@@ -349,7 +360,7 @@ impl<'a> Ctx<'a> {
                 evidence: dr.evidence,
                 why: text.why.into(),
                 fix: match dr.fix {
-                    Some(f) => format!("{f} {}", text.fix),
+                    Some(f) => format!("{f} In general: {}", text.fix),
                     None => text.fix.into(),
                 },
                 verify: text.verify.into(),
@@ -404,10 +415,15 @@ pub(crate) fn ms(ns: i64) -> String {
 /// A device's ledger in short.
 pub fn summary(d: &DeviceLedger) -> LedgerSummary {
     let st = &d.steady;
-    let groups_pct = [Group::Compute, Group::Communication, Group::Copy, Group::Idle]
-        .iter()
-        .map(|&g| (g.as_str().to_string(), d.share(st.columns.group(g))))
-        .collect();
+    let groups_pct = [
+        Group::Compute,
+        Group::Communication,
+        Group::Copy,
+        Group::Idle,
+    ]
+    .iter()
+    .map(|&g| (g.as_str().to_string(), d.share(st.columns.group(g))))
+    .collect();
     let mut cols: Vec<(Column, i64)> = st.columns.iter().collect();
     cols.sort_by_key(|&(c, v)| (std::cmp::Reverse(v), c.index()));
     LedgerSummary {
@@ -467,7 +483,12 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
             reason: window_reason(d),
         })
         .collect();
-    let summaries: Vec<LedgerSummary> = l.devices.iter().filter(|d| d.steady.steps > 0).map(summary).collect();
+    let summaries: Vec<LedgerSummary> = l
+        .devices
+        .iter()
+        .filter(|d| d.steady.steps > 0)
+        .map(summary)
+        .collect();
     if windows.is_empty() {
         return Ok(Rules {
             findings: Vec::new(),
@@ -552,7 +573,11 @@ fn verdict(findings: &[Finding], summaries: &[LedgerSummary]) -> String {
         _ => {
             let top = summaries
                 .iter()
-                .filter_map(|s| s.top_columns.first().map(|c| format!("device {}: {} {}%", s.device, c.0, c.1)))
+                .filter_map(|s| {
+                    s.top_columns
+                        .first()
+                        .map(|c| format!("device {}: {} {}%", s.device, c.0, c.1))
+                })
                 .collect::<Vec<_>>()
                 .join(", ");
             format!(

@@ -3,8 +3,8 @@
 //! `aisp_profile_ranks`, `aisp_ask`, the dashboard and the reports all run this
 //! list, so no answer can disagree with another about what a step is made of.
 
-use super::super::ledger::Column;
 use super::super::Result;
+use super::super::ledger::Column;
 use super::{Ctx, busy, host, steps, transfer};
 
 /// What a rule prints besides its numbers.

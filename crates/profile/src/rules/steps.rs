@@ -3,10 +3,10 @@
 
 use serde_json::json;
 
+use super::super::Result;
 use super::super::iterations;
 use super::super::ledger::{Column, Columns};
 use super::super::stats;
-use super::super::Result;
 use super::registry::{self, RuleSpec, RuleText};
 use super::{Ctx, Draft, Severity, Stake, ms};
 
@@ -74,16 +74,20 @@ fn variance(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 .iter()
                 .find(|r| r.columns.contains(&c))
                 .filter(|r| {
-                    cx.findings
-                        .iter()
-                        .any(|f| f.id == r.id && f.device == Some(d.device) && f.severity > Severity::Info)
+                    cx.findings.iter().any(|f| {
+                        f.id == r.id && f.device == Some(d.device) && f.severity > Severity::Info
+                    })
                 })
                 .map(|r| r.id)
         });
         let mut dr = Draft::new(
             i,
             d,
-            if owner.is_some() { Stake::None } else { Stake::Estimate },
+            if owner.is_some() {
+                Stake::None
+            } else {
+                Stake::Estimate
+            },
             "estimate: Σ over the steady steps of their period above the median period — what evening them out would \
              save at most",
             &[],
@@ -92,7 +96,11 @@ fn variance(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         if owner.is_some() {
             dr.saving.iter_mut().for_each(|s| s.1 = 0);
         }
-        let slowest = d.steady_steps().max_by_key(|s| s.period_ns).map(|s| s.name.clone()).unwrap_or_default();
+        let slowest = d
+            .steady_steps()
+            .max_by_key(|s| s.period_ns)
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
         let excess: i64 = periods.iter().map(|&p| (p - med as i64).max(0)).sum();
         let mut evidence = vec![format!(
             "{} steady steps on the GPU timeline: median period {}, slowest {} ({slowest}), CV {cv}%; {} above the median in all",
@@ -148,13 +156,24 @@ fn warmup(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         if d.warmup_steps == 0 {
             continue;
         }
-        let w: Vec<&super::super::ledger::StepLedger> = d.steps.iter().filter(|s| s.warmup).collect();
+        let w: Vec<&super::super::ledger::StepLedger> =
+            d.steps.iter().filter(|s| s.warmup).collect();
         let total: i64 = w.iter().map(|s| s.period_ns).sum();
         let first = w[0].period_ns;
         let med = d.steady.period_median_ns.max(1);
-        let dr = Draft::new(i, d, Stake::None, "none: outside the steady window", &[], |_| 0);
+        let dr = Draft::new(
+            i,
+            d,
+            Stake::None,
+            "none: outside the steady window",
+            &[],
+            |_| 0,
+        );
         let ratio = first as f64 / med as f64;
-        let loading = w.iter().map(|s| s.columns.get(Column::IdleModuleLoading)).sum::<i64>();
+        let loading = w
+            .iter()
+            .map(|s| s.columns.get(Column::IdleModuleLoading))
+            .sum::<i64>();
         drafts.push(dr.text(
             format!(
                 "Warm-up: {} step(s) reported apart ({}); the first is {ratio:.1}x a steady step",
@@ -201,7 +220,14 @@ fn queued(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         if d.share(q) < 1.0 {
             continue;
         }
-        let dr = Draft::new(i, d, Stake::None, "none: what the queued work waited for is not in the trace", &[Column::IdleQueued], |_| 0);
+        let dr = Draft::new(
+            i,
+            d,
+            Stake::None,
+            "none: what the queued work waited for is not in the trace",
+            &[Column::IdleQueued],
+            |_| 0,
+        );
         drafts.push(dr.text(
             format!("The device idles {}% of the steady window with work already queued", d.share(q)),
             vec![format!("{} of idle time in the steady window ended with an operation launched before the device ran dry", ms(q))],

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use super::super::Result;
 use super::super::info;
 use super::super::ledger::{Column, DeviceLedger, Group};
 use super::super::memory;
-use super::super::Result;
 use super::registry::{RuleSpec, RuleText};
 use super::{Ctx, Draft, Stake, ms};
 use aisp_knowledge::gpus;
@@ -55,7 +55,11 @@ fn pinned_rate(p: &super::super::Profile, copy_kind: i64) -> Result<Option<f64>>
     let best = p
         .memcpys()?
         .iter()
-        .filter(|m| m.copy_kind == copy_kind && pinned.is_some() && (m.src_kind == pinned || m.dst_kind == pinned))
+        .filter(|m| {
+            m.copy_kind == copy_kind
+                && pinned.is_some()
+                && (m.src_kind == pinned || m.dst_kind == pinned)
+        })
         .filter(|m| m.bytes >= 1 << 20)
         .map(|m| m.bytes as f64 / (m.end - m.start).max(1) as f64)
         .fold(0.0, f64::max);
@@ -64,8 +68,16 @@ fn pinned_rate(p: &super::super::Profile, copy_kind: i64) -> Result<Option<f64>>
 
 fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     let opers = cx.p()?.memcpy_oper_labels()?;
-    let kind_of = |label: &str| opers.iter().find(|(_, l)| l.as_str() == label).map(|(k, _)| *k);
-    let (h2d, d2h) = (kind_of("Host-to-Device").unwrap_or(1), kind_of("Device-to-Host").unwrap_or(2));
+    let kind_of = |label: &str| {
+        opers
+            .iter()
+            .find(|(_, l)| l.as_str() == label)
+            .map(|(k, _)| *k)
+    };
+    let (h2d, d2h) = (
+        kind_of("Host-to-Device").unwrap_or(1),
+        kind_of("Device-to-Host").unwrap_or(2),
+    );
     let pageable = memory::pageable_kind(cx.p()?)?;
     let gpus_info = info::gpus(cx.p()?)?;
     let mut drafts = Vec::new();
@@ -79,13 +91,21 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             .as_deref()
             .and_then(gpus::match_device_name)
             .and_then(|g| g.pcie_per_direction_gb_per_s())
-            .map(|gb| (gb * 0.8, format!("80% of the GPU's PCIe datasheet rate ({gb} GB/s per direction)")));
+            .map(|gb| {
+                (
+                    gb * 0.8,
+                    format!("80% of the GPU's PCIe datasheet rate ({gb} GB/s per direction)"),
+                )
+            });
         let mut rate_note = Vec::new();
         let mut rates: BTreeMap<i64, f64> = BTreeMap::new();
         for (k, label) in [(h2d, "H2D"), (d2h, "D2H")] {
             let r = match pinned_rate(cx.p()?, k)? {
                 Some(r) => {
-                    rate_note.push(format!("{label}: best pinned copy in this export, {:.1} GB/s", r));
+                    rate_note.push(format!(
+                        "{label}: best pinned copy in this export, {:.1} GB/s",
+                        r
+                    ));
                     r
                 }
                 None => match &fallback {
@@ -94,7 +114,9 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                         *gb
                     }
                     None => {
-                        rate_note.push(format!("{label}: 20 GB/s assumed (no pinned copy, GPU not in the catalog)"));
+                        rate_note.push(format!(
+                            "{label}: 20 GB/s assumed (no pinned copy, GPU not in the catalog)"
+                        ));
                         20.0
                     }
                 },
@@ -104,7 +126,12 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let starts: Vec<i64> = d.steps.iter().map(|s| s.start_ns).collect();
         let mut pinned_time = vec![0i64; d.steps.len()];
         let (mut bytes, mut n, mut n_pageable) = (0i64, 0u64, 0u64);
-        for m in cx.p()?.memcpys()?.iter().filter(|m| m.device == d.device && (m.copy_kind == h2d || m.copy_kind == d2h)) {
+        for m in cx
+            .p()?
+            .memcpys()?
+            .iter()
+            .filter(|m| m.device == d.device && (m.copy_kind == h2d || m.copy_kind == d2h))
+        {
             let si = starts.partition_point(|&s| s <= m.start);
             let Some(step) = si.checked_sub(1).and_then(|i| d.steps.get(i)) else {
                 continue;
@@ -136,6 +163,14 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         );
         let saving = dr.total();
         let steps = d.steady.steps.max(1) as i64;
+        let pinned_median = {
+            let mut v: Vec<i64> = d
+                .steady_steps()
+                .map(|s| pinned_time[s.index as usize])
+                .collect();
+            v.sort_unstable();
+            v.get(v.len() / 2).copied().unwrap_or(0)
+        };
         let pageable_ns = d.steady.columns.get(Column::H2dPageable)
             + d.steady.columns.get(Column::D2hPageable)
             + d.steady.columns.get(Column::IdlePageableStaging);
@@ -152,15 +187,14 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             ),
             format!(
                 "at pinned bandwidth the copies would take {} per step (median), hidden behind compute when prefetched",
-                ms({
-                    let mut v: Vec<i64> = d.steady_steps().map(|s| pinned_time[s.index as usize]).collect();
-                    v.sort_unstable();
-                    v.get(v.len() / 2).copied().unwrap_or(0)
-                })
+                ms(pinned_median)
             ),
         ];
         if d.steady.hidden_copy_ns > 0 {
-            evidence.push(format!("{} of copy time already overlaps kernels", ms(d.steady.hidden_copy_ns)));
+            evidence.push(format!(
+                "{} of copy time already overlaps kernels",
+                ms(d.steady.hidden_copy_ns)
+            ));
         }
         let title = format!(
             "Copies on the critical path: {}% of the steady window moves data over PCIe with nothing else running ({} MB per step)",
@@ -172,7 +206,8 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             evidence,
             json!({"copies": n, "pageable_copies": n_pageable, "bytes": bytes, "mb_per_step": bytes / steps / 1_000_000,
                 "exposed_ns": exposed, "exposed_pct": d.share(exposed), "pageable_ns": pageable_ns,
-                "hidden_copy_ns": d.steady.hidden_copy_ns, "saving_ns": saving, "rates": rate_note}),
+                "hidden_copy_ns": d.steady.hidden_copy_ns, "saving_ns": saving, "pinned_median_ns": pinned_median,
+                "rates": rate_note}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
@@ -234,8 +269,13 @@ fn comm_parts(d: &DeviceLedger, col: Column) -> BTreeMap<u32, (i64, i64)> {
 fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     let mut drafts = Vec::new();
     for (i, d) in cx.devices() {
-        let split = d.steady.columns.get(Column::CommTransfer) > 0 || d.steady.columns.get(Column::CommWait) > 0;
-        let col = if split { Column::CommTransfer } else { Column::Comm };
+        let split = d.steady.columns.get(Column::CommTransfer) > 0
+            || d.steady.columns.get(Column::CommWait) > 0;
+        let col = if split {
+            Column::CommTransfer
+        } else {
+            Column::Comm
+        };
         let parts = comm_parts(d, col);
         let exposed = d.steady.columns.get(col);
         if exposed == 0 {
@@ -261,14 +301,20 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         );
         let saving = dr.total();
         let hidden = d.steady.hidden_communication_ns;
-        let total_comm = exposed + hidden + if split { d.steady.columns.get(Column::CommWait) } else { 0 };
+        let wait_col = if split {
+            d.steady.columns.get(Column::CommWait)
+        } else {
+            0
+        };
+        let exposed_all = exposed + wait_col;
+        let total_comm = exposed_all + hidden;
         let mut evidence = vec![format!(
             "collective kernels run {} in the steady window; {} of it overlaps compute (hidden), {} has no compute beside \
              it ({}% of the steady window)",
             ms(total_comm),
             ms(hidden),
-            ms(exposed + if split { d.steady.columns.get(Column::CommWait) } else { 0 }),
-            d.share(exposed + if split { d.steady.columns.get(Column::CommWait) } else { 0 })
+            ms(exposed_all),
+            d.share(exposed_all)
         )];
         if split {
             evidence.push(format!(
@@ -300,7 +346,8 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             title,
             evidence,
             json!({"exposed_ns": exposed, "exposed_pct": d.share(exposed), "hidden_ns": hidden, "total_ns": total_comm,
-                "wait_ns": d.steady.columns.get(Column::CommWait), "split": split, "saving_ns": saving}),
+                "wait_ns": wait_col, "exposed_all_ns": exposed_all, "exposed_all_pct": d.share(exposed_all),
+                "split": split, "saving_ns": saving}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
@@ -355,7 +402,12 @@ fn wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             let names: Vec<String> = a
                 .stragglers
                 .iter()
-                .map(|&r| a.names.get(r).cloned().unwrap_or_else(|| format!("position {r}")))
+                .map(|&r| {
+                    a.names
+                        .get(r)
+                        .cloned()
+                        .unwrap_or_else(|| format!("position {r}"))
+                })
                 .collect();
             evidence.push(format!(
                 "last to arrive more often than chance: {} ({:?} of {} decided instances; chance allows {})",

@@ -54,7 +54,12 @@ fn dump(name: &str, l: &ledger::Ledger) {
             st.host_median_ns.map(|h| h as f64 / 1e6)
         );
         for (c, v) in st.columns.iter() {
-            eprintln!("    {:24} {:9.3} ms {:6.2}%", c.as_str(), v as f64 / 1e6, d.share(v));
+            eprintln!(
+                "    {:24} {:9.3} ms {:6.2}%",
+                c.as_str(),
+                v as f64 / 1e6,
+                d.share(v)
+            );
         }
         eprintln!(
             "    hidden comm {:.3} ms, hidden copy {:.3} ms, chains {:?}",
@@ -104,10 +109,15 @@ fn every_step_sums_to_its_period_on_every_fixture() {
                 "{name} device {}",
                 d.device
             );
-            let groups: i64 = [Group::Compute, Group::Communication, Group::Copy, Group::Idle]
-                .iter()
-                .map(|&g| d.steady.columns.group(g))
-                .sum();
+            let groups: i64 = [
+                Group::Compute,
+                Group::Communication,
+                Group::Copy,
+                Group::Idle,
+            ]
+            .iter()
+            .map(|&g| d.steady.columns.group(g))
+            .sum();
             assert_eq!(groups, d.steady.length_ns, "{name} device {}", d.device);
         }
     }
@@ -164,3 +174,79 @@ fn dump_rules() {
     }
 }
 
+/// The ledger's groups against an independent computation from the tables alone (`scripts/ledger_sql.py`:
+/// steps by launch call in NVTX `step_N` ranges, periods first-op to first-op, warm-up, then unions of
+/// non-NCCL kernels, NCCL kernels minus compute, copies minus kernels, and the rest as idle).
+#[test]
+fn the_steady_groups_match_an_independent_sql_computation() {
+    // (fixture, device, steady start, steady end, steady steps, [compute, communication, copy, idle] ns)
+    type Expected = (&'static str, i64, i64, i64, usize, [i64; 4]);
+    let expected: &[Expected] = &[
+        (
+            "train_good.sqlite",
+            0,
+            7_789_729_648,
+            8_142_734_358,
+            39,
+            [31_172_796, 0, 3_176_656, 318_655_258],
+        ),
+        (
+            "workloads/host_sync.sqlite",
+            0,
+            8_931_286_423,
+            9_026_701_440,
+            29,
+            [44_054_227, 0, 272_194, 51_088_596],
+        ),
+        (
+            "planted/elementwise_chain.sqlite",
+            0,
+            4_701_606_974,
+            4_940_683_364,
+            39,
+            [236_553_713, 0, 280_798, 2_241_879],
+        ),
+        (
+            "planted/copy_bound.sqlite",
+            0,
+            11_152_523_953,
+            12_608_744_366,
+            29,
+            [241_507_142, 0, 1_200_095_399, 14_617_872],
+        ),
+        (
+            "ddp.sqlite",
+            0,
+            19_635_879_405,
+            19_791_235_472,
+            18,
+            [100_149_227, 31_565_309, 6_952_447, 16_689_084],
+        ),
+        (
+            "ddp.sqlite",
+            1,
+            19_634_837_332,
+            19_790_339_450,
+            18,
+            [104_502_885, 47_845_564, 505_375, 2_648_294],
+        ),
+    ];
+    for &(name, dev, start, end, steps, groups) in expected {
+        let p = profile_common::open(name);
+        let l = ledger_of(&p);
+        let d = l.devices.iter().find(|d| d.device == dev).unwrap();
+        assert_eq!(
+            (d.steady.start_ns, d.steady.end_ns, d.steady.steps),
+            (start, end, steps),
+            "{name} {dev}"
+        );
+        let got = [
+            Group::Compute,
+            Group::Communication,
+            Group::Copy,
+            Group::Idle,
+        ]
+        .map(|g| d.steady.columns.group(g));
+        assert_eq!(got, groups, "{name} device {dev}");
+    }
+}

@@ -152,7 +152,7 @@ fn compare_is_neutral_on_the_same_capture_and_sees_real_differences() {
         c.findings_resolved
             .contains(&"fp32_gemm_on_cuda_cores".to_string())
     );
-    assert!(c.findings_new.contains(&"host_bound_steps".to_string()));
+    assert!(c.findings_new.contains(&"host_os_wait".to_string()));
 
     // A multi-rank capture against itself.
     let d = open("ddp.sqlite");
@@ -170,7 +170,7 @@ fn compare_is_neutral_on_the_same_capture_and_sees_real_differences() {
             dev1.busy_pct_before,
             dev1.overlap_pct_before
         ),
-        ("steady", Some(96.42), Some(51.76))
+        ("steady", Some(97.97), Some(52.63))
     );
 }
 
