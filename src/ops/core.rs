@@ -297,21 +297,11 @@ impl Operation for ListDomains {
                 .into_iter()
                 .map(|t| {
                     let spec = t.spec();
-                    let mut flags = Vec::new();
-                    if spec.needs_gpu {
-                        flags.push("needs_gpu");
-                    }
-                    if spec.long_running {
-                        flags.push("long_running");
-                    }
-                    if spec.executes_commands {
-                        flags.push("executes_commands");
-                    }
                     ToolSchema {
                         name: t.name.clone(),
                         description: spec.description.to_string(),
                         listed: listed(spec.tier),
-                        flags,
+                        flags: spec.flags(["needs_gpu", "long_running", "executes_commands"]),
                         input_schema: (*t.input_schema).clone(),
                     }
                 })

@@ -149,6 +149,15 @@ impl OpSpec {
         }
     }
 
+    /// The flags set on this operation, each named by `words` = (needs a GPU, runs long, runs a command).
+    pub fn flags<'a>(&self, words: [&'a str; 3]) -> Vec<&'a str> {
+        [self.needs_gpu, self.long_running, self.executes_commands]
+            .into_iter()
+            .zip(words)
+            .filter_map(|(set, word)| set.then_some(word))
+            .collect()
+    }
+
     /// The HTTP route: `/api/<domain>/<op>` or, on the short list, `/api/<op>`.
     pub fn http_path(&self) -> String {
         if self.short {
