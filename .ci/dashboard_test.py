@@ -14,7 +14,7 @@ cancelled; the token gate refuses without the token and admits with it.
 
 Part 2 (a real number on every page): the overview's no-GPU state with the
 probe's reason (or live GPU cards where NVML finds GPUs) and the triage's next
-steps; the compare verdict of two fixtures (neutral, +2.60 % per step, ground
+steps; the compare verdict of two fixtures (no change, +2.68 % per step with its interval, ground
 truth in tests/data/README.md) and a cancelled comparison; a leaderboard row
 and the roofline of history imported from examples/benchmark (values from its
 run.json); the memory per GPU of a plan (equal to the CLI's answer); a cited
@@ -396,12 +396,15 @@ def test_compare(d, base, shots, tmp):
     wait(d, lambda: ready(d), "compare page ready")
     check(view_done(d, "compare-view") == "done", "the comparison rendered")
     v = d.find_element(By.CSS_SELECTOR, "#verdict [data-verdict]")
-    check(v.get_attribute("data-verdict") == "neutral" and v.get_attribute("data-basis") == "per_step",
+    check(v.get_attribute("data-verdict") == "no_change" and v.get_attribute("data-basis") == "per_step",
           f"verdict of steady -> warmup: {v.get_attribute('data-verdict')} on {v.get_attribute('data-basis')}")
-    check("+2.60 %" in v.text and "threshold 3.79 %" in v.text, f"the verdict states its change and threshold: {v.text}")
-    pw = d.find_element(By.CSS_SELECTOR, '#evidence tr[data-basis="per_second_of_window"]').text
-    check("-37.90 %" in pw and "regressed" in pw, f"the evidence lists per-second-of-window too: {pw}")
-    check(d.find_elements(By.CSS_SELECTOR, "#range-deltas svg.chart"), "per-range deltas are an SVG chart")
+    check("+2.68 %" in v.text and "95 % interval -4.78 % to +4.89 %" in v.text,
+          f"the verdict states its change and interval: {v.text}")
+    first = d.find_element(By.CSS_SELECTOR, "#compare-view section.panel")
+    check(first.get_attribute("id") == "verdict", "the verdict leads the page")
+    check(d.find_elements(By.CSS_SELECTOR, '#comparability tr[data-fact="work_per_step"][data-same="yes"]'),
+          "comparability states the work per step")
+    check(d.find_elements(By.CSS_SELECTOR, "#steps svg.chart"), "the steps before and after are an SVG chart")
     check(d.find_element(By.ID, "f-before").get_attribute("value") == before, "the deep link fills the form")
     full_page_shot(d, shots, "compare.png", max_height=2400)
     # Cancel: the request is aborted at once and the page says so.

@@ -9,6 +9,8 @@
 //! cargo run --example export_edit -- shift SRC DST --ns N [--utc-ns U]
 //! cargo run --example export_edit -- identity SRC DST --rank R [--local-rank L] [--world W] [--hostname H] [--device D]
 //! cargo run --example export_edit -- stretch --rank R --ns D FILE...   (edits the files in place: pass copies)
+//! cargo run --example export_edit -- scale SRC DST --factor F [--origin-ns O]
+//! cargo run --example export_edit -- gpus SRC DST --uuid-prefix P
 //! ```
 //!
 //! - `cut` keeps what an `nsys profile --delay/--duration` capture of the window
@@ -36,6 +38,13 @@
 //!   none), so R arrives D later; every other rank's matching all-reduce kernel
 //!   ends D later (it waits for R). Every later timestamp of every file moves
 //!   with it, so the set stays consistent.
+//! - `scale` runs the same work F times slower (or faster): every timestamp t
+//!   becomes O + (t − O) × F (O: the first GPU activity by default), so each
+//!   kernel, gap and range lasts F times as long — what the same program does
+//!   on a slower GPU or with a slower library, for tests of per-unit verdicts.
+//! - `gpus` makes the capture's GPUs other physical GPUs of the same model:
+//!   every recorded GPU UUID (`TARGET_INFO_GPU.uuid`, the UUIDs listed in the
+//!   recorded `NVIDIA_VISIBLE_DEVICES`) gets its first characters replaced by P.
 //!
 //! The functions are public so that tests build their sets with the same code
 //! (`#[path = "../examples/export_edit.rs"] mod export_edit;`).
@@ -467,6 +476,97 @@ pub fn shift(src: &Path, dst: &Path, ns: i64, utc_ns: i64) -> Result<()> {
     shift_in_place(&conn, ns, utc_ns)
 }
 
+/// Every timestamp t becomes `origin + (t − origin) × factor` (`ANALYSIS_DETAILS` too).
+pub fn scale_in_place(conn: &Connection, origin: i64, factor: f64) -> Result<()> {
+    conn.execute_batch("BEGIN")?;
+    for (t, cols) in layout(conn)? {
+        let sets: Vec<String> = time_columns(&t, &cols)
+            .into_iter()
+            .map(|c| {
+                format!(
+                    "\"{c}\" = {origin} + CAST(ROUND((\"{c}\" - {origin}) * {factor}) AS INTEGER)"
+                )
+            })
+            .collect();
+        if !sets.is_empty() {
+            conn.execute(&format!("UPDATE \"{t}\" SET {}", sets.join(", ")), [])?;
+        }
+    }
+    conn.execute_batch("COMMIT")?;
+    Ok(())
+}
+
+/// The first GPU activity (kernel, copy or memset start) of an export.
+pub fn first_activity(conn: &Connection) -> Result<i64> {
+    let mut first = i64::MAX;
+    for t in tables(conn)? {
+        if t.starts_with("CUPTI_ACTIVITY_KIND_KERNEL")
+            || t.starts_with("CUPTI_ACTIVITY_KIND_MEMCPY")
+            || t.starts_with("CUPTI_ACTIVITY_KIND_MEMSET")
+        {
+            let v: Option<i64> =
+                conn.query_row(&format!("SELECT MIN(start) FROM \"{t}\""), [], |r| r.get(0))?;
+            first = first.min(v.unwrap_or(i64::MAX));
+        }
+    }
+    Ok(first)
+}
+
+/// `scale` into a copy; `origin` defaults to the first GPU activity.
+pub fn scale(src: &Path, dst: &Path, factor: f64, origin: Option<i64>) -> Result<()> {
+    let conn = copy_for_edit(src, dst)?;
+    let origin = match origin {
+        Some(o) => o,
+        None => first_activity(&conn)?,
+    };
+    scale_in_place(&conn, origin, factor)
+}
+
+/// Other physical GPUs of the same model: the first characters of every recorded GPU UUID become `prefix`.
+pub fn set_gpu_uuids(conn: &Connection, prefix: &str) -> Result<()> {
+    let n = prefix.len() as i64;
+    let all = tables(conn)?;
+    if all.iter().any(|t| t == "TARGET_INFO_GPU") {
+        conn.execute(
+            "UPDATE TARGET_INFO_GPU SET uuid = ?1 || substr(uuid, ?2 + 1) WHERE uuid IS NOT NULL AND uuid != ''",
+            params![prefix, n],
+        )?;
+    }
+    if all.iter().any(|t| t == "TARGET_INFO_SYSTEM_ENV") {
+        let env: Option<String> = conn
+            .query_row(
+                "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'",
+                [],
+                |r| r.get(0),
+            )
+            .ok();
+        if let Some(env) = env {
+            let edited: Vec<String> = env
+                .split(';')
+                .map(|kv| match kv.strip_prefix("NVIDIA_VISIBLE_DEVICES=") {
+                    Some(list) => format!(
+                        "NVIDIA_VISIBLE_DEVICES={}",
+                        list.split(',')
+                            .map(|u| match u.strip_prefix("GPU-") {
+                                Some(id) if id.len() > prefix.len() =>
+                                    format!("GPU-{prefix}{}", &id[prefix.len()..]),
+                                _ => u.to_string(),
+                            })
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                    None => kv.to_string(),
+                })
+                .collect();
+            conn.execute(
+                "UPDATE TARGET_INFO_SYSTEM_ENV SET value = ?1 WHERE name = 'DeviceEnvironment'",
+                params![edited.join(";")],
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Move every timestamp t of the file by `delay_ns × #(breakpoints ≤ t)`.
 pub fn apply_breakpoints(conn: &Connection, breakpoints: &[i64], delay_ns: i64) -> Result<()> {
     let mut bps = breakpoints.to_vec();
@@ -599,7 +699,9 @@ fn usage() -> ! {
         "usage:\n  export_edit cut SRC DST --from-ns A --to-ns B\n  export_edit split SRC OUT_DIR [--slim]\n  \
          export_edit shift SRC DST --ns N [--utc-ns U]\n  \
          export_edit identity SRC DST --rank R [--local-rank L] [--world W] [--hostname H] [--device D]\n  \
-         export_edit stretch --rank R --ns D [--collective AllReduce] FILE... (edits in place)"
+         export_edit stretch --rank R --ns D [--collective AllReduce] FILE... (edits in place)\n  \
+         export_edit scale SRC DST --factor F [--origin-ns O]\n  \
+         export_edit gpus SRC DST --uuid-prefix P"
     );
     std::process::exit(2);
 }
@@ -689,6 +791,24 @@ fn main() -> Result<()> {
                 flag(rest, "--hostname").as_deref(),
                 int_flag(rest, "--device"),
             )?;
+        }
+        "scale" => {
+            let [src, dst] = &pos[..] else { usage() };
+            let factor: f64 = flag(rest, "--factor")
+                .and_then(|f| f.parse().ok())
+                .unwrap_or_else(|| usage());
+            scale(
+                Path::new(src),
+                Path::new(dst),
+                factor,
+                int_flag(rest, "--origin-ns"),
+            )?;
+        }
+        "gpus" => {
+            let [src, dst] = &pos[..] else { usage() };
+            let prefix = flag(rest, "--uuid-prefix").unwrap_or_else(|| usage());
+            let conn = copy_for_edit(Path::new(src), Path::new(dst))?;
+            set_gpu_uuids(&conn, &prefix)?;
         }
         "stretch" => {
             let rank = int_flag(rest, "--rank").unwrap_or_else(|| usage()) as usize;

@@ -217,14 +217,15 @@ Separate time to first token from inter-token latency, state which is memory-bou
             },
         ],
         template: "I changed my workload and captured it again.\nBefore: {before}\nAfter: {after}\nChange: {change}\n\n\
-1. Call aisp_profile_compare with before and after: per-kernel and per-range deltas, utilization, overlap, memory \
-traffic, step time, and a verdict per unit of work (improved, regressed, neutral, inconclusive, not_comparable) with \
-its basis and reason.\n\
-2. Call aisp_profile_rules on both to see which findings disappeared, appeared or moved.\n\
-3. If the verdict is neutral, inconclusive or not_comparable, say so plainly with its reason and what to capture so \
-the comparison can decide (NVTX steps, same window, same steps, several runs).\n\
-Report the step-time change with its noise, the kernels that account for it, and whether the change did what it was \
-meant to.",
+1. Call aisp_profile_compare with before and after: the verdict per step on the step ledger (improved, regressed, \
+no_change, not_comparable) with the step change and its 95% interval, comparability fact by fact, each before \
+finding's predicted step beside the measured one, and the findings, ledger columns and kernels that moved.\n\
+2. If the verdict is no_change or not_comparable, say so plainly with its reason and what to capture so the \
+comparison can decide (NVTX steps, the same work per step, the same GPUs, more steps).\n\
+3. If the step is not what the fixed finding predicted, say what now limits it (measured_limited_by) and run \
+aisp_profile_rules on the after run for the next fix.\n\
+Report the step change with its interval, whether the fix did what it predicted, and the kernels and ledger columns \
+that account for it.",
     },
 ];
 

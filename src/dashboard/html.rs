@@ -112,20 +112,6 @@ pub fn pct_delta(v: &Value) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
-/// Bytes as GB/MB/KB (10^3 steps, as the answers' `_gb` fields).
-pub fn fmt_bytes(b: f64) -> String {
-    let a = b.abs();
-    if a >= 1e9 {
-        format!("{:.2} GB", b / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.1} MB", b / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} KB", b / 1e3)
-    } else {
-        format!("{b:.0} B")
-    }
-}
-
 /// A link to a tool's generated form, filled with `args`.
 pub fn tool_link(tool: &str, args: &Value, text: &str) -> String {
     let args = serde_json::to_string(args).unwrap_or_else(|_| "{}".into());
@@ -163,7 +149,6 @@ mod tests {
         assert_eq!(measured(&json!(null)), "—");
         assert_eq!(pct_delta(&json!(-37.9)), "-37.90 %");
         assert_eq!(pct_delta(&json!(2.6)), "+2.60 %");
-        assert_eq!(fmt_bytes(100_663_296.0), "100.7 MB");
         assert_eq!(url_encode("/a b/c.sqlite"), "%2Fa%20b%2Fc.sqlite");
         assert_eq!(
             tool_link("aisp_profile_summary", &json!({"path": "r.sqlite"}), "x"),

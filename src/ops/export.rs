@@ -148,11 +148,14 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
             "Omit profile for a benchmark report, or drop the history filters.",
         )),
         (Some(before), Some(after)) => {
-            let b = open_profile(ctx, before)?;
+            // Exports, run ids or sets of ranks, as aisp_profile_compare takes them.
+            let b = super::profile::open_run(ctx, before)?;
             ctx.check_cancelled()?;
-            let a = open_profile(ctx, after)?;
+            let a = super::profile::open_run(ctx, after)?;
             ctx.check_cancelled()?;
-            let r = report::profile::compare_report(&b, &a)?;
+            let r = report::profile::compare_report_of(&aisp_profile::compare::compare_runs(
+                &b, &a, 12,
+            ));
             Ok((
                 r,
                 "comparison",

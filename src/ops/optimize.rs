@@ -66,7 +66,10 @@ pub struct RecommendInput {
     /// aisp_profile_rules ids (e.g. "host_bound_steps") or symptoms ("oom").
     #[serde(default)]
     pub findings: Option<Vec<String>>,
-    /// A profile whose rules findings (medium+) join `findings`.
+    /// A profile (an export, a run id or a folder of per-rank exports): its findings (medium+) join
+    /// `findings`, and what it has and already uses (attention kernels, bf16 GEMMs, fused optimizer, CUDA graphs,
+    /// collectives, host copies ...) rules techniques in or out; each recommendation then states its ledger
+    /// numbers and predicted step.
     #[serde(default)]
     pub profile: Option<String>,
     /// A draft model of the same family is available (speculative decoding).
@@ -152,10 +155,11 @@ impl Operation for Recommend {
             Some(g) => Some(resolve_gpu(g)?),
             None => gpu_or_local(ctx, None).ok(),
         };
-        let gpus = i.gpus.unwrap_or(1).max(1);
-        let nodes = i.nodes.unwrap_or(1).max(1);
         let mut findings = i.findings.clone().unwrap_or_default();
+        let mut finding_steps = std::collections::BTreeMap::new();
+        let mut profiled: Option<ProfiledRun> = None;
         if let Some(path) = &i.profile {
+            // The findings in the rules' order: the largest predicted saving of the step first.
             let v = ctx.call_tool("aisp_profile_rules", serde_json::json!({ "path": path }))?;
             let body = v.get("result").unwrap_or(&v);
             for f in body["findings"].as_array().into_iter().flatten() {
@@ -165,9 +169,42 @@ impl Operation for Recommend {
                     && !findings.iter().any(|x| x == id)
                 {
                     findings.push(id.to_string());
+                    if let (Some(step), Some(pred)) =
+                        (f["step_ns"].as_i64(), f["predicted_step_ns"].as_i64())
+                    {
+                        finding_steps.insert(
+                            id.to_string(),
+                            (
+                                step,
+                                pred,
+                                format!(
+                                    "{}% of the steady window at stake ({}){}",
+                                    f["share_pct"],
+                                    f["title"].as_str().unwrap_or(id),
+                                    f["then_limited_by"]
+                                        .as_str()
+                                        .map(|c| format!("; then limited by {c}"))
+                                        .unwrap_or_default()
+                                ),
+                            ),
+                        );
+                    }
                 }
             }
+            profiled = Some(profiled_run(ctx, path)?);
         }
+        let gpus = match (i.gpus, &profiled) {
+            (Some(g), _) => g,
+            (None, Some(p)) => p.world_size as u32,
+            (None, None) => 1,
+        }
+        .max(1);
+        let nodes = match (i.nodes, &profiled) {
+            (Some(n), _) => n,
+            (None, Some(p)) => p.hosts.len() as u32,
+            (None, None) => 1,
+        }
+        .max(1);
         let mut s = Situation {
             findings: findings
                 .iter()
@@ -176,8 +213,12 @@ impl Operation for Recommend {
             workload: i.workload,
             compute_capability: gpu.and_then(serving::compute_capability),
             gpu_label: gpu.map(|g| g.id.clone()),
+            finding_steps,
             ..Default::default()
         };
+        if let Some(p) = &profiled {
+            profile_situation(&mut s, &p.usage);
+        }
         let mut set = |r: Requirement, holds: bool, ev: String| {
             if holds {
                 s.holds.insert(r, ev);
@@ -245,6 +286,28 @@ impl Operation for Recommend {
             &["launch", "cpu_bound", "host_bound", "small kernel"],
         ) {
             set(Requirement::LaunchBound, true, format!("finding `{f}`"));
+        } else if let Some(p) = &profiled {
+            let idle = p
+                .usage
+                .columns
+                .get("idle_launch_overhead")
+                .copied()
+                .unwrap_or(0);
+            set(
+                Requirement::LaunchBound,
+                false,
+                format!(
+                    "no launch-bound finding: the device waits for launches {:.2} ms of a {:.2} ms steady step",
+                    idle as f64 / 1e6,
+                    p.usage.step_ns as f64 / 1e6
+                ),
+            );
+        }
+        if i.dtype.is_none()
+            && let Some(p) = &profiled
+            && let Some(f) = p.usage.fact("gemm_fp32_simt")
+        {
+            set(Requirement::Fp32Math, f.present, f.evidence.clone());
         }
         if let Some(d) = i.draft_model {
             set(Requirement::DraftModel, d, format!("draft_model: {d}"));
@@ -285,6 +348,20 @@ impl Operation for Recommend {
             conditions.push(Condition {
                 condition: r.as_str().into(),
                 state: "fails".into(),
+                evidence: ev.clone(),
+            });
+        }
+        for (what, ev) in &s.in_use {
+            conditions.push(Condition {
+                condition: what.clone(),
+                state: "in_use".into(),
+                evidence: ev.clone(),
+            });
+        }
+        for (what, ev) in &s.absent {
+            conditions.push(Condition {
+                condition: what.clone(),
+                state: "absent".into(),
                 evidence: ev.clone(),
             });
         }
@@ -329,6 +406,172 @@ impl Operation for Recommend {
             left_out: left,
             next_steps: next,
         })
+    }
+}
+
+/// What the profile says about the run beside its findings: what it has and uses, its world size and hosts.
+struct ProfiledRun {
+    usage: aisp_profile::usage::Usage,
+    world_size: usize,
+    hosts: std::collections::BTreeSet<String>,
+}
+
+/// Read a profile (one export, a run id, or a set of ranks: its first rank stands for the others) for what
+/// the run has and uses.
+fn profiled_run(ctx: &OpContext, path: &str) -> Result<ProfiledRun, OpError> {
+    use super::profile::open_profile;
+    let files: Vec<String> = if aisp_profile::ranks::is_set(path) {
+        aisp_profile::ranks::expand(path)?
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect()
+    } else {
+        vec![path.to_string()]
+    };
+    let mut hosts = std::collections::BTreeSet::new();
+    let mut usage = None;
+    for f in &files {
+        let p = open_profile(ctx, f)?;
+        if let Some(h) = aisp_profile::info::environment(&p)?.hostname {
+            hosts.insert(h);
+        }
+        if usage.is_none() {
+            usage = Some(aisp_profile::usage::usage(&p)?);
+        }
+        ctx.check_cancelled()?;
+    }
+    let usage = usage.expect("at least one export");
+    let world_size = if files.len() > 1 {
+        files.len()
+    } else {
+        usage.devices
+    };
+    Ok(ProfiledRun {
+        usage,
+        world_size,
+        hosts,
+    })
+}
+
+/// The ledger's time per step of a component's columns (ns), and what they are.
+fn component_ns(u: &aisp_profile::usage::Usage, cols: &[&str]) -> i64 {
+    cols.iter()
+        .map(|c| u.columns.get(*c).copied().unwrap_or(0))
+        .sum()
+}
+
+/// What a profile tells the recommender: the components the run lacks, the techniques it already applies, and
+/// the ledger time each component takes of the steady step.
+fn profile_situation(s: &mut Situation, u: &aisp_profile::usage::Usage) {
+    let ev = |f: &str| u.fact(f).map(|x| x.evidence.clone()).unwrap_or_default();
+    // Components without their kernels or activity.
+    if !u.has("attention") {
+        let why = format!("{}: no sequence model", ev("attention"));
+        for c in [
+            "attention",
+            "kv_cache",
+            "prefill",
+            "decode",
+            "serving_scheduler",
+            "padding",
+        ] {
+            s.absent.insert(c.into(), why.clone());
+        }
+        // Liger fuses transformer layers (RMSNorm, RoPE, SwiGLU, cross-entropy).
+        s.absent.insert(
+            "liger-kernels".into(),
+            format!("it fuses transformer layers; {why}"),
+        );
+    }
+    if !u.has("convolution") {
+        s.absent.insert("conv".into(), ev("convolution"));
+    }
+    if !u.has("collectives") {
+        s.absent.insert("communication".into(), ev("collectives"));
+        s.absent.insert("pipeline_bubble".into(), ev("collectives"));
+        s.absent.insert("load_balance".into(), ev("collectives"));
+    }
+    if !u.has("host_copies") {
+        s.absent.insert("data_loading".into(), ev("host_copies"));
+    }
+    if !u.has("optimizer") {
+        s.absent.insert("optimizer_step".into(), ev("optimizer"));
+    }
+    // Techniques already applied.
+    if u.has("gemm_reduced_precision") && !u.has("gemm_fp32_simt") {
+        s.in_use
+            .insert("bf16-mixed-precision".into(), ev("gemm_reduced_precision"));
+    }
+    if u.has("gemm_tf32") && !u.has("gemm_fp32_simt") {
+        s.in_use.insert("tf32".into(), ev("gemm_tf32"));
+    }
+    if u.has("fused_optimizer") {
+        s.in_use
+            .insert("fused-optimizer".into(), ev("fused_optimizer"));
+    }
+    if u.has("cuda_graphs") {
+        s.in_use.insert("cuda-graphs".into(), ev("cuda_graphs"));
+    }
+    if u.has("fused_attention") {
+        for t in ["flash-attention-2", "flash-attention-3"] {
+            s.in_use.insert(t.into(), ev("fused_attention"));
+        }
+    }
+    if u.has("overlapped_communication") {
+        s.in_use
+            .insert("ddp-overlap".into(), ev("overlapped_communication"));
+    }
+    if u.has("torch_compile") {
+        s.in_use.insert("torch-compile".into(), ev("torch_compile"));
+    }
+    if u.has("host_copies") && !u.has("pageable_copies") && u.columns.contains_key("h2d_pinned") {
+        s.in_use.insert(
+            "pinned-memory".into(),
+            format!("the host copies are pinned; {}", ev("host_copies")),
+        );
+    }
+    // The ledger time each component acts on.
+    s.step_ns = (u.step_ns > 0).then_some(u.step_ns);
+    for (component, cols, what) in [
+        (
+            "gemm",
+            &["gemm_tensor_core", "gemm_fp32_simt", "gemm_other"][..],
+            "the GEMM columns",
+        ),
+        ("attention", &["attention"][..], "the attention column"),
+        (
+            "elementwise",
+            &["elementwise"][..],
+            "the elementwise column",
+        ),
+        ("optimizer_step", &["optimizer"][..], "the optimizer column"),
+        (
+            "communication",
+            &["comm_transfer", "comm"][..],
+            "the exposed communication columns",
+        ),
+        (
+            "data_loading",
+            &[
+                "h2d_pageable",
+                "h2d_pinned",
+                "d2h_pageable",
+                "d2h_pinned",
+                "idle_pageable_staging",
+                "idle_data_loading",
+            ][..],
+            "the exposed copy and input-wait columns",
+        ),
+        (
+            "launch_overhead",
+            &["idle_launch_overhead"][..],
+            "the launch-overhead idle column",
+        ),
+    ] {
+        let ns = component_ns(u, cols);
+        if ns > 0 {
+            s.component_ns.insert(component.into(), (ns, what.into()));
+        }
     }
 }
 

@@ -1548,9 +1548,10 @@ pub struct Compare;
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompareInput {
-    /// The baseline export (.sqlite or .nsys-rep), or the run id of an aisp_profile_nsys capture.
+    /// The baseline: an export (.sqlite or .nsys-rep), the run id of an aisp_profile_nsys capture, or a folder
+    /// or glob of per-rank exports (a set of ranks compared as one run).
     pub before: String,
-    /// The export after the change, or the run id of an aisp_profile_nsys capture.
+    /// The run after the change, in the same forms.
     pub after: String,
     /// Kernels and ranges to list in each delta list (default 3).
     #[serde(default)]
@@ -1562,8 +1563,8 @@ impl Operation for Compare {
     type Output = profile::compare::Compare;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Compare two profiles",
-        summary: "Before/after deltas of kernels, ranges, utilization, overlap, memory traffic and step time, with a verdict per unit of work (step, call, second of window) and comparability.",
-        description: "Compares two captures of the same workload (paths or aisp run ids) per unit of work (step, call of identical launches, second of capture window): a verdict (improved, regressed, neutral, inconclusive, not_comparable) with its basis and reason, per-kernel and per-NVTX-range deltas, busy %, overlap, memory traffic, findings resolved or new, and comparability. Use after an optimization to prove it helped.",
+        summary: "Did the fix work: the step change with a 95% interval on the step ledger, comparability fact by fact, predicted vs measured step per finding, and what moved.",
+        description: "Compares two runs (exports, aisp run ids, or folders of per-rank exports) on the step ledger: per-step GPU periods (NVTX steps, or a repeating unit of identical work for windows without steps) give the change with a 95% interval and a verdict (improved, regressed, no_change, not_comparable) with its basis; comparability states GPU model and UUIDs, host, driver, world size and work per step (kernels per step); each finding of the before run gets its predicted step beside the measured one; findings gone/new/shrank, ledger columns and kernels per step that moved. Use after an optimization to prove it helped.",
         positional: &["before", "after"],
         intents: &[
             "compare profiles",
@@ -1580,11 +1581,28 @@ impl Operation for Compare {
 
     fn run(&self, ctx: &OpContext, input: CompareInput) -> Result<Self::Output, OpError> {
         let l = limit(input.limit, 3)?;
-        let before = open_profile(ctx, &input.before)?;
-        let after = open_profile(ctx, &input.after)?;
+        let before = open_run(ctx, &input.before)?;
         ctx.check_cancelled()?;
-        Ok(profile::compare::compare(&before, &after, l)?)
+        let after = open_run(ctx, &input.after)?;
+        ctx.check_cancelled()?;
+        Ok(profile::compare::compare_runs(&before, &after, l))
     }
+}
+
+/// One side of a comparison: a set of ranks (folder or glob) or one export (path, `.nsys-rep` or run id).
+pub(crate) fn open_run(ctx: &OpContext, path: &str) -> Result<profile::compare::Run, OpError> {
+    if profile::ranks::is_set(path) {
+        let files = profile::ranks::expand(path)?;
+        let threads = profile::ranks::default_threads(files.len());
+        return profile::compare::Run::of_set(path, threads, &|| ctx.is_cancelled()).map_err(|e| {
+            match e {
+                ProfileError::Cancelled => ctx.stop_error(),
+                e => e.into(),
+            }
+        });
+    }
+    let p = open_profile(ctx, path)?;
+    Ok(profile::compare::Run::of_export(&p)?)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -351,8 +351,10 @@ fn html_report_of_the_two_gpu_export_is_self_contained_with_svgs() {
 #[test]
 fn before_after_pdf_of_two_captures() {
     let home = tempfile::tempdir().unwrap();
-    let before = profile_common::fixture("workloads/host_sync.sqlite");
-    let after = profile_common::fixture("workloads/healthy.sqlite");
+    // A planted problem and its fix (tests/data/planted): the report leads with the verdict and the
+    // finding's predicted vs measured step.
+    let before = profile_common::fixture("planted/copy_bound.sqlite");
+    let after = profile_common::fixture("planted/copy_bound.fixed.sqlite");
     let out = home.path().join("cmp.pdf");
     let v = ok(
         home.path(),
@@ -382,11 +384,27 @@ fn before_after_pdf_of_two_captures() {
         "verdict reason `{}` in:\n{text}",
         c.verdict_reason
     );
+    assert_eq!(c.verdict, aisp_profile::compare::Verdict::Improved);
     for e in &c.evidence {
-        let delta = format!("{:+.2}", e.delta_pct);
-        assert!(text.contains(&delta), "{} delta {delta}", e.basis);
+        let delta = format!("{:+.2}", e.change_pct);
+        assert!(text.contains(&delta), "{:?} change {delta}", e.basis);
     }
-    assert!(text.contains("Before/after deltas"));
+    let p = c
+        .predictions
+        .iter()
+        .find(|p| p.id == "exposed_copies")
+        .unwrap();
+    assert!(
+        text.contains(&format!("{:+.1}", p.error_pct)),
+        "prediction error of {p:?}"
+    );
+    // The verdict section comes before comparability and what moved.
+    let (v, cmp, moved) = (
+        text.find("IMPROVED").unwrap(),
+        text.find("Comparability").unwrap(),
+        text.find("What moved").unwrap(),
+    );
+    assert!(v < cmp && cmp < moved);
 }
 
 #[test]

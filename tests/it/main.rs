@@ -27,6 +27,7 @@ mod hw_host;
 mod kernel_lab;
 mod mcp_http;
 mod mcp_stdio;
+mod planted_recommend;
 mod planted_scorecard;
 mod planted_sets;
 mod profile_analyses;

@@ -354,15 +354,28 @@ fn compare_through_the_tool_names_its_verdict_basis_and_reason() {
         )
         .unwrap()
     };
-    // The fix of the planted problem: improved, per step.
+    // The fix of the planted problem: improved, per step, with its interval and the finding gone.
     let v = compare(
         "workloads/pageable_copies.sqlite",
         "workloads/healthy.sqlite",
     );
     assert_eq!(v["verdict"], "improved");
     assert_eq!(v["basis"], "per_step");
-    assert_eq!(v["delta_pct"], -55.55);
-    assert!(v["verdict_reason"].as_str().unwrap().contains("-55.55%"));
+    let step = &v["step"];
+    assert!(step["ci_high_pct"].as_f64().unwrap() < 0.0, "{step}");
+    assert!(
+        v["verdict_reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{:+.2}%", step["change_pct"].as_f64().unwrap()))
+    );
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["id"] == "exposed_copies" && f["status"] == "gone")
+    );
     // Two different workloads: fp32 GEMMs on 4 layers vs bf16 on 8 (the old verdict on the
     // per-step figure: "regressed" +198.52 %).
     let v = compare("workloads/fp32_no_tf32.sqlite", "workloads/healthy.sqlite");
@@ -372,6 +385,8 @@ fn compare_through_the_tool_names_its_verdict_basis_and_reason() {
         v["summary"]
             .as_str()
             .unwrap()
-            .starts_with("not comparable: different workloads")
+            .starts_with("not comparable: different work per step"),
+        "{}",
+        v["summary"]
     );
 }

@@ -27,23 +27,42 @@ pub struct Situation {
     pub holds: BTreeMap<Requirement, String>,
     /// Conditions known not to hold, with evidence.
     pub fails: BTreeMap<Requirement, String>,
-    /// Profile findings (aisp_profile_rules ids) that hold: the catalog's `[[findings]]`
-    /// advice moves techniques that address them first and those that cannot help last.
+    /// Profile findings (aisp_profile_rules ids) that hold, the largest predicted saving first: the catalog's
+    /// `[[findings]]` advice moves techniques that address them first (those of the first finding before those
+    /// of the second) and those that cannot help last.
     pub findings: Vec<String>,
+    /// What the profile says each finding's fix leaves: id → (the step now, the step predicted, the numbers
+    /// that justify it), ns.
+    pub finding_steps: BTreeMap<String, (i64, i64, String)>,
+    /// Components (technique `component`) the profiled run does not have, with the evidence: their
+    /// techniques are left out (attention techniques for a run without attention kernels).
+    pub absent: BTreeMap<String, String>,
+    /// Techniques the profiled run already applies, with the evidence: left out.
+    pub in_use: BTreeMap<String, String>,
+    /// The profiled run's median steady step and, per component, the ledger time per step it acts on (ns):
+    /// with a profile, techniques that address no finding are ranked by what they could save of it.
+    pub step_ns: Option<i64>,
+    pub component_ns: BTreeMap<String, (i64, String)>,
 }
 
-/// How a technique relates to the findings: 0 addresses one (with its position in the
-/// finding's list), 1 neutral, 2 cannot help; plus the sentence saying so.
-fn finding_tier(t: &Technique, findings: &[String]) -> (u8, usize, Option<String>) {
-    let mut best: Option<(usize, String)> = None;
+/// How a technique relates to the findings: 0 addresses one (with the finding's rank times 100 plus the
+/// technique's position in its list: the first finding's techniques come first), 1 neutral, 2 cannot help;
+/// plus the sentence saying so and the finding it addresses.
+fn finding_tier(t: &Technique, findings: &[String]) -> (u8, usize, Option<String>, Option<String>) {
+    let mut best: Option<(usize, String, String)> = None;
     let mut against: Option<String> = None;
-    for f in findings {
+    for (rank, f) in findings.iter().enumerate() {
         let Some(a) = techniques::advice_for(f) else {
             continue;
         };
         if let Some(pos) = a.addressed_by.iter().position(|x| x == &t.id) {
-            if best.as_ref().is_none_or(|b| pos < b.0) {
-                best = Some((pos, format!("addresses profile finding `{}`", a.id)));
+            let key = rank * 100 + pos;
+            if best.as_ref().is_none_or(|b| key < b.0) {
+                best = Some((
+                    key,
+                    format!("addresses profile finding `{}`", a.id),
+                    a.id.clone(),
+                ));
             }
         } else if a.cannot_help.contains(&t.component) && against.is_none() {
             against = Some(format!(
@@ -53,10 +72,36 @@ fn finding_tier(t: &Technique, findings: &[String]) -> (u8, usize, Option<String
         }
     }
     match (best, against) {
-        (Some((pos, why)), _) => (0, pos, Some(why)),
-        (None, Some(why)) => (2, 0, Some(why)),
-        (None, None) => (1, 0, None),
+        (Some((key, why, id)), _) => (0, key, Some(why), Some(id)),
+        (None, Some(why)) => (2, 0, Some(why), None),
+        (None, None) => (1, 0, None, None),
     }
+}
+
+/// What a technique that addresses no finding could save of the profiled step: its component's ledger time per
+/// step × (1 − 1 / its lower measured speedup) — Amdahl on the part it acts on. `None` without a profile, a
+/// ledger time for the component or a measured speedup.
+fn ledger_saving(t: &Technique, s: &Situation) -> Option<(i64, i64, String)> {
+    let step = s.step_ns?;
+    let (ns, what) = s.component_ns.get(&t.component)?;
+    let speedup = t.effect.speedup_conservative()?;
+    if *ns <= 0 || speedup <= 1.0 {
+        return None;
+    }
+    let saving = (*ns as f64 * (1.0 - 1.0 / speedup)) as i64;
+    Some((
+        saving,
+        step - saving,
+        format!(
+            "acts on {what}: {:.2} ms of the {:.2} ms steady step ({:.1}%); at its lower measured speedup ({speedup}×) \
+             that part would take {:.2} ms, the step about {:.2} ms",
+            *ns as f64 / 1e6,
+            step as f64 / 1e6,
+            100.0 * *ns as f64 / step.max(1) as f64,
+            (*ns - saving) as f64 / 1e6,
+            (step - saving) as f64 / 1e6
+        ),
+    ))
 }
 
 /// A ranked technique.
@@ -80,6 +125,13 @@ pub struct Recommendation {
     /// Conditions nobody told us about: check them before relying on the effect.
     pub preconditions_unknown: Vec<String>,
     pub how: String,
+    /// With a profile: the steady step this technique would leave (ns), from the ledger — the addressed
+    /// finding's `predicted_step_ns`, or Amdahl on the ledger time of the component it acts on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_step_ns: Option<i64>,
+    /// With a profile: the ledger numbers that justify it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<String>,
 }
 
 /// A technique left out, and why.
@@ -137,6 +189,30 @@ pub fn recommend(goal: Goal, s: &Situation, limit: usize) -> (Vec<Recommendation
         if !t.goals.contains(&goal) {
             continue;
         }
+        if let Some(ev) = s.in_use.get(&t.id) {
+            left.push(LeftOut {
+                id: t.id.clone(),
+                reason: format!("already in use: {ev}"),
+            });
+            continue;
+        }
+        if let Some(ev) = s.absent.get(&t.id) {
+            left.push(LeftOut {
+                id: t.id.clone(),
+                reason: format!("not for this run: {ev}"),
+            });
+            continue;
+        }
+        if let Some(ev) = s.absent.get(&t.component) {
+            left.push(LeftOut {
+                id: t.id.clone(),
+                reason: format!(
+                    "acts on {}, which this run does not have: {ev}",
+                    t.component.replace('_', " ")
+                ),
+            });
+            continue;
+        }
         if let (Some(min), Some(cc)) = (t.min_compute_capability, s.compute_capability)
             && cc < min
         {
@@ -179,11 +255,15 @@ pub fn recommend(goal: Goal, s: &Situation, limit: usize) -> (Vec<Recommendation
     // order for that finding) and those that cannot help it last; then
     // techniques whose preconditions all hold, then those with unchecked ones;
     // within each, known larger effects first, then lower effort and risk.
+    // With a profile, techniques that address no finding follow what they could save of the profiled step
+    // (their component's ledger time), those the ledger cannot price after them.
     picked.sort_by(|a, b| {
         let ka = a.0 > 0.0;
         let kb = b.0 > 0.0;
-        let (ta, pa, _) = finding_tier(a.1, &s.findings);
-        let (tb, pb, _) = finding_tier(b.1, &s.findings);
+        let (ta, pa, _, _) = finding_tier(a.1, &s.findings);
+        let (tb, pb, _, _) = finding_tier(b.1, &s.findings);
+        let la = ledger_saving(a.1, s).map(|x| x.0);
+        let lb = ledger_saving(b.1, s).map(|x| x.0);
         ta.cmp(&tb)
             .then(if ta == 0 {
                 pa.cmp(&pb)
@@ -191,6 +271,8 @@ pub fn recommend(goal: Goal, s: &Situation, limit: usize) -> (Vec<Recommendation
                 std::cmp::Ordering::Equal
             })
             .then(a.3.is_empty().cmp(&b.3.is_empty()).reverse())
+            .then(lb.is_some().cmp(&la.is_some()))
+            .then(lb.unwrap_or(0).cmp(&la.unwrap_or(0)))
             .then(kb.cmp(&ka))
             .then(b.0.total_cmp(&a.0))
             .then(a.1.effort.cmp(&b.1.effort))
@@ -250,9 +332,29 @@ pub fn recommend(goal: Goal, s: &Situation, limit: usize) -> (Vec<Recommendation
             }
         )
         .to_lowercase();
-        let reason = match finding_tier(t, &s.findings).2 {
+        let (_, key, why, addressed) = finding_tier(t, &s.findings);
+        // The finding's predicted step is its own fix's: the first technique it lists.
+        let addressed = addressed.filter(|_| key % 100 == 0);
+        let reason = match why {
             Some(why) => format!("{why}. {reason}"),
             None => reason,
+        };
+        // The ledger's numbers: the addressed finding's predicted step, else Amdahl on the component's time.
+        let (predicted_step_ns, ledger) = match addressed
+            .and_then(|id| s.finding_steps.get(&id).map(|x| (id, x)))
+        {
+            Some((id, (step, pred, why))) => (
+                Some(*pred),
+                Some(format!(
+                    "fixing `{id}` leaves a steady step of about {:.2} ms (now {:.2} ms): {why}",
+                    *pred as f64 / 1e6,
+                    *step as f64 / 1e6
+                )),
+            ),
+            None => match ledger_saving(t, s) {
+                Some((_, pred, why)) => (Some(pred), Some(why)),
+                None => (None, None),
+            },
         };
         out.push(Recommendation {
             rank: out.len() + 1,
@@ -270,6 +372,8 @@ pub fn recommend(goal: Goal, s: &Situation, limit: usize) -> (Vec<Recommendation
             preconditions_met: met,
             preconditions_unknown: unknown,
             how: t.how.clone(),
+            predicted_step_ns,
+            ledger,
         });
     }
     (out, left)
@@ -487,6 +591,59 @@ mod tests {
             unknown_ids(&ids(&["nope", "torch-compile"])),
             vec!["nope".to_string()]
         );
+    }
+
+    #[test]
+    fn a_profiled_run_gets_the_top_finding_s_fix_first_and_nothing_it_lacks_or_uses() {
+        let mut s = Situation {
+            workload: Some(Workload::Training),
+            findings: ids(&["elementwise_unfused", "exposed_copies"]),
+            step_ns: Some(6_000_000),
+            ..Default::default()
+        };
+        s.finding_steps.insert(
+            "elementwise_unfused".into(),
+            (
+                6_000_000,
+                1_300_000,
+                "78% of the steady window at stake".into(),
+            ),
+        );
+        s.component_ns
+            .insert("gemm".into(), (1_000_000, "the GEMM columns".into()));
+        s.absent
+            .insert("attention".into(), "no attention kernels".into());
+        s.in_use
+            .insert("bf16-mixed-precision".into(), "bf16 GEMM kernels".into());
+        let (recs, left) = recommend(Goal::Throughput, &s, 60);
+        // The first finding's techniques before the second's, its own fix first with the finding's predicted
+        // step (the others it lists do not carry it).
+        assert_eq!(recs[0].id, "torch-compile");
+        assert_eq!(recs[0].predicted_step_ns, Some(1_300_000));
+        let at = |id: &str| recs.iter().position(|r| r.id == id).unwrap();
+        assert!(at("liger-kernels") < at("pinned-memory"));
+        assert!(
+            recs[at("pinned-memory")]
+                .reason
+                .starts_with("addresses profile finding `exposed_copies`")
+        );
+        assert!(
+            recs.iter()
+                .all(|r| r.id != "flash-attention-2" && r.id != "bf16-mixed-precision")
+        );
+        let why = |id: &str| {
+            left.iter()
+                .find(|l| l.id == id)
+                .map(|l| l.reason.clone())
+                .unwrap()
+        };
+        assert!(
+            why("flash-attention-3").starts_with("acts on attention, which this run does not have")
+        );
+        assert!(why("bf16-mixed-precision").starts_with("already in use"));
+        // A technique on a ledger column is priced by Amdahl on it: fp8 (1.5× measured) on 1 ms of GEMMs.
+        let fp8 = recs.iter().find(|r| r.id == "fp8-training").unwrap();
+        assert_eq!(fp8.predicted_step_ns, Some(6_000_000 - 333_333));
     }
 
     #[test]

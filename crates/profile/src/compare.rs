@@ -1,199 +1,345 @@
-//! `compare`: two captures side by side — per-kernel and per-range deltas,
-//! utilization, overlap, memory traffic, step time — and a verdict that is
-//! normalised per unit of work and says which basis it rests on.
+//! `compare`: two runs (one export each, or a set of per-rank exports each)
+//! compared on the **step ledger** (`profile::ledger`), so that the verdict
+//! can be trusted:
 //!
-//! Totals are never the basis: two windows of one run hold different amounts
-//! of work, so "less kernel time" can mean "less work captured". The bases:
+//! - **The unit is a step on the GPU timeline.** Each side's steady steps
+//!   (after warm-up, but the last: it has no next step to end its period)
+//!   give one period each: NVTX step ranges (`per_step`), or,
+//!   without them, the iterations of a kernel that runs once per iteration
+//!   (`per_unit`: a window cut from a longer run holds a whole number of such
+//!   units, and a unit of identical work is what can be compared). Never a
+//!   total, never a second of capture window: a window's length says how long
+//!   the profiler ran, not how much work it saw. With several devices or ranks
+//!   the slowest device's steps stand for the run (the others wait for it or
+//!   run beside it).
+//! - **The change and its interval.** change = median after / median before −
+//!   1, with a 95 % percentile-bootstrap interval over the steps of each side
+//!   (2,000 resamples, fixed seed: the same answer every time). `improved` /
+//!   `regressed` need the whole interval on one side of zero and a change of
+//!   at least 2 %; anything else is `no_change`.
+//! - **Comparability, stated fact by fact**: GPU model (blocks when both are
+//!   recorded and differ), the physical GPUs (UUIDs, recorded or inferred),
+//!   host, driver, world size (blocks), how the steps were found, and the work
+//!   per step: the kernel-name multiset of the typical steady step (per name,
+//!   the median count over the steady steps; summed over the devices or ranks).
+//!   The work is the same when the matrix-multiply skeleton is (the number of
+//!   GEMM kernels per step, which fusion, precision, copies, overlap and
+//!   rebalancing leave alone) or when 80 % of the kernels per step are shared;
+//!   otherwise the runs are `not_comparable` (a different model, batch
+//!   structure or world size). The kernels whose count per step changed are
+//!   listed, with the findings of the before run whose ledger columns they
+//!   belong to (the fix's own kernels).
+//! - **What moved**: per ledger column the mean ns per steady step on each
+//!   side; per kernel name the count and time per step; findings that are
+//!   gone, new, shrank or grew.
+//! - **Predicted vs measured**: each finding of the before run states the step
+//!   its fix alone would leave (`predicted_step_ns`, the ledger's what-if);
+//!   compare puts the after run's measured step beside it, with the error, and
+//!   says whether that finding's fix is the one applied (the finding is gone
+//!   or shrank by half).
 //!
-//! - **per step** (NVTX steps on both sides): median CPU step time after the
-//!   first step; noise = standard error of both medians (robust σ = 1.4826 ×
-//!   MAD, SE(median) ≈ 1.2533 σ / √n); a change must exceed max(2 %, 2 × noise).
-//! - **per call**: the after side's time per call of every *identical launch*
-//!   (same demangled kernel, grid and block on both sides), weighted by the
-//!   before side's call counts: Σ n_b·μ_a / Σ n_b·μ_b − 1. Noise from the
-//!   per-launch spread (standard error of each mean); threshold max(2 %, 2 ×
-//!   noise). Only used when identical launches cover ≥ 50 % of the before
-//!   side's kernel time.
-//! - **per second of window**: work done per second of the capture window
-//!   (`ANALYSIS_DETAILS` start → stop, else first → last activity), counting
-//!   identical launches at the before side's time per call; a 5 % threshold
-//!   (partial iterations at the window's edges).
-//!
-//! Verdict: `not_comparable` when the GPUs differ (both known) or the
-//! workloads differ (< 50 % of kernel time in shared kernel names *and* < 50 %
-//! of calls in identical launches); with steps on both sides the per-step
-//! basis decides, but only when ≥ 80 % of calls are identical launches (else
-//! `inconclusive`: the work per step differs); without steps `improved` /
-//! `regressed` need per call and per second of window to agree, a flat per
-//! call time with a different amount of work per second is `inconclusive`
-//! (windows that are cuts of different work). Comparability's score is a
-//! summary; the verdict's `verdict_reason` says what decided it.
+//! Without steps on a side (one span), the fallback basis is `per_call`: the
+//! time per call of identical launches (same kernel, grid and block), weighted
+//! by the before side's calls — kernel speed only, said so.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
 
+use aisp_base::Cancel;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::iterations;
+use super::classify;
+use super::info;
+use super::ledger::{self, Column, DeviceLedger, StepSource};
+use super::ranks;
+use super::rules::{self, Finding, Severity, Stake};
 use super::stats;
-use super::summary::NameKey;
-use super::{ExportVersion, Profile, Result, Scope};
+use super::{ExportVersion, FileIdentity, Profile, Result, Scope};
+
+/// Smallest change that counts, %: steps of one run vary by about this much between captures.
+pub const MIN_CHANGE_PCT: f64 = 2.0;
+/// Bootstrap resamples for the interval of the change.
+const RESAMPLES: usize = 2000;
+/// Steady steps (or units) a side needs for a per-step verdict.
+const MIN_STEPS: usize = 3;
+/// Kernels per step shared by both sides, %, above which the work counts as the same whatever the GEMMs do.
+const SHARED_KERNELS_SAME_PCT: f64 = 80.0;
+/// A finding's share of the before run's steady window (%) from which its disappearance is read as its fix
+/// applied: smaller ones come and go with the run-to-run spread.
+const APPLIED_MIN_SHARE_PCT: f64 = 5.0;
+/// Before-side kernel time covered by identical launches for the per-call fallback, %.
+const PER_CALL_MIN_COVERAGE_PCT: f64 = 50.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// The step got shorter: the whole interval of the change is below zero and the change is at least 2 %.
     Improved,
+    /// The step got longer, by the same test.
     Regressed,
-    Neutral,
-    /// The evidence disagrees or does not suffice; `verdict_reason` says why.
-    Inconclusive,
-    /// Different GPUs or different workloads; `verdict_reason` says which.
+    /// The interval holds zero, or the change is under 2 %.
+    NoChange,
+    /// Different GPU models, world sizes or work per step; or no unit of work to compare.
     NotComparable,
 }
 
-/// Per-unit evidence behind a verdict.
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Improved => "improved",
+            Verdict::Regressed => "regressed",
+            Verdict::NoChange => "no change",
+            Verdict::NotComparable => "not comparable",
+        }
+    }
+}
+
+/// What the verdict rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// NVTX steps on both sides: the median GPU step period.
+    PerStep,
+    /// Detected iterations (a kernel that runs once per iteration) on a side: the median period of a unit of
+    /// identical work; step time itself is not recorded.
+    PerUnit,
+    /// No steps on a side: time per call of identical launches (kernel speed only).
+    PerCall,
+    /// Not comparable.
+    None,
+}
+
+/// The change of the step (or unit) period.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct StepChange {
+    pub before_median_ns: f64,
+    pub after_median_ns: f64,
+    pub before_steps: usize,
+    pub after_steps: usize,
+    /// (after − before) / before × 100.
+    pub change_pct: f64,
+    /// 95 % interval of change_pct (percentile bootstrap over the steps of each side).
+    pub ci_low_pct: f64,
+    pub ci_high_pct: f64,
+    /// The smallest change that counts, %.
+    pub min_change_pct: f64,
+}
+
+/// One side's figure on a basis, and what it alone says.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Evidence {
-    /// `per_step`, `per_step_gpu`, `per_call` or `per_second_of_window`.
-    pub basis: String,
+    /// `per_step`, `per_unit` or `per_call`.
+    pub basis: Basis,
     /// What is measured, with its unit.
     pub metric: String,
     pub before: f64,
     pub after: f64,
     /// (after − before) / before × 100.
-    pub delta_pct: f64,
-    /// Whether a lower or a higher value is better (`lower` / `higher`).
-    pub better: String,
-    /// Estimated noise of delta_pct; null where it cannot be estimated (a fixed threshold applies).
-    pub noise_pct: Option<f64>,
-    /// |delta_pct| needed to call a change.
-    pub threshold_pct: f64,
-    /// What this basis alone says: improved, regressed or neutral.
+    pub change_pct: f64,
+    /// 95 % interval of change_pct.
+    pub ci_low_pct: f64,
+    pub ci_high_pct: f64,
+    /// What this basis alone says.
     pub says: Verdict,
 }
 
+/// One side of the comparison.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Side {
+    /// The export, or the folder/glob of a set of ranks.
     pub path: String,
     pub export: ExportVersion,
+    /// Devices (one export) or ranks (a set) with GPU work: the world size.
+    pub world_size: usize,
+    /// Ranks of a set; null for one export.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<usize>,
+    /// GPU model per device or rank with work ("unknown" when not recorded).
     pub gpus: Vec<String>,
-    pub devices: usize,
-    pub kernels: u64,
-    pub kernel_time_ns: i64,
-    /// The capture window the per-second basis divides by.
-    pub window_ns: i64,
-    /// `ANALYSIS_DETAILS` (the recorded trace window) or `activity span` (first → last CUDA event).
-    pub window_source: String,
-    pub steps: usize,
-    /// Median CPU step time after the first step.
-    pub step_median_ns: Option<f64>,
-    /// Median GPU-projected time per step after the first step.
-    pub step_gpu_median_ns: Option<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct KernelDelta {
-    pub name: String,
-    pub before_ns: i64,
-    pub after_ns: i64,
-    pub delta_ns: i64,
-    /// None when the kernel is new.
-    pub delta_pct: Option<f64>,
-    pub before_count: u64,
-    pub after_count: u64,
-    /// Mean time per call on each side, and its change: totals follow the amount of work
-    /// captured, time per call follows the speed of the kernel.
-    pub before_per_call_ns: Option<f64>,
-    pub after_per_call_ns: Option<f64>,
-    pub per_call_delta_pct: Option<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RangeDelta {
-    pub name: String,
-    pub before_cpu_ns: i64,
-    pub after_cpu_ns: i64,
-    pub before_gpu_ns: i64,
-    pub after_gpu_ns: i64,
-    pub delta_gpu_ns: i64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct DeviceDelta {
+    /// GPU UUID per device or rank; an inferred one ends in " (inferred)"; empty when none is known.
+    pub gpu_uuids: Vec<String>,
+    pub hosts: Vec<String>,
+    pub driver: Option<String>,
+    /// How the steps were found on the device that stands for the run.
+    pub steps_from: StepSource,
+    /// What one step is: `NVTX step` ranges, or `iteration of <anchor kernel>`.
+    pub unit: String,
+    /// The device (and rank) whose steps stand for the run: the one with the longest median steady period.
     pub device: i64,
-    /// The window both busy figures are over (steady when both have it, else span).
-    pub window: String,
-    pub busy_pct_before: Option<f64>,
-    pub busy_pct_after: Option<f64>,
-    pub overlap_pct_before: Option<f64>,
-    pub overlap_pct_after: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    pub warmup_steps: usize,
+    /// Steady steps compared: those after warm-up but the last (it has no next step to end its period).
+    pub steady_steps: usize,
+    /// Median period of those steps.
+    pub step_median_ns: i64,
+    /// Coefficient of variation of its steady periods, %.
+    pub step_cv_pct: f64,
+    /// Its steady periods, in order.
+    pub step_periods_ns: Vec<i64>,
+    /// Kernels per typical steady step, all devices or ranks.
+    pub kernels_per_step: f64,
+    /// GEMM kernels per typical steady step, all devices or ranks.
+    pub gemms_per_step: f64,
 }
 
+/// One fact of comparability.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct TrafficDelta {
-    pub direction: String,
-    pub before_bytes: i64,
-    pub after_bytes: i64,
-    pub before_ns: i64,
-    pub after_ns: i64,
+pub struct Fact {
+    /// `gpu_model`, `gpu_uuids`, `host`, `driver`, `world_size`, `steps_from` or `work_per_step`.
+    pub fact: String,
+    pub before: String,
+    pub after: String,
+    /// Null when a side does not record it.
+    pub same: Option<bool>,
+    /// `blocks` (a difference makes the runs not comparable), `noted` (stated beside the verdict) or `none`.
+    pub effect: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// A kernel name whose count per typical step differs between the runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KernelCount {
+    pub name: String,
+    /// Its ledger column.
+    pub column: String,
+    pub before: f64,
+    pub after: f64,
+}
+
+/// Work per step: whether the two runs do the same work in a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkMatch {
+    pub same: bool,
+    /// Share of the kernels of the typical step that both runs launch (Σ min / larger side), %.
+    pub shared_kernels_pct: f64,
+    /// Share of calls that are identical launches (same kernel, grid, block) on both sides, smaller side, %.
+    pub identical_launch_calls_pct: f64,
+    /// Kernel names whose count per step changed most.
+    pub changed: Vec<KernelCount>,
+    /// Findings of the before run whose ledger columns hold the changed kernels: the fixes' own kernels.
+    pub explained_by: Vec<String>,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Comparability {
-    /// 0–1: 1 = same GPUs, schema, workload shape.
-    pub score: f64,
-    /// `high` (≥ 0.8), `medium` (≥ 0.5) or `low`.
-    pub level: String,
-    /// true / false when both sides record their GPU models; null when either side does not.
-    pub same_gpus: Option<bool>,
-    /// Share of kernel time in kernel names both sides ran (the smaller of the two sides), %.
-    pub shared_kernel_time_pct: f64,
-    /// Share of calls that are identical launches (same demangled kernel, grid and block on
-    /// both sides; the smaller of the two sides), %.
-    pub identical_launch_calls_pct: f64,
-    /// How much the mix of calls over identical launches differs (total variation distance), %:
-    /// high means the captures hold different proportions of the same work (different phases).
-    pub call_mix_difference_pct: f64,
-    pub reasons: Vec<String>,
+    pub comparable: bool,
+    pub facts: Vec<Fact>,
+    pub work: WorkMatch,
+}
+
+/// A finding of the before run: the step its fix alone predicts, and the step the after run measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Prediction {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<i64>,
+    pub severity: Severity,
+    pub share_pct: f64,
+    /// The before run's median steady step.
+    pub step_ns: i64,
+    /// The step the fix alone would leave (the finding's `predicted_step_ns`).
+    pub predicted_step_ns: i64,
+    /// The after run's median steady step (same device, else the run's).
+    pub measured_step_ns: i64,
+    /// (predicted − measured) / measured × 100.
+    pub error_pct: f64,
+    /// What the finding said would then limit the step, and the after run's largest ledger column.
+    pub then_limited_by: Option<String>,
+    pub measured_limited_by: Option<String>,
+    /// This finding in the after run: `gone`, `shrank`, `same` or `grew`.
+    pub after: String,
+    pub after_share_pct: f64,
+    /// Its fix is what changed: a finding of 5 % or more of the steady window that is gone, or whose share fell
+    /// by more than half.
+    pub applied: bool,
+}
+
+/// A finding present in either run (low severity or above on one side).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FindingChange {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<i64>,
+    /// `gone`, `new`, `shrank`, `grew` or `same`.
+    pub status: String,
+    pub before_share_pct: f64,
+    pub after_share_pct: f64,
+}
+
+/// A ledger column's mean ns per steady step on each side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ColumnChange {
+    pub column: String,
+    pub before_ns: i64,
+    pub after_ns: i64,
+    pub change_ns: i64,
+}
+
+/// A kernel name per steady step on each side (all devices or ranks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct KernelChange {
+    pub name: String,
+    pub column: String,
+    pub before_count: f64,
+    pub after_count: f64,
+    pub before_ns: i64,
+    pub after_ns: i64,
+    pub change_ns: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Compare {
+    pub verdict: Verdict,
+    pub basis: Basis,
+    /// Why, in one sentence with its numbers.
+    pub verdict_reason: String,
+    /// The verdict, the step change with its interval, comparability and the predictions, in a few lines.
+    pub summary: String,
+    /// The step (or unit) change; null without a per-step basis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<StepChange>,
+    pub comparability: Comparability,
+    /// Per finding of the before run with a prediction: predicted vs measured step.
+    pub predictions: Vec<Prediction>,
+    /// Findings gone, new, shrunk or grown.
+    pub findings: Vec<FindingChange>,
+    /// Ledger columns that moved most, per steady step (the device or rank that stands for each run).
+    pub columns: Vec<ColumnChange>,
+    /// Kernels whose time per step moved most.
+    pub kernels: Vec<KernelChange>,
+    /// Every basis that could be computed.
+    pub evidence: Vec<Evidence>,
     pub before: Side,
     pub after: Side,
-    /// The basis the verdict rests on: `per_step`, `per_call`, `per_call+per_second_of_window`, or
-    /// `none` (not comparable).
-    pub basis: String,
-    /// What the verdict's basis measures (the per-step or per-call metric).
-    pub metric: String,
-    pub before_value_ns: f64,
-    pub after_value_ns: f64,
-    /// (after − before) / before × 100 of the basis metric; negative is faster.
-    pub delta_pct: f64,
-    /// Estimated run-to-run noise of the metric, %.
-    pub noise_pct: f64,
-    /// |delta_pct| needed to call a change: max(2, 2 × noise).
-    pub threshold_pct: f64,
-    pub verdict: Verdict,
-    /// Why the verdict is what it is, in one sentence with its numbers.
-    pub verdict_reason: String,
-    /// Every per-unit basis that could be computed (per step, per call, per second of window).
-    pub evidence: Vec<Evidence>,
-    pub comparability: Comparability,
-    /// Kernels that got slower the most, then those that got faster the most.
-    pub kernel_regressions: Vec<KernelDelta>,
-    pub kernel_improvements: Vec<KernelDelta>,
-    pub ranges: Vec<RangeDelta>,
-    pub devices: Vec<DeviceDelta>,
-    pub memory: Vec<TrafficDelta>,
-    /// Rule ids found in only one of the captures (at low severity or above).
-    pub findings_resolved: Vec<String>,
-    pub findings_new: Vec<String>,
-    pub summary: String,
 }
 
-/// Steady busy %, span busy %, steady overlap %, span overlap %.
-type DeviceFacts = (Option<f64>, Option<f64>, Option<f64>, Option<f64>);
+// ---------------------------------------------------------------------------------------------
+// What compare reads of one run
+
+/// One device (one export) or rank (a set) of a run.
+struct RunDevice {
+    rank: Option<u32>,
+    ledger: DeviceLedger,
+    /// The periods compare reads: the steady steps' but the device's last step, which has no next step to end
+    /// its period (the ledger ends it at its own last operation, short of a whole period, and a window that
+    /// cuts a step leaves a fragment there).
+    periods: Vec<i64>,
+    gpu: Option<String>,
+    uuid: Option<String>,
+    /// Per kernel name: (median count, mean ns) per steady step, and its ledger column.
+    per_step: BTreeMap<String, (f64, f64, Column)>,
+    gemms: f64,
+}
+
+impl RunDevice {
+    fn median_ns(&self) -> i64 {
+        median_of(&self.periods).round() as i64
+    }
+}
 
 /// An identical launch: demangled name, grid, block.
 type LaunchKey = (String, [u32; 3], [u32; 3]);
@@ -210,7 +356,6 @@ impl LaunchStats {
     fn mean(&self) -> f64 {
         self.sum / self.n as f64
     }
-    /// Sample variance of one call's duration.
     fn var(&self) -> f64 {
         if self.n < 2 {
             return 0.0;
@@ -220,767 +365,1121 @@ impl LaunchStats {
     }
 }
 
-struct Facts {
-    side: Side,
-    kernels: HashMap<String, (u64, i64)>,
+/// A run as compare reads it: its devices' ledgers and work, its findings, its identity.
+pub struct Run {
+    path: String,
+    export: ExportVersion,
+    identity: Vec<FileIdentity>,
+    set: bool,
+    devices: Vec<RunDevice>,
+    findings: Vec<Finding>,
+    hosts: Vec<String>,
+    driver: Option<String>,
     launches: HashMap<LaunchKey, LaunchStats>,
-    steps_after_first: Vec<i64>,
-    /// GPU-projected time (union of the step's kernels) of the same steps.
-    gpu_steps_after_first: Vec<i64>,
-    ranges: HashMap<String, (i64, i64)>,
-    devices: BTreeMap<i64, DeviceFacts>,
-    traffic: BTreeMap<String, (i64, i64)>,
-    findings: Vec<String>,
 }
 
-fn facts(p: &Profile) -> Result<Facts> {
-    let scope = p.resolve(&Scope::default())?;
-    let gpus: Vec<String> = super::info::gpus(p)?
-        .into_iter()
-        .map(|g| g.name.unwrap_or_else(|| "unknown".into()))
-        .collect();
-    let k = super::kernels::kernels(p, &scope, NameKey::Short, usize::MAX)?;
-    let kernels = k
-        .rows
-        .iter()
-        .map(|r| (r.name.clone(), (r.instances, r.total_ns)))
-        .collect();
-    let it = iterations::iterations(p, &scope, None, usize::MAX)?;
-    let mut after_first = Vec::new();
-    let mut gpu_after = Vec::new();
-    let mut gpu_steps: Vec<i64> = Vec::new();
-    let mut steps = 0;
-    if it.rule != "kernel_pattern" && it.rule != "none" {
-        // Ranks step together: the process with the slowest median step stands for the run.
-        let mut best: Option<&iterations::ProcessSteps> = None;
-        for ps in &it.processes {
-            steps = steps.max(ps.step_count);
-            let m = ps.cpu_after_first.as_ref().map(|c| c.median);
-            if m.is_some() && best.is_none_or(|b| m > b.cpu_after_first.as_ref().map(|c| c.median))
-            {
-                best = Some(ps);
-            }
+impl Run {
+    /// One export: its ledger per device and its rules' findings.
+    pub fn of_export(p: &Profile) -> Result<Run> {
+        let scope = p.resolve(&Scope::default())?;
+        let l = ledger::build(p, &scope, None)?;
+        let findings = rules::run_on(p, &l)?.findings;
+        let gpus = info::gpus(p)?;
+        let env = info::environment(p)?;
+        let mut devices = Vec::new();
+        let mut launches = HashMap::new();
+        for d in l.devices {
+            let g = gpus.iter().find(|g| g.device == d.device);
+            let rd = device_work(p, d, None, g, &mut launches)?;
+            devices.push(rd);
         }
-        if let Some(ps) = best {
-            after_first = ps.steps.iter().skip(1).map(|s| s.cpu_ns).collect();
-            gpu_steps = ps.steps.iter().skip(1).map(|s| s.gpu_union_ns).collect();
-            if let Some(g) = &ps.gpu_union_after_first {
-                gpu_after.push(g.median);
-            }
-        }
-    }
-    let mut cpu = after_first.clone();
-    let step_median = (!cpu.is_empty()).then(|| stats::median(&mut cpu));
-    let nv = super::nvtx::nvtx(
-        p,
-        &scope,
-        &super::nvtx::NvtxOptions {
-            limit: usize::MAX,
-            max_depth: 1,
-            max_children: 1,
-            group_numbered: false,
-        },
-    )?;
-    let ranges = nv
-        .names
-        .iter()
-        .map(|n| (n.name.clone(), (n.cpu_total_ns, n.gpu_union_ns)))
-        .collect();
-    let util = super::utilization::utilization(p, &scope, 1, 0.0)?;
-    let ov = super::overlap::overlap(p, &scope)?;
-    let mut devices = BTreeMap::new();
-    for d in &util.devices {
-        let get = |kind| {
-            d.windows
-                .iter()
-                .find(|w| w.window.kind == kind)
-                .map(|w| w.busy_pct)
-        };
-        let o = ov.devices.iter().find(|x| x.device == d.device);
-        let og = |kind| {
-            o.and_then(|o| o.windows.iter().find(|w| w.window.kind == kind))
-                .filter(|w| w.communication_ns > 0)
-                .map(|w| w.overlap_pct)
-        };
-        devices.insert(
-            d.device,
-            (
-                get(super::WindowKind::Steady),
-                get(super::WindowKind::Span),
-                og(super::WindowKind::Steady),
-                og(super::WindowKind::Span),
-            ),
-        );
-    }
-    let mut launches: HashMap<LaunchKey, LaunchStats> = HashMap::new();
-    for kr in p.kernels()? {
-        let e = launches
-            .entry((p.string(kr.demangled_name).to_string(), kr.grid, kr.block))
-            .or_default();
-        let d = kr.dur() as f64;
-        e.n += 1;
-        e.sum += d;
-        e.sumsq += d * d;
-    }
-    let (window_ns, window_source) = capture_window(p)?;
-    let m = super::memory::memory(p, &scope, 0)?;
-    let mut traffic: BTreeMap<String, (i64, i64)> = m
-        .by_direction
-        .iter()
-        .map(|d| (d.direction.clone(), (d.bytes, d.time_ns)))
-        .collect();
-    if m.pageable_async.kinds_recorded {
-        traffic.insert(
-            "pageable async copies".into(),
-            (m.pageable_async.bytes, m.pageable_async.time_ns),
-        );
-    }
-    let findings = super::rules::run(p, &scope)?
-        .findings
-        .into_iter()
-        .filter(|f| f.severity >= super::rules::Severity::Low)
-        .map(|f| f.id)
-        .collect();
-    Ok(Facts {
-        side: Side {
+        Ok(Run {
             path: p.source().display().to_string(),
             export: p.version().clone(),
-            gpus,
-            devices: util.devices.len(),
-            kernels: k.kernels,
-            kernel_time_ns: k.total_ns,
-            window_ns,
-            window_source,
-            steps,
-            step_median_ns: step_median,
-            step_gpu_median_ns: gpu_after.first().copied(),
-        },
-        kernels,
-        launches,
-        steps_after_first: after_first,
-        gpu_steps_after_first: gpu_steps,
-        ranges,
-        devices,
-        traffic,
-        findings,
+            identity: vec![p.identity().clone()],
+            set: false,
+            devices,
+            findings,
+            hosts: env.hostname.into_iter().collect(),
+            driver: env.driver_version,
+            launches,
+        })
+    }
+
+    /// A set of per-rank exports: every rank's ledger with its collective time split into wait and transfer,
+    /// and the set's findings (the straggler and, per rule, the ranks' findings read on the critical path).
+    pub fn of_set(path: &str, threads: usize, cancelled: Cancel<'_>) -> Result<Run> {
+        let files = ranks::expand(path)?;
+        let (set, digests) = ranks::analyse(&files, threads, cancelled, &|_| {})?;
+        let findings = ranks::set_findings(&set, &digests);
+        let mut devices = Vec::new();
+        let mut launches = HashMap::new();
+        let mut hosts = BTreeSet::new();
+        let mut driver = None;
+        let mut identity = Vec::new();
+        let mut export = None;
+        for d in digests {
+            let Some(rl) = d.ledger else {
+                continue;
+            };
+            let p = super::open(Path::new(&d.identity.file))?;
+            if let Some(h) = &d.identity.hostname {
+                hosts.insert(h.clone());
+            }
+            let env = info::environment(&p)?;
+            driver = driver.or(env.driver_version);
+            identity.push(p.identity().clone());
+            export.get_or_insert_with(|| p.version().clone());
+            let gpus = info::gpus(&p)?;
+            let g = gpus.iter().find(|g| g.device == rl.ledger.device);
+            devices.push(device_work(
+                &p,
+                rl.ledger,
+                Some(d.identity.rank),
+                g,
+                &mut launches,
+            )?);
+        }
+        Ok(Run {
+            path: path.to_string(),
+            export: export.unwrap_or(ExportVersion {
+                product: None,
+                product_version: None,
+                schema_version: None,
+            }),
+            identity,
+            set: true,
+            devices,
+            findings,
+            hosts: hosts.into_iter().collect(),
+            driver,
+            launches,
+        })
+    }
+
+    /// The device whose steps stand for the run: the longest median steady period.
+    fn lead(&self) -> Option<&RunDevice> {
+        self.devices
+            .iter()
+            .filter(|d| !d.periods.is_empty())
+            .max_by_key(|d| (d.median_ns(), std::cmp::Reverse(d.ledger.device)))
+    }
+
+    /// Per kernel name over all devices: (count, ns, column) per typical step.
+    fn work(&self) -> BTreeMap<String, (f64, f64, Column)> {
+        let mut out: BTreeMap<String, (f64, f64, Column)> = BTreeMap::new();
+        for d in &self.devices {
+            for (n, &(c, t, col)) in &d.per_step {
+                let e = out.entry(n.clone()).or_insert((0.0, 0.0, col));
+                e.0 += c;
+                e.1 += t;
+            }
+        }
+        out
+    }
+
+    fn gemms(&self) -> f64 {
+        self.devices.iter().map(|d| d.gemms).sum()
+    }
+}
+
+/// The work of one device's steady steps, and its launches for the per-call basis.
+fn device_work(
+    p: &Profile,
+    l: DeviceLedger,
+    rank: Option<u32>,
+    g: Option<&info::GpuInfo>,
+    launches: &mut HashMap<LaunchKey, LaunchStats>,
+) -> Result<RunDevice> {
+    let steady: Vec<(i64, i64)> = l
+        .steady_steps()
+        .map(|s| (s.start_ns, s.start_ns + s.period_ns))
+        .collect();
+    let n = steady.len();
+    let starts: Vec<i64> = steady.iter().map(|s| s.0).collect();
+    // Per short name: count per steady step, ns, and its ledger column (from its first demangled variant).
+    let mut per: HashMap<i64, (Vec<u32>, i64, Column)> = HashMap::new();
+    let mut class: HashMap<i64, (Column, bool)> = HashMap::new();
+    let mut gemm_counts = vec![0u32; n];
+    for k in p.kernels()?.iter().filter(|k| k.device == l.device) {
+        let i = starts.partition_point(|&s| s <= k.start);
+        let Some(i) = i.checked_sub(1).filter(|&i| k.start < steady[i].1) else {
+            continue;
+        };
+        let (col, gemm) = *class.entry(k.demangled_name).or_insert_with(|| {
+            let short = p.string(k.short_name);
+            if super::nccl::is_nccl(short) {
+                return (Column::Comm, false);
+            }
+            let c = classify::classify(p.string(k.demangled_name), short, k.grid, k.block);
+            (
+                ledger::compute_column(c.class, p.string(k.demangled_name)),
+                c.class.is_gemm(),
+            )
+        });
+        let e = per
+            .entry(k.short_name)
+            .or_insert_with(|| (vec![0; n], 0, col));
+        e.0[i] += 1;
+        e.1 += k.dur();
+        if gemm {
+            gemm_counts[i] += 1;
+        }
+        // A collective's duration includes waiting for the other ranks: not kernel speed.
+        if col == Column::Comm {
+            continue;
+        }
+        let s = launches
+            .entry((p.string(k.demangled_name).to_string(), k.grid, k.block))
+            .or_default();
+        let d = k.dur() as f64;
+        s.n += 1;
+        s.sum += d;
+        s.sumsq += d * d;
+    }
+    let per_step: BTreeMap<String, (f64, f64, Column)> = per
+        .into_iter()
+        .map(|(name, (mut counts, ns, col))| {
+            (
+                p.string(name).to_string(),
+                (stats::median(&mut counts), ns as f64 / n.max(1) as f64, col),
+            )
+        })
+        .collect();
+    let gemms = stats::median(&mut gemm_counts);
+    let (gpu, uuid) = match g {
+        Some(g) => (
+            g.name.clone(),
+            g.uuid
+                .clone()
+                .or_else(|| g.inferred_uuid.as_ref().map(|u| format!("{u} (inferred)"))),
+        ),
+        None => (None, None),
+    };
+    let last = l.steps.last().map(|x| x.index);
+    let mut periods: Vec<i64> = l
+        .steady_steps()
+        .filter(|x| Some(x.index) != last)
+        .map(|x| x.period_ns)
+        .collect();
+    if periods.is_empty() {
+        periods = l.steady_steps().map(|x| x.period_ns).collect();
+    }
+    Ok(RunDevice {
+        rank,
+        periods,
+        ledger: l,
+        gpu,
+        uuid,
+        per_step,
+        gemms,
     })
 }
 
-/// Relative standard error (%) of a median: 1.2533 × 1.4826 × MAD / √n / median.
-fn median_rse_pct(v: &[i64]) -> Option<f64> {
-    if v.len() < 3 {
-        return None;
-    }
-    let mut x = v.to_vec();
-    let med = stats::median(&mut x);
-    let mut dev: Vec<i64> = v
-        .iter()
-        .map(|&a| (a as f64 - med).abs().round() as i64)
-        .collect();
-    let mad = stats::median(&mut dev);
-    let sigma = 1.4826 * mad;
-    Some(100.0 * 1.2533 * sigma / (v.len() as f64).sqrt() / med.max(1.0))
+// ---------------------------------------------------------------------------------------------
+// The comparison
+
+/// Compare two exports.
+pub fn compare(before: &Profile, after: &Profile, limit: usize) -> Result<Compare> {
+    let b = Run::of_export(before)?;
+    let a = Run::of_export(after)?;
+    Ok(compare_runs(&b, &a, limit))
 }
 
-/// The capture window: `ANALYSIS_DETAILS` start → stop when the export records one that holds
-/// every CUDA event, else the first → last CUDA event.
-fn capture_window(p: &Profile) -> Result<(i64, String)> {
-    let (first, last) = p.activity_bounds()?;
-    if let Some(t) = p.schema().exact("ANALYSIS_DETAILS")
-        && t.has("startTime")
-        && t.has("stopTime")
-    {
-        let sql = format!("SELECT startTime, stopTime FROM {} LIMIT 1", t.quoted());
-        let got: Option<(i64, i64)> = p
-            .conn()
-            .query_row(&sql, [], |r| Ok((r.get(0)?, r.get(1)?)))
-            .ok();
-        if let Some((s, e)) = got
-            && e > s
-            && s <= first
-            && last <= e
-        {
-            return Ok((e - s, "ANALYSIS_DETAILS".into()));
-        }
+/// Open a run: a set of ranks when `path` names a folder or glob, else one export.
+pub fn open_run(path: &Path, threads: usize, cancelled: Cancel<'_>) -> Result<Run> {
+    let s = path.display().to_string();
+    if ranks::is_set(&s) {
+        Run::of_set(&s, threads, cancelled)
+    } else {
+        Run::of_export(&super::open(path)?)
     }
-    Ok(((last - first).max(0), "activity span".into()))
 }
-
-const MIN_STEPS: usize = 3;
-const SAME_WORK_LAUNCH_PCT: f64 = 80.0;
-const DIFFERENT_WORKLOAD_PCT: f64 = 50.0;
-const PER_CALL_MIN_COVERAGE_PCT: f64 = 50.0;
-const PER_SECOND_THRESHOLD_PCT: f64 = 5.0;
 
 fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn says(delta_pct: f64, threshold: f64, lower_is_better: bool) -> Verdict {
-    let d = if lower_is_better {
-        delta_pct
-    } else {
-        -delta_pct
-    };
-    if d <= -threshold {
+fn ms(ns: f64) -> String {
+    format!("{:.2} ms", ns / 1e6)
+}
+
+/// A deterministic generator for the bootstrap (SplitMix64).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn median_of(v: &[i64]) -> f64 {
+    let mut x = v.to_vec();
+    stats::median(&mut x)
+}
+
+/// The change of the median (after / before − 1, %) and its 95 % percentile-bootstrap interval.
+pub fn change_with_interval(before: &[i64], after: &[i64]) -> (f64, f64, f64) {
+    let (mb, ma) = (median_of(before), median_of(after));
+    if before.is_empty() || after.is_empty() || mb <= 0.0 {
+        return (0.0, 0.0, 0.0);
+    }
+    let mut rng = SplitMix(32);
+    let mut out = Vec::with_capacity(RESAMPLES);
+    let (mut xb, mut xa) = (vec![0i64; before.len()], vec![0i64; after.len()]);
+    for _ in 0..RESAMPLES {
+        for x in xb.iter_mut() {
+            *x = before[rng.below(before.len())];
+        }
+        for x in xa.iter_mut() {
+            *x = after[rng.below(after.len())];
+        }
+        let (b, a) = (stats::median(&mut xb), stats::median(&mut xa));
+        if b > 0.0 {
+            out.push(a / b - 1.0);
+        }
+    }
+    out.sort_by(f64::total_cmp);
+    let q = |p: f64| out[((p * out.len() as f64) as usize).min(out.len() - 1)];
+    (
+        round2((ma / mb - 1.0) * 100.0),
+        round2(q(0.025) * 100.0),
+        round2(q(0.975) * 100.0),
+    )
+}
+
+fn says(change: f64, lo: f64, hi: f64) -> Verdict {
+    if hi < 0.0 && change <= -MIN_CHANGE_PCT {
         Verdict::Improved
-    } else if d >= threshold {
+    } else if lo > 0.0 && change >= MIN_CHANGE_PCT {
         Verdict::Regressed
     } else {
-        Verdict::Neutral
+        Verdict::NoChange
     }
 }
 
-/// The per-call and per-second-of-window evidence over identical launches, and the before
-/// side's kernel time those launches cover (%).
-fn launch_evidence(b: &Facts, a: &Facts) -> (Option<Evidence>, Option<Evidence>, f64) {
-    let shared: Vec<(&LaunchStats, &LaunchStats)> = b
-        .launches
-        .iter()
-        .filter_map(|(k, x)| a.launches.get(k).map(|y| (x, y)))
-        .collect();
-    let before_total: f64 = b.launches.values().map(|x| x.sum).sum();
-    let den: f64 = shared.iter().map(|(x, _)| x.sum).sum();
-    let coverage = if before_total > 0.0 {
-        100.0 * den / before_total
-    } else {
-        0.0
-    };
-    if shared.is_empty() || den <= 0.0 {
-        return (None, None, coverage);
-    }
-    // Σ n_b·μ_a: the before side's calls at the after side's time per call.
-    let num: f64 = shared.iter().map(|(x, y)| x.n as f64 * y.mean()).sum();
-    if num <= 0.0 {
-        return (None, None, coverage);
-    }
-    let var_num: f64 = shared
-        .iter()
-        .map(|(x, y)| (x.n as f64).powi(2) * y.var() / y.n as f64)
-        .sum();
-    let var_den: f64 = shared.iter().map(|(x, _)| x.n as f64 * x.var()).sum();
-    let noise = 100.0 * (var_num / (num * num) + var_den / (den * den)).sqrt();
-    let delta = round2((num / den - 1.0) * 100.0);
-    let threshold = (2.0 * noise).max(2.0);
-    let per_call = (coverage >= PER_CALL_MIN_COVERAGE_PCT).then(|| Evidence {
-        basis: "per_call".into(),
-        metric: "time per call of identical launches (same kernel, grid, block), weighted by the before \
-                 side's calls: ns of kernel time for the before side's mix"
-            .into(),
-        before: den.round(),
-        after: num.round(),
-        delta_pct: delta,
-        better: "lower".into(),
-        noise_pct: Some(round2(noise)),
-        threshold_pct: round2(threshold),
-        says: says(delta, threshold, true),
-    });
-    // Work per second of window, each call priced at the before side's time per call.
-    let work_a: f64 = shared.iter().map(|(x, y)| y.n as f64 * x.mean()).sum();
-    let per_second = (b.side.window_ns > 0 && a.side.window_ns > 0).then(|| {
-        let rb = den / (b.side.window_ns as f64 / 1e9);
-        let ra = work_a / (a.side.window_ns as f64 / 1e9);
-        let d = round2((ra / rb - 1.0) * 100.0);
-        Evidence {
-            basis: "per_second_of_window".into(),
-            metric: "work per second of capture window: ns of identical-launch kernel time (priced at the before \
-                     side's time per call) per s of window"
-                .into(),
-            before: rb.round(),
-            after: ra.round(),
-            delta_pct: d,
-            better: "higher".into(),
-            noise_pct: None,
-            threshold_pct: PER_SECOND_THRESHOLD_PCT,
-            says: says(d, PER_SECOND_THRESHOLD_PCT, false),
+/// A demangled kernel name without its return type, namespaces, template arguments and parameters:
+/// `void at::native::<unnamed>::multi_tensor_apply_kernel<...>(...)` → `multi_tensor_apply_kernel`.
+pub fn bare_kernel_name(demangled: &str) -> String {
+    let mut depth = 0usize;
+    let mut out = String::new();
+    for ch in demangled.chars() {
+        match ch {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            '(' if depth == 0 => break,
+            _ if depth == 0 => out.push(ch),
+            _ => {}
         }
-    });
-    (per_call, per_second, coverage)
+    }
+    let out = out.trim();
+    let out = out.rsplit(' ').next().unwrap_or(out);
+    out.rsplit("::").next().unwrap_or(out).to_string()
 }
 
-/// Share of calls in identical launches (smaller side) and the total variation distance of
-/// the two call mixes over all launch keys, both %.
-fn launch_match(b: &Facts, a: &Facts) -> (f64, f64) {
-    let calls = |x: &Facts| x.launches.values().map(|v| v.n).sum::<u64>() as f64;
+fn unit_of(d: &DeviceLedger) -> String {
+    match d.source {
+        StepSource::Nvtx => format!("NVTX step (`{}_N`)", d.family.as_deref().unwrap_or("step")),
+        StepSource::KernelPattern => {
+            format!(
+                "iteration of `{}`",
+                bare_kernel_name(d.family.as_deref().unwrap_or("?"))
+            )
+        }
+        StepSource::Span => "none (no steps: the device's span)".into(),
+    }
+}
+
+fn side(r: &Run) -> Side {
+    let lead = r.lead();
+    let work = r.work();
+    let (periods, source, unit, device, rank, warm, steady, med, cv) = match lead {
+        Some(d) => {
+            let l = &d.ledger;
+            (
+                d.periods.clone(),
+                l.source.clone(),
+                unit_of(l),
+                l.device,
+                d.rank,
+                l.warmup_steps,
+                d.periods.len(),
+                d.median_ns(),
+                super::iterations::spread(&d.periods).map_or(0.0, |x| x.cv_pct),
+            )
+        }
+        None => (
+            Vec::new(),
+            StepSource::Span,
+            "none".to_string(),
+            0,
+            None,
+            0,
+            0,
+            0,
+            0.0,
+        ),
+    };
+    let mut uuids: Vec<String> = r.devices.iter().filter_map(|d| d.uuid.clone()).collect();
+    if uuids.len() != r.devices.len() {
+        uuids.clear();
+    }
+    Side {
+        path: r.path.clone(),
+        export: r.export.clone(),
+        world_size: r.devices.len(),
+        ranks: r.set.then_some(r.devices.len()),
+        gpus: r
+            .devices
+            .iter()
+            .map(|d| d.gpu.clone().unwrap_or_else(|| "unknown".into()))
+            .collect(),
+        gpu_uuids: uuids,
+        hosts: r.hosts.clone(),
+        driver: r.driver.clone(),
+        steps_from: source,
+        unit,
+        device,
+        rank,
+        warmup_steps: warm,
+        steady_steps: steady,
+        step_median_ns: med,
+        step_cv_pct: cv,
+        step_periods_ns: periods,
+        kernels_per_step: round2(work.values().map(|v| v.0).sum()),
+        gemms_per_step: round2(r.gemms()),
+    }
+}
+
+fn set_of(v: &[String]) -> Vec<String> {
+    let mut v = v.to_vec();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn fact(name: &str, before: &[String], after: &[String], blocks: bool, note_differs: &str) -> Fact {
+    let known = |v: &[String]| !v.is_empty() && v.iter().all(|x| x != "unknown");
+    let same = (known(before) && known(after)).then(|| set_of(before) == set_of(after));
+    let show = |v: &[String]| {
+        if v.is_empty() {
+            "not recorded".to_string()
+        } else {
+            let s = set_of(v);
+            if s.len() == 1 && v.len() > 1 {
+                format!("{} × {}", v.len(), s[0])
+            } else {
+                s.join(", ")
+            }
+        }
+    };
+    Fact {
+        fact: name.into(),
+        before: show(before),
+        after: show(after),
+        same,
+        effect: match same {
+            Some(false) if blocks => "blocks",
+            Some(false) => "noted",
+            None => "noted",
+            Some(true) => "none",
+        }
+        .into(),
+        note: match same {
+            Some(false) => note_differs.to_string(),
+            None => {
+                "not recorded on both sides: the same hardware or software is not verified".into()
+            }
+            Some(true) => String::new(),
+        },
+    }
+}
+
+/// Share of calls in identical launches (smaller side), %.
+fn identical_launch_pct(b: &Run, a: &Run) -> f64 {
+    let calls = |x: &Run| x.launches.values().map(|v| v.n).sum::<u64>() as f64;
     let (cb, ca) = (calls(b), calls(a));
     if cb == 0.0 || ca == 0.0 {
-        return (0.0, 100.0);
+        return 0.0;
     }
-    let shared = |x: &Facts, y: &Facts| {
+    let shared = |x: &Run, y: &Run| {
         x.launches
             .iter()
             .filter(|(k, _)| y.launches.contains_key(*k))
             .map(|(_, v)| v.n)
             .sum::<u64>() as f64
     };
-    let matched = (shared(b, a) / cb).min(shared(a, b) / ca) * 100.0;
-    let mut keys: Vec<&LaunchKey> = b.launches.keys().chain(a.launches.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let tvd: f64 = keys
-        .into_iter()
-        .map(|k| {
-            let pb = b.launches.get(k).map_or(0.0, |v| v.n as f64 / cb);
-            let pa = a.launches.get(k).map_or(0.0, |v| v.n as f64 / ca);
-            (pb - pa).abs()
-        })
-        .sum::<f64>()
-        / 2.0;
-    (round2(matched), round2(tvd * 100.0))
+    round2((shared(b, a) / cb).min(shared(a, b) / ca) * 100.0)
 }
 
-pub fn compare(before: &Profile, after: &Profile, limit: usize) -> Result<Compare> {
-    let b = facts(before)?;
-    let a = facts(after)?;
-    // Comparability.
-    let mut score: f64 = 1.0;
-    let mut reasons = Vec::new();
-    let same_capture = before.identity() == after.identity();
-    if same_capture {
-        reasons.push("the same capture on both sides: every delta is zero by construction".into());
-    }
-    if b.side.export.schema_version != a.side.export.schema_version {
-        score *= 0.9;
-        reasons.push(format!(
-            "export schemas differ ({:?} vs {:?})",
-            b.side.export.schema_version, a.side.export.schema_version
-        ));
-    }
-    let known = |g: &[String]| !g.is_empty() && g.iter().all(|n| n != "unknown");
-    let same_gpus = (known(&b.side.gpus) && known(&a.side.gpus)).then(|| {
-        let set = |g: &[String]| {
-            let mut v = g.to_vec();
-            v.sort();
-            v.dedup();
-            v
-        };
-        set(&b.side.gpus) == set(&a.side.gpus)
-    });
-    match same_gpus {
-        Some(false) => {
-            score *= 0.5;
-            reasons.push(format!(
-                "different GPUs: {:?} vs {:?}",
-                b.side.gpus, a.side.gpus
-            ));
-        }
-        None => {
-            score *= 0.9;
-            reasons.push(format!(
-                "GPU models not recorded ({:?} vs {:?}): the same hardware is not verified",
-                b.side.gpus, a.side.gpus
-            ));
-        }
-        Some(true) => {}
-    }
-    if b.side.devices != a.side.devices {
-        score *= 0.7;
-        reasons.push(format!("{} vs {} devices", b.side.devices, a.side.devices));
-    }
-    let shared = |x: &Facts, y: &Facts| {
-        let total: i64 = x.kernels.values().map(|v| v.1).sum();
-        let common: i64 = x
-            .kernels
-            .iter()
-            .filter(|(n, _)| y.kernels.contains_key(*n))
-            .map(|(_, v)| v.1)
-            .sum();
-        if total > 0 {
-            common as f64 / total as f64
-        } else {
-            1.0
-        }
-    };
-    let overlap = shared(&b, &a).min(shared(&a, &b));
-    let shared_time_pct = round2(overlap * 100.0);
-    if overlap < 0.95 {
-        score *= 0.5 + 0.5 * overlap;
-        reasons.push(format!(
-            "{:.0}% of kernel time is in kernels both captures share (different kernels: a different code path, precision or library)",
-            overlap * 100.0
-        ));
-    }
-    let (launch_pct, mix_pct) = launch_match(&b, &a);
-    if launch_pct < SAME_WORK_LAUNCH_PCT {
-        score *= 0.5 + 0.5 * launch_pct / 100.0;
-        reasons.push(format!(
-            "{launch_pct:.0}% of calls are identical launches (same kernel, grid and block on both sides): the work \
-             differs (model size, batch, precision or code path)"
-        ));
-    }
-    // A median over fewer than 3 steps has no noise estimate (and 2-range "families" such as
-    // `cublasCreate_v2` are not iterations): the per-step basis needs 3 steps after the first.
-    let both_steps =
-        b.steps_after_first.len() >= MIN_STEPS && a.steps_after_first.len() >= MIN_STEPS;
-    if !both_steps && (b.side.steps > 0 || a.side.steps > 0) {
-        score *= 0.6;
-        reasons.push(format!(
-            "{} vs {} steps: the per-step basis needs {} steps after the first on both sides",
-            b.side.steps, a.side.steps, MIN_STEPS
-        ));
-    }
-    if both_steps && b.side.steps != a.side.steps {
-        reasons.push(format!(
-            "{} vs {} steps captured",
-            b.side.steps, a.side.steps
-        ));
-    }
-    if reasons.is_empty() {
-        reasons.push("same GPUs, schema, device count, kernels and launch shapes".into());
-    }
-    let score = (score * 100.0).round() / 100.0;
-    let level = if score >= 0.8 {
-        "high"
-    } else if score >= 0.5 {
-        "medium"
+/// The per-call evidence over identical launches, and the before side's kernel time they cover (%).
+fn per_call(b: &Run, a: &Run) -> (Option<Evidence>, f64) {
+    let shared: Vec<(&LaunchStats, &LaunchStats)> = b
+        .launches
+        .iter()
+        .filter_map(|(k, x)| a.launches.get(k).map(|y| (x, y)))
+        .collect();
+    let total: f64 = b.launches.values().map(|x| x.sum).sum();
+    let den: f64 = shared.iter().map(|(x, _)| x.sum).sum();
+    let coverage = if total > 0.0 {
+        100.0 * den / total
     } else {
-        "low"
+        0.0
     };
-    // Evidence.
-    let mut evidence = Vec::new();
-    if both_steps {
-        let bv = b.side.step_median_ns.unwrap_or(0.0);
-        let av = a.side.step_median_ns.unwrap_or(0.0);
-        let nb = median_rse_pct(&b.steps_after_first).unwrap_or(2.5);
-        let na = median_rse_pct(&a.steps_after_first).unwrap_or(2.5);
-        let noise = (nb * nb + na * na).sqrt();
-        let threshold = (2.0 * noise).max(2.0);
-        let delta = if bv > 0.0 {
-            round2((av - bv) / bv * 100.0)
-        } else {
-            0.0
-        };
-        evidence.push(Evidence {
-            basis: "per_step".into(),
-            metric: "median CPU step time after the first step, ns".into(),
-            before: bv,
-            after: av,
-            delta_pct: delta,
-            better: "lower".into(),
-            noise_pct: Some(round2(noise)),
-            threshold_pct: round2(threshold),
-            says: says(delta, threshold, true),
-        });
+    let num: f64 = shared.iter().map(|(x, y)| x.n as f64 * y.mean()).sum();
+    if shared.is_empty() || den <= 0.0 || num <= 0.0 {
+        return (None, coverage);
     }
-    if both_steps {
-        // The GPU side of the same steps: a kernel-speed change shows here even when the step
-        // is host-bound and its CPU time does not move (supporting evidence, not the verdict).
-        let (mut gb, mut ga) = (
-            b.gpu_steps_after_first.clone(),
-            a.gpu_steps_after_first.clone(),
-        );
-        let (bv, av) = (stats::median(&mut gb), stats::median(&mut ga));
-        if bv > 0.0 {
-            let nb = median_rse_pct(&b.gpu_steps_after_first).unwrap_or(2.5);
-            let na = median_rse_pct(&a.gpu_steps_after_first).unwrap_or(2.5);
-            let noise = (nb * nb + na * na).sqrt();
-            let threshold = (2.0 * noise).max(2.0);
-            let delta = round2((av - bv) / bv * 100.0);
-            evidence.push(Evidence {
-                basis: "per_step_gpu".into(),
-                metric:
-                    "median GPU-projected time per step after the first (union of its kernels), ns"
-                        .into(),
-                before: bv,
-                after: av,
-                delta_pct: delta,
-                better: "lower".into(),
-                noise_pct: Some(round2(noise)),
-                threshold_pct: round2(threshold),
-                says: says(delta, threshold, true),
+    let var_num: f64 = shared
+        .iter()
+        .map(|(x, y)| (x.n as f64).powi(2) * y.var() / y.n as f64)
+        .sum();
+    let var_den: f64 = shared.iter().map(|(x, _)| x.n as f64 * x.var()).sum();
+    let se = 100.0 * (var_num / (num * num) + var_den / (den * den)).sqrt();
+    let change = round2((num / den - 1.0) * 100.0);
+    let (lo, hi) = (round2(change - 1.96 * se), round2(change + 1.96 * se));
+    (
+        Some(Evidence {
+            basis: Basis::PerCall,
+            metric: "kernel time of identical launches (same kernel, grid, block) at the before side's calls, ns; \
+                     interval from the per-launch spread"
+                .into(),
+            before: den.round(),
+            after: num.round(),
+            change_pct: change,
+            ci_low_pct: lo,
+            ci_high_pct: hi,
+            says: says(change, lo, hi),
+        }),
+        round2(coverage),
+    )
+}
+
+/// Whether the two runs do the same work per step, and what changed.
+fn work_match(b: &Run, a: &Run, sb: &Side, sa: &Side) -> WorkMatch {
+    let (wb, wa) = (b.work(), a.work());
+    let names: BTreeSet<&String> = wb.keys().chain(wa.keys()).collect();
+    let mut shared = 0.0;
+    let mut changed: Vec<KernelCount> = Vec::new();
+    for n in &names {
+        let (cb, _, colb) = wb
+            .get(*n)
+            .copied()
+            .unwrap_or((0.0, 0.0, Column::OtherKernel));
+        let (ca, _, cola) = wa
+            .get(*n)
+            .copied()
+            .unwrap_or((0.0, 0.0, Column::OtherKernel));
+        shared += cb.min(ca);
+        if (cb - ca).abs() >= 0.5 {
+            changed.push(KernelCount {
+                name: (*n).clone(),
+                column: if wb.contains_key(*n) { colb } else { cola }
+                    .as_str()
+                    .into(),
+                before: cb,
+                after: ca,
             });
         }
     }
-    let (per_call, per_second, coverage) = launch_evidence(&b, &a);
-    evidence.extend(per_call.iter().cloned());
-    evidence.extend(per_second.iter().cloned());
-    let step_ev = evidence.iter().find(|e| e.basis == "per_step").cloned();
-    let pct = |e: &Evidence| format!("{:+.2}% (threshold {:.2}%)", e.delta_pct, e.threshold_pct);
-    let different_workloads =
-        shared_time_pct < DIFFERENT_WORKLOAD_PCT && launch_pct < DIFFERENT_WORKLOAD_PCT;
-    let (verdict, basis, reason) = if same_capture {
-        (
-            Verdict::Neutral,
-            if both_steps { "per_step" } else { "per_call" },
-            "the same capture on both sides".to_string(),
-        )
-    } else if same_gpus == Some(false) {
-        (
-            Verdict::NotComparable,
-            "none",
-            format!(
-                "different GPUs ({:?} vs {:?}): a delta would mix the code change with the hardware change",
-                b.side.gpus, a.side.gpus
-            ),
-        )
-    } else if different_workloads {
-        (
-            Verdict::NotComparable,
-            "none",
-            format!(
-                "different workloads: {shared_time_pct:.0}% of kernel time is in shared kernel names and \
-                 {launch_pct:.0}% of calls are identical launches (both under {DIFFERENT_WORKLOAD_PCT:.0}%)"
-            ),
-        )
-    } else if let Some(st) = &step_ev {
-        if launch_pct < SAME_WORK_LAUNCH_PCT {
-            (
-                Verdict::Inconclusive,
-                "per_step",
-                format!(
-                    "median step time changed {} but only {launch_pct:.0}% of calls are identical launches (under \
-                     {SAME_WORK_LAUNCH_PCT:.0}%): the work per step differs, so the step-time change mixes a change \
-                     of work with a change of speed",
-                    pct(st)
-                ),
-            )
-        } else {
-            let mut r = format!("median step time after the first step changed {}", pct(st));
-            if let Some(pc) = &per_call
-                && pc.says != Verdict::Neutral
-                && pc.says != st.says
-            {
-                r.push_str(&format!(
-                    "; time per call of identical launches changed {}, so the step-time change is not kernel speed \
-                     (host, launch or synchronisation time)",
-                    pct(pc)
-                ));
-            }
-            (st.says, "per_step", r)
-        }
+    let larger = sb.kernels_per_step.max(sa.kernels_per_step);
+    let shared_pct = if larger > 0.0 {
+        round2(100.0 * shared / larger)
     } else {
-        match (&per_call, &per_second) {
-            (None, _) => (
-                Verdict::Inconclusive,
-                "per_call",
-                format!(
-                    "no per-step basis (a side lacks 3+ steps) and identical launches cover only {coverage:.0}% of the before side's \
-                     kernel time (under {PER_CALL_MIN_COVERAGE_PCT:.0}%): no per-unit basis; wrap each iteration \
-                     in an NVTX range `step_N`"
-                ),
-            ),
-            (Some(pc), ps) => {
-                let rate = ps.as_ref().map_or(Verdict::Neutral, |e| e.says);
-                let rate_txt = ps.as_ref().map_or(String::new(), |e| {
-                    format!("; work per second of window changed {}", pct(e))
-                });
-                let agree = match pc.says {
-                    Verdict::Improved => rate != Verdict::Regressed,
-                    Verdict::Regressed => rate != Verdict::Improved,
-                    _ => rate == Verdict::Neutral,
-                };
-                if agree {
-                    (
-                        pc.says,
-                        "per_call+per_second_of_window",
-                        format!(
-                            "no per-step basis (a side lacks 3+ steps): time per call changed {}{rate_txt}",
-                            pct(pc)
-                        ),
-                    )
-                } else {
-                    let mix = if mix_pct > 20.0 {
-                        format!(
-                            "; the call mix differs by {mix_pct:.0}%, so the windows hold different phases of work"
-                        )
-                    } else {
-                        String::new()
-                    };
-                    (
-                        Verdict::Inconclusive,
-                        "per_call+per_second_of_window",
-                        format!(
-                            "no per-step basis (a side lacks 3+ steps): time per call changed {}{rate_txt}: the windows are cuts of \
-                             different work (or the host fed the GPU differently){mix}; compare NVTX steps or whole runs",
-                            pct(pc)
-                        ),
-                    )
-                }
-            }
-        }
+        0.0
     };
-    let primary = if basis == "per_step" {
-        step_ev.clone()
-    } else if basis.starts_with("per_call") {
-        per_call.clone()
-    } else {
+    changed.sort_by(|x, y| {
+        (y.before - y.after)
+            .abs()
+            .total_cmp(&(x.before - x.after).abs())
+            .then(x.name.cmp(&y.name))
+    });
+    // The before run's findings whose columns hold the changed kernels.
+    let mut explained: Vec<String> = Vec::new();
+    for f in &b.findings {
+        if f.severity < Severity::Low {
+            continue;
+        }
+        let mut cols: Vec<&str> = f.columns.iter().map(String::as_str).collect();
+        // A precision fix moves GEMMs between the GEMM columns.
+        if cols.contains(&"gemm_fp32_simt") {
+            cols.extend(["gemm_tensor_core", "gemm_other"]);
+        }
+        // Overlap and rebalancing change the collectives and the bucket copies beside them.
+        if cols.iter().any(|c| c.starts_with("comm")) {
+            cols.extend(["comm", "copy_kernel", "elementwise"]);
+        }
+        if changed.iter().any(|k| cols.contains(&k.column.as_str())) && !explained.contains(&f.id) {
+            explained.push(f.id.clone());
+        }
+    }
+    let ident = identical_launch_pct(b, a);
+    let (gb, ga) = (sb.gemms_per_step, sa.gemms_per_step);
+    let skeleton = if gb == 0.0 && ga == 0.0 {
         None
+    } else {
+        Some((gb - ga).abs() <= 0.5f64.max(0.02 * gb.max(ga)))
     };
-    let (metric, bv, av, delta_pct, noise, threshold) = match &primary {
-        Some(e) => (
-            e.metric.clone(),
-            e.before,
-            e.after,
-            e.delta_pct,
-            e.noise_pct.unwrap_or(0.0),
-            e.threshold_pct,
-        ),
-        None => (
-            "none: the captures are not comparable".to_string(),
-            0.0,
-            0.0,
-            0.0,
-            0.0,
-            0.0,
-        ),
+    let (same, reason) = if sb.steady_steps == 0 || sa.steady_steps == 0 {
+        (
+            ident >= 50.0,
+            format!(
+                "no steps on {}: work per step is unknown; {ident}% of calls are identical launches",
+                if sb.steady_steps == 0 {
+                    "the before side"
+                } else {
+                    "the after side"
+                }
+            ),
+        )
+    } else if skeleton == Some(true) {
+        (
+            true,
+            format!(
+                "the same matrix-multiply skeleton: {gb} GEMM kernels per step on both sides; {shared_pct}% of the \
+                 kernels per step shared"
+            ),
+        )
+    } else if shared_pct >= SHARED_KERNELS_SAME_PCT {
+        (
+            true,
+            format!("{shared_pct}% of the kernels per step shared (GEMMs per step {gb} vs {ga})"),
+        )
+    } else {
+        (
+            false,
+            match skeleton {
+                Some(false) => format!(
+                    "different work per step: {gb} vs {ga} GEMM kernels per step and only {shared_pct}% of the \
+                     kernels per step shared (a different model, batch structure or code path)"
+                ),
+                _ => format!(
+                    "different work per step: only {shared_pct}% of the kernels per step shared (under \
+                     {SHARED_KERNELS_SAME_PCT}%)"
+                ),
+            },
+        )
     };
-    // Kernel deltas.
-    let mut names: Vec<&String> = b.kernels.keys().chain(a.kernels.keys()).collect();
-    names.sort();
-    names.dedup();
-    let mut deltas: Vec<KernelDelta> = names
+    changed.truncate(8);
+    WorkMatch {
+        same,
+        shared_kernels_pct: shared_pct,
+        identical_launch_calls_pct: ident,
+        changed,
+        explained_by: explained,
+        reason,
+    }
+}
+
+/// The findings of a run keyed by (id, device).
+fn finding_map(r: &Run) -> BTreeMap<(String, Option<i64>), &Finding> {
+    let mut m = BTreeMap::new();
+    for f in &r.findings {
+        m.entry((f.id.clone(), f.device)).or_insert(f);
+    }
+    m
+}
+
+fn status(before: f64, after: f64) -> &'static str {
+    if before >= 1.0 && after < 1.0 {
+        "gone"
+    } else if before < 1.0 && after >= 1.0 {
+        "new"
+    } else if after < before * 0.67 {
+        "shrank"
+    } else if after > before * 1.5 {
+        "grew"
+    } else {
+        "same"
+    }
+}
+
+fn finding_changes(b: &Run, a: &Run) -> Vec<FindingChange> {
+    let (mb, ma) = (finding_map(b), finding_map(a));
+    let keys: BTreeSet<&(String, Option<i64>)> = mb.keys().chain(ma.keys()).collect();
+    let share = |f: Option<&&Finding>| {
+        f.filter(|f| f.stake != Stake::None)
+            .map_or(0.0, |f| f.share_pct)
+    };
+    let mut out: Vec<FindingChange> = keys
+        .into_iter()
+        .filter_map(|k| {
+            let (x, y) = (share(mb.get(k)), share(ma.get(k)));
+            (x >= 1.0 || y >= 1.0).then(|| FindingChange {
+                id: k.0.clone(),
+                device: k.1,
+                status: status(x, y).into(),
+                before_share_pct: x,
+                after_share_pct: y,
+            })
+        })
+        .collect();
+    out.sort_by(|x, y| {
+        (y.before_share_pct - y.after_share_pct)
+            .abs()
+            .total_cmp(&(x.before_share_pct - x.after_share_pct).abs())
+            .then(x.id.cmp(&y.id))
+    });
+    out
+}
+
+fn predictions(b: &Run, a: &Run) -> Vec<Prediction> {
+    let ma = finding_map(a);
+    let lead_a = a.lead();
+    let mut out = Vec::new();
+    for f in &b.findings {
+        let (Some(step), Some(pred)) = (f.step_ns, f.predicted_step_ns) else {
+            continue;
+        };
+        if f.severity < Severity::Low || f.stake == Stake::None {
+            continue;
+        }
+        // The same device in the after run, else the run's lead device.
+        let dev = f
+            .device
+            .and_then(|d| {
+                a.devices
+                    .iter()
+                    .find(|x| x.rank.is_none() && x.ledger.device == d)
+            })
+            .or(lead_a);
+        let Some(dev) = dev else {
+            continue;
+        };
+        let measured = dev.median_ns();
+        if measured <= 0 {
+            continue;
+        }
+        let after = ma
+            .get(&(f.id.clone(), f.device))
+            .filter(|g| g.stake != Stake::None);
+        let after_share = after.map_or(0.0, |g| g.share_pct);
+        let st = status(f.share_pct, after_share);
+        out.push(Prediction {
+            id: f.id.clone(),
+            device: f.device,
+            severity: f.severity,
+            share_pct: f.share_pct,
+            step_ns: step,
+            predicted_step_ns: pred,
+            measured_step_ns: measured,
+            error_pct: round2((pred - measured) as f64 / measured as f64 * 100.0),
+            then_limited_by: f.then_limited_by.clone(),
+            measured_limited_by: dev
+                .ledger
+                .steady
+                .columns
+                .largest(None)
+                .map(|(c, _)| c.as_str().to_string()),
+            after: if st == "new" {
+                "same".into()
+            } else {
+                st.into()
+            },
+            after_share_pct: after_share,
+            applied: f.share_pct >= APPLIED_MIN_SHARE_PCT && after_share < f.share_pct * 0.5,
+        });
+    }
+    out
+}
+
+fn column_changes(b: &Run, a: &Run) -> Vec<ColumnChange> {
+    let (Some(db), Some(da)) = (b.lead(), a.lead()) else {
+        return Vec::new();
+    };
+    let per = |d: &RunDevice, c: Column| {
+        d.ledger.steady.columns.get(c) / d.ledger.steady.steps.max(1) as i64
+    };
+    let mut out: Vec<ColumnChange> = Column::ALL
+        .iter()
+        .filter_map(|&c| {
+            let (x, y) = (per(db, c), per(da, c));
+            (x != 0 || y != 0).then(|| ColumnChange {
+                column: c.as_str().into(),
+                before_ns: x,
+                after_ns: y,
+                change_ns: y - x,
+            })
+        })
+        .collect();
+    out.sort_by_key(|c| (std::cmp::Reverse(c.change_ns.abs()), c.column.clone()));
+    out
+}
+
+fn kernel_changes(b: &Run, a: &Run, limit: usize) -> Vec<KernelChange> {
+    let (wb, wa) = (b.work(), a.work());
+    let names: BTreeSet<&String> = wb.keys().chain(wa.keys()).collect();
+    let mut out: Vec<KernelChange> = names
         .into_iter()
         .map(|n| {
-            let (bc, bt) = b.kernels.get(n).copied().unwrap_or((0, 0));
-            let (ac, at) = a.kernels.get(n).copied().unwrap_or((0, 0));
-            let per_call = |c: u64, t: i64| (c > 0).then(|| round2(t as f64 / c as f64));
-            let (bp, ap) = (per_call(bc, bt), per_call(ac, at));
-            KernelDelta {
+            let x = wb.get(n).copied();
+            let y = wa.get(n).copied();
+            let col = x.or(y).map_or(Column::OtherKernel, |v| v.2);
+            let (bc, bt) = x.map_or((0.0, 0.0), |v| (v.0, v.1));
+            let (ac, at) = y.map_or((0.0, 0.0), |v| (v.0, v.1));
+            KernelChange {
                 name: n.clone(),
-                before_ns: bt,
-                after_ns: at,
-                delta_ns: at - bt,
-                delta_pct: (bt > 0).then(|| ((at - bt) as f64 / bt as f64 * 1000.0).round() / 10.0),
+                column: col.as_str().into(),
                 before_count: bc,
                 after_count: ac,
-                before_per_call_ns: bp,
-                after_per_call_ns: ap,
-                per_call_delta_pct: bp
-                    .zip(ap)
-                    .map(|(x, y)| ((y - x) / x * 1000.0).round() / 10.0),
+                before_ns: bt.round() as i64,
+                after_ns: at.round() as i64,
+                change_ns: (at - bt).round() as i64,
             }
         })
+        .filter(|k| k.change_ns != 0)
         .collect();
-    deltas.sort_by_key(|d| std::cmp::Reverse(d.delta_ns));
-    let kernel_regressions: Vec<KernelDelta> = deltas
-        .iter()
-        .filter(|d| d.delta_ns > 0)
-        .take(limit)
-        .cloned()
-        .collect();
-    deltas.sort_by_key(|d| d.delta_ns);
-    let kernel_improvements: Vec<KernelDelta> = deltas
-        .iter()
-        .filter(|d| d.delta_ns < 0)
-        .take(limit)
-        .cloned()
-        .collect();
-    let mut rnames: Vec<&String> = b.ranges.keys().chain(a.ranges.keys()).collect();
-    rnames.sort();
-    rnames.dedup();
-    let mut ranges: Vec<RangeDelta> = rnames
-        .into_iter()
-        .map(|n| {
-            let (bc, bg) = b.ranges.get(n).copied().unwrap_or((0, 0));
-            let (ac, ag) = a.ranges.get(n).copied().unwrap_or((0, 0));
-            RangeDelta {
-                name: n.clone(),
-                before_cpu_ns: bc,
-                after_cpu_ns: ac,
-                before_gpu_ns: bg,
-                after_gpu_ns: ag,
-                delta_gpu_ns: ag - bg,
-            }
-        })
-        .collect();
-    ranges.sort_by_key(|r| {
-        std::cmp::Reverse((
-            r.delta_gpu_ns.abs(),
-            (r.after_cpu_ns - r.before_cpu_ns).abs(),
-        ))
-    });
-    ranges.truncate(limit);
-    let mut devs: Vec<i64> = b.devices.keys().chain(a.devices.keys()).copied().collect();
-    devs.sort_unstable();
-    devs.dedup();
-    let devices = devs
-        .into_iter()
-        .map(|d| {
-            let x = b.devices.get(&d).copied().unwrap_or_default();
-            let y = a.devices.get(&d).copied().unwrap_or_default();
-            let steady = x.0.is_some() && y.0.is_some();
-            DeviceDelta {
-                device: d,
-                window: if steady { "steady" } else { "span" }.into(),
-                busy_pct_before: if steady { x.0 } else { x.1 },
-                busy_pct_after: if steady { y.0 } else { y.1 },
-                overlap_pct_before: if steady { x.2 } else { x.3 },
-                overlap_pct_after: if steady { y.2 } else { y.3 },
-            }
-        })
-        .collect();
-    let mut dirs: Vec<&String> = b.traffic.keys().chain(a.traffic.keys()).collect();
-    dirs.sort();
-    dirs.dedup();
-    let memory = dirs
-        .into_iter()
-        .map(|d| {
-            let x = b.traffic.get(d).copied().unwrap_or_default();
-            let y = a.traffic.get(d).copied().unwrap_or_default();
-            TrafficDelta {
-                direction: d.clone(),
-                before_bytes: x.0,
-                after_bytes: y.0,
-                before_ns: x.1,
-                after_ns: y.1,
-            }
-        })
-        .collect();
-    let findings_resolved: Vec<String> = b
-        .findings
-        .iter()
-        .filter(|f| !a.findings.contains(f))
-        .cloned()
-        .collect();
-    let findings_new: Vec<String> = a
-        .findings
-        .iter()
-        .filter(|f| !b.findings.contains(f))
-        .cloned()
-        .collect();
-    let summary = match verdict {
-        Verdict::NotComparable => {
-            format!("not comparable: {reason}; comparability {level} ({score})")
-        }
-        _ => format!(
-            "{}: {reason} [basis {basis}]; comparability {level} ({score})",
-            match verdict {
-                Verdict::Improved => "improved",
-                Verdict::Regressed => "regressed",
-                Verdict::Neutral => "neutral",
-                _ => "inconclusive",
-            }
+    out.sort_by_key(|k| (std::cmp::Reverse(k.change_ns.abs()), k.name.clone()));
+    out.truncate(limit);
+    out
+}
+
+/// Compare two runs.
+pub fn compare_runs(b: &Run, a: &Run, limit: usize) -> Compare {
+    let (sb, sa) = (side(b), side(a));
+    let same_capture = !b.identity.is_empty() && b.identity == a.identity;
+    let mut facts = vec![
+        fact(
+            "gpu_model",
+            &sb.gpus,
+            &sa.gpus,
+            true,
+            "different GPU models: a change would mix the code change with the hardware change",
         ),
-    };
-    Ok(Compare {
-        before: b.side,
-        after: a.side,
-        basis: basis.into(),
-        metric,
-        before_value_ns: bv,
-        after_value_ns: av,
-        delta_pct,
-        noise_pct: noise,
-        threshold_pct: threshold,
-        verdict,
-        verdict_reason: reason,
-        evidence,
-        comparability: Comparability {
-            score,
-            level: level.into(),
-            same_gpus,
-            shared_kernel_time_pct: shared_time_pct,
-            identical_launch_calls_pct: launch_pct,
-            call_mix_difference_pct: mix_pct,
-            reasons,
+        fact(
+            "gpu_uuids",
+            &sb.gpu_uuids,
+            &sa.gpu_uuids,
+            false,
+            "different physical GPUs: clocks, thermals and silicon vary by a few % between GPUs of one model",
+        ),
+        fact(
+            "host",
+            &sb.hosts,
+            &sa.hosts,
+            false,
+            "different hosts: CPU, PCIe and interconnect may differ",
+        ),
+        fact(
+            "driver",
+            &sb.driver.iter().cloned().collect::<Vec<_>>(),
+            &sa.driver.iter().cloned().collect::<Vec<_>>(),
+            false,
+            "different drivers",
+        ),
+        {
+            let mut f = fact(
+                "world_size",
+                &[sb.world_size.to_string()],
+                &[sa.world_size.to_string()],
+                true,
+                "different numbers of devices or ranks: the work per device differs",
+            );
+            if f.same == Some(false) {
+                f.before = format!("{} device(s) or rank(s)", sb.world_size);
+                f.after = format!("{} device(s) or rank(s)", sa.world_size);
+            }
+            f
         },
-        kernel_regressions,
-        kernel_improvements,
-        ranges,
-        devices,
-        memory,
-        findings_resolved,
-        findings_new,
+        {
+            let sf = |s: &Side| s.unit.clone();
+            let same = sb.steps_from == sa.steps_from;
+            Fact {
+                fact: "steps_from".into(),
+                before: sf(&sb),
+                after: sf(&sa),
+                same: Some(same),
+                effect: if same { "none" } else { "noted" }.into(),
+                note: if same {
+                    String::new()
+                } else {
+                    "the steps are found differently on the two sides: the periods compare units of the same work \
+                     only if the work per step matches (below)"
+                        .into()
+                },
+            }
+        },
+    ];
+    let work = work_match(b, a, &sb, &sa);
+    facts.push(Fact {
+        fact: "work_per_step".into(),
+        before: format!(
+            "{} kernels ({} GEMMs) per step",
+            sb.kernels_per_step, sb.gemms_per_step
+        ),
+        after: format!(
+            "{} kernels ({} GEMMs) per step",
+            sa.kernels_per_step, sa.gemms_per_step
+        ),
+        same: Some(work.same),
+        effect: if work.same { "none" } else { "blocks" }.into(),
+        note: work.reason.clone(),
+    });
+    let blocking: Vec<&Fact> = facts.iter().filter(|f| f.effect == "blocks").collect();
+    let comparable = blocking.is_empty();
+    // Evidence.
+    let mut evidence = Vec::new();
+    let both_steps = sb.steady_steps >= MIN_STEPS
+        && sa.steady_steps >= MIN_STEPS
+        && sb.steps_from != StepSource::Span
+        && sa.steps_from != StepSource::Span;
+    let step = both_steps.then(|| {
+        let (c, lo, hi) = change_with_interval(&sb.step_periods_ns, &sa.step_periods_ns);
+        StepChange {
+            before_median_ns: median_of(&sb.step_periods_ns),
+            after_median_ns: median_of(&sa.step_periods_ns),
+            before_steps: sb.steady_steps,
+            after_steps: sa.steady_steps,
+            change_pct: c,
+            ci_low_pct: lo,
+            ci_high_pct: hi,
+            min_change_pct: MIN_CHANGE_PCT,
+        }
+    });
+    let step_basis = if sb.steps_from == StepSource::Nvtx && sa.steps_from == StepSource::Nvtx {
+        Basis::PerStep
+    } else {
+        Basis::PerUnit
+    };
+    if let Some(s) = &step {
+        evidence.push(Evidence {
+            basis: step_basis,
+            metric: if step_basis == Basis::PerStep {
+                "median GPU step period of the steady steps (first GPU operation to the next step's), ns".into()
+            } else {
+                "median GPU period of the steady units (one occurrence of the anchor kernel to the next), ns".into()
+            },
+            before: s.before_median_ns,
+            after: s.after_median_ns,
+            change_pct: s.change_pct,
+            ci_low_pct: s.ci_low_pct,
+            ci_high_pct: s.ci_high_pct,
+            says: says(s.change_pct, s.ci_low_pct, s.ci_high_pct),
+        });
+    }
+    let (pc, coverage) = per_call(b, a);
+    if let Some(e) = &pc {
+        evidence.push(e.clone());
+    }
+    let pct = |c: f64, lo: f64, hi: f64| format!("{c:+.2}% (95% CI {lo:+.2}% to {hi:+.2}%)");
+    let (verdict, basis, reason) = if same_capture {
+        (
+            Verdict::NoChange,
+            if both_steps {
+                step_basis
+            } else {
+                Basis::PerCall
+            },
+            "the same capture on both sides".to_string(),
+        )
+    } else if !comparable {
+        let why: Vec<String> = blocking
+            .iter()
+            .map(|f| match f.fact.as_str() {
+                "work_per_step" => f.note.clone(),
+                "gpu_model" => format!("different GPU models ({} vs {})", f.before, f.after),
+                "world_size" => format!("different world sizes ({} vs {})", f.before, f.after),
+                other => format!("{other} differs"),
+            })
+            .collect();
+        (Verdict::NotComparable, Basis::None, why.join("; "))
+    } else if let Some(s) = &step {
+        let v = says(s.change_pct, s.ci_low_pct, s.ci_high_pct);
+        let what = if step_basis == Basis::PerStep {
+            "median step".to_string()
+        } else {
+            format!(
+                "median period per unit of identical work ({}; step time itself is not recorded: no step ranges)",
+                if sb.unit == sa.unit {
+                    sb.unit.clone()
+                } else {
+                    format!("{} vs {}", sb.unit, sa.unit)
+                }
+            )
+        };
+        let mut r = format!(
+            "{what} {} → {}: {}",
+            ms(s.before_median_ns),
+            ms(s.after_median_ns),
+            pct(s.change_pct, s.ci_low_pct, s.ci_high_pct)
+        );
+        if v == Verdict::NoChange {
+            r.push_str(&format!(
+                "; {}",
+                if s.change_pct.abs() < MIN_CHANGE_PCT {
+                    format!("under the {MIN_CHANGE_PCT}% that counts as a change")
+                } else {
+                    "the interval holds zero: within the run-to-run spread".into()
+                }
+            ));
+        }
+        (v, step_basis, r)
+    } else if let Some(e) = pc
+        .as_ref()
+        .filter(|_| coverage >= PER_CALL_MIN_COVERAGE_PCT)
+    {
+        (
+            e.says,
+            Basis::PerCall,
+            format!(
+                "no steps on {} (fewer than {MIN_STEPS} steady steps or units): kernel speed only — time per call of \
+                 identical launches changed {}; step time is not comparable",
+                if sb.steady_steps < MIN_STEPS {
+                    "the before side"
+                } else {
+                    "the after side"
+                },
+                pct(e.change_pct, e.ci_low_pct, e.ci_high_pct)
+            ),
+        )
+    } else {
+        (
+            Verdict::NotComparable,
+            Basis::None,
+            format!(
+                "no unit of work on both sides: fewer than {MIN_STEPS} steady steps or units on a side, and identical \
+                 launches cover {coverage:.0}% of the before side's kernel time (under {PER_CALL_MIN_COVERAGE_PCT}%); \
+                 wrap each iteration in an NVTX range `step_N`"
+            ),
+        )
+    };
+    // Between runs of different work, a step change and predicted-vs-measured say nothing.
+    let (step, evidence) = if verdict == Verdict::NotComparable {
+        (None, Vec::new())
+    } else {
+        (step, evidence)
+    };
+    let predictions = if verdict == Verdict::NotComparable {
+        Vec::new()
+    } else {
+        predictions(b, a)
+    };
+    let findings = finding_changes(b, a);
+    let mut summary = format!("{}: {reason}", verdict.as_str());
+    let noted: Vec<String> = facts
+        .iter()
+        .filter(|f| f.effect == "noted" && f.same == Some(false))
+        .map(|f| {
+            format!(
+                "{} differs ({} vs {})",
+                f.fact.replace('_', " "),
+                f.before,
+                f.after
+            )
+        })
+        .collect();
+    if verdict != Verdict::NotComparable {
+        summary.push_str(&format!(". Comparable: {}", work.reason));
+        if !work.explained_by.is_empty() && !work.changed.is_empty() {
+            summary.push_str(&format!(
+                " (the kernels that changed are those of {})",
+                work.explained_by.join(", ")
+            ));
+        }
+        if !noted.is_empty() {
+            summary.push_str(&format!("; noted: {}", noted.join("; ")));
+        }
+        let applied: Vec<String> = predictions
+            .iter()
+            .filter(|p| p.applied)
+            .map(|p| {
+                format!(
+                    "{} {} (predicted {}, measured {}, {:+.1}%)",
+                    p.id,
+                    p.after,
+                    ms(p.predicted_step_ns as f64),
+                    ms(p.measured_step_ns as f64),
+                    p.error_pct
+                )
+            })
+            .collect();
+        if !applied.is_empty() {
+            summary.push_str(&format!(". Fixed: {}", applied.join("; ")));
+        }
+    }
+    Compare {
+        verdict,
+        basis,
+        verdict_reason: reason,
         summary,
-    })
+        step,
+        comparability: Comparability {
+            comparable,
+            facts,
+            work,
+        },
+        predictions,
+        findings,
+        columns: {
+            let mut c = column_changes(b, a);
+            c.truncate(limit.max(1));
+            c
+        },
+        kernels: kernel_changes(b, a, limit),
+        evidence,
+        before: sb,
+        after: sa,
+    }
+}
+
+/// The runs a compare reads, by path (for callers that hold paths, not profiles).
+pub fn compare_paths(
+    before: &Path,
+    after: &Path,
+    limit: usize,
+    threads: usize,
+    cancelled: Cancel<'_>,
+) -> Result<Compare> {
+    let b = open_run(before, threads, cancelled)?;
+    let a = open_run(after, threads, cancelled)?;
+    Ok(compare_runs(&b, &a, limit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_names_lose_their_namespaces_templates_and_parameters() {
+        assert_eq!(
+            bare_kernel_name(
+                "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::TensorListMetadata<(int)1>, \
+                 float>(T1, T2, T3...)"
+            ),
+            "multi_tensor_apply_kernel"
+        );
+        assert_eq!(
+            bare_kernel_name(
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096>)"
+            ),
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+        );
+        assert_eq!(bare_kernel_name("Kernel2"), "Kernel2");
+    }
+
+    #[test]
+    fn the_interval_of_a_clear_change_excludes_zero_and_a_flat_one_holds_it() {
+        let b: Vec<i64> = (0..30).map(|i| 10_000 + (i % 5) * 50).collect();
+        let a: Vec<i64> = (0..30).map(|i| 8_000 + (i % 5) * 50).collect();
+        let (c, lo, hi) = change_with_interval(&b, &a);
+        assert!((c + 19.9).abs() < 0.2, "{c}");
+        assert!(lo <= c && c <= hi && hi < 0.0, "{lo} {c} {hi}");
+        assert_eq!(says(c, lo, hi), Verdict::Improved);
+        let (c, lo, hi) = change_with_interval(&b, &b);
+        assert_eq!(c, 0.0);
+        assert!(lo <= 0.0 && hi >= 0.0);
+        assert_eq!(says(c, lo, hi), Verdict::NoChange);
+        // Deterministic.
+        assert_eq!(change_with_interval(&b, &a), change_with_interval(&b, &a));
+        // A real but small change is no change.
+        assert_eq!(says(-1.0, -1.5, -0.5), Verdict::NoChange);
+        assert_eq!(says(3.0, 1.0, 5.0), Verdict::Regressed);
+    }
 }

@@ -561,7 +561,8 @@ fn slow_steps(
 }
 
 /// The most regular once-per-iteration kernel among one device's kernels (in
-/// time order): (cv of the launches between occurrences, occurrences, demangled name).
+/// time order) whose occurrences span at least half of them: (cv of the launches between occurrences,
+/// occurrences, demangled name).
 pub(crate) fn pattern_anchor(
     kernels: &[model::Kernel],
     idx: &[usize],
@@ -575,7 +576,12 @@ pub(crate) fn pattern_anchor(
     }
     let mut best: Option<(f64, usize, i64)> = None;
     for (name, pos) in positions {
-        if pos.len() < 3 || pos.len() * 2 > idx.len() {
+        // An anchor repeats through most of the trace: a kernel that repeats regularly in one stretch only (a
+        // phase of a few hundred kernels) would make that stretch the whole of the steps.
+        if pos.len() < 3
+            || pos.len() * 2 > idx.len()
+            || (pos[pos.len() - 1] - pos[0]) * 2 < idx.len()
+        {
             continue;
         }
         let seg: Vec<i64> = pos.windows(2).map(|w| (w[1] - w[0]) as i64).collect();

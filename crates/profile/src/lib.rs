@@ -63,6 +63,7 @@ pub mod search;
 pub mod stats;
 pub mod summary;
 pub mod timeline;
+pub mod usage;
 pub mod utilization;
 pub mod windows;
 

@@ -630,50 +630,299 @@ fn ledger_section(l: &profile::ledger::Ledger) -> Section {
 
 /// A before/after report of two profiles.
 pub fn compare_report(before: &Profile, after: &Profile) -> Result<Report> {
-    let c = compare::compare(before, after, 12)?;
-    let bi = info::info(before)?;
-    let ai = info::info(after)?;
+    Ok(compare_report_of(&compare::compare(before, after, 12)?))
+}
+
+fn verdict_word(v: compare::Verdict) -> &'static str {
+    v.as_str()
+}
+
+fn pct(x: f64) -> String {
+    format!("{x:+.2} %")
+}
+
+/// A before/after report of a comparison (two exports or two sets of ranks): the verdict first — the step
+/// change with its interval and each finding's predicted vs measured step — then comparability, then what
+/// moved (findings, ledger columns, kernels, the steps themselves).
+pub fn compare_report_of(c: &compare::Compare) -> Report {
     let mut facts = vec![
-        ("Before".to_string(), before.source().display().to_string()),
-        ("After".to_string(), after.source().display().to_string()),
+        ("Before".to_string(), c.before.path.clone()),
+        ("After".to_string(), c.after.path.clone()),
         ("GPUs before".to_string(), c.before.gpus.join(", ")),
         ("GPUs after".to_string(), c.after.gpus.join(", ")),
         (
-            "Nsight Systems".to_string(),
+            "Steps".to_string(),
             format!(
-                "{} / {}",
-                bi.version.product_version.as_deref().unwrap_or("unknown"),
-                ai.version.product_version.as_deref().unwrap_or("unknown")
-            ),
-        ),
-        (
-            "Comparability".to_string(),
-            format!(
-                "{} ({:.2}){}",
-                c.comparability.level,
-                c.comparability.score,
-                if c.comparability.reasons.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", c.comparability.reasons.join("; "))
-                }
+                "{} ({} steady) / {} ({} steady)",
+                c.before.unit, c.before.steady_steps, c.after.unit, c.after.steady_steps
             ),
         ),
     ];
-    facts.extend(common_facts());
-    let mut overview = Section::new("Verdict");
-    let word = |v: compare::Verdict| {
-        serde_json::to_value(v)
-            .ok()
-            .and_then(|v| v.as_str().map(|s| s.replace('_', " ")))
-            .unwrap_or_default()
-    };
-    overview.para(format!(
-        "{} (basis: {}). {}",
-        word(c.verdict),
-        c.basis,
-        c.verdict_reason
+    facts.push((
+        "Nsight Systems".to_string(),
+        format!(
+            "{} / {}",
+            c.before
+                .export
+                .product_version
+                .as_deref()
+                .unwrap_or("unknown"),
+            c.after
+                .export
+                .product_version
+                .as_deref()
+                .unwrap_or("unknown")
+        ),
     ));
+    facts.extend(common_facts());
+    // 1. The verdict.
+    let mut overview = Section::new("Verdict");
+    match &c.step {
+        Some(st) => overview.para(format!(
+            "{}: the step went from {} to {} ms, {} (95 % interval {} to {}), {}.",
+            verdict_word(c.verdict).to_uppercase(),
+            format_args!("{:.3}", st.before_median_ns / 1e6),
+            format_args!("{:.3}", st.after_median_ns / 1e6),
+            pct(st.change_pct),
+            pct(st.ci_low_pct),
+            pct(st.ci_high_pct),
+            match c.basis {
+                compare::Basis::PerStep => "per NVTX step on the GPU timeline",
+                compare::Basis::PerUnit => "per unit of identical work (no step ranges)",
+                compare::Basis::PerCall => "per call of identical launches (kernel speed only)",
+                compare::Basis::None => "no basis",
+            }
+        )),
+        None => overview.para(format!("{}.", verdict_word(c.verdict).to_uppercase())),
+    }
+    overview.para(c.verdict_reason.clone());
+    if !c.predictions.is_empty() {
+        let mut t = Table::new(&[
+            ("finding", false),
+            ("share before %", true),
+            ("step before ms", true),
+            ("predicted ms", true),
+            ("measured ms", true),
+            ("error %", true),
+            ("then limited by (predicted → measured)", false),
+            ("after", false),
+        ]);
+        for p in &c.predictions {
+            t.row(vec![
+                format!("{}{}", p.id, if p.applied { " (fixed)" } else { "" }),
+                format!("{:.2}", p.share_pct),
+                ms(p.step_ns),
+                ms(p.predicted_step_ns),
+                ms(p.measured_step_ns),
+                format!("{:+.1}", p.error_pct),
+                format!(
+                    "{} → {}",
+                    p.then_limited_by.as_deref().unwrap_or("?"),
+                    p.measured_limited_by.as_deref().unwrap_or("?")
+                ),
+                p.after.clone(),
+            ]);
+        }
+        overview.table(t);
+        if let Some(st) = &c.step {
+            let mut bars = vec![Bar {
+                label: "before (measured)".into(),
+                value: st.before_median_ns / 1e6,
+                low: None,
+                high: None,
+                paint: chart::NEUTRAL,
+                note: format!("{:.3} ms", st.before_median_ns / 1e6),
+            }];
+            for p in c.predictions.iter().filter(|p| p.applied) {
+                bars.push(Bar {
+                    label: format!("predicted: {}", p.id),
+                    value: p.predicted_step_ns as f64 / 1e6,
+                    low: None,
+                    high: None,
+                    paint: chart::SERIES[1],
+                    note: format!("{:.3} ms", p.predicted_step_ns as f64 / 1e6),
+                });
+            }
+            let lo = st.before_median_ns * (1.0 + st.ci_low_pct / 100.0) / 1e6;
+            let hi = st.before_median_ns * (1.0 + st.ci_high_pct / 100.0) / 1e6;
+            bars.push(Bar {
+                label: "after (measured)".into(),
+                value: st.after_median_ns / 1e6,
+                low: Some(lo.min(hi)),
+                high: Some(lo.max(hi)),
+                paint: chart::SERIES[0],
+                note: format!(
+                    "{:.3} ms ({})",
+                    st.after_median_ns / 1e6,
+                    pct(st.change_pct)
+                ),
+            });
+            overview.chart(build::bars(
+                "Median steady step: before, predicted by the fixed findings, after (whisker: 95 % interval)",
+                "ms",
+                &bars,
+                Scale::Linear,
+                None,
+            ));
+        }
+    }
+    // 2. Comparability.
+    let mut comp = Section::new("Comparability");
+    let mut t = Table::new(&[
+        ("fact", false),
+        ("before", false),
+        ("after", false),
+        ("same", false),
+        ("effect", false),
+    ]);
+    for f in &c.comparability.facts {
+        t.row(vec![
+            f.fact.replace('_', " "),
+            f.before.clone(),
+            f.after.clone(),
+            match f.same {
+                Some(true) => "yes".into(),
+                Some(false) => "no".into(),
+                None => "not recorded".into(),
+            },
+            if f.note.is_empty() {
+                f.effect.clone()
+            } else {
+                format!("{}: {}", f.effect, f.note)
+            },
+        ]);
+    }
+    comp.table(t);
+    let w = &c.comparability.work;
+    comp.para(format!(
+        "Work per step: {}. Identical launches: {:.1} % of calls.{}",
+        w.reason,
+        w.identical_launch_calls_pct,
+        if w.explained_by.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " The kernels that changed belong to {}.",
+                w.explained_by.join(", ")
+            )
+        }
+    ));
+    if !w.changed.is_empty() {
+        let mut t = Table::new(&[
+            ("kernel", false),
+            ("column", false),
+            ("per step before", true),
+            ("per step after", true),
+        ]);
+        for k in &w.changed {
+            t.row(vec![
+                k.name.clone(),
+                k.column.clone(),
+                format!("{}", k.before),
+                format!("{}", k.after),
+            ]);
+        }
+        comp.table(t);
+    }
+    // 3. What moved.
+    let mut deltas = Section::new("What moved");
+    if !c.findings.is_empty() {
+        let mut t = Table::new(&[
+            ("finding", false),
+            ("device", true),
+            ("before %", true),
+            ("after %", true),
+            ("status", false),
+        ]);
+        for f in &c.findings {
+            t.row(vec![
+                f.id.clone(),
+                f.device.map(|d| d.to_string()).unwrap_or_default(),
+                format!("{:.2}", f.before_share_pct),
+                format!("{:.2}", f.after_share_pct),
+                f.status.clone(),
+            ]);
+        }
+        deltas.table(t);
+    }
+    let col_bars: Vec<Bar> = c
+        .columns
+        .iter()
+        .filter(|x| x.change_ns != 0)
+        .map(|x| Bar {
+            label: x.column.clone(),
+            value: x.change_ns as f64 / 1e6,
+            low: None,
+            high: None,
+            paint: if x.change_ns > 0 {
+                chart::BAD
+            } else {
+                chart::GOOD
+            },
+            note: format!(
+                "{:.3} → {:.3} ms",
+                x.before_ns as f64 / 1e6,
+                x.after_ns as f64 / 1e6
+            ),
+        })
+        .collect();
+    if !col_bars.is_empty() {
+        deltas.chart(build::bars(
+            "Ledger columns per steady step, after − before (red: more time, green: less)",
+            "ms per step",
+            &col_bars,
+            Scale::Linear,
+            None,
+        ));
+    }
+    if !c.kernels.is_empty() {
+        let mut t = Table::new(&[
+            ("kernel", false),
+            ("column", false),
+            ("calls per step", false),
+            ("ms per step before", true),
+            ("ms per step after", true),
+            ("Δ ms", true),
+        ]);
+        for k in &c.kernels {
+            t.row(vec![
+                k.name.clone(),
+                k.column.clone(),
+                format!("{} → {}", k.before_count, k.after_count),
+                ms(k.before_ns),
+                ms(k.after_ns),
+                ms(k.change_ns),
+            ]);
+        }
+        deltas.table(t);
+    }
+    let steps: Vec<Series> = [
+        ("before", &c.before, chart::NEUTRAL),
+        ("after", &c.after, chart::SERIES[0]),
+    ]
+    .into_iter()
+    .filter(|(_, s, _)| !s.step_periods_ns.is_empty())
+    .map(|(label, s, paint)| Series {
+        label: format!("{label} ({})", s.unit),
+        points: s
+            .step_periods_ns
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (i as f64, v as f64 / 1e6))
+            .collect(),
+        paint,
+    })
+    .collect();
+    if !steps.is_empty() {
+        deltas.chart(build::lines(
+            "Steady step periods on the GPU timeline, before and after",
+            "steady step",
+            "ms",
+            &steps,
+            None,
+            true,
+        ));
+    }
     if !c.evidence.is_empty() {
         let mut ev = Table::new(&[
             ("basis", false),
@@ -681,175 +930,35 @@ pub fn compare_report(before: &Profile, after: &Profile) -> Result<Report> {
             ("before", true),
             ("after", true),
             ("Δ %", true),
-            ("threshold %", true),
+            ("95 % interval", false),
             ("says", false),
         ]);
         for e in &c.evidence {
             ev.row(vec![
-                e.basis.clone(),
+                serde_json::to_value(e.basis)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default(),
                 e.metric.clone(),
                 build::fmt_num(e.before),
                 build::fmt_num(e.after),
-                format!("{:+.2}", e.delta_pct),
-                format!("{:.2}", e.threshold_pct),
-                word(e.says),
+                format!("{:+.2}", e.change_pct),
+                format!("{:+.2} to {:+.2}", e.ci_low_pct, e.ci_high_pct),
+                verdict_word(e.says).into(),
             ]);
         }
-        overview.table(ev);
+        deltas.table(ev);
     }
-    let mut sides = Table::new(&[
-        ("", false),
-        ("kernels", true),
-        ("kernel time ms", true),
-        ("steps", true),
-        ("step median ms", true),
-        ("GPU per step median ms", true),
-    ]);
-    for (name, sd) in [("before", &c.before), ("after", &c.after)] {
-        sides.row(vec![
-            name.into(),
-            sd.kernels.to_string(),
-            ms(sd.kernel_time_ns),
-            sd.steps.to_string(),
-            sd.step_median_ns
-                .map(|v| format!("{:.3}", v / 1e6))
-                .unwrap_or_default(),
-            sd.step_gpu_median_ns
-                .map(|v| format!("{:.3}", v / 1e6))
-                .unwrap_or_default(),
-        ]);
-    }
-    overview.table(sides);
-    if !c.findings_resolved.is_empty() {
-        overview.para(format!(
-            "Findings resolved: {}.",
-            c.findings_resolved.join(", ")
-        ));
-    }
-    if !c.findings_new.is_empty() {
-        overview.para(format!("New findings: {}.", c.findings_new.join(", ")));
-    }
-    let mut deltas = Section::new("Before/after deltas");
-    let kernel_bars: Vec<Bar> = c
-        .kernel_regressions
-        .iter()
-        .chain(c.kernel_improvements.iter())
-        .map(|k| Bar {
-            label: k.name.clone(),
-            value: k.delta_ns as f64 / 1e6,
-            low: None,
-            high: None,
-            paint: if k.delta_ns > 0 {
-                chart::BAD
-            } else {
-                chart::GOOD
-            },
-            note: format!(
-                "{:+.3} ms{}",
-                k.delta_ns as f64 / 1e6,
-                k.delta_pct
-                    .map(|p| format!(" ({p:+.1}%)"))
-                    .unwrap_or_else(|| " (new)".into())
-            ),
-        })
-        .collect();
-    if !kernel_bars.is_empty() {
-        deltas.chart(build::bars(
-            "Kernel time change, after − before (red: slower, green: faster)",
-            "ms",
-            &kernel_bars,
-            Scale::Linear,
-            None,
-        ));
-    }
-    let mut busy = Vec::new();
-    for d in &c.devices {
-        for (side, v, paint) in [
-            ("before", d.busy_pct_before, chart::NEUTRAL),
-            ("after", d.busy_pct_after, chart::SERIES[0]),
-        ] {
-            if let Some(v) = v {
-                busy.push(Bar {
-                    label: format!("device {} {} ({})", d.device, side, d.window),
-                    value: v,
-                    low: None,
-                    high: None,
-                    paint,
-                    note: format!("{v}%"),
-                });
-            }
-        }
-    }
-    if !busy.is_empty() {
-        deltas.chart(build::bars(
-            "GPU busy % before and after",
-            "busy %",
-            &busy,
-            Scale::Linear,
-            None,
-        ));
-    }
-    let mut steps = Vec::new();
-    for (label, p, paint) in [
-        ("before", before, chart::NEUTRAL),
-        ("after", after, chart::SERIES[0]),
-    ] {
-        let scope = p.resolve(&profile::Scope::default())?;
-        let it = iterations::iterations(p, &scope, None, 10_000)?;
-        if let Some(pr) = it.processes.iter().find(|pr| !pr.steps.is_empty()) {
-            steps.push(Series {
-                label: format!("{label} (pid {})", pr.pid),
-                // The verdict's basis leaves the first (warm-up) step out; so does the chart.
-                points: pr
-                    .steps
-                    .iter()
-                    .skip(1)
-                    .map(|st| (st.index as f64, st.cpu_ns as f64 / 1e6))
-                    .collect(),
-                paint,
-            });
-        }
-    }
-    if !steps.is_empty() {
-        deltas.chart(build::lines(
-            "Step time before and after (CPU duration of each step after the first)",
-            "step index",
-            "ms",
-            &steps,
-            None,
-            true,
-        ));
-    }
-    if !c.ranges.is_empty() {
-        let mut t = Table::new(&[
-            ("range", false),
-            ("GPU before ms", true),
-            ("GPU after ms", true),
-            ("Δ GPU ms", true),
-            ("CPU before ms", true),
-            ("CPU after ms", true),
-        ]);
-        for r in &c.ranges {
-            t.row(vec![
-                r.name.clone(),
-                ms(r.before_gpu_ns),
-                ms(r.after_gpu_ns),
-                ms(r.delta_gpu_ns),
-                ms(r.before_cpu_ns),
-                ms(r.after_cpu_ns),
-            ]);
-        }
-        deltas.table(t);
-    }
-    Ok(Report {
+    let name = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+    Report {
         title: format!(
             "Before/after report: {} → {}",
-            file_name(before),
-            file_name(after)
+            name(&c.before.path),
+            name(&c.after.path)
         ),
-        subtitle: "Two Nsight Systems exports compared by aisp".into(),
+        subtitle: "Two runs compared by aisp on the step ledger".into(),
         facts,
         headline: c.summary.clone(),
-        sections: vec![overview, deltas],
-    })
+        sections: vec![overview, comp, deltas],
+    }
 }

@@ -121,6 +121,10 @@ pub struct DeviceLedger {
     /// rules' regions and evidence; not part of answers).
     #[serde(skip)]
     pub idle: Vec<IdlePiece>,
+    /// Streaming multiprocessors of the device's GPU, when the export records them (what a collective's thread
+    /// blocks take from the compute it overlaps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_count: Option<i64>,
     /// The globalPid key of `pid` (for matching threads; not part of answers).
     #[serde(skip)]
     pub process_key: Option<i64>,
@@ -140,6 +144,9 @@ pub struct CommPiece {
     pub end: i64,
     /// The kernel's wait for the last rank, once a set has split it.
     pub wait_ns: Option<i64>,
+    /// Thread blocks of the collective kernel (NCCL runs one per channel, each on an SM of its own).
+    #[serde(default)]
+    pub ctas: u32,
 }
 
 impl CommPiece {
@@ -173,8 +180,14 @@ pub fn build(p: &Profile, scope: &ResolvedScope, marker: Option<&str>) -> Result
     let host = idle::Host::new(p)?;
     let mut devices = Vec::new();
     let all = ops::device_ops(p, scope)?;
+    let gpus = super::info::gpus(p)?;
     for d in &all {
-        devices.push(device_ledger(p, &host, d, marker)?);
+        let mut l = device_ledger(p, &host, d, marker)?;
+        l.sm_count = gpus
+            .iter()
+            .find(|g| g.device == d.device)
+            .and_then(|g| g.sm_count);
+        devices.push(l);
     }
     let arrivals = collectives::split_within(p, &all, &mut devices)?;
     Ok(Ledger {
@@ -206,17 +219,23 @@ fn device_ledger(
     let mut rows = Vec::with_capacity(found.steps.len());
     let mut steady_idle = Vec::new();
     let mut comm = Vec::new();
+    let kernels = p.kernels()?;
     for (i, (s, mut a)) in found.steps.iter().zip(accounts).enumerate() {
         if i >= warmup {
             steady_idle.append(&mut a.idle);
         }
-        comm.extend(a.comm.iter().map(|&(k, ks, s, e)| CommPiece {
-            step: i as u32,
-            kernel: k,
-            kernel_start: ks,
-            start: s,
-            end: e,
-            wait_ns: None,
+        comm.extend(a.comm.iter().map(|&(k, ks, s, e)| {
+            CommPiece {
+                step: i as u32,
+                kernel: k,
+                kernel_start: ks,
+                start: s,
+                end: e,
+                wait_ns: None,
+                ctas: kernels
+                    .get(k as usize)
+                    .map_or(0, |x| x.blocks().min(u32::MAX as u64) as u32),
+            }
         }));
         let saving: i64 = all_chains
             .iter()
@@ -265,6 +284,7 @@ fn device_ledger(
         warmup_steps: warmup,
         steady,
         notes,
+        sm_count: None,
         idle: steady_idle,
         process_key: d.processes.first().copied(),
         comm,

@@ -63,8 +63,11 @@ pub fn split(digests: &mut [RankDigest], alignment: &Alignment) -> Result<Option
         rl.ledger.comm = std::mem::take(&mut rl.comm);
         rl.ledger.apply_waits(&s.waits[k]);
         rl.comm = std::mem::take(&mut rl.ledger.comm);
+        // The ledger-only rules read the collective pieces (the communication what-if simulates them).
+        let mut device = rl.ledger.clone();
+        device.comm = rl.comm.clone();
         let l = Ledger {
-            devices: vec![rl.ledger.clone()],
+            devices: vec![device],
             precedence: ledger::PRECEDENCE.to_string(),
             arrivals: Some(arrivals.clone()),
         };
@@ -142,7 +145,7 @@ pub fn findings(digests: &[RankDigest], arrivals: Option<&Arrivals>) -> Vec<Find
             None => shared(&fs, ledgers.len()),
         });
     }
-    by_severity_then_stake(&mut out);
+    rules::order(&mut out);
     out
 }
 
@@ -509,15 +512,6 @@ pub fn set_findings(set: &super::RankSet, digests: &[RankDigest]) -> Vec<Finding
             "cross_rank_straggler" | "cross_rank_skew_dominated"
         )
     }));
-    by_severity_then_stake(&mut out);
+    rules::order(&mut out);
     out
-}
-
-fn by_severity_then_stake(out: &mut [Finding]) {
-    out.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(b.time_at_stake_ns.cmp(&a.time_at_stake_ns))
-            .then(a.id.cmp(&b.id))
-    });
 }

@@ -220,9 +220,10 @@ pub const COMMUNICATION: RuleSpec = RuleSpec {
     id: "communication_not_overlapped",
     doc: "Collective kernel time with no compute kernel beside it: the transfer (comm_transfer) when the set's ranks \
           are known, else all exposed collective time (comm, which then includes waiting for other ranks).",
-    what_if: "communication overlapped with the step's compute (bucketed gradient all-reduce during backward): the \
-              exposed transfer goes, up to the compute time available to hide it, except the last collective of the \
-              step, which has no compute after it",
+    what_if: "communication overlapped with the step's backward (DDP's bucketed all-reduce): each collective starts \
+              once its gradients are produced (last-launched first, in proportion to their transfer), one at a time, \
+              slowing the compute it overlaps by the SMs its thread blocks take; what the backward cannot hide, and \
+              the last bucket, stay exposed",
     columns: &[Column::CommTransfer, Column::Comm],
     text: RuleText {
         why: "Communication that no compute overlaps adds directly to the step: the device moves data while its \
@@ -238,30 +239,83 @@ pub const COMMUNICATION: RuleSpec = RuleSpec {
     eval: communication,
 };
 
-/// Per step: exposed collective time, the compute it could hide behind, the last collective's exposed part.
-fn comm_parts(d: &DeviceLedger, col: Column) -> BTreeMap<u32, (i64, i64)> {
-    // Last collective of each step: the kernel with the latest start among its pieces.
-    let mut last: BTreeMap<u32, (i64, u32)> = BTreeMap::new();
-    for c in &d.comm {
-        let e = last.entry(c.step).or_insert((c.kernel_start, c.kernel));
-        if c.kernel_start > e.0 {
-            *e = (c.kernel_start, c.kernel);
+/// The share of a step's compute (outside the optimizer) that is backward: two GEMMs (input and weight
+/// gradients) for each forward GEMM.
+const BACKWARD_SHARE: f64 = 2.0 / 3.0;
+
+/// What overlapping one step's serialized collectives with its backward would leave, in ns of the step: the
+/// collectives become ready in the reverse of their launch order (gradients are produced last layer first, and
+/// a per-parameter all-reduce loop launches them first layer first), each at the point of the backward where
+/// its share of the transfer has been produced; they run one after another on the communication stream; while
+/// one runs, the compute it overlaps loses the SMs its thread blocks take (slowdown SMs / (SMs − blocks)); what
+/// is left when the backward ends is exposed. Returns (the old segment, the new one): backward + transfer, and
+/// the simulated backward with its overlapped transfer and exposed tail.
+pub(crate) fn overlapped_backward(
+    backward_ns: i64,
+    units: &[(i64, u32)],
+    sm_count: Option<i64>,
+) -> (i64, i64) {
+    let total: i64 = units.iter().map(|u| u.0).sum();
+    let bwd = backward_ns.max(0) as f64;
+    if total <= 0 {
+        return (backward_ns, backward_ns);
+    }
+    let (mut t, mut done, mut cum) = (0.0f64, 0.0f64, 0i64);
+    for &(dur, ctas) in units.iter().rev() {
+        cum += dur;
+        let ready = bwd * cum as f64 / total as f64;
+        if done < ready {
+            t += ready - done;
+            done = ready;
         }
+        let slow = match sm_count {
+            Some(sm) if sm > ctas as i64 && ctas > 0 => sm as f64 / (sm - ctas as i64) as f64,
+            _ => 1.0,
+        };
+        let overlap = (dur as f64).min((bwd - done) * slow);
+        done += overlap / slow;
+        t += dur as f64;
+    }
+    if done < bwd {
+        t += bwd - done;
+    }
+    (backward_ns + total, t.round() as i64)
+}
+
+/// Per steady step: its exposed collective time and what overlap saves. A step whose collectives all run with
+/// no compute beside them (a hand-rolled all-reduce after the backward) is simulated ([`overlapped_backward`]);
+/// a step that already overlaps some (DDP) can save the exposed time except its last collective's, at most its
+/// compute time.
+fn comm_savings(d: &DeviceLedger, col: Column) -> BTreeMap<u32, (i64, i64)> {
+    // Per step, per collective kernel in launch order (kernel start, kernel): (exposed transfer, thread blocks).
+    type Units = BTreeMap<(i64, u32), (i64, u32)>;
+    let mut kernels: BTreeMap<u32, Units> = BTreeMap::new();
+    for c in &d.comm {
+        let e = kernels
+            .entry(c.step)
+            .or_default()
+            .entry((c.kernel_start, c.kernel))
+            .or_insert((0, c.ctas));
+        e.0 += c.transfer_ns();
     }
     let mut out = BTreeMap::new();
     for s in d.steady_steps() {
         let exposed = s.columns.get(col);
-        let tail: i64 = match last.get(&s.index) {
-            Some(&(_, k)) => d
-                .comm
-                .iter()
-                .filter(|c| c.step == s.index && c.kernel == k)
-                .map(|c| c.transfer_ns())
-                .sum::<i64>()
-                .min(exposed),
-            None => 0,
+        let units: Vec<(i64, u32)> = kernels
+            .get(&s.index)
+            .map(|k| k.values().copied().filter(|u| u.0 > 0).collect())
+            .unwrap_or_default();
+        let compute = s.columns.group(Group::Compute);
+        let saving = if s.hidden_communication_ns == 0 && units.len() >= 2 {
+            let backward =
+                ((compute - s.columns.get(Column::Optimizer)) as f64 * BACKWARD_SHARE) as i64;
+            let (old, new) = overlapped_backward(backward, &units, d.sm_count);
+            (old - new).clamp(0, exposed)
+        } else {
+            let tail = units.last().map_or(0, |u| u.0).min(exposed);
+            (exposed - tail).min(compute)
         };
-        out.insert(s.index, (exposed, tail));
+        out.insert(s.index, (exposed, saving));
     }
     out
 }
@@ -276,7 +330,7 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         } else {
             Column::Comm
         };
-        let parts = comm_parts(d, col);
+        let parts = comm_savings(d, col);
         let exposed = d.steady.columns.get(col);
         if exposed == 0 {
             continue;
@@ -286,18 +340,22 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             d,
             Stake::Estimate,
             if split {
-                "estimate per steady step: its comm_transfer (collective time after the last rank arrived, with no \
-                 compute beside it) minus the last collective's part, at most the step's compute time"
+                "estimate per steady step of its comm_transfer (collective time after the last rank arrived, with no \
+                 compute beside it): where every collective of the step runs alone, the step's backward (2/3 of its \
+                 compute outside the optimizer) overlapped with its collectives, ready last-launched first in \
+                 proportion to their transfer, one at a time, the overlapped compute slowed by the SMs the \
+                 collectives' thread blocks take; else the exposed transfer minus the last collective's, at most the \
+                 step's compute time"
             } else {
-                "estimate per steady step: its exposed collective time (comm) minus the last collective's part, at most \
-                 the step's compute time — an upper bound: without the other ranks' exports, the time waiting for them \
-                 inside the collectives is counted too, and overlap cannot remove waiting"
+                "estimate per steady step of its exposed collective time (comm): where every collective of the step \
+                 runs alone, the step's backward (2/3 of its compute outside the optimizer) overlapped with its \
+                 collectives, ready last-launched first in proportion to their time, one at a time, the overlapped \
+                 compute slowed by the SMs the collectives' thread blocks take; else the exposed time minus the last \
+                 collective's, at most the step's compute time — an upper bound: without the other ranks' exports, the \
+                 time waiting for them inside the collectives is counted too, and overlap cannot remove waiting"
             },
             &[col],
-            |s| {
-                let (e, tail) = parts.get(&s.index).copied().unwrap_or((0, 0));
-                (e - tail).min(s.columns.group(Group::Compute))
-            },
+            |s| parts.get(&s.index).map_or(0, |p| p.1),
         );
         let saving = dr.total();
         let hidden = d.steady.hidden_communication_ns;
@@ -426,4 +484,36 @@ fn wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overlapped_backward_hides_what_it_can_and_pays_for_the_sms() {
+        // 7 ms of backward, four 1.2 ms all-reduces, no SM cost: ready at 1.75, 3.5, 5.25, 7 ms; the last runs
+        // after the backward.
+        let units = [
+            (1_200_000, 0),
+            (1_200_000, 0),
+            (1_200_000, 0),
+            (1_200_000, 0),
+        ];
+        let (old, new) = overlapped_backward(7_000_000, &units, None);
+        assert_eq!(old, 11_800_000);
+        assert_eq!(new, 8_200_000);
+        // NCCL on 24 of 132 SMs: the overlapped compute runs 132/108 slower, so the backward ends later.
+        let units24: Vec<(i64, u32)> = units.iter().map(|u| (u.0, 24)).collect();
+        let (_, slow) = overlapped_backward(7_000_000, &units24, Some(132));
+        assert!(
+            slow > new && slow < new + 3 * 1_200_000 * 24 / 108,
+            "{slow}"
+        );
+        // One collective: nothing to overlap before its gradients are all produced.
+        assert_eq!(
+            overlapped_backward(7_000_000, &[(1_000_000, 24)], Some(132)),
+            (8_000_000, 8_000_000)
+        );
+    }
 }

@@ -6,6 +6,9 @@
 mod profile_common;
 
 mod capture_parsers;
+mod compare;
+#[path = "../../../../examples/export_edit.rs"]
+mod export_edit;
 mod ledger;
 mod profile_facts;
 mod profile_rules;

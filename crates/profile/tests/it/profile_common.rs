@@ -48,6 +48,20 @@ pub fn fixture(name: &str) -> PathBuf {
     out
 }
 
+/// A planted case (`tests/data/planted`): its export, or for a set of `ranks > 1` the folder its rank exports are
+/// decompressed into.
+pub fn planted(case: &str, ranks: usize) -> PathBuf {
+    if ranks <= 1 {
+        return fixture(&format!("planted/{case}.sqlite"));
+    }
+    let mut dir = None;
+    for r in 0..ranks {
+        let f = fixture(&format!("planted/{case}/rank{r}.sqlite"));
+        dir = f.parent().map(Path::to_path_buf);
+    }
+    dir.expect("at least one rank")
+}
+
 pub fn open(name: &str) -> aisp_profile::Profile {
     aisp_profile::open(&fixture(name)).unwrap_or_else(|e| panic!("open {name}: {e}"))
 }
