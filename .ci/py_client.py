@@ -13,13 +13,24 @@ usage: py_client.py stdio /path/to/aisp HOME TOOLS_JSON
 
 import asyncio
 import json
+import logging
 import sys
 
 import anyio
 from mcp import Client, StdioServerParameters, types
 
 TOOLS = {}  # name -> row of `aisp tools --format json`
-DEFAULT_BUDGET, TOOL_BUDGET = 40_000, 8_192
+DEFAULT_BUDGET, TOOL_BUDGET, MAP_BUDGET = 20_000, 8_192, 5_000
+NOT_LISTED = []
+
+
+class _NotListed(logging.Handler):
+    def emit(self, record):
+        if "not listed by server" in record.getMessage():
+            NOT_LISTED.append(record.getMessage())
+
+
+logging.getLogger("mcp").addHandler(_NotListed())
 # Kinds a call with a tool's own example may end in on a CI host (no GPU, execution off,
 # example paths that do not exist there, no LLM).
 EXPECTED_KINDS = {"gpu_unavailable", "exec_not_allowed", "not_found", "unsupported", "invalid_input"}
@@ -109,8 +120,21 @@ async def exercise(target, mode):
         check(not res.is_error and len(res.structured_content["samples"]) >= 5,
               f"[{mode}] aisp_system_monitor returned its samples")
         check(len(seen) >= 3, f"[{mode}] progress notifications arrived ({len(seen)})")
+        NOT_LISTED.clear()
         res = await client.call_tool("aisp_system_env", {})
         check(not res.is_error, f"[{mode}] a tool outside the list (aisp_system_env) answers tools/call")
+        if STATEFUL:
+            # The tool called by name joined the session's listing: the SDK lists again to validate the
+            # result and finds it (it logs "not listed by server" otherwise).
+            check(not NOT_LISTED, f"[{mode}] the SDK knows a tool called by name ({NOT_LISTED})")
+        res = await client.call_tool("aisp_list_domains", {})
+        size = len(json.dumps(res.structured_content))
+        check(size <= MAP_BUDGET, f"[{mode}] the domain map is {size} characters (budget {MAP_BUDGET})")
+        if not STATEFUL:
+            res = await client.call_tool("aisp_list_domains", {"enable": ["hw"]})
+            sc = res.structured_content
+            check(sc["enabled"] == [] and "--tools default,hw" in sc["note"],
+                  f"[{mode}] a stateless session says it cannot enable, and how to start the server instead")
         guide = await client.read_resource("aisp://guide/getting-started")
         check("aisp_list_domains" in guide.contents[0].text, f"[{mode}] the getting-started guide is served")
         if STATEFUL:

@@ -62,8 +62,8 @@ class CoreDomain:
     def status(self, *, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Version, GPUs found (or why none), driver and CUDA versions, store path, LLM and execution settings."""
         ...
-    def list_domains(self, *, enable: Optional[List[str]] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
-        """Every domain with its tools: one-line summary, whether each needs a GPU, runs long or executes commands."""
+    def list_domains(self, *, domain: Optional[str] = ..., enable: Optional[List[str]] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+        """The map of every domain and its tools; one domain's tools with their input schemas; enable a domain's tools in this session."""
         ...
 
 class JobDomain:
@@ -143,22 +143,22 @@ class ProfileDomain:
     def summary(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., reports: Optional[List[str]] = ..., names: Optional[Literal['short', 'demangled']] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """The nsys stats reports: kernels, CUDA API, memcpy time/size, NVTX and OS runtime, with exact nsys semantics."""
         ...
-    def kernels(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., names: Optional[Literal['short', 'demangled']] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def kernels(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., names: Optional[Literal['short', 'demangled']] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Top kernels with per-device split, p50/p90/p99, launch configuration, and class (tensor-core GEMM, SIMT fp32 GEMM, attention, ...)."""
         ...
     def utilization(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., chunks: Optional[int] = ..., threshold_pct: Optional[float] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Per-device busy time as the union of kernel intervals over the span, steps and steady windows, plus time-utilization chunks."""
         ...
-    def gaps(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., min_gap_ms: Optional[float] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def gaps(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., min_gap_ms: Optional[float] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Idle gaps per device, steady state first, each with what the launching CPU thread was doing (sync, module loading, sleep, NVTX range)."""
         ...
-    def memory(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def memory(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Memcpy/memset by direction and memory kind, achieved bandwidth, pageable async copies, blocking copy APIs, GPU memory over time."""
         ...
-    def nvtx(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., limit: Optional[int] = ..., max_depth: Optional[int] = ..., max_children: Optional[int] = ..., group_numbered: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def nvtx(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., limit: Optional[int] = ..., max_depth: Optional[int] = ..., max_children: Optional[int] = ..., group_numbered: Optional[bool] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """NVTX range tree per thread and GPU time projected onto each range name (process-wide attribution, same-thread beside it)."""
         ...
-    def iterations(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., marker: Optional[str] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def iterations(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., marker: Optional[str] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Detects steps (NVTX step_N, numbered ranges or a repeating kernel) and reports per-step CPU time, GPU-projected time, kernels, variance, slowest steps."""
         ...
     def nccl(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
@@ -212,7 +212,7 @@ class ProfileDomain:
     def torch(self, *, command: List[str], cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., wait: Optional[int] = ..., warmup: Optional[int] = ..., active: Optional[int] = ..., step_on: Optional[Literal['optimizer', 'none']] = ..., record_shapes: Optional[bool] = ..., profile_memory: Optional[bool] = ..., with_stack: Optional[bool] = ..., with_flops: Optional[bool] = ..., top: Optional[int] = ..., compile_logs: Optional[bool] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """Runs a Python script under torch.profiler (schedule, shapes, memory, stack, FLOPs), writes the Kineto trace and analyses it."""
         ...
-    def trace(self, *, paths: List[str], top: Optional[int] = ..., steps: Optional[int] = ..., findings: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def trace(self, *, paths: List[str], top: Optional[int] = ..., steps: Optional[int] = ..., findings: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """HTA-style analysis of Kineto traces (one per rank): temporal and idle breakdown, top kernels and operators, launch statistics, overlap, per-step GPU time, findings."""
         ...
     def list(self, *, kind: Optional[Literal['nsys', 'ncu', 'torch']] = ..., state: Optional[Literal['running', 'succeeded', 'failed', 'cancelled', 'timed_out']] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
@@ -437,8 +437,8 @@ class Engine:
     def explain(self, *, concept: str, expand: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Explains a GPU/AI performance concept from aisp's knowledge base: definition, why it matters, how to detect it with aisp, how to fix it, sources."""
         ...
-    def list_domains(self, *, enable: Optional[List[str]] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
-        """Every domain with its tools: one-line summary, whether each needs a GPU, runs long or executes commands."""
+    def list_domains(self, *, domain: Optional[str] = ..., enable: Optional[List[str]] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+        """The map of every domain and its tools; one domain's tools with their input schemas; enable a domain's tools in this session."""
         ...
     def recommend(self, *, model: Optional[str] = ..., architecture: Optional[Dict[str, Any]] = ..., params_b: Optional[float] = ..., gpu: Optional[str] = ..., gpus: Optional[int] = ..., nodes: Optional[int] = ..., goal: Optional[Literal['throughput', 'latency', 'memory', 'cost']] = ..., workload: Optional[Literal['training', 'inference', 'both']] = ..., seq_len: Optional[int] = ..., dtype: Optional[Literal['fp32', 'bf16', 'fp16', 'fp8', 'int8', 'int4']] = ..., findings: Optional[List[str]] = ..., profile: Optional[str] = ..., draft_model: Optional[bool] = ..., shared_prefixes: Optional[bool] = ..., can_change_model: Optional[bool] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Ranks optimization techniques for your model, GPUs and goal (throughput, latency, memory, cost) by measured effect, with why, preconditions met/unmet and conflicts resolved."""

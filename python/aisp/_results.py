@@ -35,12 +35,19 @@ def find_tables(value, prefix="", out=None, depth=0):
     return out
 
 
+def main_table(tables):
+    """The first table at the outermost level, in the answer's order (`find_tables` keeps that order)."""
+    return min(tables, key=lambda k: k.count("."))
+
+
 def to_pandas(value, table=None):
     """A pandas DataFrame of one table of a result.
 
-    `table` is a path from `Result.tables()` (e.g. `"kernels"` or `"reports.0.rows"`); by default the
-    table with the most rows. A result without tables becomes one row of its scalar fields. Nested objects in
-    rows become dotted columns (`pandas.json_normalize`). pandas is imported here, only when asked for.
+    `table` is a path from `Result.tables()` (e.g. `"rows"` or `"cuda_gpu_kern_sum.rows"`); by default the
+    result's main table: its only one, else the first at the outermost level in the answer's order (the
+    kernels report of a summary, not the largest table), with a warning naming the others. A result without
+    tables becomes one row of its scalar fields. Nested objects in rows become dotted columns
+    (`pandas.json_normalize`). pandas is imported here, only when asked for.
     """
     try:
         import pandas as pd
@@ -53,7 +60,16 @@ def to_pandas(value, table=None):
         if not tables:
             scalars = {k: v for k, v in value.items() if not isinstance(v, (dict, list))}
             return pd.DataFrame([scalars])
-        table = max(tables, key=lambda k: len(tables[k]))
+        table = main_table(tables)
+        if len(tables) > 1:
+            import warnings
+
+            others = [t for t in tables if t != table]
+            warnings.warn(
+                f"to_pandas(): this result has {len(tables)} tables; giving {table!r}. "
+                f"Pass table= for another: {', '.join(others[:6])}{', ...' if len(others) > 6 else ''}",
+                stacklevel=3,
+            )
     if table not in tables:
         raise KeyError(f"no table {table!r} in this result; tables: {', '.join(tables) or 'none'}")
     return pd.json_normalize(tables[table])

@@ -401,6 +401,26 @@ def test_results_convert_to_dataframes(engine):
         u.to_pandas("nope")
 
 
+def test_a_summary_gives_its_kernels_table_and_says_there_are_others(engine):
+    pd = pytest.importorskip("pandas")
+    r = engine.profile.summary(path=TRAIN_GOOD, limit=10)
+    with pytest.warns(UserWarning, match="cuda_api_sum.rows"):
+        df = r.to_pandas()
+    assert list(df["name"]) == [row["name"] for row in r["cuda_gpu_kern_sum"]["rows"]]
+    assert isinstance(r.to_pandas("cuda_api_sum.rows"), pd.DataFrame)
+
+
+def test_the_readme_python_example_reads_real_keys(engine):
+    """Each `r[...]` of the README's Python example exists in the answer it names."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```python", 1)[1].split("```", 1)[0]
+    r = engine.profile.summary(path=TRAIN_GOOD, limit=10)
+    chains = [line.split("#")[0].strip() for line in block.splitlines() if line.strip().startswith("r[")]
+    assert chains, "the example reads the summary's answer"
+    for chain in chains:
+        eval(chain, {"r": r})  # raises KeyError on a key the answer does not have
+
+
 def test_pandas_is_not_needed_to_import(home):
     code = (
         "import sys; sys.modules['pandas'] = None\n"

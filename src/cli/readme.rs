@@ -162,16 +162,7 @@ pub fn tool_table() -> String {
             let Some(tool) = registry::find(&name) else {
                 continue;
             };
-            let mut flags = Vec::new();
-            if spec.needs_gpu {
-                flags.push("GPU");
-            }
-            if spec.long_running {
-                flags.push("long");
-            }
-            if spec.executes_commands {
-                flags.push("exec");
-            }
+            let flags = spec.flags(["GPU", "long", "exec"]);
             let refs: Vec<String> = REFERENCE_NAMES
                 .iter()
                 .filter(|(_, ours)| *ours == Some(name.as_str()))

@@ -211,16 +211,44 @@ fn plan_html(p: &Value) -> String {
 fn estimate_html(e: &Value) -> String {
     let mut h = String::new();
     let fits = e["fits"].as_bool().unwrap_or(false);
+    // The tile says what the sweep below shows (weights and KV read per step): the first batch that is
+    // compute-bound, or that decode stays memory-bound over the whole sweep. The weights-only crossover
+    // (KV reads left out) is smaller, so it is named as such beside it.
+    let swept = arr(&e["batch_sweep"])
+        .iter()
+        .filter_map(|b| b["batch"].as_i64())
+        .max();
+    let (cross_label, cross) = match (e["first_compute_bound_batch"].as_i64(), swept) {
+        (Some(b), _) => (
+            "decode turns compute-bound at batch".to_string(),
+            format!(
+                "{b} <span class=\"muted small\">(weights-only crossover {})</span>",
+                num(&e["crossover_batch"], 1)
+            ),
+        ),
+        (None, Some(max)) => (
+            "decode compute-bound at batch".to_string(),
+            format!(
+                "not up to {max}: memory-bound <span class=\"muted small\">(KV reads grow with the batch; weights-only crossover {})</span>",
+                num(&e["crossover_batch"], 1)
+            ),
+        ),
+        (None, None) => (
+            "weights-only crossover batch".to_string(),
+            num(&e["crossover_batch"], 1),
+        ),
+    };
     let _ = write!(
         h,
-        r#"<div class="cards"><div class="card"><div class="label">weights per GPU</div><div class="value" data-metric="weights-per-gpu">{w} GB</div></div><div class="card"><div class="label">fits</div><div class="value">{fits}</div></div><div class="card"><div class="label">largest batch in memory</div><div class="value">{mb}</div></div><div class="card"><div class="label">decode turns compute-bound at batch</div><div class="value">{cross}</div></div><div class="card"><div class="label">request latency</div><div class="value">{lat} ms</div></div></div>"#,
+        r#"<div class="cards"><div class="card"><div class="label">weights per GPU</div><div class="value" data-metric="weights-per-gpu">{w} GB</div></div><div class="card"><div class="label">fits</div><div class="value">{fits}</div></div><div class="card"><div class="label">largest batch in memory</div><div class="value">{mb}</div></div><div class="card"><div class="label">{cross_label}</div><div class="value" data-metric="compute-bound-batch">{cross}</div></div><div class="card"><div class="label">request latency</div><div class="value">{lat} ms</div></div></div>"#,
         w = num(&e["weights_per_gpu_gb"], 2),
         fits = if fits { "yes" } else { "no" },
         mb = e["max_batch_by_memory"]
             .as_i64()
             .map(|b| b.to_string())
             .unwrap_or_else(|| "—".into()),
-        cross = num(&e["crossover_batch"], 1),
+        cross_label = cross_label,
+        cross = cross,
         lat = num(&e["request_latency_ms"], 1),
     );
     peaks(&mut h, &e["peaks"]);

@@ -96,7 +96,12 @@ pub async fn section(
                 return Ok(String::new());
             }
             Ok(rank_set(
-                &call(app, "aisp_profile_ranks", json!({"path": path})).await?,
+                &call(
+                    app,
+                    "aisp_profile_ranks",
+                    json!({"path": path, "detail": true}),
+                )
+                .await?,
             ))
         }
         other => Err(OpError::not_found(
@@ -390,7 +395,7 @@ fn utilization(util: &Value) -> String {
     if devices.is_empty() {
         return r#"<p class="muted">No GPU activity in this profile.</p>"#.into();
     }
-    let series: Vec<build::Series> = devices
+    let mut series: Vec<build::Series> = devices
         .iter()
         .enumerate()
         .map(|(k, d)| {
@@ -406,6 +411,8 @@ fn utilization(util: &Value) -> String {
             }
         })
         .collect();
+    // The active part: most captures are mostly start-up and tear-down, a flat zero.
+    let trimmed = build::trim_idle_ends(&mut series);
     h.push_str(&svg::render(&build::lines(
         "GPU busy % over time (kernels and copies, union)",
         "s (the capture's timebase, as on the timeline)",
@@ -414,6 +421,12 @@ fn utilization(util: &Value) -> String {
         Some((0.0, 100.0)),
         false,
     )));
+    if let Some((lo, hi)) = trimmed {
+        let _ = write!(
+            h,
+            r#"<p class="muted small" id="util-trimmed">The chart shows the active part, {lo:.3} s to {hi:.3} s: before and after it every GPU is idle.</p>"#
+        );
+    }
     h.push_str(
         r#"<table class="grid"><thead><tr><th>GPU</th><th>window</th><th>length</th><th>kernel busy</th><th>busy incl. copies</th><th></th></tr></thead><tbody>"#,
     );
@@ -508,7 +521,7 @@ fn gaps(g: &Value) -> String {
     let mut h = String::new();
     let _ = write!(
         h,
-        r#"<p class="muted">Idle stretches longer than {} between {} on each GPU, largest first, with what the launching thread did meanwhile.</p>"#,
+        r#"<p class="muted">Idle stretches longer than {} between {} on each GPU: the steady-state window's largest first, then the largest of the rest (first step, warm-up), with what the launching thread did meanwhile.</p>"#,
         esc(&fmt_ns(f(&g["min_gap_ns"]))),
         if g["kernels_only"].as_bool().unwrap_or(true) {
             "kernels"
@@ -518,11 +531,17 @@ fn gaps(g: &Value) -> String {
     );
     for d in arr(&g["devices"]) {
         let list = arr(&d["gaps"]);
+        let total = i(&d["gaps_total"]);
         let _ = write!(
             h,
-            r#"<h4>GPU {} — {} gaps</h4>"#,
+            r#"<h4>GPU {} — {} gaps{}</h4>"#,
             i(&d["device"]),
-            int_sep(i(&d["gaps_total"]))
+            int_sep(total),
+            if (list.len() as i64) < total {
+                format!(", {} listed", list.len())
+            } else {
+                String::new()
+            }
         );
         if list.is_empty() {
             h.push_str(r#"<p class="muted">None.</p>"#);
@@ -544,6 +563,13 @@ fn gaps(g: &Value) -> String {
             );
         }
         h.push_str("</tbody></table>");
+    }
+    for note in arr(&g["left_out"]) {
+        let _ = write!(
+            h,
+            r#"<p class="muted small left-out">Not listed: {}</p>"#,
+            esc(s(note))
+        );
     }
     h
 }

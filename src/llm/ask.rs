@@ -392,7 +392,21 @@ pub fn ask(ctx: &OpContext, req: AskRequest, options: &AskOptions) -> Result<Ask
             if model.is_some() || cfg.configured() {
                 notes.push(format!("Answered without the LLM: {reason}"));
             }
-            offline::compose(&question, &route, &ledger, profile.is_some(), &reason)
+            let earlier = history
+                .iter()
+                .max_by_key(|t| t.turn)
+                .map(|t| offline::EarlierTurn {
+                    question: &t.question,
+                    answer: &t.answer,
+                });
+            offline::compose(
+                &question,
+                &route,
+                &ledger,
+                profile.is_some(),
+                &reason,
+                earlier,
+            )
         }
     };
 

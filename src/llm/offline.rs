@@ -296,13 +296,113 @@ fn gaps(
     out
 }
 
-/// Compose the answer. `reason` says why no LLM answered.
+/// The earlier turn a follow-up answers after, as the composer needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct EarlierTurn<'a> {
+    pub question: &'a str,
+    pub answer: &'a str,
+}
+
+/// Words that ask how to fix what was found.
+fn asks_for_a_fix(question: &str) -> bool {
+    let q = question.to_lowercase();
+    [
+        "fix",
+        "how do i",
+        "how can i",
+        "what should i",
+        "change",
+        "solve",
+        "improve",
+        "speed it up",
+        "make it faster",
+    ]
+    .iter()
+    .any(|w| q.contains(w))
+}
+
+/// The answer to a follow-up: what the earlier answer did not say yet, not the same summary again.
+fn follow_up(
+    question: &str,
+    findings: &[(Finding, String)],
+    earlier: EarlierTurn<'_>,
+) -> Option<String> {
+    let (top, ev) = findings.first()?;
+    let mut md = String::new();
+    if asks_for_a_fix(question) {
+        md.push_str(&format!(
+            "What to change for **{}** (`{}`) [{ev}]:\n\n",
+            top.title, top.id
+        ));
+        md.push_str(&format!(
+            "- Fix: {}\n",
+            top.fix
+                .as_deref()
+                .unwrap_or("the rule gives no fix of its own; see the facts below")
+        ));
+        if let Some(v) = &top.verify {
+            md.push_str(&format!("- Then verify: {v}\n"));
+        }
+        if let Some(next) = findings.get(1) {
+            md.push_str(&format!(
+                "\nAfter that, the next at stake is **{}** (`{}`, {}) [{}]{}.\n",
+                next.0.title,
+                next.0.id,
+                next.0.severity,
+                next.1,
+                next.0
+                    .fix
+                    .as_deref()
+                    .map(|f| format!(": {f}"))
+                    .unwrap_or_default()
+            ));
+        }
+        return Some(md);
+    }
+    let new: Vec<&(Finding, String)> = findings
+        .iter()
+        .filter(|(f, _)| !earlier.answer.contains(&f.id))
+        .collect();
+    if new.is_empty() {
+        md.push_str(&format!(
+            "The earlier answer named every finding at medium severity or above. More on the top one, **{}** (`{}`) \
+             [{ev}]: {}{}\n",
+            top.title,
+            top.id,
+            top.why.as_deref().unwrap_or(""),
+            top.evidence
+                .as_deref()
+                .map(|e| format!(" Evidence: {e}"))
+                .unwrap_or_default()
+        ));
+    } else {
+        md.push_str("Besides what the earlier answer named:\n\n");
+        for (f, ev) in new {
+            md.push_str(&format!(
+                "- **{}** (`{}`, {}{}) [{ev}]{}\n",
+                f.title,
+                f.id,
+                f.severity,
+                on_device(f),
+                f.fix
+                    .as_deref()
+                    .map(|x| format!(": {x}"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    Some(md)
+}
+
+/// Compose the answer. `reason` says why no LLM answered; `earlier` is the conversation's last turn when
+/// this question follows up on it.
 pub fn compose(
     question: &str,
     route: &Route,
     ledger: &Ledger,
     has_profile: bool,
     reason: &str,
+    earlier: Option<EarlierTurn<'_>>,
 ) -> String {
     let findings = relied_findings(ledger);
     let mut md = String::new();
@@ -312,13 +412,21 @@ pub fn compose(
          cited tool results.\n\n",
         route.intent.label()
     ));
+    if let Some(e) = earlier {
+        md.push_str(&format!(
+            "> Follow-up to “{}”.\n\n",
+            super::client::truncate_chars(e.question, 200)
+        ));
+    }
 
     // Answer.
     md.push_str("## Answer\n\n");
     let rules = ledger.from_tool("aisp_profile_rules");
     let troubleshoot = ledger.from_tool("aisp_ai_troubleshoot");
     let explain = ledger.from_tool("aisp_explain");
-    if let Some((top, ev)) = findings.first() {
+    if let Some(text) = earlier.and_then(|e| follow_up(question, &findings, e)) {
+        md.push_str(&text);
+    } else if let Some((top, ev)) = findings.first() {
         md.push_str(&format!(
             "aisp's rules report {} finding(s) at medium severity or above. The most serious is **{}** (`{}`, {}{}{}) [{ev}].",
             findings.len(),
@@ -570,6 +678,7 @@ mod tests {
             &l,
             true,
             "No LLM endpoint is configured.",
+            None,
         );
         assert!(md.starts_with("> **No LLM was used.** No LLM endpoint is configured."));
         assert!(
@@ -595,8 +704,66 @@ mod tests {
             &Ledger::default(),
             false,
             "x.",
+            None,
         );
         assert!(md.contains("cannot say what limits it"));
         assert!(md.contains("nsys profile -t cuda,nvtx,osrt"));
+    }
+
+    #[test]
+    fn a_follow_up_answers_what_was_not_said_yet() {
+        let l = ledger_with_rules();
+        let first_q = "why is this training slow?";
+        let first = compose(first_q, &classify(first_q, true), &l, true, "x.", None);
+        let earlier = Some(EarlierTurn {
+            question: first_q,
+            answer: &first,
+        });
+        let fix_q = "how do I fix it?";
+        let fix = compose(fix_q, &classify(fix_q, true), &l, true, "x.", earlier);
+        assert!(
+            fix.contains("> Follow-up to “why is this training slow?”"),
+            "{fix}"
+        );
+        let answer = |md: &str| {
+            md.split("## Answer")
+                .nth(1)
+                .unwrap()
+                .split("\n## ")
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_ne!(
+            answer(&fix),
+            answer(&first),
+            "a follow-up is not the same template again"
+        );
+        assert!(
+            answer(&fix).contains("What to change for **Host-bound steps**"),
+            "{fix}"
+        );
+        // An answer that named only the top finding: the follow-up gives the rest.
+        let short = "The most serious is `host_bound`.";
+        let more_q = "what else?";
+        let more = compose(
+            more_q,
+            &classify(more_q, true),
+            &l,
+            true,
+            "x.",
+            Some(EarlierTurn {
+                question: first_q,
+                answer: short,
+            }),
+        );
+        assert!(
+            answer(&more).contains("Besides what the earlier answer named"),
+            "{more}"
+        );
+        assert!(
+            answer(&more).contains("`pageable`") && !answer(&more).contains("`host_bound`"),
+            "{more}"
+        );
     }
 }

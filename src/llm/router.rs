@@ -561,7 +561,8 @@ pub fn plan(route: &Route, question: &str, profile: Option<&str>) -> Vec<Planned
     if let Some(p) = profile {
         calls.push(call(
             "aisp_profile_rules",
-            json!({"path": p}),
+            // In full: the composed answer quotes each finding's why, evidence and verify.
+            json!({"path": p, "detail": true}),
             "find the problems in the profile, ranked by the time at stake",
         ));
         for intent in &intents {
@@ -848,7 +849,7 @@ mod tests {
         let r = classify("why is this training slow?", true);
         let p = plan(&r, "why is this training slow?", Some("t.sqlite"));
         assert_eq!(p[0].tool, "aisp_profile_rules");
-        assert_eq!(p[0].arguments, json!({"path": "t.sqlite"}));
+        assert_eq!(p[0].arguments, json!({"path": "t.sqlite", "detail": true}));
         assert!(p.iter().any(|c| c.tool == "aisp_profile_utilization"));
         let q = "training Llama 3.1 8B on 8 H100 runs out of memory";
         let r = classify(q, false);

@@ -80,7 +80,6 @@ impl Operation for Ask {
             "answer with evidence",
         ],
         example: r#"{"question": "why is this training step slow?", "path": "train.sqlite"}"#,
-        tier: crate::registry::Tier::Default,
         ..OpSpec::new("ai", "ask")
     };
 
@@ -161,7 +160,6 @@ impl Operation for Explain {
             "explain the term",
         ],
         example: r#"{"concept": "bank conflicts"}"#,
-        tier: crate::registry::Tier::Default,
         ..OpSpec::new("ai", "explain")
     };
 

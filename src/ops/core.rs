@@ -128,20 +128,57 @@ impl Operation for Status {
 
 pub struct ListDomains;
 
+/// At most this many characters (Python `json.dumps`) for the map `aisp_list_domains` answers by default.
+pub const DOMAIN_MAP_BUDGET: usize = 5_000;
+
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListDomainsInput {
-    /// Domains whose tools this MCP session should list from now on (the
-    /// server sends notifications/tools/list_changed), e.g. ["profile"]; "all" for every domain.
+    /// A domain (e.g. "profile") or a tool name: its tools with descriptions and input schemas.
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// Domains to list in this MCP session from now on (the server sends
+    /// notifications/tools/list_changed), e.g. ["profile"]; "all" for every domain.
     #[serde(default)]
     pub enable: Vec<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ListDomainsOutput {
-    pub domains: Vec<DomainInfo>,
-    /// The domains `enable` named, now listed in this MCP session (empty without `enable`).
+    /// Every domain in a line: what it covers and its tools (the map; left out with `domain`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<DomainLine>,
+    /// With `domain`: its tools, each with its description and input schema.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSchema>,
+    /// The domains `enable` named, now listed in this MCP session (empty without `enable`, and where the
+    /// session cannot change its listing: see `note`).
     pub enabled: Vec<String>,
+    /// What to do next: how to see a domain's schemas, list its tools, or call them.
+    pub note: String,
+}
+
+/// One domain of the map.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DomainLine {
+    pub domain: String,
+    pub about: String,
+    /// Its tools, comma-separated; `*` marks those in the default listing.
+    pub tools: String,
+}
+
+/// One tool as `tools/list` would show it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ToolSchema {
+    pub name: String,
+    pub description: String,
+    /// `core` or `default` (in the default listing) or `domain` (listed once its domain is enabled).
+    pub listed: &'static str,
+    /// Needs a GPU, runs long (takes timeout_s and async) or runs a command you supply.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<&'static str>,
+    #[serde(rename = "inputSchema")]
+    pub input_schema: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The domains a successful `aisp_list_domains` call asked to list: what the
@@ -159,23 +196,35 @@ pub fn domains_to_enable(tool: &str, output: &serde_json::Value) -> Option<Vec<S
     (!enabled.is_empty()).then_some(enabled)
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct DomainInfo {
-    pub name: String,
-    pub description: String,
-    pub operations: Vec<OperationInfo>,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct OperationInfo {
-    /// MCP tool name.
-    pub tool: String,
-    pub summary: String,
-    /// Listed without `enable`: in the default listing (`core` or `default`), or only once its domain is enabled (`domain`).
-    pub listed: &'static str,
-    pub needs_gpu: bool,
-    pub long_running: bool,
-    pub executes_commands: bool,
+/// The answer to `enable` where the session cannot keep a listing (streamable HTTP at protocol
+/// 2026-07-28 is stateless: every request is served on its own): nothing was enabled, and how to get
+/// the tools instead.
+pub fn cannot_enable(output: &mut serde_json::Value) {
+    let Some(enabled) = output.get("enabled").and_then(|e| e.as_array()) else {
+        return;
+    };
+    let asked: Vec<String> = enabled
+        .iter()
+        .filter_map(|d| d.as_str().map(str::to_string))
+        .collect();
+    if asked.is_empty() {
+        return;
+    }
+    let all = asked.len() == registry::domain_names().len();
+    let toolset = if all {
+        "all".to_string()
+    } else {
+        format!("default,{}", asked.join(","))
+    };
+    output["enabled"] = serde_json::json!([]);
+    output["note"] = serde_json::Value::String(format!(
+        "Not enabled: this connection is stateless (streamable HTTP at MCP 2026-07-28 keeps no session), so its \
+         tool listing cannot change. Every tool still answers tools/call by name ({{\"domain\": \"{}\"}} gives their \
+         input schemas). To have them listed, start the server with that toolset: \
+         `aisp serve --transport http --tools {toolset}` (or AISP_TOOLS={toolset}), or connect at an earlier protocol \
+         version, which keeps a session.",
+        asked[0]
+    ));
 }
 
 impl Operation for ListDomains {
@@ -184,8 +233,8 @@ impl Operation for ListDomains {
     const SPEC: &'static OpSpec = &OpSpec {
         short: true,
         title: "List domains and tools",
-        summary: "Every domain with its tools: one-line summary, whether each needs a GPU, runs long or executes commands.",
-        description: "Lists every domain and its tools with one-line summaries and which are listed by default. With enable (e.g. [\"profile\"], or [\"all\"]) this MCP session lists those domains' tools too and the server sends notifications/tools/list_changed. Use when the tool you need is not listed. Instant.",
+        summary: "The map of every domain and its tools; one domain's tools with their input schemas; enable a domain's tools in this session.",
+        description: "The map of aisp: every domain in a line with its tools (* = listed by default). With domain (e.g. \"profile\", or a tool name) that domain's tools with descriptions and input schemas. With enable (e.g. [\"profile\"] or [\"all\"]) this MCP session lists those tools too (notifications/tools/list_changed). Every tool answers tools/call, listed or not. Instant.",
         intents: &[
             "list tools",
             "what tools",
@@ -196,7 +245,9 @@ impl Operation for ListDomains {
             "help",
             "all tools",
             "enable more tools",
+            "input schema of a tool",
         ],
+        example: r#"{"domain": "profile"}"#,
         tier: crate::registry::Tier::Core,
         ..OpSpec::new("core", "list_domains")
     };
@@ -219,34 +270,79 @@ impl Operation for ListDomains {
                 enabled.push(d.clone());
             }
         }
+        let listed = |tier: registry::Tier| match tier {
+            registry::Tier::Core => "core",
+            registry::Tier::Default => "default",
+            registry::Tier::Domain => "domain",
+        };
+        if let Some(wanted) = input.domain.as_deref().map(str::trim) {
+            let tools: Vec<&registry::ToolDef> = if let Some(t) = registry::find(wanted) {
+                vec![t]
+            } else if known.contains(&wanted) {
+                registry::tools()
+                    .iter()
+                    .filter(|t| t.spec().domain == wanted)
+                    .collect()
+            } else {
+                return Err(OpError::invalid_input(
+                    format!("`{wanted}` is neither a domain nor a tool"),
+                    format!(
+                        "Pass one of the domains ({}) or a tool name such as aisp_profile_ranks; \
+                         aisp_list_domains without arguments gives the map.",
+                        known.join(", ")
+                    ),
+                ));
+            };
+            let tools = tools
+                .into_iter()
+                .map(|t| {
+                    let spec = t.spec();
+                    ToolSchema {
+                        name: t.name.clone(),
+                        description: spec.description.to_string(),
+                        listed: listed(spec.tier),
+                        flags: spec.flags(["needs_gpu", "long_running", "executes_commands"]),
+                        input_schema: (*t.input_schema).clone(),
+                    }
+                })
+                .collect();
+            return Ok(ListDomainsOutput {
+                domains: Vec::new(),
+                tools,
+                enabled,
+                note: "Call these by name (tools/call), listed or not; enable: [domain] lists a domain's tools in this session.".into(),
+            });
+        }
         let domains = crate::ops::DOMAINS
             .iter()
             .filter(|d| !d.operations.is_empty())
-            .map(|d| DomainInfo {
-                name: d.name.to_string(),
-                description: d.description.to_string(),
-                operations: d
+            .map(|d| DomainLine {
+                domain: d.name.to_string(),
+                about: d.description.to_string(),
+                tools: d
                     .operations
                     .iter()
                     .map(|op| {
                         let spec = op.spec();
-                        OperationInfo {
-                            tool: spec.tool_name(),
-                            summary: spec.summary.to_string(),
-                            listed: match spec.tier {
-                                registry::Tier::Core => "core",
-                                registry::Tier::Default => "default",
-                                registry::Tier::Domain => "domain",
-                            },
-                            needs_gpu: spec.needs_gpu,
-                            long_running: spec.long_running,
-                            executes_commands: spec.executes_commands,
-                        }
+                        let star = if spec.tier == registry::Tier::Domain {
+                            ""
+                        } else {
+                            "*"
+                        };
+                        format!("{}{star}", spec.tool_name())
                     })
-                    .collect(),
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
             .collect();
-        Ok(ListDomainsOutput { domains, enabled })
+        Ok(ListDomainsOutput {
+            domains,
+            tools: Vec::new(),
+            enabled,
+            note: "Every tool answers tools/call by name. {\"domain\": \"<domain or tool>\"} gives input schemas; \
+                   {\"enable\": [\"<domain>\"]} lists a domain's tools in this session."
+                .into(),
+        })
     }
 }
 
@@ -283,6 +379,7 @@ mod tests {
             None
         );
         let input = ListDomainsInput {
+            domain: None,
             enable: vec!["profile".into(), "hw".into(), "profile".into()],
         };
         let some = ListDomains.run(&ctx, input).unwrap();
@@ -292,12 +389,66 @@ mod tests {
             Some(vec!["profile".to_string(), "hw".to_string()])
         );
         let input = ListDomainsInput {
+            domain: None,
             enable: vec!["nonsense".into()],
         };
         let err = ListDomains.run(&ctx, input).unwrap_err();
         assert!(err.hint.contains("profile"), "{}", err.hint);
-        let listed: usize = out.domains.iter().map(|d| d.operations.len()).sum();
+        let listed: usize = out
+            .domains
+            .iter()
+            .map(|d| d.tools.split(", ").count())
+            .sum();
         assert_eq!(listed, registry::tools().len());
-        assert!(out.domains.iter().any(|d| d.name == "job"));
+        assert!(out.domains.iter().any(|d| d.domain == "job"));
+        // The map stays small: a line per domain.
+        let map = registry::schema::python_json_len(&serde_json::to_value(&out).unwrap());
+        assert!(
+            map <= DOMAIN_MAP_BUDGET,
+            "the domain map is {map} characters"
+        );
+        // One domain, or one tool, with input schemas.
+        let one = ListDomains
+            .run(
+                &ctx,
+                ListDomainsInput {
+                    domain: Some("profile".into()),
+                    enable: vec![],
+                },
+            )
+            .unwrap();
+        assert!(one.domains.is_empty());
+        let ranks = one
+            .tools
+            .iter()
+            .find(|t| t.name == "aisp_profile_ranks")
+            .unwrap();
+        assert!(ranks.input_schema["properties"].get("path").is_some());
+        let tool = ListDomains
+            .run(
+                &ctx,
+                ListDomainsInput {
+                    domain: Some("aisp_profile_ranks".into()),
+                    enable: vec![],
+                },
+            )
+            .unwrap();
+        assert_eq!(tool.tools.len(), 1);
+        let err = ListDomains
+            .run(
+                &ctx,
+                ListDomainsInput {
+                    domain: Some("gpus".into()),
+                    enable: vec![],
+                },
+            )
+            .unwrap_err();
+        assert!(err.hint.contains("profile"));
+        // Where a session cannot change, enabling says so and how to start the server instead.
+        let mut v = serde_json::to_value(&some).unwrap();
+        cannot_enable(&mut v);
+        assert_eq!(v["enabled"], serde_json::json!([]));
+        let note = v["note"].as_str().unwrap();
+        assert!(note.contains("--tools default,profile,hw"), "{note}");
     }
 }

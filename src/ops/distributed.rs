@@ -333,7 +333,6 @@ impl Operation for Plan {
             "which parallelism",
         ],
         example: r#"{"model": "llama-3.1-70b", "gpu": "h100-sxm", "gpus": 64, "nodes": 8, "seq_len": 4096}"#,
-        tier: crate::registry::Tier::Default,
         ..OpSpec::new("distributed", "plan")
     };
 

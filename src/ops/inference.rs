@@ -109,7 +109,6 @@ impl Operation for KvCacheOp {
             "memory for long context",
         ],
         example: r#"{"model": "llama-3.1-70b", "seq_len": 8192, "batch": 16, "dtype": "fp16"}"#,
-        tier: crate::registry::Tier::Default,
         ..OpSpec::new("inference", "kv_cache")
     };
 
@@ -338,7 +337,6 @@ impl Operation for Estimate {
             "how fast will it generate",
         ],
         example: r#"{"model": "llama-3.1-8b", "gpu": "h100-sxm", "prompt_tokens": 1024, "output_tokens": 256}"#,
-        tier: crate::registry::Tier::Default,
         ..OpSpec::new("inference", "estimate")
     };
 

@@ -81,7 +81,6 @@ Inputs: limit (default 20), state (queued|running|succeeded|failed|cancelled). I
             "job history",
         ],
         example: r#"{"limit": 10, "state": "running"}"#,
-        tier: crate::registry::Tier::Default,
         ..OpSpec::new("job", "list")
     };
 
@@ -125,7 +124,6 @@ impl Operation for JobCancel {
             "stop a running job",
         ],
         example: r#"{"job_id": "job_0123abcd4567ef89"}"#,
-        tier: crate::registry::Tier::Default,
         ..OpSpec::new("job", "cancel")
     };
 

@@ -27,6 +27,7 @@ pub mod optimize;
 pub mod profile;
 pub mod profile_analyses;
 pub mod profile_capture;
+pub mod profile_lean;
 pub mod profile_ranks;
 pub mod system;
 

@@ -138,7 +138,6 @@ impl Operation for Recommend {
             "optimization advice",
         ],
         example: r#"{"model": "llama-3.1-8b", "gpu": "h100-sxm", "gpus": 8, "goal": "throughput", "workload": "training"}"#,
-        tier: crate::registry::Tier::Default,
         ..OpSpec::new("optimize", "recommend")
     };
 

@@ -145,7 +145,30 @@ pub fn open_profile(ctx: &OpContext, path: &str) -> Result<Profile, OpError> {
         progress: Some(scan_progress(ctx)),
         ..open_options(ctx)
     };
-    Ok(profile::open_with(&PathBuf::from(path), &options)?)
+    profile::open_with(&PathBuf::from(&path), &options).map_err(|e| {
+        let mut err = OpError::from(e);
+        if let Some(hint) = compressed_hint(&path) {
+            err.hint = hint;
+        }
+        err
+    })
+}
+
+/// The hint for a compressed export: decompress it, not export it again.
+pub fn compressed_hint(path: &str) -> Option<String> {
+    let lower = path.to_ascii_lowercase();
+    let (tool, ext) = [
+        ("xz -dk", ".xz"),
+        ("gunzip -k", ".gz"),
+        ("zstd -d", ".zst"),
+        ("bunzip2 -k", ".bz2"),
+    ]
+    .into_iter()
+    .find(|(_, ext)| lower.ends_with(ext))?;
+    let plain = &path[..path.len() - ext.len()];
+    Some(format!(
+        "The file is compressed: decompress it first (`{tool} {path}`) and pass the result ({plain})."
+    ))
 }
 
 /// How this call opens exports: aisp's cache, the configured `nsys`
@@ -283,6 +306,10 @@ where
         .ok()
         .and_then(|store| profile::cache::lookup_in::<Answer<T>>(store, &p, op, &key))
     {
+        // The cache is keyed by the file's identity: the stored answer names the file as its first
+        // caller spelt it; this caller gets its own spelling back.
+        let mut hit = hit;
+        hit.path = p.source().display().to_string();
         return Ok(hit);
     }
     let scope = p.resolve(&input.scope())?;
@@ -309,21 +336,21 @@ macro_rules! scoped_input {
         #[derive(Debug, Serialize, Deserialize, JsonSchema)]
         #[serde(deny_unknown_fields)]
         pub struct $name {
-            /// Path to an Nsight Systems export (.sqlite from `nsys export --type sqlite`) or report (.nsys-rep).
+            /// Nsight Systems export (.sqlite) or report (.nsys-rep).
             pub path: String,
-            /// CUDA device id (`deviceId` in the export); default all devices.
+            /// CUDA device id; default all.
             #[serde(default)]
             pub device: Option<i64>,
-            /// OS process id; default all processes.
+            /// OS process id; default all.
             #[serde(default)]
             pub process: Option<i64>,
-            /// Window start: absolute ns in the export's own timebase (as its tables use it).
+            /// Window start, ns in the export's timebase.
             #[serde(default)]
             pub start_ns: Option<i64>,
-            /// Window end: absolute ns in the export's own timebase.
+            /// Window end, ns.
             #[serde(default)]
             pub end_ns: Option<i64>,
-            /// Trim to the first start and last end of the NVTX ranges with this exact name.
+            /// Trim to the NVTX ranges of this name.
             #[serde(default)]
             pub nvtx_range: Option<String>,
             $($(#[$fm])* $f: $t,)*
@@ -424,19 +451,22 @@ impl Operation for Info {
 // ---------------------------------------------------------------------------------------------
 // summary
 
+/// Rows per report in a default summary.
+const SUMMARY_ROWS: usize = 3;
+
 pub struct Summary;
 
 scoped_input! {
     /// Arguments of `summary`.
     SummaryInput {
         /// Reports to produce: any of cuda_gpu_kern_sum, cuda_api_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum,
-        /// nvtx_sum, osrt_sum; default all the export supports.
+        /// nvtx_sum, osrt_sum; default all the export supports but cuda_gpu_mem_size_sum.
         #[serde(default)]
         reports: Option<Vec<String>>,
         /// Kernel names: `short` (default; e.g. vectorized_elementwise_kernel) or `demangled` (as nsys stats groups them).
         #[serde(default)]
         names: Option<profile::summary::NameKey>,
-        /// Rows per report (default 10); Time % is always over all rows.
+        /// Rows per report (default 3); Time % is always over all rows.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -466,10 +496,20 @@ impl Operation for Summary {
     };
 
     fn run(&self, ctx: &OpContext, input: SummaryInput) -> Result<Self::Output, OpError> {
+        // By default every report but memory sizes (the bytes beside cuda_gpu_mem_time_sum's times).
+        let default_reports = input.reports.is_none();
         let options = profile::summary::SummaryOptions {
-            reports: input.reports.clone(),
+            reports: input.reports.clone().or_else(|| {
+                Some(
+                    profile::summary::REPORTS
+                        .iter()
+                        .filter(|r| **r != "cuda_gpu_mem_size_sum")
+                        .map(|r| r.to_string())
+                        .collect(),
+                )
+            }),
             names: input.names.unwrap_or_default(),
-            limit: Some(limit(input.limit, 10)?),
+            limit: Some(limit(input.limit, SUMMARY_ROWS)?),
         };
         let mut out = scoped(ctx, "summary", &input, |p, s| {
             profile::summary::summary(p, s, &options)
@@ -499,10 +539,15 @@ impl Operation for Summary {
                     .map(|(name, shown, total)| format!("{name} {shown} of {total}"))
                     .collect();
                 out.left_out.push(format!(
-                    "rows past the top 10 of each report ({}; Time % counts all rows): pass \"limit\": {most}",
+                    "rows past the top {SUMMARY_ROWS} of each report ({}; Time % counts all rows): pass \"limit\": {most}",
                     parts.join(", ")
                 ));
             }
+        }
+        if default_reports {
+            out.left_out.push(
+                "cuda_gpu_mem_size_sum (bytes per copy kind): pass \"reports\" naming it".into(),
+            );
         }
         Ok(out)
     }
@@ -519,9 +564,12 @@ scoped_input! {
         /// Group by `short` (default) or `demangled` kernel names.
         #[serde(default)]
         names: Option<profile::summary::NameKey>,
-        /// Kernel groups to list (default 20).
+        /// Kernel groups to list (default 4).
         #[serde(default)]
         limit: Option<usize>,
+        /// Also each group's per-device split (and its demangled name with short names).
+        #[serde(default)]
+        detail: Option<bool>,
     }
 }
 
@@ -550,11 +598,37 @@ impl Operation for Kernels {
     };
 
     fn run(&self, ctx: &OpContext, input: KernelsInput) -> Result<Self::Output, OpError> {
-        let l = limit(input.limit, 20)?;
+        let l = limit(input.limit, 4)?;
         let names = input.names.unwrap_or_default();
-        scoped(ctx, "kernels", &input, |p, s| {
+        let mut out = scoped(ctx, "kernels", &input, |p, s| {
             profile::kernels::kernels(p, s, names, l)
-        })
+        })?;
+        let r = &mut out.result;
+        if input.limit.is_none() && r.rows.len() < r.rows_total {
+            out.left_out.push(format!(
+                "kernel groups past the top {} of {} (time_pct and classes count all): pass \"limit\": {}",
+                r.rows.len(),
+                r.rows_total,
+                r.rows_total
+            ));
+        }
+        if !input.detail.unwrap_or(false) {
+            let mut cut = false;
+            for row in &mut r.rows {
+                cut |= !row.per_device.is_empty() || row.demangled.is_some();
+                row.per_device.clear();
+                if names == profile::summary::NameKey::Short {
+                    row.demangled = None;
+                }
+            }
+            if cut {
+                out.left_out.push(
+                    "each group's per-device split and demangled name: pass \"detail\": true"
+                        .into(),
+                );
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -623,11 +697,37 @@ scoped_input! {
         /// Report idle gaps longer than this many milliseconds (default 1.0).
         #[serde(default)]
         min_gap_ms: Option<f64>,
-        /// Gaps to list per device: the steady-state window's first, then the rest (first step, warm-up), each
-        /// largest first (default 10 over all devices, at least 1 per device); totals always count all.
+        /// Gaps to list per device: the steady-state window's largest first, then the largest of the rest
+        /// (first step, warm-up) (default 4 over all devices, at least 1 per device); totals count all.
         #[serde(default)]
         limit: Option<usize>,
+        /// Also what the launching thread did in each gap, call by call.
+        #[serde(default)]
+        detail: Option<bool>,
     }
+}
+
+/// Keep `per_device` gaps: mostly the steady-state window's (what recurs every step), largest first, plus
+/// the largest of the rest (first-step module loading, warm-up) so that a one-off stall is seen for what
+/// it is. Explicit limits get the same mix, so the largest gaps are never hidden behind the steady ones.
+fn mix_gaps(gaps: &mut Vec<profile::gaps::Gap>, per_device: usize) {
+    // Stable: each group stays largest first.
+    gaps.sort_by_key(|g| !g.windows.contains(&profile::windows::WindowKind::Steady));
+    let steady = gaps
+        .iter()
+        .take_while(|g| g.windows.contains(&profile::windows::WindowKind::Steady))
+        .count();
+    let others = gaps.len() - steady;
+    let reserve = if others > 0 && steady > 0 {
+        (per_device / 5).max(1).min(per_device.saturating_sub(1))
+    } else {
+        0
+    };
+    let take_steady = steady.min(per_device - reserve.min(per_device));
+    let take_others = others.min(per_device - take_steady);
+    let rest = gaps.split_off(steady);
+    gaps.truncate(take_steady);
+    gaps.extend(rest.into_iter().take(take_others));
 }
 
 impl Operation for Gaps {
@@ -659,7 +759,7 @@ impl Operation for Gaps {
                 "Pass e.g. \"min_gap_ms\": 1.0.",
             ));
         }
-        const DEFAULT_LISTED: usize = 10;
+        const DEFAULT_LISTED: usize = 4;
         let l = limit(input.limit, DEFAULT_LISTED)?;
         // The library lists the largest first; explain enough of them that the
         // steady-state ones (what recurs every step) can come first here.
@@ -667,53 +767,45 @@ impl Operation for Gaps {
         let mut out = scoped(ctx, "gaps", &input, |p, s| {
             profile::gaps::gaps(p, s, (ms * 1e6).round() as i64, explained)
         })?;
+        // A limit is per device; the default shares one budget over the devices, so 8 GPUs do not
+        // list 8x as much.
+        let per_device = match input.limit {
+            Some(_) => l,
+            None => (DEFAULT_LISTED / out.result.devices.len().max(1)).max(1),
+        };
+        let mut parts = Vec::new();
+        let mut most = 0;
         for d in &mut out.result.devices {
-            // Stable: each group stays largest first.
-            d.gaps
-                .sort_by_key(|g| !g.windows.contains(&profile::windows::WindowKind::Steady));
-            if input.limit.is_some() {
-                d.gaps.truncate(l);
+            mix_gaps(&mut d.gaps, per_device);
+            if (d.gaps.len() as u64) < d.gaps_total {
+                parts.push(format!(
+                    "device {}: {} of {}",
+                    d.device,
+                    d.gaps.len(),
+                    d.gaps_total
+                ));
+                most = most.max(d.gaps_total);
             }
         }
-        if input.limit.is_none() {
-            // The default shares one budget over the devices, so 8 GPUs do not list 8x as much.
-            let per_device = (DEFAULT_LISTED / out.result.devices.len().max(1)).max(1);
-            let mut parts = Vec::new();
-            let mut most = 0;
+        if !parts.is_empty() {
+            out.left_out.push(format!(
+                "more gaps ({} listed: the steady-state window's largest first, then the largest of the rest; the window totals count all): pass \"limit\": {most}",
+                parts.join(", ")
+            ));
+        }
+        if !input.detail.unwrap_or(false) {
+            let mut cut = false;
             for d in &mut out.result.devices {
-                // Mostly steady state, plus the largest of the rest (first-step module loading,
-                // warm-up) so a one-off stall is seen for what it is.
-                let steady = d
-                    .gaps
-                    .iter()
-                    .take_while(|g| g.windows.contains(&profile::windows::WindowKind::Steady))
-                    .count();
-                let others = d.gaps.len() - steady;
-                let reserve = if others > 0 && steady > 0 {
-                    (per_device / 5).max(1).min(per_device - 1)
-                } else {
-                    0
-                };
-                let take_steady = steady.min(per_device - reserve.min(per_device));
-                let take_others = others.min(per_device - take_steady);
-                let rest = d.gaps.split_off(steady);
-                d.gaps.truncate(take_steady);
-                d.gaps.extend(rest.into_iter().take(take_others));
-                if (d.gaps.len() as u64) < d.gaps_total {
-                    parts.push(format!(
-                        "device {}: {} of {}",
-                        d.device,
-                        d.gaps.len(),
-                        d.gaps_total
-                    ));
-                    most = most.max(d.gaps_total);
+                for g in &mut d.gaps {
+                    cut |= !g.cpu.is_empty();
+                    g.cpu.clear();
                 }
             }
-            if !parts.is_empty() {
-                out.left_out.push(format!(
-                    "more gaps ({} listed: the steady-state window's largest first, then the largest of the rest; the window totals count all): pass \"limit\": {most}",
-                    parts.join(", ")
-                ));
+            if cut {
+                out.left_out.push(
+                    "each gap's CPU calls (the launching thread's activity, call by call; `explanation` names the main one): pass \"detail\": true"
+                        .into(),
+                );
             }
         }
         Ok(out)
@@ -728,9 +820,12 @@ pub struct Memory;
 scoped_input! {
     /// Arguments of `memory`.
     MemoryInput {
-        /// Flagged copies to list (default 10).
+        /// Flagged copies to list (default 3).
         #[serde(default)]
         limit: Option<usize>,
+        /// Also GPU memory use over time per device and each class's per-device split.
+        #[serde(default)]
+        detail: Option<bool>,
     }
 }
 
@@ -757,10 +852,38 @@ impl Operation for Memory {
     };
 
     fn run(&self, ctx: &OpContext, input: MemoryInput) -> Result<Self::Output, OpError> {
-        let l = limit(input.limit, 10)?;
-        scoped(ctx, "memory", &input, |p, s| {
+        let l = limit(input.limit, 3)?;
+        let mut out = scoped(ctx, "memory", &input, |p, s| {
             profile::memory::memory(p, s, l)
-        })
+        })?;
+        if !input.detail.unwrap_or(false) {
+            let mut cut = false;
+            for u in &mut out.result.usage {
+                cut |= !u.timeline.is_empty();
+                u.timeline.clear();
+            }
+            for c in &mut out.result.by_class {
+                cut |= !c.per_device.is_empty();
+                c.per_device.clear();
+            }
+            if cut {
+                out.left_out.push(
+                    "GPU memory use over time per device (peak and final are given) and each class's per-device split: pass \"detail\": true".into(),
+                );
+            }
+        }
+        let pa = &out.result.pageable_async;
+        if input.limit.is_none() && pa.count > pa.largest.len() as u64 {
+            out.left_out.push(
+                format!(
+                    "pageable async copies past the {} largest of {} (the totals count all): pass \"limit\": {}",
+                    pa.largest.len(),
+                    pa.count,
+                    pa.count.min(10_000)
+                ),
+            );
+        }
+        Ok(out)
     }
 }
 
@@ -772,18 +895,21 @@ pub struct Nvtx;
 scoped_input! {
     /// Arguments of `nvtx`.
     NvtxInput {
-        /// Range names to list, largest CPU time first (default 20).
+        /// Range names to list, largest CPU time first (default 5).
         #[serde(default)]
         limit: Option<usize>,
-        /// Depth of the per-thread range tree (default 3).
+        /// Depth of the per-thread range tree (default 2).
         #[serde(default)]
         max_depth: Option<u32>,
-        /// Children kept per tree node, largest first (default 6).
+        /// Children kept per tree node, largest first (default 2).
         #[serde(default)]
         max_children: Option<usize>,
         /// List numbered families (step_0, step_1, ...; any prefix) as one pattern `step_*` (default true).
         #[serde(default)]
         group_numbered: Option<bool>,
+        /// Also each range name's GPU time per device.
+        #[serde(default)]
+        detail: Option<bool>,
     }
 }
 
@@ -811,9 +937,9 @@ impl Operation for Nvtx {
 
     fn run(&self, ctx: &OpContext, input: NvtxInput) -> Result<Self::Output, OpError> {
         let options = profile::nvtx::NvtxOptions {
-            limit: limit(input.limit, 20)?,
-            max_depth: input.max_depth.unwrap_or(3).clamp(1, 64),
-            max_children: input.max_children.unwrap_or(6).clamp(1, 1000),
+            limit: limit(input.limit, 5)?,
+            max_depth: input.max_depth.unwrap_or(2).clamp(1, 64),
+            max_children: input.max_children.unwrap_or(2).clamp(1, 1000),
             group_numbered: input.group_numbered.unwrap_or(true),
         };
         let mut out = scoped(ctx, "nvtx", &input, |p, s| {
@@ -830,9 +956,20 @@ impl Operation for Nvtx {
         }
         if input.max_depth.is_none() && input.max_children.is_none() {
             out.left_out.push(
-                "range-tree nodes deeper than 3 or past the 6 largest children (counted in `more`): pass `max_depth` and `max_children`"
+                "range-tree nodes deeper than 2 or past the 2 largest children (counted in `more`): pass `max_depth` and `max_children`"
                     .into(),
             );
+        }
+        if !input.detail.unwrap_or(false) {
+            let mut cut = false;
+            for n in &mut out.result.names {
+                cut |= n.per_device.len() > 1;
+                n.per_device.clear();
+            }
+            if cut {
+                out.left_out
+                    .push("each range name's GPU time per device: pass \"detail\": true".into());
+            }
         }
         Ok(out)
     }
@@ -850,9 +987,12 @@ scoped_input! {
         /// default: `step`/`step_N`, then other numbered families, then a repeating kernel pattern.
         #[serde(default)]
         marker: Option<String>,
-        /// Steps to list in full (default 5); statistics and the slowest steps always use all steps.
+        /// Steps to list in full (default 2); statistics and the slowest steps always use all steps.
         #[serde(default)]
         limit: Option<usize>,
+        /// The three slowest steps with what differs (default: the slowest one).
+        #[serde(default)]
+        detail: Option<bool>,
     }
 }
 
@@ -882,7 +1022,7 @@ slowest steps with what differs (longest API calls, GPU idle, kernels with extra
     };
 
     fn run(&self, ctx: &OpContext, input: IterationsInput) -> Result<Self::Output, OpError> {
-        let l = limit(input.limit, 5)?;
+        let l = limit(input.limit, 2)?;
         let marker = input.marker.clone();
         let mut out = scoped(ctx, "iterations", &input, |p, s| {
             profile::iterations::iterations(p, s, marker.as_deref(), l)
@@ -899,6 +1039,27 @@ slowest steps with what differs (longest API calls, GPU idle, kernels with extra
                 "steps past the first {} of each process in full (statistics and the slowest steps use all): pass \"limit\": {most}",
                 l
             ));
+        }
+        for p in &mut out.result.processes {
+            // Said once: the first step is also the first row of `steps`.
+            if p.first_step
+                .as_ref()
+                .is_some_and(|f| p.steps.first().is_some_and(|s| s.index == f.index))
+            {
+                p.first_step = None;
+            }
+        }
+        if !input.detail.unwrap_or(false) {
+            let mut cut = 0;
+            for p in &mut out.result.processes {
+                cut += p.slowest.len().saturating_sub(1);
+                p.slowest.truncate(1);
+            }
+            if cut > 0 {
+                out.left_out.push(format!(
+                    "{cut} more of the slowest steps with what differs: pass \"detail\": true"
+                ));
+            }
         }
         Ok(out)
     }
@@ -990,8 +1151,8 @@ pub struct Rules;
 scoped_input! {
     /// Arguments of `rules`.
     RulesInput {
-        /// Also give info-level findings in full (evidence, why, fix, verify, data); by default they are
-        /// listed by title and time at stake only.
+        /// Every finding in full (basis, regions, evidence, why, verify, data) with the windows, overlaps
+        /// and rule checks; by default the verdict and each finding's stake, predicted step and fix.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -999,11 +1160,11 @@ scoped_input! {
 
 impl Operation for Rules {
     type Input = RulesInput;
-    type Output = Answer<profile::rules::Rules>;
+    type Output = Answer<super::profile_lean::RulesView>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
         summary: "Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance.",
-        description: "Triages an Nsight Systems export with expert rules, per device: findings {id, severity, time_at_stake_ns, stake, basis, regions, evidence, why, fix, verify}. Time at stake is that GPU's idle time the cause explains or busy time the fix shortens (estimate); severity is its share of the window (<1 % info, 1 low, 5 medium, 15 high, 40 critical); regions name the NVTX range. Start here with a profile. Under a second; seconds on 1 GB.",
+        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, what would then limit it, and the fix; next names the call to make next. detail: true adds evidence, why, verify, regions and data. Under a second; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "why is my training slow",
@@ -1021,6 +1182,7 @@ impl Operation for Rules {
     };
 
     fn run(&self, ctx: &OpContext, input: RulesInput) -> Result<Self::Output, OpError> {
+        let detail = input.detail.unwrap_or(false);
         // A folder or glob of exports: the cross-rank findings of the set (profile::ranks).
         if profile::ranks::is_set(&input.path) {
             let rules = super::profile_ranks::rules_for_set(ctx, &input.path)?;
@@ -1038,42 +1200,26 @@ impl Operation for Rules {
                     schema_version: None,
                 },
             };
-            // The cross-rank findings are few and keep their data (what the evidence sentences are built from).
+            let (result, left_out) =
+                super::profile_lean::rules_view(rules, &input.path, detail, true);
             return Ok(Answer {
                 path: input.path.clone(),
                 export,
                 scope: None,
-                result: rules,
-                left_out: Vec::new(),
+                result,
+                left_out,
             });
         }
-        let mut out = scoped(ctx, "rules", &input, profile::rules::run)?;
-        if !input.detail.unwrap_or(false) {
-            // `data` repeats the evidence as structured facts, and info findings cost under 1 % of their
-            // window: by default their title and time at stake say enough, and a multi-GPU export would
-            // otherwise spend most of the answer on them.
-            let mut brief = 0;
-            for f in &mut out.result.findings {
-                f.data = serde_json::Value::Null;
-                if f.severity == profile::rules::Severity::Info {
-                    f.evidence.clear();
-                    f.why.clear();
-                    f.fix.clear();
-                    f.verify.clear();
-                    f.window = None;
-                    brief += 1;
-                }
-            }
-            out.left_out.push(format!(
-                "each finding's structured `data`{}: pass \"detail\": true",
-                if brief > 0 {
-                    format!(", and the evidence, why, fix, verify and window of the {brief} info-level finding(s) (under 1 % of their window each; `windows` gives each device's window)")
-                } else {
-                    String::new()
-                }
-            ));
-        }
-        Ok(out)
+        let out = scoped(ctx, "rules", &input, profile::rules::run)?;
+        let (result, left_out) =
+            super::profile_lean::rules_view(out.result, &input.path, detail, false);
+        Ok(Answer {
+            path: out.path,
+            export: out.export,
+            scope: out.scope,
+            result,
+            left_out,
+        })
     }
 }
 
@@ -1085,7 +1231,7 @@ pub struct LedgerOp;
 scoped_input! {
     /// Arguments of `ledger`.
     LedgerInput {
-        /// Steps listed per device (default 12: the warm-up steps and the first steady ones); the steady
+        /// Steps listed per device (default 1: the first, often warm-up; none per rank for a set); the steady
         /// summary always covers every steady step.
         #[serde(default)]
         #[schemars(range(min = 1, max = 100000))]
@@ -1146,7 +1292,7 @@ impl Operation for LedgerOp {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Step ledger",
         summary: "Where each nanosecond of each step goes, per device or rank: compute by kernel class, communication (transfer vs waiting for ranks), copies, idle by cause; sums to the step exactly.",
-        description: "The step ledger that every finding of aisp_profile_rules reads: steps on the GPU timeline (a step's period runs from its first kernel to the next step's; NVTX step ranges, else detected iterations), warm-up apart, and an exclusive partition of each period into columns (gemm_tensor_core, gemm_fp32_simt, attention, elementwise, reduction, optimizer, comm_transfer, comm_wait, h2d/d2h pageable or pinned, idle_launch_overhead, idle_sync, idle_host_compute, idle_data_loading, idle_os_wait, idle_allocator, idle_queued ...) in ns, with the steady window's totals and shares. A folder or glob of per-rank exports gives every rank's ledger with collective time split into wait and transfer. Under a second; seconds on 1 GB.",
+        description: "Where each steady step goes, per device (or per rank for a folder of per-rank exports): the step split exactly into columns (GEMMs on tensor cores or fp32 SIMT, attention, elementwise, optimizer, communication transfer vs waiting for ranks, copies pageable or pinned, idle by cause: launch overhead, sync, host compute, data loading, OS wait, allocator), in ns and shares of the steady window, warm-up apart. What aisp_profile_rules reads. Under a second.",
         positional: &["path"],
         intents: &[
             "where does the step time go",
@@ -1156,12 +1302,18 @@ impl Operation for LedgerOp {
             "ledger",
         ],
         example: r#"{"path": "train.sqlite"}"#,
+        tier: crate::registry::Tier::Default,
         ..OpSpec::new("profile", "ledger")
     };
 
     fn run(&self, ctx: &OpContext, input: LedgerInput) -> Result<Self::Output, OpError> {
-        let keep = limit(input.steps, 12)?;
-        if profile::ranks::is_set(&input.path) {
+        let set = profile::ranks::is_set(&input.path);
+        // A set lists no step rows by default: every rank's steady summary is what compares them.
+        let keep = match input.steps {
+            None if set => 0,
+            steps => limit(steps, 1)?,
+        };
+        if set {
             let files = profile::ranks::expand(&input.path)?;
             let threads = profile::ranks::default_threads(files.len());
             let total = files.len() as f64;
@@ -1187,9 +1339,13 @@ impl Operation for LedgerOp {
                 .collect();
             let mut left_out = Vec::new();
             if cut > 0 {
-                left_out.push(format!(
-                    "{cut} step row(s) past the first {keep} per rank: pass \"steps\": N"
-                ));
+                left_out.push(if keep == 0 {
+                    format!(
+                        "the ranks' {cut} step rows (each rank's steady summary covers them): pass \"steps\": N"
+                    )
+                } else {
+                    format!("{cut} step row(s) past the first {keep} per rank: pass \"steps\": N")
+                });
             }
             return Ok(Answer {
                 path: input.path.clone(),
@@ -1255,7 +1411,7 @@ scoped_input! {
         /// What to search: any of `kernel`, `nvtx`, `api`; default all three.
         #[serde(default)]
         kinds: Option<Vec<profile::search::SearchKind>>,
-        /// Matches to list in time order (default 20); counts and per-name totals cover all.
+        /// Matches to list in time order (default 8); counts and per-name totals cover all.
         #[serde(default)]
         limit: Option<usize>,
     }
@@ -1286,7 +1442,7 @@ window (start_ns/end_ns). Milliseconds.",
     };
 
     fn run(&self, ctx: &OpContext, input: SearchInput) -> Result<Self::Output, OpError> {
-        let l = limit(input.limit, 20)?;
+        let l = limit(input.limit, 8)?;
         let kinds = input
             .kinds
             .clone()
@@ -1305,9 +1461,15 @@ window (start_ns/end_ns). Milliseconds.",
                 "Search for a distinctive part of the name, e.g. \"gemm\" or \"nccl*AllReduce*\".",
             ));
         }
-        scoped(ctx, "search", &input, |p, s| {
+        let mut out = scoped(ctx, "search", &input, |p, s| {
             profile::search::search(p, s, &pattern, &kinds, l)
-        })
+        })?;
+        if out.result.truncated {
+            out.left_out.push(format!(
+                "matches past the first {l} in time order (`counts` and `names` cover all): pass \"limit\": N"
+            ));
+        }
+        Ok(out)
     }
 }
 
@@ -1319,7 +1481,7 @@ pub struct Timeline;
 scoped_input! {
     /// Arguments of `timeline`.
     TimelineInput {
-        /// Entries per track after merging (default: 60 shared over the tracks, 6 to 40 each).
+        /// Entries per track after merging (default: 30 shared over the tracks, 2 to 20 each).
         #[serde(default)]
         limit: Option<usize>,
         /// Merge consecutive identical events on a track when the gap between them is at most this many ns (default 10000).
@@ -1364,7 +1526,7 @@ then. Milliseconds.",
             // One budget over all tracks: a 2-GPU export must not print 4x a 1-GPU one.
             let t = &mut out.result;
             let lists = t.gpu.len() + 2 * t.cpu.len();
-            let per_list = (60 / lists.max(1)).clamp(6, 40);
+            let per_list = (30 / lists.max(1)).clamp(2, 20);
             let mut cut = false;
             for g in &mut t.gpu {
                 if g.entries.len() > per_list {
@@ -1465,7 +1627,7 @@ pub struct CompareInput {
     pub before: String,
     /// The run after the change, in the same forms.
     pub after: String,
-    /// Kernels and ranges to list in each delta list (default 10).
+    /// Kernels and ranges to list in each delta list (default 3).
     #[serde(default)]
     pub limit: Option<usize>,
 }
@@ -1492,7 +1654,7 @@ impl Operation for Compare {
     };
 
     fn run(&self, ctx: &OpContext, input: CompareInput) -> Result<Self::Output, OpError> {
-        let l = limit(input.limit, 10)?;
+        let l = limit(input.limit, 3)?;
         let before = open_run(ctx, &input.before)?;
         ctx.check_cancelled()?;
         let after = open_run(ctx, &input.after)?;

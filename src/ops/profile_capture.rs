@@ -754,7 +754,7 @@ fn nsys_capture_per_rank(
         let dir = s.dir.display().to_string();
         match s
             .ctx
-            .call_tool("aisp_profile_ranks", json!({ "path": dir }))
+            .call_tool("aisp_profile_ranks", json!({ "path": dir, "detail": true }))
         {
             Ok(v) => {
                 for f in v
@@ -1071,7 +1071,7 @@ pub struct NcuSummaryInput {
     /// A second CSV page of the same report (the details page when `path` is the raw one, or the reverse).
     #[serde(default)]
     pub details_path: Option<String>,
-    /// Kernel launches listed one by one (default 50); groups by name cover all.
+    /// Kernel launches listed one by one (default 3); groups by name cover all.
     #[serde(default)]
     pub limit: Option<usize>,
 }
@@ -1082,6 +1082,9 @@ pub struct NcuSummaryOutput {
     pub sources: Vec<String>,
     #[serde(flatten)]
     pub summary: ncu::NcuSummary,
+    /// What this default answer leaves out, and the argument that brings it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 impl Operation for NcuSummaryOp {
@@ -1113,7 +1116,7 @@ reports made elsewhere or to look again at a capture. Milliseconds for CSV; a fe
     };
 
     fn run(&self, ctx: &OpContext, input: NcuSummaryInput) -> Result<NcuSummaryOutput, OpError> {
-        let limit = input.limit.unwrap_or(50).max(1);
+        let limit = input.limit.unwrap_or(3).max(1);
         let mut refs = vec![input.path.as_str()];
         if let Some(d) = &input.details_path {
             refs.push(d);
@@ -1121,9 +1124,19 @@ reports made elsewhere or to look again at a capture. Milliseconds for CSV; a fe
         let (sources, texts) = read_ncu_sources(ctx, &refs)?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let summary = ncu::summarize(&refs, limit).map_err(ncu_error)?;
+        let mut left_out = Vec::new();
+        if input.limit.is_none() && (summary.kernel_count as usize) > summary.kernels.len() {
+            left_out.push(format!(
+                "kernel launches past the first {} of {} one by one (`by_name` covers all): pass \"limit\": {}",
+                summary.kernels.len(),
+                summary.kernel_count,
+                summary.kernel_count
+            ));
+        }
         Ok(NcuSummaryOutput {
             sources: sources.iter().map(|p| p.display().to_string()).collect(),
             summary,
+            left_out,
         })
     }
 }
@@ -1662,15 +1675,19 @@ pub struct ProfileTrace;
 pub struct TraceInput {
     /// Kineto/Chrome trace JSON files (.json or .json.xz), folders of them (one file per rank), or run ids of aisp_profile_torch captures.
     pub paths: Vec<String>,
-    /// Rows in each top list (default 10 for one rank, 3 per rank for several).
+    /// Rows in each top list (default 2 for one rank, 1 per rank for several).
     #[serde(default)]
     pub top: Option<usize>,
-    /// Steps listed one by one (default 10).
+    /// Steps listed one by one (default 3).
     #[serde(default)]
     pub steps: Option<usize>,
-    /// Findings listed, most severe first (default 6).
+    /// Findings listed, most severe first (default 3 for one rank, 2 for several).
     #[serde(default)]
     pub findings: Option<usize>,
+    /// Also each rank's memory operations, synchronizing calls and memory peaks, and the per-rank rows of
+    /// the cross-rank analysis.
+    #[serde(default)]
+    pub detail: Option<bool>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -1756,10 +1773,10 @@ the JSON text. Under a second for traces of tens of MB.",
         }
         // Default lists share one budget over the ranks, so 8 ranks do not answer 8x as much.
         // With several ranks the cross-rank answer comes too, so each rank lists less.
-        let default_top = if traces.len() > 1 { 2 } else { 10 };
+        let default_top = if traces.len() > 1 { 1 } else { 2 };
         let limits = Limits {
             top: input.top.unwrap_or(default_top).clamp(1, 500),
-            steps: input.steps.unwrap_or(10).min(10_000),
+            steps: input.steps.unwrap_or(3).min(10_000),
         };
         let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
         // `files` gives each path in full once; everything below names a trace by its file
@@ -1782,6 +1799,14 @@ the JSON text. Under a second for traces of tens of MB.",
                     "the rank × step heat map: each rank's steps are in traces[].steps".to_string(),
                 );
             }
+            if !set.identities.is_empty() || !set.alignment.domains.is_empty() {
+                set.identities.clear();
+                set.alignment.domains.clear();
+                left_out.push(
+                    "the rank identities and each trace's clock domain: aisp_profile_ranks with these paths and \"detail\": true"
+                        .to_string(),
+                );
+            }
             Some(TraceRanks { set, findings })
         } else {
             None
@@ -1800,12 +1825,13 @@ the JSON text. Under a second for traces of tens of MB.",
             .unwrap_or(0);
         if input.steps.is_none() && steps_total > limits.steps as u64 {
             left_out.push(format!(
-                "steps past the first 10 of each rank: pass \"steps\": {steps_total}"
+                "steps past the first {} of each rank: pass \"steps\": {steps_total}",
+                limits.steps
             ));
         }
         let findings = input
             .findings
-            .unwrap_or(if traces.len() > 1 { 4 } else { 6 })
+            .unwrap_or(if traces.len() > 1 { 2 } else { 3 })
             .max(1);
         if analysis.findings.len() > findings {
             left_out.push(format!(
@@ -1814,6 +1840,31 @@ the JSON text. Under a second for traces of tens of MB.",
                 analysis.findings.len()
             ));
             analysis.findings.truncate(findings);
+        }
+        let mut ranks = ranks;
+        if !input.detail.unwrap_or(false) {
+            let mut cut = false;
+            for t in &mut analysis.traces {
+                cut |= !t.memory_ops.is_empty()
+                    || !t.sync_calls.is_empty()
+                    || !t.memory_peaks.is_empty();
+                t.memory_ops.clear();
+                t.sync_calls.clear();
+                t.memory_peaks.clear();
+            }
+            if let Some(r) = &mut ranks {
+                let c = &mut r.set.cross_rank;
+                cut |= !c.ranks.is_empty() || !c.imbalance.is_empty() || !c.collectives.is_empty();
+                c.ranks.clear();
+                c.imbalance.clear();
+                c.collectives.clear();
+            }
+            if cut {
+                left_out.push(
+                    "each rank's memory operations, synchronizing calls and memory peaks; the cross-rank per-rank rows, imbalance and collectives: pass \"detail\": true"
+                        .to_string(),
+                );
+            }
         }
         Ok(TraceOutput {
             files: names,

@@ -20,8 +20,9 @@ pub struct ProfileRanks;
 #[serde(deny_unknown_fields)]
 pub struct RanksInput {
     /// A folder of exports (one per rank or node), a glob in the file name (`run/rank_*.sqlite`), one multi-process export, or a folder of digests.
+    #[serde(default)]
     pub path: String,
-    /// More exports of the same run.
+    /// More exports of the same run (or all of them, without `path`).
     #[serde(default)]
     pub paths: Option<Vec<String>>,
     /// Write each export's digest (Parquet) into this folder. Over MCP/HTTP: under the output roots.
@@ -42,6 +43,10 @@ pub struct RanksInput {
     /// That operation's other arguments (all but path), e.g. {"limit": 5}.
     #[serde(default)]
     pub each_args: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Also the rank identities, each export's clock domain, the rank x step heat map and each finding's
+    /// evidence, why, verify and data.
+    #[serde(default)]
+    pub detail: bool,
 }
 
 /// The set's answer.
@@ -66,6 +71,9 @@ pub struct RanksOutput {
     /// With `each`: that operation's answer (or error) for every export, with the ranks it holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub each: Vec<EachAnswer>,
+    /// What this default answer leaves out, and the argument that brings it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 /// One export's answer to the `each` operation.
@@ -275,6 +283,7 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
         set,
         findings,
         each,
+        left_out: Vec::new(),
     })
 }
 
@@ -290,6 +299,7 @@ impl RanksInput {
             threads: None,
             each: None,
             each_args: None,
+            detail: false,
         }
     }
 }
@@ -370,7 +380,52 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
         ..OpSpec::new("profile", "ranks")
     };
 
-    fn run(&self, ctx: &OpContext, input: RanksInput) -> Result<Self::Output, OpError> {
-        analyse_set(ctx, &input)
+    fn run(&self, ctx: &OpContext, mut input: RanksInput) -> Result<Self::Output, OpError> {
+        if input.path.trim().is_empty() {
+            match input.paths.as_mut().filter(|p| !p.is_empty()) {
+                Some(paths) => input.path = paths.remove(0),
+                None => {
+                    return Err(OpError::invalid_input(
+                        "no exports named: pass path (a folder, a glob or an export) or paths",
+                        "e.g. {\"path\": \"run/\"} for a folder of per-rank exports, or {\"paths\": [\"rank0.sqlite\", \"rank1.sqlite\"]}.",
+                    ));
+                }
+            }
+        }
+        let mut out = analyse_set(ctx, &input)?;
+        if !input.detail {
+            let mut cut = Vec::new();
+            if let Some(set) = &mut out.set {
+                if !set.identities.is_empty() {
+                    set.identities.clear();
+                    cut.push("the rank identities (file, process, device, host of each rank)");
+                }
+                if !set.alignment.domains.is_empty() {
+                    set.alignment.domains.clear();
+                    cut.push("each export's clock domain (offset, residual, method; residual_ns is kept)");
+                }
+                if set.cross_rank.heat_map.take().is_some() {
+                    cut.push("the rank x step heat map");
+                }
+            }
+            let mut trimmed = false;
+            for f in &mut out.findings {
+                trimmed |= !f.evidence.is_empty() || !f.data.is_null();
+                f.evidence.clear();
+                f.why.clear();
+                f.verify.clear();
+                f.basis.clear();
+                f.data = serde_json::Value::Null;
+                f.window = None;
+            }
+            if trimmed {
+                cut.push("each finding's basis, evidence, why, verify and data");
+            }
+            if !cut.is_empty() {
+                out.left_out
+                    .push(format!("{}: pass \"detail\": true", cut.join("; ")));
+            }
+        }
+        Ok(out)
     }
 }

@@ -650,7 +650,6 @@ impl Operation for Context {
             "hardware and software",
         ],
         example: r#"{"detail": "summary"}"#,
-        tier: crate::registry::Tier::Default,
         ..OpSpec::new("system", "context")
     };
 

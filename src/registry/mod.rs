@@ -78,7 +78,7 @@ pub enum Tier {
 /// At most this many characters (Python `json.dumps`) for one tool's whole MCP definition.
 pub const TOOL_DEFINITION_BUDGET: usize = 8_192;
 /// At most this many characters for the default listing's names, descriptions and input schemas.
-pub const DEFAULT_LISTING_BUDGET: usize = 40_000;
+pub const DEFAULT_LISTING_BUDGET: usize = 20_000;
 /// At most this many characters for the `core` listing, counted the same way.
 pub const CORE_LISTING_BUDGET: usize = 12_000;
 
@@ -147,6 +147,15 @@ impl OpSpec {
         } else {
             format!("aisp_{}_{}", self.domain, self.name)
         }
+    }
+
+    /// The flags set on this operation, each named by `words` = (needs a GPU, runs long, runs a command).
+    pub fn flags<'a>(&self, words: [&'a str; 3]) -> Vec<&'a str> {
+        [self.needs_gpu, self.long_running, self.executes_commands]
+            .into_iter()
+            .zip(words)
+            .filter_map(|(set, word)| set.then_some(word))
+            .collect()
     }
 
     /// The HTTP route: `/api/<domain>/<op>` or, on the short list, `/api/<op>`.

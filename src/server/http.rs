@@ -246,7 +246,7 @@ pub(crate) async fn guard(
 
 /// The router: `/mcp`, `/api/...`, `/healthz`, all behind the policy.
 pub fn router(app: Arc<AppState>, policy: Policy, shutdown: CancellationToken) -> Router {
-    let server = AispServer::new(Arc::clone(&app));
+    let server = AispServer::for_http(Arc::clone(&app));
     let mcp_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(policy.hosts.clone())
         .with_allowed_origins(policy.origins.clone())

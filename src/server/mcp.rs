@@ -28,9 +28,9 @@ use crate::toolset::Toolset;
 /// What the server tells a model about where to start.
 pub const INSTRUCTIONS: &str = "aisp is a GPU performance engineer's toolkit. \
 Start with aisp_triage for an overview of this machine and the next steps, or aisp_suggest_tools with your task \
-in plain words to find the right tool. The tool list starts with the everyday tools: aisp_list_domains with \
-enable: [\"<domain>\"] lists a domain's other tools (the server sends notifications/tools/list_changed), and \
-every tool answers tools/call, listed or not. \
+in plain words to find the right tool. The tool list starts with the everyday tools: aisp_list_domains gives \
+the map of every tool, {\"domain\": \"<domain>\"} their input schemas, enable: [\"<domain>\"] lists them \
+(notifications/tools/list_changed); every tool answers tools/call, listed or not. \
 To explain a slow training or inference run from an Nsight Systems export (.sqlite or .nsys-rep), call \
 aisp_profile_rules with its path, then aisp_profile_kernels, aisp_profile_gaps or aisp_profile_nvtx for detail. \
 Long-running tools accept async: true and return a job_id to poll with aisp_job_status. \
@@ -44,22 +44,30 @@ Resource aisp://guide/getting-started: this guidance in one page.";
 pub struct AispServer {
     app: Arc<AppState>,
     session: Arc<SessionTools>,
+    /// Served over streamable HTTP, where protocol 2026-07-28 has no session:
+    /// there a listing cannot change between requests.
+    http: bool,
 }
 
 /// What one MCP session lists: the configured toolset plus the domains the
-/// session enabled with `aisp_list_domains` and `enable`.
+/// session enabled with `aisp_list_domains` and `enable`, plus each tool the
+/// session called by name (so that a client that checks results against the
+/// listing knows it: the Python SDK lists again and warns "not listed by
+/// server" otherwise).
 pub struct SessionTools {
     toolset: Toolset,
     enabled: Mutex<BTreeSet<String>>,
+    called: Mutex<BTreeSet<String>>,
     listing: Mutex<Arc<EncodedListing>>,
 }
 
 impl SessionTools {
     pub fn new(toolset: Toolset) -> SessionTools {
-        let listing = listing_for(&toolset, &BTreeSet::new());
+        let listing = listing_for(&toolset, &BTreeSet::new(), &BTreeSet::new());
         SessionTools {
             toolset,
             enabled: Mutex::new(BTreeSet::new()),
+            called: Mutex::new(BTreeSet::new()),
             listing: Mutex::new(listing),
         }
     }
@@ -73,7 +81,27 @@ impl SessionTools {
     pub fn enable(&self, domains: &[String]) -> bool {
         let mut enabled = self.enabled.lock().unwrap_or_else(|e| e.into_inner());
         enabled.extend(domains.iter().cloned());
-        let next = listing_for(&self.toolset, &enabled);
+        self.relist(
+            &enabled,
+            &self.called.lock().unwrap_or_else(|e| e.into_inner()),
+        )
+    }
+
+    /// List one tool the session called by name; true when the listing changed.
+    pub fn list_called(&self, tool: &str) -> bool {
+        if self.current().names().contains(&tool) {
+            return false;
+        }
+        let mut called = self.called.lock().unwrap_or_else(|e| e.into_inner());
+        called.insert(tool.to_string());
+        self.relist(
+            &self.enabled.lock().unwrap_or_else(|e| e.into_inner()),
+            &called,
+        )
+    }
+
+    fn relist(&self, enabled: &BTreeSet<String>, called: &BTreeSet<String>) -> bool {
+        let next = listing_for(&self.toolset, enabled, called);
         let mut listing = self.listing.lock().unwrap_or_else(|e| e.into_inner());
         let changed = next.names() != listing.names();
         *listing = next;
@@ -86,14 +114,21 @@ impl SessionTools {
     }
 }
 
-/// The listing for a toolset plus enabled domains, made once per combination
-/// and shared by every session that has it (its JSON is encoded once too).
-fn listing_for(toolset: &Toolset, enabled: &BTreeSet<String>) -> Arc<EncodedListing> {
-    type Cache = Mutex<HashMap<(String, Vec<String>), Arc<EncodedListing>>>;
+/// The listing for a toolset plus enabled domains and tools called by name,
+/// made once per combination and shared by every session that has it (its
+/// JSON is encoded once too).
+fn listing_for(
+    toolset: &Toolset,
+    enabled: &BTreeSet<String>,
+    called: &BTreeSet<String>,
+) -> Arc<EncodedListing> {
+    type Key = (String, Vec<String>, Vec<String>);
+    type Cache = Mutex<HashMap<Key, Arc<EncodedListing>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let key = (
         format!("{toolset:?}"),
         enabled.iter().cloned().collect::<Vec<_>>(),
+        called.iter().cloned().collect::<Vec<_>>(),
     );
     let mut cache = CACHE
         .get_or_init(Default::default)
@@ -102,7 +137,9 @@ fn listing_for(toolset: &Toolset, enabled: &BTreeSet<String>) -> Arc<EncodedList
     Arc::clone(cache.entry(key).or_insert_with(|| {
         let listed = registry::tools()
             .iter()
-            .filter(|t| toolset.includes(t) || enabled.contains(t.spec().domain))
+            .filter(|t| {
+                toolset.includes(t) || enabled.contains(t.spec().domain) || called.contains(&t.name)
+            })
             .map(mcp_tool)
             .collect::<Vec<Tool>>();
         Arc::new(EncodedListing::new(listed))
@@ -112,12 +149,27 @@ fn listing_for(toolset: &Toolset, enabled: &BTreeSet<String>) -> Arc<EncodedList
 impl AispServer {
     pub fn new(app: Arc<AppState>) -> AispServer {
         let session = Arc::new(SessionTools::new(app.config.tools.clone()));
-        AispServer { app, session }
+        AispServer {
+            app,
+            session,
+            http: false,
+        }
+    }
+
+    /// The server of the streamable HTTP transport (one per MCP session).
+    pub fn for_http(app: Arc<AppState>) -> AispServer {
+        AispServer {
+            http: true,
+            ..AispServer::new(app)
+        }
     }
 
     /// A server for another MCP session: same process state, its own listing.
     pub fn new_session(&self) -> AispServer {
-        AispServer::new(Arc::clone(&self.app))
+        AispServer {
+            http: self.http,
+            ..AispServer::new(Arc::clone(&self.app))
+        }
     }
 
     /// What this session lists, for transports that send the listing pre-encoded.
@@ -297,7 +349,7 @@ impl ServerHandler for AispServer {
             // A model may follow instructions planted in a file: writes stay under the output roots.
             writes: crate::outputs::WriteScope::Roots,
         };
-        let outcome = dispatch::invoke(&self.app, tool, args, opts).await;
+        let mut outcome = dispatch::invoke(&self.app, tool, args, opts).await;
         let cancelled = context.ct.is_cancelled();
         if let Some(f) = forwarder {
             f.finish(cancelled).await;
@@ -305,10 +357,28 @@ impl ServerHandler for AispServer {
         if let Err(e) = &outcome {
             tracing::info!(tool = %tool.name, kind = %e.kind, "call failed: {}", e.message);
         }
-        if let Ok(value) = &outcome
+        // Streamable HTTP at 2026-07-28 serves every request on its own: no session keeps a listing.
+        let stateless = self.http
+            && context
+                .protocol_version()
+                .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let mut changed = false;
+        if let Ok(value) = &mut outcome
             && let Some(domains) = crate::ops::core::domains_to_enable(&tool.name, value)
-            && self.session.enable(&domains)
         {
+            if stateless || !self.session.can_change() {
+                if stateless {
+                    crate::ops::core::cannot_enable(value);
+                }
+            } else {
+                changed |= self.session.enable(&domains);
+            }
+        }
+        if !stateless && self.session.can_change() && outcome.is_ok() {
+            // A tool called by name joins this session's listing, so that the client knows its schemas.
+            changed |= self.session.list_called(&tool.name);
+        }
+        if changed {
             // Clients that follow list_changed fetch tools/list again.
             if let Err(e) = context.peer.notify_tool_list_changed().await {
                 tracing::debug!("could not send tools/list_changed: {e}");

@@ -102,7 +102,10 @@ async fn check_cites_exactly_the_serious_rules(file: &str, expected: &[&str]) ->
         .iter()
         .find(|c| c["tool"] == "aisp_profile_rules")
         .expect("the rules result is cited");
-    assert_eq!(rules_cite["arguments"], json!({"path": path}));
+    assert_eq!(
+        rules_cite["arguments"],
+        json!({"path": path, "detail": true})
+    );
     assert_eq!(rules_cite["ok"], true);
     for f in out["findings"].as_array().unwrap() {
         assert_eq!(f["evidence_id"], rules_cite["id"]);

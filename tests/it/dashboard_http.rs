@@ -227,6 +227,36 @@ async fn pages_sections_and_tool_schemas_are_served() {
         start + len + len / 4
     )));
     assert!(findings.contains(r#"data-start="7701478471" data-end="8230985535""#));
+    // The idle-gaps panel lists a limited number of rows, but never hides the largest gaps behind the
+    // steady ones, and says what it left out.
+    let (code, _, panel) = get(server.url(&format!("/dashboard/profile/gaps{q}")), None).await;
+    assert_eq!(code, 200);
+    let all = api(
+        &server,
+        "/api/profile/gaps",
+        json!({"path": train_good(), "limit": 10000}),
+    )
+    .await;
+    let dev = &all["devices"][0];
+    let largest = dev["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["length_ns"].as_i64().unwrap())
+        .max()
+        .unwrap();
+    let shown = format!("{:.2} ms", largest as f64 / 1e6);
+    assert!(
+        panel.contains(&shown),
+        "the largest gap ({shown}) is listed:\n{panel}"
+    );
+    let total = dev["gaps_total"].as_i64().unwrap();
+    if total > 15 {
+        assert!(
+            panel.contains("15 listed") && panel.contains("Not listed: more gaps"),
+            "{panel}"
+        );
+    }
     let (code, _, missing) = get(
         server.url("/dashboard/profile/overview?path=/nonexistent.sqlite"),
         None,
@@ -600,6 +630,44 @@ async fn planner_views_show_memory_per_gpu_and_rejections() {
         r#"data-metric="weights-per-gpu">{:.2} GB<"#,
         est["weights_per_gpu_gb"].as_f64().unwrap()
     )));
+    // The compute-bound tile agrees with the sweep under it: the first compute-bound batch of the
+    // sweep, or "not up to <largest batch swept>" when every swept batch is memory-bound.
+    let sweep = est["batch_sweep"].as_array().unwrap();
+    let tile = html
+        .split(r#"data-metric="compute-bound-batch">"#)
+        .nth(1)
+        .unwrap()
+        .split("</div>")
+        .next()
+        .unwrap()
+        .to_string();
+    match sweep.iter().find(|b| b["bound"] == "compute") {
+        Some(b) => assert!(
+            tile.starts_with(&format!("{} ", b["batch"])),
+            "{tile} vs the sweep's first compute-bound batch {}",
+            b["batch"]
+        ),
+        None => {
+            let max = sweep
+                .iter()
+                .map(|b| b["batch"].as_i64().unwrap())
+                .max()
+                .unwrap();
+            assert!(
+                tile.starts_with(&format!("not up to {max}: memory-bound")),
+                "{tile}"
+            );
+        }
+    }
+    // A long context: KV reads keep every swept batch memory-bound although the weights-only
+    // crossover is ~230; the tile must not name the crossover as the turning point.
+    let long = json!({"model": "llama-3.1-8b", "gpu": "h100-sxm", "prompt_tokens": 8192, "output_tokens": 1024});
+    let (_, html) = post_view(&server, "estimate", long.clone()).await;
+    let est = api(&server, "/api/inference/estimate", long).await;
+    if est["first_compute_bound_batch"].is_null() {
+        assert!(html.contains("memory-bound <span"), "{html}");
+        assert!(!html.contains("decode turns compute-bound at batch"));
+    }
     let (code, html) = post_view(&server, "plan", json!({"model": "nope"})).await;
     assert_eq!(code, 400);
     assert!(html.contains(r#"data-kind="invalid_input""#) && html.contains("class=\"hint\""));

@@ -230,6 +230,70 @@ fn profile_pdf_of_train_good_names_its_numbers() {
     );
 }
 
+/// The charts a person reads at a glance: the step chart leaves the step ledger's warm-up out (and says
+/// so), and the utilization chart shows the active part only.
+#[test]
+fn profile_report_charts_leave_out_warm_up_and_idle_ends() {
+    let home = tempfile::tempdir().unwrap();
+    let profile = profile_dir().join("train_good.sqlite");
+    let out = home.path().join("train_good.html");
+    ok(
+        home.path(),
+        &[
+            "export",
+            "html",
+            "--profile",
+            profile.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+        ],
+    );
+    let html = std::fs::read_to_string(&out).unwrap();
+    let p = aisp_profile::open(&profile).unwrap();
+    let scope = p.resolve(&Default::default()).unwrap();
+    let ledger = aisp_profile::ledger::build(&p, &scope, None).unwrap();
+    let d = &ledger.devices[0];
+    assert!(d.warmup_steps >= 1, "train_good has a warm-up step");
+    let first = &d.steps[0].name;
+    let note = html
+        .split("Not in the chart: the warm-up step(s) ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the step chart names what it leaves out"));
+    assert!(
+        note.starts_with(first.as_str()),
+        "{}",
+        &note[..80.min(note.len())]
+    );
+    // The warm-up step's CPU time is not a point of the chart (its tooltip would carry it).
+    let it = aisp_profile::iterations::iterations(&p, &scope, None, 10_000).unwrap();
+    let warm = it.processes[0]
+        .steps
+        .iter()
+        .find(|s| &s.name == first)
+        .unwrap();
+    let step_chart = html
+        .split("Step time per step")
+        .nth(1)
+        .unwrap()
+        .split("</svg>")
+        .next()
+        .unwrap();
+    let warm_ms = aisp_report::chart::build::fmt_num(warm.cpu_ns as f64 / 1e6);
+    assert!(
+        !step_chart.contains(&format!("CPU step time: {warm_ms} at")),
+        "the warm-up step is drawn"
+    );
+    // Utilization over time: the active part, said so when ends were cut.
+    let u = aisp_profile::utilization::utilization(&p, &scope, 100, 50.0).unwrap();
+    let chunks = &u.devices[0].chunk_busy_pct;
+    if chunks.first() == Some(&0.0) || chunks.last() == Some(&0.0) {
+        assert!(
+            html.contains("The chart shows the active part"),
+            "idle ends are cut"
+        );
+    }
+}
+
 /// Well-formedness of the inline SVGs: every element opened is closed, in order.
 fn svg_balanced(svg: &str) -> bool {
     let re = regex::Regex::new(r"<(/?)([a-zA-Z]+)[^>]*?(/?)>").unwrap();
@@ -503,7 +567,7 @@ fn cross_rank_report_of_a_per_rank_set_draws_the_rank_by_step_heat_map() {
     let set = tempfile::tempdir().unwrap();
     export_edit::split(&profile_common::fixture("ddp.sqlite"), set.path(), true).unwrap();
     let dir = set.path().display().to_string();
-    let ranks = ok(home.path(), &["profile", "ranks", &dir]);
+    let ranks = ok(home.path(), &["profile", "ranks", &dir, "--detail"]);
     let heat = &ranks["set"]["cross_rank"]["heat_map"];
     let v = ok(home.path(), &["export", "html", "--profile", &dir]);
     assert_eq!(v["report"], "ranks");

@@ -315,3 +315,91 @@ fn nsys_rep_without_nsys_says_what_to_install() {
     assert!(op.hint.contains("Install Nsight Systems"), "{}", op.hint);
     assert!(op.hint.contains("nsys export --type sqlite"));
 }
+
+/// The answer cache is keyed by the file's identity, not its spelling: a cached answer names the file
+/// as the caller spelt it, not as the first caller did.
+#[test]
+fn a_cached_answer_names_the_file_as_its_caller_spelt_it() {
+    let app = AppState::for_tests();
+    let abs = path_of("train_good.sqlite");
+    let p = Path::new(&abs);
+    let other = format!(
+        "{}/./{}",
+        p.parent().unwrap().display(),
+        p.file_name().unwrap().to_str().unwrap()
+    );
+    for tool in [
+        "aisp_profile_info",
+        "aisp_profile_kernels",
+        "aisp_profile_gaps",
+        "aisp_profile_rules",
+    ] {
+        let first = call(&app, tool, json!({"path": abs})).unwrap();
+        let cached = call(&app, tool, json!({"path": other})).unwrap();
+        assert_eq!(first["path"], abs.as_str(), "{tool}");
+        assert_eq!(
+            cached["path"],
+            other.as_str(),
+            "{tool}: the cached answer echoes the first spelling"
+        );
+        let again = call(&app, tool, json!({"path": abs})).unwrap();
+        assert_eq!(again["path"], abs.as_str(), "{tool}");
+    }
+}
+
+/// A compressed export gets the hint to decompress it, not to export it again.
+#[test]
+fn a_compressed_export_is_told_to_decompress() {
+    let app = AppState::for_tests();
+    let xz = profile_common::data_dir()
+        .join("ddp.sqlite.xz")
+        .display()
+        .to_string();
+    let e = call(&app, "aisp_profile_info", json!({"path": xz})).unwrap_err();
+    assert!(
+        e.hint.contains("xz -dk") && e.hint.contains("decompress"),
+        "{}",
+        e.hint
+    );
+    assert!(!e.hint.contains("nsys export"), "{}", e.hint);
+}
+
+/// An explicit limit keeps the mix of the default (steady-state gaps and the largest of the rest), so
+/// the largest gaps are never hidden behind the steady ones, and says what it left out.
+#[test]
+fn an_explicit_gap_limit_keeps_the_largest_gaps_and_says_what_is_left_out() {
+    let app = AppState::for_tests();
+    let path = path_of("train_good.sqlite");
+    let all = call(
+        &app,
+        "aisp_profile_gaps",
+        json!({"path": path, "limit": 10000}),
+    )
+    .unwrap();
+    let largest = all["devices"][0]["gaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["length_ns"].as_i64().unwrap())
+        .max()
+        .unwrap();
+    let v = call(
+        &app,
+        "aisp_profile_gaps",
+        json!({"path": path, "limit": 15}),
+    )
+    .unwrap();
+    let d = &v["devices"][0];
+    let listed = d["gaps"].as_array().unwrap();
+    assert!(listed.len() <= 15);
+    assert!(
+        listed
+            .iter()
+            .any(|g| g["length_ns"].as_i64() == Some(largest)),
+        "the largest gap ({largest} ns) is listed"
+    );
+    if d["gaps_total"].as_u64().unwrap() > listed.len() as u64 {
+        let notes = v["left_out"].to_string();
+        assert!(notes.contains("more gaps"), "{notes}");
+    }
+}

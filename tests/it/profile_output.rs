@@ -5,9 +5,10 @@
 //!   columns) must match the committed snapshot in `tests/snapshots/table/`.
 //!   After an intended change, regenerate them and review the diff:
 //!   `UPDATE_SNAPSHOTS=1 cargo test --test profile_output`.
-//! - a model: the default JSON result stays under 15,000 characters counted as
-//!   the MCP budgets count (`len(json.dumps(result))` in Python), on the
-//!   single-GPU `train_good` and the two-GPU `ddp` fixtures.
+//! - a model: the default JSON result stays near 4,000 characters counted as
+//!   the MCP budgets count (`len(json.dumps(result))` in Python): each at most
+//!   4,500 and 4,000 on average, on the single-GPU `train_good` and the two-GPU
+//!   `ddp` fixtures (the rest is one argument away, named in `left_out`).
 
 use crate::common;
 use crate::profile_common;
@@ -18,7 +19,17 @@ use profile_common::{data_dir, fixture};
 use serde_json::Value;
 
 /// Most characters a default profile answer may take.
-const RESULT_BUDGET: usize = 15_000;
+const RESULT_BUDGET: usize = 4_500;
+/// Answers held to a larger budget, and why.
+const ALLOWANCES: &[(&str, usize, &str)] = &[
+    // Kineto traces name kernels by their whole demangled signature (hundreds of characters each), and
+    // several ranks each get their own section.
+    ("trace_", 8_000, "Kineto kernel names are whole signatures"),
+    // Two captures side by side, each with its facts, and three delta lists (issue 32 owns its shape).
+    ("compare_", 6_500, "before and after side by side"),
+];
+/// Most characters a default profile answer takes on average over the cases.
+const MEAN_BUDGET: usize = aisp::ops::profile_lean::LEAN_BUDGET;
 
 struct Case {
     /// Snapshot file name (without `.txt`).
@@ -48,6 +59,7 @@ fn cases(home: &Path) -> Vec<Case> {
         "overlap",
         "timeline",
         "rules",
+        "ledger",
     ];
     for (fx, path) in [("train_good", &train), ("ddp", &ddp)] {
         for op in nsys_ops {
@@ -234,6 +246,7 @@ fn default_results_stay_within_the_context_budget() {
     let home = tempfile::tempdir().unwrap();
     let mut report = Vec::new();
     let mut over = Vec::new();
+    let mut sizes = Vec::new();
     for case in cases(home.path()) {
         if case.name.starts_with("export") {
             // Writes a file; its answer is a path and a size.
@@ -244,12 +257,22 @@ fn default_results_stay_within_the_context_budget() {
         let text = at_a_standard_place(&run(home.path(), "json", &case.args), home.path());
         let v: Value = serde_json::from_str(&text).unwrap();
         let n = python_len(&v);
+        sizes.push(n);
         report.push(format!("{:<28} {n:>6}", case.name));
-        if n > RESULT_BUDGET {
-            over.push(format!("{}: {n} characters", case.name));
+        let budget = ALLOWANCES
+            .iter()
+            .find(|(prefix, _, _)| case.name.starts_with(prefix))
+            .map_or(RESULT_BUDGET, |a| a.1);
+        if n > budget {
+            over.push(format!("{}: {n} characters (budget {budget})", case.name));
         }
     }
     eprintln!("{}", report.join("\n"));
+    let mean = sizes.iter().sum::<usize>() / sizes.len().max(1);
+    assert!(
+        mean <= MEAN_BUDGET,
+        "default results take {mean} characters on average (budget {MEAN_BUDGET})"
+    );
     assert!(
         over.is_empty(),
         "default results over {RESULT_BUDGET} characters (trim the default and say in left_out how to get the rest):\n{}",
@@ -269,8 +292,9 @@ fn a_first_look_chain_on_one_profile_stays_lean() {
             python_len(&serde_json::from_str(&text).unwrap())
         })
         .sum();
-    // It was ~57,000 characters before defaults were trimmed.
-    assert!(total < 40_000, "the chain returns {total} characters");
+    // It was ~57,000 characters before defaults were first trimmed, ~38,000 before they led with the
+    // verdict and left the rest behind `detail`.
+    assert!(total < 16_000, "the chain returns {total} characters");
 }
 
 #[test]

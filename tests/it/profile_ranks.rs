@@ -844,7 +844,7 @@ async fn each_runs_a_profile_operation_on_every_rank_of_the_set() {
     };
     let out = call(
         "aisp_profile_ranks",
-        serde_json::json!({"path": dir, "each": "kernels", "each_args": {"limit": 3}}),
+        serde_json::json!({"path": dir, "each": "kernels", "each_args": {"limit": 3}, "detail": true}),
     )
     .await
     .unwrap();

@@ -1,6 +1,6 @@
 //! The tool-listing budgets, measured over real MCP transports the way the
 //! issue counts them (Python's default `json.dumps`, ASCII-escaped):
-//! - the default `tools/list`: at most 40,000 characters of names,
+//! - the default `tools/list`: at most 20,000 characters of names,
 //!   descriptions and input schemas;
 //! - `--tools core`: at most 12,000;
 //! - every tool's whole definition (output schema included): at most 8,192;
@@ -293,4 +293,104 @@ async fn the_getting_started_guide_and_the_prompts_are_served() {
         assert!(text.contains("aisp_profile_rules"));
         client.cancel().await.unwrap();
     }
+}
+
+/// The map of domains is small, one domain's tools come with their input schemas, and a tool called by
+/// name joins the session's listing (a client that checks results against its listing, like the Python
+/// SDK, knows its schemas; it warns "not listed by server" otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_domain_map_is_small_and_a_tool_called_by_name_joins_the_listing() {
+    let (client, handler) = stdio(&[], false).await;
+    let list_domains = |args: Value| {
+        CallToolRequestParams::new("aisp_list_domains")
+            .with_arguments(args.as_object().unwrap().clone())
+    };
+    let map = client.call_tool(list_domains(json!({}))).await.unwrap();
+    let map = map.structured_content.unwrap();
+    let map_len = python_json_len(&map);
+    assert!(
+        map_len <= aisp::ops::core::DOMAIN_MAP_BUDGET,
+        "the domain map is {map_len} characters"
+    );
+    let named: usize = map["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["tools"].as_str().unwrap().split(", ").count())
+        .sum();
+    assert_eq!(
+        named,
+        aisp::registry::tools().len(),
+        "the map names every tool"
+    );
+    let one = client
+        .call_tool(list_domains(json!({"domain": "aisp_profile_ranks"})))
+        .await
+        .unwrap();
+    let one = one.structured_content.unwrap();
+    assert!(
+        one["tools"][0]["inputSchema"]["properties"]["path"].is_object(),
+        "{one}"
+    );
+
+    let before = client.list_all_tools().await.unwrap();
+    assert!(!before.iter().any(|t| t.name == "aisp_system_env"));
+    let r = client
+        .call_tool(CallToolRequestParams::new("aisp_system_env"))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false));
+    let got = common::eventually(Duration::from_secs(5), || async {
+        (handler.list_changed.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
+    assert!(got.is_some(), "notifications/tools/list_changed arrived");
+    let after = client.list_all_tools().await.unwrap();
+    assert_eq!(after.len(), before.len() + 1);
+    assert!(after.iter().any(|t| t.name == "aisp_system_env"));
+    client.cancel().await.unwrap();
+}
+
+/// Streamable HTTP at protocol 2026-07-28 keeps no session: enabling cannot change the listing, so the
+/// answer says so (and how to start the server with that toolset) instead of claiming it enabled them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stateless_http_enabling_says_it_cannot_and_how_to_start_the_server() {
+    let server = common::HttpServer::start(&[], &[]);
+    let handler = Client::default();
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp"));
+    let client = handler
+        .clone()
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_config(config),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("discover");
+    let before = client.list_all_tools().await.unwrap();
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("aisp_list_domains")
+                .with_arguments(json!({"enable": ["hw"]}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    let v = r.structured_content.unwrap();
+    assert_eq!(v["enabled"], json!([]), "{v}");
+    let note = v["note"].as_str().unwrap();
+    assert!(
+        note.contains("stateless") && note.contains("--tools default,hw"),
+        "{note}"
+    );
+    let after = client.list_all_tools().await.unwrap();
+    assert_eq!(after.len(), before.len());
+    // Every tool still answers by name.
+    let r = client
+        .call_tool(CallToolRequestParams::new("aisp_system_env"))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false));
+    client.cancel().await.unwrap();
 }

@@ -66,7 +66,8 @@ pub struct Gap {
     pub cause: String,
     /// One sentence of evidence for `cause`.
     pub explanation: String,
-    /// Top CPU activities by time inside the gap.
+    /// Top CPU activities by time inside the gap (left out of default `aisp_profile_gaps` answers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpu: Vec<CpuActivity>,
 }
 

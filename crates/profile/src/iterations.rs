@@ -276,7 +276,8 @@ pub struct ProcessSteps {
     pub kernels_per_step: f64,
     /// Typical kernels per step under the same-thread rule.
     pub kernels_per_step_same_thread: f64,
-    /// The first step, reported apart.
+    /// The first step, reported apart (left out of `aisp_profile_iterations` answers that list it in `steps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_step: Option<Step>,
     /// Median CPU step time / median GPU-projected time: well above 1 means host-bound.
     pub cpu_to_gpu_ratio: Option<f64>,

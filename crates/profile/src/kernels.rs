@@ -67,6 +67,8 @@ pub struct KernelRow {
     pub p50_ns: i64,
     pub p90_ns: i64,
     pub p99_ns: i64,
+    /// Per device (left out of default `aisp_profile_kernels` answers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_device: Vec<DeviceShare>,
     pub launch: Launch,
     pub class: Classification,

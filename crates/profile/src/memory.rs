@@ -73,7 +73,9 @@ pub struct TransferClass {
     pub bandwidth_gb_per_s: f64,
     /// The fastest single transfer of the class.
     pub peak_gb_per_s: f64,
-    /// The class split by the device that ran the transfers (every device, never only the largest).
+    /// The class split by the device that ran the transfers (every device, never only the largest; left out
+    /// of default `aisp_profile_memory` answers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_device: Vec<DeviceTraffic>,
 }
 
@@ -172,7 +174,9 @@ pub struct DeviceMemoryUsage {
     pub peak_bytes: i64,
     pub peak_at_ns: i64,
     pub final_bytes: i64,
-    /// Net allocated bytes over time, downsampled to at most 50 points.
+    /// Net allocated bytes over time, downsampled to at most 50 points (left out of default
+    /// `aisp_profile_memory` answers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<UsagePoint>,
 }
 

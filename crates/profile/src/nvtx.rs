@@ -42,7 +42,9 @@ pub struct RangeName {
     pub kernels_same_thread: u64,
     /// Σ over devices of the per-device union under the same-thread rule.
     pub gpu_union_same_thread_ns: i64,
-    /// The devices the attributed kernels ran on: union, Σ durations and count per device.
+    /// The devices the attributed kernels ran on: union, Σ durations and count per device (left out of
+    /// default `aisp_profile_nvtx` answers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_device: Vec<RangeDevice>,
 }
 

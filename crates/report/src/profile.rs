@@ -205,6 +205,7 @@ fn utilization_section(p: &Profile, scope: &ResolvedScope) -> Result<Section> {
         });
     }
     s.table(t);
+    let trimmed = build::trim_idle_ends(&mut series);
     s.chart(build::lines(
         "Utilization over time (kernels + copies busy % per 1/100 of the span)",
         "ms from the first GPU operation",
@@ -213,6 +214,13 @@ fn utilization_section(p: &Profile, scope: &ResolvedScope) -> Result<Section> {
         Some((0.0, 100.0)),
         false,
     ));
+    if let Some((lo, hi)) = trimmed {
+        s.note(format!(
+            "The chart shows the active part, {} to {} ms: before and after it every GPU is idle.",
+            build::fmt_num(lo),
+            build::fmt_num(hi)
+        ));
+    }
     s.note(
         "Busy % is the union of kernel intervals over the window, never a sum of durations. \
 The steady window runs from the second step to the last, leaving warm-up out.",
@@ -318,6 +326,27 @@ fn steps_section(p: &Profile, scope: &ResolvedScope) -> Result<Option<Section>> 
         return Ok(None);
     }
     let mut s = Section::new("Steps");
+    // Warm-up steps (the step ledger's: module loading, first allocations, autotuning) are left out
+    // of the chart, which they would flatten; the table's statistics are unchanged.
+    let warmup: Vec<(Option<i64>, String)> = aisp_profile::ledger::build(p, scope, None)
+        .map(|l| {
+            l.devices
+                .iter()
+                .flat_map(|d| {
+                    d.steps
+                        .iter()
+                        .take(d.warmup_steps)
+                        .map(move |st| (d.pid, st.name.clone()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let is_warmup = |pid: i64, name: &str| {
+        warmup
+            .iter()
+            .any(|(p, n)| n == name && p.is_none_or(|p| p == pid))
+    };
+    let mut left_out_steps: Vec<String> = Vec::new();
     let mut series = Vec::new();
     let mut t = Table::new(&[
         ("process", false),
@@ -333,10 +362,31 @@ fn steps_section(p: &Profile, scope: &ResolvedScope) -> Result<Option<Section>> 
         }
         let c = chart::SERIES[(2 * i) % chart::SERIES.len()];
         let g = chart::SERIES[(2 * i + 1) % chart::SERIES.len()];
+        let shown: Vec<_> = pr
+            .steps
+            .iter()
+            .filter(|st| !is_warmup(pr.pid, &st.name))
+            .collect();
+        let shown = if shown.is_empty() {
+            pr.steps.iter().collect()
+        } else {
+            shown
+        };
+        for st in pr
+            .steps
+            .iter()
+            .filter(|st| !shown.iter().any(|x| x.index == st.index))
+        {
+            left_out_steps.push(format!(
+                "{} (pid {}, {} ms of CPU time)",
+                st.name,
+                pr.pid,
+                ms(st.cpu_ns)
+            ));
+        }
         series.push(Series {
             label: format!("pid {} CPU step time", pr.pid),
-            points: pr
-                .steps
+            points: shown
                 .iter()
                 .map(|st| (st.index as f64, st.cpu_ns as f64 / 1e6))
                 .collect(),
@@ -344,8 +394,7 @@ fn steps_section(p: &Profile, scope: &ResolvedScope) -> Result<Option<Section>> 
         });
         series.push(Series {
             label: format!("pid {} GPU busy in step", pr.pid),
-            points: pr
-                .steps
+            points: shown
                 .iter()
                 .map(|st| (st.index as f64, st.gpu_union_ns as f64 / 1e6))
                 .collect(),
@@ -377,6 +426,12 @@ fn steps_section(p: &Profile, scope: &ResolvedScope) -> Result<Option<Section>> 
         None,
         true,
     ));
+    if !left_out_steps.is_empty() {
+        s.note(format!(
+            "Not in the chart: the warm-up step(s) {} — the step ledger's warm-up, which would flatten the rest.",
+            left_out_steps.join(", ")
+        ));
+    }
     s.table(t);
     Ok(Some(s))
 }

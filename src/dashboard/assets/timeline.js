@@ -241,7 +241,9 @@ class Timeline {
         const y = row.y + e.lane * laneH + 1;
         const name = d.names[e.name] || '';
         g.fillStyle = this.color(name, t.kind, e.count > 1);
-        g.fillRect(x, y, w, laneH - 2);
+        // A 1-px gap at the end of each mark wide enough to spare it: consecutive ranges of one colour
+        // (NVTX steps, runs of one kernel) stay separate marks instead of one bar.
+        g.fillRect(x, y, w > 4 ? w - 1 : w, laneH - 2);
         drawn++;
         if (w > 36) {
           const left = Math.max(x, x0) + 3;

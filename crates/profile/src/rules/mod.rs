@@ -100,7 +100,8 @@ pub struct Finding {
     pub share_pct: f64,
     /// gpu_idle (measured), estimate or none.
     pub stake: Stake,
-    /// How time_at_stake_ns was obtained: the what-if.
+    /// How time_at_stake_ns was obtained: the what-if (left out of default `aisp_profile_rules` answers).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub basis: String,
     /// The median steady step period now (ns).
     #[serde(default, skip_serializing_if = "Option::is_none")]

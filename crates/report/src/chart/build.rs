@@ -441,7 +441,8 @@ pub fn roofline(
         8.5,
         Anchor::Middle,
     );
-    sc.muted_text(x0, y1 - 8.0, "TFLOP/s", 8.5, Anchor::End);
+    // The y axis title starts at the chart's left edge: anchored at the axis it ran off the picture.
+    sc.muted_text(2.0, y1 - 8.0, "TFLOP/s", 8.5, Anchor::Start);
     let bw_tflops = |i: f64| memory_gb_per_s * i / 1000.0;
     if memory_gb_per_s > 0.0 {
         let top = roofs.iter().map(|r| r.tflop_per_s).fold(peak, f64::max);
@@ -539,7 +540,8 @@ pub fn pareto(chart_title: &str, x_label: &str, y_label: &str, points: &[Scatter
     x_grid(&mut sc, &ax, y1, y0);
     y_grid(&mut sc, &ay, x0, x1);
     sc.muted_text((x0 + x1) / 2.0, y0 + 26.0, x_label, 8.5, Anchor::Middle);
-    sc.muted_text(x0, y1 - 8.0, y_label, 8.5, Anchor::End);
+    // The y axis title starts at the chart's left edge: anchored at the axis it ran off the picture.
+    sc.muted_text(2.0, y1 - 8.0, y_label, 8.5, Anchor::Start);
     let mut front: Vec<&ScatterPoint> = points.iter().filter(|p| p.on_front).collect();
     front.sort_by(|a, b| a.x.total_cmp(&b.x));
     if front.len() > 1 {
@@ -594,6 +596,9 @@ pub struct Lane {
     pub gaps: Vec<(i64, i64)>,
 }
 
+/// Marks at least this wide (points) are drawn apart, with a gap, even beside a mark of the same colour.
+const SEPARATE_PT: f32 = 3.0;
+
 /// Timeline strips over `[t0, t1)`: one lane per device or stream, segments
 /// coloured by class, idle gaps marked in red under the lane.
 pub fn timeline(
@@ -627,13 +632,25 @@ pub fn timeline(
                 } else {
                     label
                 };
-                sc.rect(a, y + 2.0, (b - a).max(0.4), lane_h - 9.0, paint, Some(t));
+                // A hairline gap at the end of a wide mark separates it from a neighbour of its colour.
+                let w = if b - a >= SEPARATE_PT {
+                    b - a - 0.8
+                } else {
+                    (b - a).max(0.4)
+                };
+                sc.rect(a, y + 2.0, w, lane_h - 9.0, paint, Some(t));
             }
         };
         for s in &lane.segments {
             let (a, b) = (ax.at(ms(s.start_ns)), ax.at(ms(s.end_ns)));
             match &mut pending {
-                Some((_, pb, pp, _, n)) if *pp == s.paint && a - *pb < 0.5 => {
+                // Only marks too narrow to tell apart merge; consecutive wide ones of one colour (NVTX
+                // steps) stay separate marks with a gap between them.
+                Some((pa, pb, pp, _, n))
+                    if *pp == s.paint
+                        && a - *pb < 0.5
+                        && (*pb - *pa < SEPARATE_PT || b - a < SEPARATE_PT) =>
+                {
                     *pb = pb.max(b);
                     *n += 1;
                 }
@@ -669,6 +686,43 @@ pub struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
     pub paint: Paint,
+}
+
+/// Cuts the stretches before the first and after the last point where any series is above zero (keeping
+/// one point of each as a margin), so a utilization chart shows the active part instead of a flat zero
+/// over most of its width. Returns the x range kept, when anything was cut.
+pub fn trim_idle_ends(series: &mut [Series]) -> Option<(f64, f64)> {
+    let active = || {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|p| p.1 > 0.0)
+            .map(|p| p.0)
+    };
+    let first = active().fold(f64::INFINITY, f64::min);
+    let last = active().fold(f64::NEG_INFINITY, f64::max);
+    if !first.is_finite() {
+        return None;
+    }
+    // The nearest point outside the active part on each side, as a margin.
+    let xs = || series.iter().flat_map(|s| s.points.iter()).map(|p| p.0);
+    let lo = xs()
+        .filter(|x| *x < first)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let hi = xs().filter(|x| *x > last).fold(f64::INFINITY, f64::min);
+    let (lo, hi) = (
+        if lo.is_finite() { lo } else { first },
+        if hi.is_finite() { hi } else { last },
+    );
+    let all_lo = xs().fold(f64::INFINITY, f64::min);
+    let all_hi = xs().fold(f64::NEG_INFINITY, f64::max);
+    if lo <= all_lo && hi >= all_hi {
+        return None;
+    }
+    for s in series.iter_mut() {
+        s.points.retain(|p| p.0 >= lo && p.0 <= hi);
+    }
+    Some((lo, hi))
 }
 
 /// Line chart; `y_range` fixes the y axis (e.g. 0–100 for percentages).
@@ -709,7 +763,8 @@ pub fn lines(
     x_grid(&mut sc, &ax, y1, y0);
     y_grid(&mut sc, &ay, x0, x1);
     sc.muted_text((x0 + x1) / 2.0, y0 + 24.0, x_label, 8.5, Anchor::Middle);
-    sc.muted_text(x0, y1 - 8.0, y_label, 8.5, Anchor::End);
+    // The y axis title starts at the chart's left edge: anchored at the axis it ran off the picture.
+    sc.muted_text(2.0, y1 - 8.0, y_label, 8.5, Anchor::Start);
     for s in series {
         let pts: Vec<(f32, f32)> = s
             .points
@@ -829,6 +884,144 @@ pub fn heat_map(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every text's estimated extent (the 0.52 em advance the layout uses) inside the picture.
+    fn texts_fit(sc: &Scene) {
+        for i in &sc.items {
+            if let Item::Text {
+                x,
+                text,
+                size,
+                anchor,
+                ..
+            } = i
+            {
+                let w = text.chars().count() as f32 * size * 0.52;
+                let (l, r) = match anchor {
+                    Anchor::Start => (*x, x + w),
+                    Anchor::Middle => (x - w / 2.0, x + w / 2.0),
+                    Anchor::End => (x - w, *x),
+                };
+                assert!(
+                    l >= 0.0 && r <= sc.width,
+                    "`{text}` runs from {l} to {r} of {}",
+                    sc.width
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn axis_titles_stay_inside_the_picture() {
+        let points = [
+            ScatterPoint {
+                label: "baseline".into(),
+                x: 1.5,
+                y: 2048.0,
+                on_front: true,
+            },
+            ScatterPoint {
+                label: "tiled".into(),
+                x: 0.7,
+                y: 4096.0,
+                on_front: true,
+            },
+        ];
+        let sc = pareto(
+            "time vs memory",
+            "median time, ms",
+            "peak device memory, MB",
+            &points,
+        );
+        assert!(sc.texts().contains(&"peak device memory, MB"));
+        texts_fit(&sc);
+        let series = [Series {
+            label: "device 0".into(),
+            points: vec![(0.0, 10.0), (1.0, 90.0)],
+            paint: crate::chart::SERIES[0],
+        }];
+        texts_fit(&lines(
+            "busy",
+            "ms",
+            "busy % of the window",
+            &series,
+            Some((0.0, 100.0)),
+            false,
+        ));
+    }
+
+    #[test]
+    fn idle_ends_are_cut_with_a_point_of_margin() {
+        let mut s = vec![
+            Series {
+                label: "GPU 0".into(),
+                points: (0..20)
+                    .map(|k| (k as f64, if (14..17).contains(&k) { 80.0 } else { 0.0 }))
+                    .collect(),
+                paint: crate::chart::SERIES[0],
+            },
+            Series {
+                label: "GPU 1".into(),
+                points: (0..20)
+                    .map(|k| (k as f64, if k == 12 { 5.0 } else { 0.0 }))
+                    .collect(),
+                paint: crate::chart::SERIES[1],
+            },
+        ];
+        assert_eq!(trim_idle_ends(&mut s), Some((11.0, 17.0)));
+        assert_eq!(s[0].points.first().unwrap().0, 11.0);
+        assert_eq!(s[1].points.last().unwrap().0, 17.0);
+        // Nothing to cut, or nothing active: unchanged.
+        assert_eq!(trim_idle_ends(&mut s), None);
+        let mut idle = vec![Series {
+            label: "idle".into(),
+            points: vec![(0.0, 0.0), (1.0, 0.0)],
+            paint: crate::chart::SERIES[0],
+        }];
+        assert_eq!(trim_idle_ends(&mut idle), None);
+    }
+
+    #[test]
+    fn consecutive_steps_of_one_colour_stay_apart() {
+        let step = |i: i64| Segment {
+            start_ns: i * 100_000_000,
+            end_ns: (i + 1) * 100_000_000,
+            paint: crate::chart::SERIES[0],
+            label: format!("step_{i}"),
+        };
+        let lane = Lane {
+            label: "NVTX".into(),
+            segments: (0..3).map(step).collect(),
+            gaps: Vec::new(),
+        };
+        let sc = timeline("steps", 0, 300_000_000, &[lane], &[]);
+        let marks: Vec<(f32, f32, String)> = sc
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Rect {
+                    x,
+                    w,
+                    title: Some(t),
+                    ..
+                } if t.starts_with("step_") => Some((*x, *w, t.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            marks.iter().map(|m| m.2.as_str()).collect::<Vec<_>>(),
+            ["step_0", "step_1", "step_2"],
+            "one mark per step, none merged into `step_0 (+2 more)`"
+        );
+        for pair in marks.windows(2) {
+            assert!(
+                pair[0].0 + pair[0].1 < pair[1].0,
+                "a visible gap between {} and {}",
+                pair[0].2,
+                pair[1].2
+            );
+        }
+    }
 
     #[test]
     fn ticks_are_round_and_cover_the_range() {

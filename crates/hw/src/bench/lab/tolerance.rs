@@ -179,13 +179,40 @@ pub struct Mismatch {
     pub index: u64,
     /// The same index per dimension of the buffer's shape.
     pub at: Vec<u64>,
-    /// null when NaN: an element never written keeps the NaN poison.
+    /// null when not finite (`got_value` says which).
     pub got: Option<f64>,
     pub expected: Option<f64>,
+    /// What a non-finite `got` is: `NaN` (the kernel wrote NaN), `inf`, `-inf`, or `never written` (the
+    /// element still holds the 0xFF bytes outputs are poisoned with before each run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub got_value: Option<String>,
 }
 
 fn finite_or_none(v: f64) -> Option<f64> {
     (!v.is_nan()).then_some(v).filter(|v| v.is_finite())
+}
+
+/// Whether `v` is the decoded poison: all-0xFF bytes are a negative NaN whose mantissa is all ones, in every
+/// float width (decoded to f64, the top 7 mantissa bits survive even from bf16). A NaN a kernel computes
+/// is CUDA's canonical positive NaN (0x7fffffff).
+pub fn is_poison(v: f64) -> bool {
+    const TOP: u64 = 0xFFFE_0000_0000_0000; // sign, exponent, 7 mantissa bits
+    v.is_nan() && v.to_bits() & TOP == TOP
+}
+
+/// The word for a non-finite element.
+fn non_finite(v: f64) -> Option<String> {
+    if v.is_finite() {
+        None
+    } else if is_poison(v) {
+        Some("never written".into())
+    } else if v.is_nan() {
+        Some("NaN".into())
+    } else if v > 0.0 {
+        Some("inf".into())
+    } else {
+        Some("-inf".into())
+    }
 }
 
 /// One output buffer compared with the reference's.
@@ -248,6 +275,7 @@ pub fn compare(
                     at: unflatten(i as u64, shape),
                     got: finite_or_none(g),
                     expected: finite_or_none(w),
+                    got_value: non_finite(g),
                 });
             }
         }
@@ -294,7 +322,7 @@ mod tests {
         assert!((ok.max_abs_err - 1e-5).abs() < 1e-12);
         assert!((ok.max_rel_err - 2e-6).abs() < 1e-12);
         got[6] = 7.0; // an off-by-one: element 6 holds element 7
-        got[11] = f64::NAN; // never written (poison)
+        got[11] = Dtype::F32.decode(&[0xFF; 4])[0]; // never written (poison)
         let bad = compare("y", &got, &want, &[3, 4], (1e-4, 1e-4));
         assert!(!bad.passed);
         assert_eq!(bad.mismatches, 2);
@@ -312,6 +340,28 @@ mod tests {
         assert!(compare("y", &[f64::NAN], &[f64::NAN], &[1], (0.0, 0.0)).passed);
         // Nothing compared is not a pass.
         assert!(!compare("y", &[], &[], &[0], (1.0, 1.0)).passed);
+    }
+
+    #[test]
+    fn a_nan_the_kernel_wrote_is_not_called_unwritten() {
+        for d in [Dtype::F32, Dtype::F64, Dtype::F16, Dtype::Bf16] {
+            let poison = d.decode(&vec![0xFF; d.bytes()])[0];
+            assert!(is_poison(poison), "{d:?}");
+            let m = compare("y", &[poison], &[1.0], &[1], (0.0, 0.0))
+                .first_mismatch
+                .unwrap();
+            assert_eq!(m.got_value.as_deref(), Some("never written"), "{d:?}");
+        }
+        // What a kernel computes (0/0 on the GPU is the canonical positive NaN).
+        let written = Dtype::F32.decode(&0x7fff_ffffu32.to_le_bytes())[0];
+        let m = compare("y", &[written], &[1.0], &[1], (0.0, 0.0))
+            .first_mismatch
+            .unwrap();
+        assert_eq!(m.got_value.as_deref(), Some("NaN"));
+        let m = compare("y", &[f64::INFINITY], &[1.0], &[1], (0.0, 0.0))
+            .first_mismatch
+            .unwrap();
+        assert_eq!(m.got_value.as_deref(), Some("inf"));
     }
 
     #[test]

@@ -952,8 +952,14 @@ pub fn mismatch_text(checks: &[Comparison]) -> String {
                 c.rtol,
                 m.index,
                 m.at,
-                m.got
-                    .map_or("NaN (never written)".to_string(), |v| v.to_string()),
+                match (m.got, m.got_value.as_deref()) {
+                    (Some(v), _) => v.to_string(),
+                    (None, Some("never written")) =>
+                        "NaN: never written (the element still holds the 0xFF poison outputs start with)".to_string(),
+                    (None, Some("NaN")) => "NaN (written by the kernel)".to_string(),
+                    (None, Some(other)) => other.to_string(),
+                    (None, None) => "a non-finite value".to_string(),
+                },
                 m.expected.map_or("NaN".to_string(), |v| v.to_string())
             ),
             None => format!(
