@@ -198,3 +198,20 @@ fn every_planted_problem_of_the_tuned_set_is_found_and_nothing_else_at_medium() 
         "false findings: {false_findings:#?}"
     );
 }
+
+/// The held-out set, scored once after the ledger work was done and never tuned on (BENCHMARKS.md, "Planted
+/// workloads"): the figures below are that first score, so a change to the rules that moves them shows here.
+/// 6 of 8 planted problems found; 8 of the 10 false findings at medium or above are `norm_chain` and its fix,
+/// whose loops have no NVTX steps and no kernel that runs once per iteration (the ledger takes the whole capture,
+/// start-up included, as one period); the misses are that loop's unfused norms and `ddp_flat_allreduce`'s exposed
+/// all-reduce (one flattened collective after the backward: the overlap what-if only reorders the collectives
+/// there are, so it hides nothing); the other two false findings are `ddp_host_straggler`'s per-step sync.
+#[test]
+fn the_held_out_set_keeps_its_first_score() {
+    let (planted, found, false_findings) = scorecard("heldout");
+    assert_eq!(
+        (planted, found, false_findings.len()),
+        (8, 6, 10),
+        "held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
+    );
+}

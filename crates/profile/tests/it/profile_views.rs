@@ -104,6 +104,10 @@ fn timeline_shows_a_typical_step_compactly() {
     assert!(t.cpu.iter().all(|c| c.ranges.len() <= 3));
 }
 
+fn target(p: &std::path::Path) -> export::Output {
+    export::Output::new(p, true).unwrap()
+}
+
 #[test]
 fn exports_write_valid_perfetto_and_csv() {
     let dir = tempfile::tempdir().unwrap();
