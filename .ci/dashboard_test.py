@@ -266,7 +266,8 @@ def test_rank_set(d, base, home, shots, tmp):
     set_dir = os.path.join(tmp, "rank-set")
     os.makedirs(set_dir, exist_ok=True)
     fixture_xz("ddp.sqlite", set_dir)
-    ref = cli(["profile", "ranks", set_dir], home)
+    # The heat map is behind `detail` in the lean default answer; the dashboard asks for it.
+    ref = cli(["profile", "ranks", set_dir, "--detail"], home)
     hm = ref["set"]["cross_rank"]["heat_map"]
     d.get(base + "/profiles?path=" + urllib.request.quote(set_dir))
     wait(d, lambda: ready(d), "rank set page ready", timeout=120)
