@@ -288,13 +288,7 @@ impl OsrtCalls {
         I: Fn() -> A + Sync,
         F: Fn(&mut A, i64, i64, i64, i64) + Sync,
     {
-        let near = |c: &Chunk| {
-            windows.is_none_or(|w| {
-                // The first window ending after the chunk starts must start before it ends.
-                let i = w.partition_point(|&(_, e)| e <= c.min_start);
-                w.get(i).is_some_and(|&(s, _)| s < c.max_end)
-            })
-        };
+        let near = |c: &Chunk| windows.is_none_or(|w| meets(w, c.min_start, c.max_end));
         let wanted: Vec<&Chunk> = self
             .chunks
             .iter()
@@ -336,10 +330,6 @@ impl OsrtCalls {
         F: Fn(&mut A, i64, i64, i64, i64) + Sync,
         N: Fn(i64) -> bool + Sync,
     {
-        let meets = |w: &[(i64, i64)], lo: i64, hi: i64| {
-            let i = w.partition_point(|&(_, e)| e <= lo);
-            w.get(i).is_some_and(|&(s, _)| s < hi)
-        };
         let wanted_chunks: Vec<&Chunk> = self
             .chunks
             .iter()
@@ -370,6 +360,13 @@ impl OsrtCalls {
             },
         )
     }
+}
+
+/// Whether any of `windows` (sorted, not overlapping) meets `[lo, hi)`: the first window ending after `lo`
+/// must start before `hi`.
+fn meets(windows: &[(i64, i64)], lo: i64, hi: i64) -> bool {
+    let i = windows.partition_point(|&(_, e)| e <= lo);
+    windows.get(i).is_some_and(|&(s, _)| s < hi)
 }
 
 /// Fold the rows of `chunks` as `(start, end, globalTid, nameId)`, one accumulator per run, in row order.

@@ -211,6 +211,31 @@ fn set_findings(case: &str) -> Vec<Finding> {
     ranks::set_findings(&set, &d)
 }
 
+/// The numbers a finding prints, checked against its data (problems appended); its severity follows its share,
+/// it states a basis, and nothing at stake is 0 ns. Returns how many numbers were checked.
+fn check_numbers(label: &str, f: &Finding, problems: &mut Vec<String>) -> usize {
+    problems.extend(
+        number_problems(f)
+            .into_iter()
+            .map(|p| format!("{label} {p}")),
+    );
+    assert_eq!(
+        f.severity,
+        Severity::from_share(f.share_pct),
+        "{label} {}",
+        f.id
+    );
+    assert!(!f.basis.is_empty(), "{label} {}", f.id);
+    if f.stake == rules::Stake::None {
+        assert_eq!(f.time_at_stake_ns, 0, "{label} {}", f.id);
+    }
+    printed_numbers(&f.title).len()
+        + f.evidence
+            .iter()
+            .map(|e| printed_numbers(e).len())
+            .sum::<usize>()
+}
+
 fn run_all(name: &str) -> rules::Rules {
     let p = open(name);
     rules::run(&p, &p.resolve(&Scope::default()).unwrap()).unwrap()
@@ -458,45 +483,14 @@ fn every_number_a_finding_prints_comes_from_its_data() {
         "planted/copy_bound.sqlite",
         "capture/dataloader_bound.nsys.sqlite",
     ] {
-        let r = run_all(name);
-        for f in &r.findings {
-            checked += printed_numbers(&f.title).len()
-                + f.evidence
-                    .iter()
-                    .map(|e| printed_numbers(e).len())
-                    .sum::<usize>();
-            problems.extend(
-                number_problems(f)
-                    .into_iter()
-                    .map(|p| format!("{name} {p}")),
-            );
-            assert_eq!(f.severity, Severity::from_share(f.share_pct));
-            assert!(!f.basis.is_empty(), "{name} {}", f.id);
-            if f.stake == rules::Stake::None {
-                assert_eq!(f.time_at_stake_ns, 0);
-            }
+        for f in &run_all(name).findings {
+            checked += check_numbers(name, f, &mut problems);
         }
     }
     // Sets of ranks: the straggler and the shared findings are read from the ranks' ledgers.
     for case in ["ddp_straggler", "ddp_exposed", "ddp_balanced"] {
-        for f in set_findings(case) {
-            checked += printed_numbers(&f.title).len()
-                + f.evidence
-                    .iter()
-                    .map(|e| printed_numbers(e).len())
-                    .sum::<usize>();
-            problems.extend(
-                number_problems(&f)
-                    .into_iter()
-                    .map(|p| format!("planted/{case} {p}")),
-            );
-            assert_eq!(
-                f.severity,
-                Severity::from_share(f.share_pct),
-                "{case} {}",
-                f.id
-            );
-            assert!(!f.basis.is_empty(), "{case} {}", f.id);
+        for f in &set_findings(case) {
+            checked += check_numbers(&format!("planted/{case}"), f, &mut problems);
         }
     }
     assert!(checked > 500, "only {checked} numbers checked");
