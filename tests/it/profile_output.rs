@@ -218,7 +218,9 @@ fn every_profile_operation_renders_its_key_numbers_as_a_table() {
             continue;
         }
         let expected = std::fs::read_to_string(&file).unwrap_or_default();
-        if expected != text {
+        // Compared word by word: the fixtures' absolute paths (replaced after rendering) have another length on
+        // every checkout, and the table wraps long lines and pads columns to what they hold.
+        if !expected.split_whitespace().eq(text.split_whitespace()) {
             let line = expected
                 .lines()
                 .zip(text.lines())
