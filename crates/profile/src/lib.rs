@@ -334,6 +334,20 @@ impl Profile {
         Ok(cell.get_or_init(|| v))
     }
 
+    /// A derived product of the whole file, made once and kept with its tables (under the same budget and file
+    /// identity; made again when nothing may be kept).
+    pub(crate) fn derived<T>(
+        &self,
+        kind: TableKind,
+        make: impl FnOnce() -> Result<T>,
+    ) -> Result<Arc<T>>
+    where
+        T: loaded::Footprint + Send + Sync + 'static,
+    {
+        self.cache
+            .get_or_load(&self.identity, &self.db_path, kind, make)
+    }
+
     /// A derived product kept for this file ([`loaded::TableCache::peek`]).
     pub(crate) fn kept<T: Send + Sync + 'static>(&self, kind: TableKind) -> Option<Arc<T>> {
         self.cache.peek(&self.identity, kind)

@@ -116,18 +116,14 @@ impl super::loaded::Footprint for KeptWindows {
 /// Windows of every device in scope (devices that ran kernels, copies or memsets); kept with the export's
 /// tables for the whole export (every question of a session reads them).
 pub fn device_windows(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceWindows>> {
-    if !scope.is_whole() {
-        return read_device_windows(p, scope);
+    if scope.is_whole() {
+        let kept = p.derived(super::loaded::TableKind::DeviceWindows, || {
+            read_device_windows(p, scope).map(KeptWindows)
+        })?;
+        Ok(kept.0.clone())
+    } else {
+        read_device_windows(p, scope)
     }
-    if let Some(kept) = p.kept::<KeptWindows>(super::loaded::TableKind::DeviceWindows) {
-        return Ok(kept.0.clone());
-    }
-    let all = read_device_windows(p, scope)?;
-    p.keep(
-        super::loaded::TableKind::DeviceWindows,
-        std::sync::Arc::new(KeptWindows(all.clone())),
-    );
-    Ok(all)
 }
 
 fn read_device_windows(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceWindows>> {

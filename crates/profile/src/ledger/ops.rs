@@ -2,15 +2,15 @@
 //! host call that launched each, in start order. Everything the ledger says
 //! about a device is read from this list.
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
 use super::super::classify::KernelClass;
 use super::super::kernels::Classifier;
+use super::super::loaded::TableKind;
 use super::super::model::PID_MASK;
 use super::super::nccl::is_nccl;
-use std::sync::Arc;
-
-use super::super::loaded::TableKind;
 use super::super::{Profile, ResolvedScope, Result};
 use super::columns::Column;
 
@@ -127,15 +127,11 @@ impl super::super::loaded::Footprint for Vec<DeviceOps> {
 /// Every operation of each device in scope, launched by the scope's processes; kept with the export's
 /// tables for the whole export (every question of a session reads them).
 pub fn device_ops(p: &Profile, scope: &ResolvedScope) -> Result<Arc<Vec<DeviceOps>>> {
-    if !scope.is_whole() {
-        return read_device_ops(p, scope).map(Arc::new);
+    if scope.is_whole() {
+        p.derived(TableKind::DeviceOps, || read_device_ops(p, scope))
+    } else {
+        read_device_ops(p, scope).map(Arc::new)
     }
-    if let Some(kept) = p.kept::<Vec<DeviceOps>>(TableKind::DeviceOps) {
-        return Ok(kept);
-    }
-    let all = Arc::new(read_device_ops(p, scope)?);
-    p.keep(TableKind::DeviceOps, all.clone());
-    Ok(all)
 }
 
 fn read_device_ops(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceOps>> {
