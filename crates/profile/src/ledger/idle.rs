@@ -311,7 +311,7 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
     }
     if !pending.is_empty() {
         let mut mine: Vec<(Piece, i64)> = Vec::new();
-        osrt_pass(host.p, &mut pending, &mut mine)?;
+        osrt_pass(host.p, &pending, &mut mine)?;
         out.extend(mine.into_iter().map(|((a, b, column), tid)| IdlePiece {
             start: a,
             end: b,
@@ -334,7 +334,7 @@ fn leftover(free: &[Interval], stretch: i64, out: &mut Vec<Piece>) {
 }
 
 /// One read of the OS runtime calls near the pending stretches, then label them.
-fn osrt_pass(p: &Profile, pending: &mut [Pending], out: &mut Vec<(Piece, i64)>) -> Result<()> {
+fn osrt_pass(p: &Profile, pending: &[Pending], out: &mut Vec<(Piece, i64)>) -> Result<()> {
     // Per thread, windows sorted and disjoint (stretches of one device are), each naming its stretch and its
     // free interval: a call of another thread never explains a stretch, and long calls of busy threads (a
     // TCPStore's accept poll, NCCL's proxy) would otherwise be matched against every window they span.
@@ -350,19 +350,16 @@ fn osrt_pass(p: &Profile, pending: &mut [Pending], out: &mut Vec<(Piece, i64)>) 
         .iter()
         .map(|(&tid, w)| (tid, w.iter().map(|w| (w.0, w.1)).collect()))
         .collect();
-    // Each name's cause once (the string table, not the profile, goes to the readers' threads: the
-    // profile's lazy tables are not Sync); a thread's ioctl and condition waits, most of its calls, have none.
-    let strings = p.strings().ok();
-    let cause_of = |id: i64| osrt_cause(strings.map_or("", |t| t.get(id)));
+    // Each name's cause once: a thread's ioctl and condition waits, most of its calls, have none and are not read.
     let causes: FxHashMap<i64, (u8, Column)> = p
         .osrt_name_ids()?
         .into_iter()
-        .filter_map(|id| cause_of(id).map(|c| (id, c)))
+        .filter_map(|id| osrt_cause(p.string(id)).map(|c| (id, c)))
         .collect();
-    let parts: Vec<OsrtAcc> = p.fold_osrt_threads_near(
+    let parts: Vec<Vec<Labelled>> = p.fold_osrt_threads_near(
         &spans,
         |name| causes.contains_key(&name),
-        OsrtAcc::default,
+        Vec::new,
         |acc, s, e, gtid, name| {
             let (Some(windows), Some(&(prio, col))) = (by_thread.get(&gtid), causes.get(&name))
             else {
@@ -371,7 +368,7 @@ fn osrt_pass(p: &Profile, pending: &mut [Pending], out: &mut Vec<(Piece, i64)>) 
             let mut k = windows.partition_point(|w| w.1 <= s);
             while k < windows.len() && windows[k].0 < e {
                 let (ws, we, i, j) = windows[k];
-                acc.levels.push((i, j, prio, col, (s.max(ws), e.min(we))));
+                acc.push((i, j, prio, col, (s.max(ws), e.min(we))));
                 k += 1;
             }
         },
@@ -380,7 +377,7 @@ fn osrt_pass(p: &Profile, pending: &mut [Pending], out: &mut Vec<(Piece, i64)>) 
         .iter()
         .map(|pd| vec![Vec::new(); pd.free.len()])
         .collect();
-    for (i, j, prio, col, iv) in parts.into_iter().flat_map(|part| part.levels) {
+    for (i, j, prio, col, iv) in parts.into_iter().flatten() {
         per[i][j].push((prio, col, iv));
     }
     for (pd, levels) in pending.iter().zip(per) {
@@ -400,11 +397,8 @@ type Window = (i64, i64, usize, usize);
 /// A cause's priority, its column and the part of one window it covers.
 type Level = (u8, Column, Interval);
 
-/// What one reader of the OS runtime calls keeps: the labelled parts of windows, by stretch and window.
-#[derive(Default)]
-struct OsrtAcc {
-    levels: Vec<(usize, usize, u8, Column, Interval)>,
-}
+/// A labelled part of a window: the stretch's index, the window's index in it, and the level.
+type Labelled = (usize, usize, u8, Column, Interval);
 
 #[cfg(test)]
 mod tests {
