@@ -537,6 +537,33 @@ impl Profile {
         })
     }
 
+    /// The name ids of the OS runtime calls (empty without that table).
+    pub fn osrt_name_ids(&self) -> Result<Vec<i64>> {
+        Ok(self.osrt()?.map(OsrtCalls::name_ids).unwrap_or_default())
+    }
+
+    /// [`Profile::fold_osrt_near`] with windows per thread (`globalTid` → sorted, disjoint windows), for
+    /// the calls whose name id `wanted` accepts: only those threads' calls of those names are read.
+    pub fn fold_osrt_threads_near<A, I, F, N>(
+        &self,
+        windows: &rustc_hash::FxHashMap<i64, Vec<(i64, i64)>>,
+        wanted: N,
+        init: I,
+        row: F,
+    ) -> Result<Vec<A>>
+    where
+        A: Send,
+        I: Fn() -> A + Sync,
+        F: Fn(&mut A, i64, i64, i64, i64) + Sync,
+        N: Fn(i64) -> bool + Sync,
+    {
+        let threads = fastscan::default_threads();
+        Ok(match self.osrt()? {
+            Some(calls) => calls.fold_threads_near(windows, wanted, threads, init, row),
+            None => Vec::new(),
+        })
+    }
+
     /// `ENUM_CUDA_MEMCPY_OPER` labels from the export (defaults when absent).
     pub fn memcpy_oper_labels(&self) -> Result<&HashMap<i64, String>> {
         self.table(

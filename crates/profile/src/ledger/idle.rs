@@ -31,10 +31,8 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::super::calls::{self, CallKind};
-use super::super::fastscan;
 use super::super::intervals::{self, Interval};
 use super::super::model::ApiCall;
-use super::super::osrt::OsrtCalls;
 use super::super::{Profile, Result};
 use super::columns::Column;
 use super::ops::{DeviceOps, OpKind};
@@ -61,14 +59,10 @@ pub struct IdlePiece {
     pub thread: Option<i64>,
 }
 
-/// What the ledger needs to know about the host, made once per profile. It holds tables, not the profile
-/// (which is not `Sync`), so the devices' partitions can run at once.
+/// What the ledger needs to know about the host, made once per profile.
 pub struct Host<'p> {
+    p: &'p Profile,
     api: &'p [ApiCall],
-    /// The OS runtime calls, and the cause of each call name that has one (most calls, a thread's ioctl and
-    /// condition waits, have none and are never read).
-    osrt: Option<&'p OsrtCalls>,
-    osrt_causes: FxHashMap<i64, (u8, Column)>,
     by_thread: FxHashMap<i64, Vec<u32>>,
     kinds: FxHashMap<i64, CallKind>,
     /// DataLoader NVTX ranges per thread, sorted.
@@ -98,17 +92,9 @@ impl<'p> Host<'p> {
         for v in loader_ranges.values_mut() {
             *v = intervals::union(std::mem::take(v));
         }
-        let osrt = p.osrt()?;
-        let osrt_causes = osrt
-            .map(OsrtCalls::name_ids)
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|id| osrt_cause(p.string(id)).map(|c| (id, c)))
-            .collect();
         Ok(Host {
+            p,
             api,
-            osrt,
-            osrt_causes,
             by_thread,
             kinds,
             loader_ranges,
@@ -325,7 +311,7 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
     }
     if !pending.is_empty() {
         let mut mine: Vec<(Piece, i64)> = Vec::new();
-        osrt_pass(host, &pending, &mut mine);
+        osrt_pass(host.p, &pending, &mut mine)?;
         out.extend(mine.into_iter().map(|((a, b, column), tid)| IdlePiece {
             start: a,
             end: b,
@@ -348,7 +334,7 @@ fn leftover(free: &[Interval], stretch: i64, out: &mut Vec<Piece>) {
 }
 
 /// One read of the OS runtime calls near the pending stretches, then label them.
-fn osrt_pass(host: &Host, pending: &[Pending], out: &mut Vec<(Piece, i64)>) {
+fn osrt_pass(p: &Profile, pending: &[Pending], out: &mut Vec<(Piece, i64)>) -> Result<()> {
     // Per thread, windows sorted and disjoint (stretches of one device are), each naming its stretch and its
     // free interval: a call of another thread never explains a stretch, and long calls of busy threads (a
     // TCPStore's accept poll, NCCL's proxy) would otherwise be matched against every window they span.
@@ -364,28 +350,29 @@ fn osrt_pass(host: &Host, pending: &[Pending], out: &mut Vec<(Piece, i64)>) {
         .iter()
         .map(|(&tid, w)| (tid, w.iter().map(|w| (w.0, w.1)).collect()))
         .collect();
-    let causes = &host.osrt_causes;
-    // Without an OS runtime trace nothing labels the free pieces: they stay host time (`leftover`).
-    let parts: Vec<Vec<Labelled>> = host.osrt.map_or_else(Vec::new, |calls| {
-        calls.fold_threads_near(
-            &spans,
-            |name| causes.contains_key(&name),
-            fastscan::default_threads(),
-            Vec::new,
-            |acc, s, e, gtid, name| {
-                let (Some(windows), Some(&(prio, col))) = (by_thread.get(&gtid), causes.get(&name))
-                else {
-                    return;
-                };
-                let mut k = windows.partition_point(|w| w.1 <= s);
-                while k < windows.len() && windows[k].0 < e {
-                    let (ws, we, i, j) = windows[k];
-                    acc.push((i, j, prio, col, (s.max(ws), e.min(we))));
-                    k += 1;
-                }
-            },
-        )
-    });
+    // Each name's cause once: a thread's ioctl and condition waits, most of its calls, have none and are not read.
+    let causes: FxHashMap<i64, (u8, Column)> = p
+        .osrt_name_ids()?
+        .into_iter()
+        .filter_map(|id| osrt_cause(p.string(id)).map(|c| (id, c)))
+        .collect();
+    let parts: Vec<Vec<Labelled>> = p.fold_osrt_threads_near(
+        &spans,
+        |name| causes.contains_key(&name),
+        Vec::new,
+        |acc, s, e, gtid, name| {
+            let (Some(windows), Some(&(prio, col))) = (by_thread.get(&gtid), causes.get(&name))
+            else {
+                return;
+            };
+            let mut k = windows.partition_point(|w| w.1 <= s);
+            while k < windows.len() && windows[k].0 < e {
+                let (ws, we, i, j) = windows[k];
+                acc.push((i, j, prio, col, (s.max(ws), e.min(we))));
+                k += 1;
+            }
+        },
+    )?;
     let mut per: Vec<Vec<Vec<Level>>> = pending
         .iter()
         .map(|pd| vec![Vec::new(); pd.free.len()])
@@ -402,6 +389,7 @@ fn osrt_pass(host: &Host, pending: &[Pending], out: &mut Vec<(Piece, i64)>) {
         leftover(&rest, pd.stretch, &mut mine);
         out.extend(mine.into_iter().map(|piece| (piece, pd.tid)));
     }
+    Ok(())
 }
 
 /// A free interval of a pending stretch: start, end, the stretch's index and the interval's index in it.

@@ -181,13 +181,8 @@ pub fn build(p: &Profile, scope: &ResolvedScope, marker: Option<&str>) -> Result
     let mut devices = Vec::new();
     let all = ops::device_ops(p, scope)?;
     let gpus = super::info::gpus(p)?;
-    let found = all
-        .iter()
-        .map(|d| steps::device_steps(p, d, marker))
-        .collect::<Result<Vec<_>>>()?;
-    let accounts = partitions(&host, &all, &found)?;
-    for ((d, found), accounts) in all.iter().zip(found).zip(accounts) {
-        let mut l = device_ledger(p, &host, d, found, accounts)?;
+    for d in all.iter() {
+        let mut l = device_ledger(p, &host, d, marker)?;
         l.sm_count = gpus
             .iter()
             .find(|g| g.device == d.device)
@@ -202,43 +197,14 @@ pub fn build(p: &Profile, scope: &ResolvedScope, marker: Option<&str>) -> Result
     })
 }
 
-/// Each device's partition of its steps, the devices at once (the partition is most of the ledger's work,
-/// and the devices share nothing in it); a panic in one is raised again here, as if it ran on this thread.
-fn partitions(
-    host: &idle::Host,
-    all: &[DeviceOps],
-    found: &[steps::DeviceSteps],
-) -> Result<Vec<Vec<sweep::StepAccount>>> {
-    if all.len() < 2 {
-        return all
-            .iter()
-            .zip(found)
-            .map(|(d, f)| sweep::partition(host, d, &f.steps))
-            .collect();
-    }
-    std::thread::scope(|s| {
-        let handles: Vec<_> = all
-            .iter()
-            .zip(found)
-            .map(|(d, f)| s.spawn(move || sweep::partition(host, d, &f.steps)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    })
-}
-
 fn device_ledger(
     p: &Profile,
     host: &idle::Host,
     d: &DeviceOps,
-    found: steps::DeviceSteps,
-    accounts: Vec<sweep::StepAccount>,
+    marker: Option<&str>,
 ) -> Result<DeviceLedger> {
+    let found = steps::device_steps(p, d, marker)?;
+    let accounts = sweep::partition(host, d, &found.steps)?;
     let periods: Vec<i64> = found.steps.iter().map(|s| s.end - s.start).collect();
     let warmup = if found.source == StepSource::Span {
         0
