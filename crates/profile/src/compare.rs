@@ -693,6 +693,10 @@ fn unit_of(d: &DeviceLedger) -> String {
                 bare_kernel_name(d.family.as_deref().unwrap_or("?"))
             )
         }
+        StepSource::KernelSequence => format!(
+            "repetition of the kernel sequence opened by `{}`",
+            bare_kernel_name(d.family.as_deref().unwrap_or("?"))
+        ),
         StepSource::Span => "none (no steps: the device's span)".into(),
     }
 }

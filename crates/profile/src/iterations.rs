@@ -603,8 +603,44 @@ pub(crate) fn pattern_anchor(
     best
 }
 
+/// What opens each iteration of a loop found without step ranges.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum IterationMark {
+    /// A kernel that runs once per iteration (its name id).
+    Anchor(i64),
+    /// A sequence of `length` kernels that repeats each iteration; `opens` is its first kernel's name id.
+    Sequence { length: usize, opens: i64 },
+}
+
+/// Where the iterations of one device's loop begin (positions in `idx`, kernels in time order): at each
+/// occurrence of a once-per-iteration kernel, or else at each repetition of the loop's kernel sequence.
+pub(crate) fn iteration_starts(
+    kernels: &[model::Kernel],
+    idx: &[usize],
+) -> Option<(Vec<usize>, IterationMark)> {
+    if let Some((_, _, name)) = pattern_anchor(kernels, idx) {
+        let starts = idx
+            .iter()
+            .enumerate()
+            .filter(|(_, ki)| kernels[**ki].demangled_name == name)
+            .map(|(pos, _)| pos)
+            .collect();
+        return Some((starts, IterationMark::Anchor(name)));
+    }
+    let names: Vec<i64> = idx.iter().map(|&ki| kernels[ki].demangled_name).collect();
+    let r = super::repeat::repetition(&names)?;
+    let opens = names[r.starts[0]];
+    Some((
+        r.starts,
+        IterationMark::Sequence {
+            length: r.length,
+            opens,
+        },
+    ))
+}
+
 /// No NVTX steps: on each device, look for a kernel that occurs once per
-/// iteration; every device gets its own anchor and its own entry.
+/// iteration, or else a kernel sequence that repeats; every device gets its own anchor and its own entry.
 fn kernel_pattern(
     p: &Profile,
     scope: &ResolvedScope,
@@ -620,17 +656,19 @@ fn kernel_pattern(
     let mut processes = Vec::new();
     let mut families: Vec<String> = Vec::new();
     let mut without: Vec<i64> = Vec::new();
+    let mut by_sequence: Vec<(i64, usize)> = Vec::new();
     for (&device, idx) in &by_device {
-        let Some((_, _, name)) = pattern_anchor(kernels, idx) else {
+        let Some((anchors, mark)) = iteration_starts(kernels, idx) else {
             without.push(device);
             continue;
         };
-        let anchors: Vec<usize> = idx
-            .iter()
-            .enumerate()
-            .filter(|(_, ki)| kernels[**ki].demangled_name == name)
-            .map(|(pos, _)| pos)
-            .collect();
+        let name = match mark {
+            IterationMark::Anchor(name) => name,
+            IterationMark::Sequence { length, opens } => {
+                by_sequence.push((device, length));
+                opens
+            }
+        };
         let mut steps = Vec::new();
         for (n, w) in anchors.windows(2).enumerate() {
             let ks: Vec<&model::Kernel> = idx[w[0]..w[1]].iter().map(|&ki| &kernels[ki]).collect();
@@ -711,6 +749,12 @@ fn kernel_pattern(
                     regularly, found on each device separately (GPU time, not CPU step time; `anchor` names each \
                     device's kernel)"
         .to_string();
+    for (device, length) in by_sequence {
+        note.push_str(&format!(
+            "; no kernel runs once per iteration on device {device}: its iterations are the repetitions of a \
+             sequence of {length} kernels, and `anchor` names the first of them"
+        ));
+    }
     if !without.is_empty() {
         note.push_str(&format!(
             "; no regular kernel pattern on device(s) {without:?}, which are not listed"

@@ -57,6 +57,7 @@ mod osrt;
 pub mod overlap;
 pub mod ranks;
 pub mod regions;
+mod repeat;
 pub mod rules;
 mod schema;
 pub mod search;

@@ -1,17 +1,38 @@
-//! Unfused elementwise chains: runs of three or more elementwise kernels that
-//! follow each other on one stream with the same launch shape (grid and
-//! block: the same element count, for PyTorch's elementwise launcher). Each
-//! member reads its inputs from device memory and writes its output back; one
-//! fused kernel would read the chain's inputs once and write its result once.
+//! Unfused elementwise chains: runs of three or more memory-bound kernels —
+//! elementwise kernels and the reductions inside them (a hand-written norm:
+//! square, mean, rsqrt, scale) — that follow each other on one stream with no
+//! compute-bound kernel (a GEMM, attention, a fused optimizer) between them,
+//! at least two of them elementwise. Each member reads its inputs from device
+//! memory and writes its output back; one fused kernel (what torch.compile or
+//! a hand-written kernel makes of the run) would read the run's inputs once
+//! and write its result once.
+//!
+//! A cast or copy (`direct_copy_kernel`, concatenation) joins a chain when
+//! the next kernel on its stream is a member: it feeds the chain (a norm's
+//! cast to fp32 before its square, the cast back before the weight). One
+//! that feeds anything else is passed over without ending the chain: under
+//! autocast most casts are of the weights, each right before its GEMM,
+//! distinct tensors a fusion of the activations would not remove.
 //!
 //! The fused lower bound is estimated from the chain's own timings, at the
-//! bandwidth its members reached: a member's time per tensor it touches (the
-//! `std::array<char*, N>` / `Array<char*, N>` of PyTorch's kernel names: N
-//! tensors; 2 when the name does not say) times the tensors the widest member
-//! touches. A fused kernel touches at least those, so the estimate errs low on
-//! the saving only when the chain reads more distinct tensors than its widest
-//! member — it is a lower bound on the fused time when the chain's extra
-//! inputs are few, as in activation and normalization chains.
+//! bandwidth its members reached, per **data family**: members with the same
+//! launch size (blocks × threads: PyTorch's launchers size the grid by element
+//! count) work on tensors of one size. A family's fused time is a member's
+//! time per tensor it touches (the `std::array<char*, N>` / `Array<char*, N>`
+//! of PyTorch's kernel names: N tensors; 2 when the name does not say), at the
+//! family's median, times the tensors its widest member touches. Members far
+//! smaller than the largest (under 1/8: a per-row statistic, a broadcast
+//! scale) and reductions (whose launch shape is not their input's size; what
+//! they read, the family's members read too) join no family: their data costs
+//! a fused kernel nothing extra.
+//!
+//! Kernel names do not say which tensors a kernel touched, so the estimate
+//! leans low on the saving where it must guess: an fp32 and a bf16 pass over
+//! one tensor (a vectorized and an unrolled launch differ in size) count as
+//! two passes, and tensors of other sizes each keep a pass of their own. It
+//! errs high only when one family holds distinct tensors of the same size
+//! (two weights cast one after the other), which casts that feed a GEMM, not
+//! counted, mostly are.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -65,13 +86,31 @@ pub fn tensors_touched(demangled: &str) -> Option<u32> {
     None
 }
 
+/// Members a chain needs, and how many of them elementwise: one or two kernels between GEMMs are usual.
+const MIN_ELEMENTWISE: usize = 2;
+/// Members whose launch is under 1/`SMALL` of the chain's largest join no family.
+const SMALL: u64 = 8;
+
+/// Whether a kernel of this kind is a chain member (memory-bound work a fused kernel would absorb).
+fn member(kind: OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Compute(Column::Elementwise | Column::Reduction)
+    )
+}
+
+/// Whether a kernel of this kind is a cast or a copy: a member when it feeds one, passed over otherwise.
+fn cast(kind: OpKind) -> bool {
+    kind == OpKind::Compute(Column::CopyKernel)
+}
+
 /// The chains among the device's ops that start inside `[lo, hi)`.
 pub fn find_chains(p: &Profile, d: &DeviceOps, lo: i64, hi: i64) -> Vec<Chain> {
     let kernels = match p.kernels() {
         Ok(k) => k,
         Err(_) => return Vec::new(),
     };
-    // Per stream, kernel ops in start order.
+    // Per stream, the kernel ops in start order.
     let mut by_stream: std::collections::BTreeMap<i64, Vec<usize>> = Default::default();
     for (i, o) in d.ops.iter().enumerate() {
         if o.start >= lo && o.start < hi && !matches!(o.kind, OpKind::Copy(_)) {
@@ -80,33 +119,54 @@ pub fn find_chains(p: &Profile, d: &DeviceOps, lo: i64, hi: i64) -> Vec<Chain> {
     }
     let mut out = Vec::new();
     for ops in by_stream.values() {
-        let mut run: Vec<usize> = Vec::new();
-        let flush = |run: &mut Vec<usize>, out: &mut Vec<Chain>| {
-            if run.len() >= MIN_CHAIN {
-                out.push(chain_of(p, d, kernels, run));
+        for run in runs(d, ops) {
+            let elementwise = run
+                .iter()
+                .filter(|&&i| d.ops[i].kind == OpKind::Compute(Column::Elementwise))
+                .count();
+            if run.len() >= MIN_CHAIN && elementwise >= MIN_ELEMENTWISE {
+                out.push(chain_of(p, d, kernels, &run));
             }
-            run.clear();
-        };
-        for &i in ops {
-            let o = &d.ops[i];
-            let k = &kernels[o.index as usize];
-            let same_shape = run.last().is_some_and(|&j| {
-                let prev = &kernels[d.ops[j].index as usize];
-                prev.grid == k.grid && prev.block == k.block
-            });
-            if o.kind != OpKind::Compute(Column::Elementwise) {
-                flush(&mut run, &mut out);
-                continue;
-            }
-            if !run.is_empty() && !same_shape {
-                flush(&mut run, &mut out);
-            }
-            run.push(i);
         }
-        flush(&mut run, &mut out);
     }
     out.sort_by_key(|c| c.first_start);
     out
+}
+
+/// One stream's runs of members: casts that feed a member join, other casts are passed over, any other
+/// kernel ends the run.
+fn runs(d: &DeviceOps, ops: &[usize]) -> Vec<Vec<usize>> {
+    // For each op, whether the first kernel after it that is not a cast is a member.
+    let mut feeds_member = vec![false; ops.len()];
+    let mut next_is_member = false;
+    for (n, &i) in ops.iter().enumerate().rev() {
+        feeds_member[n] = next_is_member;
+        let kind = d.ops[i].kind;
+        if !cast(kind) {
+            next_is_member = member(kind);
+        }
+    }
+    let mut out = vec![Vec::new()];
+    for (n, &i) in ops.iter().enumerate() {
+        let kind = d.ops[i].kind;
+        if member(kind) || (cast(kind) && feeds_member[n]) {
+            if let Some(run) = out.last_mut() {
+                run.push(i);
+            }
+        } else if !cast(kind) {
+            out.push(Vec::new());
+        }
+    }
+    out
+}
+
+/// One member's figures for the fused estimate.
+struct Member {
+    time: i64,
+    tensors: u32,
+    /// Threads launched (blocks × threads per block): the data size it works on.
+    threads: u64,
+    reduction: bool,
 }
 
 fn chain_of(
@@ -115,28 +175,25 @@ fn chain_of(
     kernels: &[super::super::model::Kernel],
     run: &[usize],
 ) -> Chain {
-    let members: Vec<(i64, Option<u32>)> = run
+    let members: Vec<Member> = run
         .iter()
         .map(|&i| {
             let o = &d.ops[i];
             let k = &kernels[o.index as usize];
-            (o.end - o.start, tensors_touched(p.string(k.demangled_name)))
+            Member {
+                time: o.end - o.start,
+                tensors: tensors_touched(p.string(k.demangled_name)).unwrap_or(2),
+                threads: k.blocks() * k.threads_per_block(),
+                reduction: o.kind == OpKind::Compute(Column::Reduction),
+            }
         })
         .collect();
-    let time: i64 = members.iter().map(|m| m.0).sum();
-    let widest = members.iter().map(|m| m.1.unwrap_or(2)).max().unwrap_or(2) as f64;
-    let mut per_tensor: Vec<f64> = members
-        .iter()
-        .map(|&(t, n)| t as f64 / n.unwrap_or(2) as f64)
-        .collect();
-    per_tensor.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let median = per_tensor[per_tensor.len() / 2];
-    let fused = ((median * widest).round() as i64).min(time);
+    let time: i64 = members.iter().map(|m| m.time).sum();
     Chain {
         first_start: d.ops[run[0]].start,
         kernels: run.len(),
         time_ns: time,
-        fused_estimate_ns: fused,
+        fused_estimate_ns: fused_estimate(&members).min(time),
         members: run
             .iter()
             .map(|&i| {
@@ -145,6 +202,32 @@ fn chain_of(
             })
             .collect(),
     }
+}
+
+/// Σ over the chain's data families of (median time per tensor × the widest member's tensors).
+fn fused_estimate(members: &[Member]) -> i64 {
+    let largest = members
+        .iter()
+        .filter(|m| !m.reduction)
+        .map(|m| m.threads)
+        .max()
+        .unwrap_or(0);
+    let mut sized: Vec<&Member> = members
+        .iter()
+        .filter(|m| !m.reduction && m.threads * SMALL >= largest)
+        .collect();
+    sized.sort_by_key(|m| m.threads);
+    let mut total = 0.0;
+    for family in sized.chunk_by(|a, b| a.threads == b.threads) {
+        let mut per_tensor: Vec<f64> = family
+            .iter()
+            .map(|m| m.time as f64 / m.tensors as f64)
+            .collect();
+        per_tensor.sort_by(f64::total_cmp);
+        let widest = family.iter().map(|m| m.tensors).max().unwrap_or(2) as f64;
+        total += per_tensor[per_tensor.len() / 2] * widest;
+    }
+    total.round() as i64
 }
 
 /// Sum the chains, naming the members that take most time.
@@ -194,5 +277,44 @@ mod tests {
             Some(1)
         );
         assert_eq!(tensors_touched("ampere_sgemm_128x64_nn"), None);
+    }
+
+    fn figures(time: i64, tensors: u32, threads: u64, reduction: bool) -> Member {
+        Member {
+            time,
+            tensors,
+            threads,
+            reduction,
+        }
+    }
+
+    #[test]
+    fn a_norm_chain_fuses_to_one_pass_over_its_tensor() {
+        // square, mean (a reduction), + eps and rsqrt on one value per row, scale, weight: the full-size
+        // members move 2 tensors in ~100 µs (3 in 150 µs); the row statistics are tiny.
+        let m = [
+            figures(100, 2, 1 << 19, false),
+            figures(60, 2, 4096, true),
+            figures(3, 2, 1024, false),
+            figures(3, 2, 1024, false),
+            figures(150, 3, 1 << 19, false),
+            figures(150, 3, 1 << 19, false),
+        ];
+        // One family: 50 per tensor × 3 tensors.
+        assert_eq!(fused_estimate(&m), 150);
+    }
+
+    #[test]
+    fn tensors_of_different_sizes_are_separate_passes() {
+        // Two sizes, and one pass over the same tensor launched at half the size (a bf16 vectorized kernel):
+        // three passes.
+        let m = [
+            figures(100, 2, 1 << 20, false),
+            figures(100, 2, 1 << 20, false),
+            figures(50, 2, 1 << 19, false),
+            figures(40, 2, 1 << 17, false),
+            figures(40, 2, 1 << 17, false),
+        ];
+        assert_eq!(fused_estimate(&m), 100 + 50 + 40);
     }
 }

@@ -265,6 +265,13 @@ fn device_ledger(
              iteration",
             found.family.as_deref().unwrap_or("?")
         )),
+        StepSource::KernelSequence => notes.push(format!(
+            "no NVTX step ranges and no kernel that runs once per iteration: steps are the repetitions of a \
+             sequence of {} kernels that opens with `{}` (kernels before its first repetition are start-up, \
+             outside every step)",
+            found.sequence_length.unwrap_or(0),
+            found.family.as_deref().unwrap_or("?")
+        )),
         StepSource::Nvtx => {}
     }
     if found.source != StepSource::Span && rows.len() < 3 {

@@ -14,7 +14,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::super::iterations;
+use super::super::iterations::{self, IterationMark};
 use super::super::model::{self, NvtxRange};
 use super::super::{Profile, Result};
 use super::ops::{DeviceOps, OpKind};
@@ -27,6 +27,8 @@ pub enum StepSource {
     Nvtx,
     /// A kernel that occurs once per iteration (no step ranges).
     KernelPattern,
+    /// A sequence of kernels that repeats each iteration, when no kernel runs once per iteration.
+    KernelSequence,
     /// Neither: the device's whole span is one period.
     Span,
 }
@@ -49,8 +51,11 @@ pub struct StepSpan {
 /// The steps of one device, in time order, and how they were found.
 pub struct DeviceSteps {
     pub source: StepSource,
-    /// The NVTX family (`step`), or the anchor kernel's name.
+    /// The NVTX family (`step`), the anchor kernel's name, or the name of the kernel that opens a
+    /// repeating sequence.
     pub family: Option<String>,
+    /// The repeating sequence's length in kernels (`KernelSequence` only).
+    pub sequence_length: Option<usize>,
     pub steps: Vec<StepSpan>,
 }
 
@@ -60,6 +65,7 @@ pub fn device_steps(p: &Profile, d: &DeviceOps, marker: Option<&str>) -> Result<
         return Ok(DeviceSteps {
             source: StepSource::Span,
             family: None,
+            sequence_length: None,
             steps: Vec::new(),
         });
     }
@@ -72,24 +78,22 @@ pub fn device_steps(p: &Profile, d: &DeviceOps, marker: Option<&str>) -> Result<
             return Ok(DeviceSteps {
                 source: StepSource::Nvtx,
                 family: Some(sr.family),
+                sequence_length: None,
                 steps,
             });
         }
     }
-    if let Some((family, steps)) = pattern_steps(p, d)?
-        && steps.len() >= 2
+    if let Some(found) = pattern_steps(p, d)?
+        && found.steps.len() >= 2
     {
-        return Ok(DeviceSteps {
-            source: StepSource::KernelPattern,
-            family: Some(family),
-            steps,
-        });
+        return Ok(found);
     }
     let start = d.ops.first().map_or(0, |o| o.start);
     let end = d.ops.iter().map(|o| o.end).max().unwrap_or(start);
     Ok(DeviceSteps {
         source: StepSource::Span,
         family: None,
+        sequence_length: None,
         steps: vec![StepSpan {
             name: "span".into(),
             start,
@@ -160,8 +164,9 @@ fn containing(ranges: &[&NvtxRange], s: i64, e: i64) -> Option<usize> {
         .find(|&j| ranges[j].start <= s && e <= ranges[j].end)
 }
 
-/// Steps from a kernel that occurs once per iteration: each occurrence opens a period.
-fn pattern_steps(p: &Profile, d: &DeviceOps) -> Result<Option<(String, Vec<StepSpan>)>> {
+/// Steps from a kernel that occurs once per iteration, or else from a repeating kernel sequence: each
+/// occurrence (repetition) opens a period.
+fn pattern_steps(p: &Profile, d: &DeviceOps) -> Result<Option<DeviceSteps>> {
     let kernels = p.kernels()?;
     let api = p.api()?;
     let main = d.processes.first().copied();
@@ -171,14 +176,16 @@ fn pattern_steps(p: &Profile, d: &DeviceOps) -> Result<Option<(String, Vec<StepS
         .filter(|o| !matches!(o.kind, OpKind::Copy(_)) && Some(o.process) == main)
         .map(|o| o.index as usize)
         .collect();
-    let Some((_, _, name)) = iterations::pattern_anchor(kernels, &idx) else {
+    let Some((starts, mark)) = iterations::iteration_starts(kernels, &idx) else {
         return Ok(None);
     };
-    let anchors: Vec<usize> = idx
-        .iter()
-        .copied()
-        .filter(|&k| kernels[k].demangled_name == name)
-        .collect();
+    let anchors: Vec<usize> = starts.iter().map(|&pos| idx[pos]).collect();
+    let (source, name, sequence_length) = match mark {
+        IterationMark::Anchor(name) => (StepSource::KernelPattern, name, None),
+        IterationMark::Sequence { length, opens } => {
+            (StepSource::KernelSequence, opens, Some(length))
+        }
+    };
     // Ops per period, for the step's op count.
     let starts: Vec<i64> = anchors.iter().map(|&k| kernels[k].start).collect();
     let mut ops = vec![0u32; starts.len()];
@@ -206,7 +213,12 @@ fn pattern_steps(p: &Profile, d: &DeviceOps) -> Result<Option<(String, Vec<StepS
             ops: ops[n],
         });
     }
-    Ok(Some((p.string(name).to_string(), steps)))
+    Ok(Some(DeviceSteps {
+        source,
+        family: Some(p.string(name).to_string()),
+        sequence_length,
+        steps,
+    }))
 }
 
 /// The leading steps that are warm-up: always the first (lazy module loading, handle creation, allocator

@@ -19,13 +19,18 @@ use aisp_knowledge::gpus;
 /// Shares below this are not findings.
 const MIN_SHARE_PCT: f64 = 1.0;
 
+/// The columns an elementwise chain's members come from (see `ledger::chains`).
+const CHAIN_COLUMNS: [Column; 2] = [Column::Elementwise, Column::Reduction];
+
 pub const ELEMENTWISE: RuleSpec = RuleSpec {
     id: "elementwise_unfused",
-    doc: "Chains of three or more elementwise kernels in a row on one stream with one launch shape: each reads its \
-          inputs from device memory and writes its output back, where one fused kernel would do it once.",
-    what_if: "each chain fused into one kernel that moves the bytes of its widest member: the chain's time minus that \
-              kernel's estimated time, bounded by the host's issue time",
-    columns: &[Column::Elementwise],
+    doc: "Chains of three or more memory-bound kernels in a row on one stream, at least two of them elementwise (the \
+          reductions between them included, casts and copies passed over, no GEMM or attention kernel among them): \
+          each reads its inputs from device memory and writes its output back, where one fused kernel would do it \
+          once.",
+    what_if: "each chain fused into one kernel that moves, for each tensor size in the chain, the bytes of its widest \
+              member: the chain's time minus that kernel's estimated time, bounded by the host's issue time",
+    columns: &CHAIN_COLUMNS,
     text: RuleText {
         why: "Elementwise kernels are memory-bound: each one moves its tensors through HBM at full bandwidth and does \
               almost no math. A chain of N of them moves the data N times; fused, the intermediate results stay in \
@@ -53,18 +58,17 @@ fn elementwise(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             d,
             Stake::Estimate,
             "estimate per steady step: Σ over its elementwise chains of (chain time − the time of one fused kernel \
-             moving the bytes of the widest member at the members' bandwidth), at most the step's elementwise \
-             column, and no more than the step's period minus the host's issue time",
-            &[Column::Elementwise],
+             moving, per tensor size, the bytes of the widest member at the members' bandwidth), no more than the \
+             step's period minus the host's issue time",
+            &CHAIN_COLUMNS,
             |s| ledger::bounded_by_host(s, s.chain_saving_ns),
         );
         let saving = dr.total();
         let raw: i64 = ch.time_ns - ch.fused_estimate_ns;
-        let elem = d.steady.columns.get(Column::Elementwise);
+        let elem: i64 = CHAIN_COLUMNS.iter().map(|&c| d.steady.columns.get(c)).sum();
         let mut evidence = vec![
             format!(
-                "{} chains of unfused elementwise kernels in the steady window ({} kernels, {} per chain at the median), \
-                 {} of kernel time = {}% of the steady window",
+                "{} chains of unfused elementwise kernels (with the reductions between them) in the steady window ({} kernels, {} per chain at the median), {} of kernel time = {}% of the steady window",
                 ch.chains,
                 ch.kernels,
                 ch.median_length,
@@ -72,7 +76,8 @@ fn elementwise(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 d.share(ch.time_ns)
             ),
             format!(
-                "fused, each chain would take about its widest member's time: {} in all, saving {} of kernel time",
+                "fused, each chain would take about its widest member's time per tensor size: {} in all, saving {} of \
+                 kernel time",
                 ms(ch.fused_estimate_ns),
                 ms(raw)
             ),

@@ -483,6 +483,13 @@ fn window_reason(d: &DeviceLedger) -> String {
             d.steps.len().saturating_sub(1),
             d.warmup_steps
         ),
+        StepSource::KernelSequence => format!(
+            "steady state on the GPU timeline: detected iterations {}–{} (repetitions of one kernel sequence), \
+             the first {} reported apart as warm-up",
+            d.warmup_steps,
+            d.steps.len().saturating_sub(1),
+            d.warmup_steps
+        ),
         StepSource::Span => {
             "first to last GPU operation of the device (no steps found: one period)".to_string()
         }
