@@ -1,9 +1,9 @@
 """Data-parallel training of an embedding MLP (torchrun --nproc_per_node=2; runs with any rank count)
 where rank 0 alone also computes a monitoring metric every step: after the forward, it takes the first
-4096 rows of its 8192-wide features, L2-normalises them in fp32 and forms their 4096 x 4096 cosine
+5120 rows of its 8192-wide features, L2-normalises them in fp32 and forms their 5120 x 5120 cosine
 similarity matrix (an "embedding collapse" statistic, kept on the GPU). It runs outside autocast, in fp32
 with TF32 off (PyTorch's default), i.e. as a CUDA-core SGEMM, and only on rank 0, so rank 0 starts its
-backward late and the other ranks wait for it in the all-reduces. Equal rows on every rank (8192), bf16
+backward late and the other ranks wait for it in the all-reduces. Equal rows on every rank (16384), bf16
 autocast, fp32 parameters, fused AdamW, DDP defaults. NVTX: step_N (> metrics on rank 0).
 
 --fixed: the metric is logged every 50 steps, as monitoring usually is (in this 30-step run: at step 0
@@ -21,10 +21,10 @@ import torch.nn.functional as F
 from common import MLP, StepClock, init_distributed, nvtx, parse, parser
 
 p = parser(__doc__, steps=30)
-p.add_argument("--rows", type=int, default=8192, help="rows per rank")
+p.add_argument("--rows", type=int, default=16384, help="rows per rank")
 p.add_argument("--dims", default="2048,8192,8192,8192", help="body widths (GELU after every layer)")
 p.add_argument("--out", type=int, default=2048, help="projection width")
-p.add_argument("--metric-rows", type=int, default=4096)
+p.add_argument("--metric-rows", type=int, default=5120)
 p.add_argument("--metric-rank", type=int, default=0)
 p.add_argument("--metric-every", type=int, default=50, help="with --fixed: steps between metrics")
 p.add_argument("--fixed", action="store_true", help="the metric every --metric-every steps instead of every step")

@@ -3,7 +3,7 @@ every step draws 128 uint8 images (112 x 112 x 3) from a host pool and augments 
 96 x 96 crop, horizontal flip of about half, conversion to float32, per-channel normalisation, HWC -> CHW),
 then copies the float32 batch (14 MB) to the GPU with a plain .cuda() (pageable). The loss is logged with
 loss.item() at the end of every step, so the GPU has finished and waits, idle, through the whole host
-preparation of the next batch. On the GPU: 8 x 8 patches (144 tokens of 192), a 3-layer GELU MLP of
+preparation of the next batch. On the GPU: 8 x 8 patches (144 tokens of 192), a 4-layer GELU MLP of
 width 4096 under bf16 autocast, mean pooling, a 100-class head, cross-entropy, fused AdamW.
 NVTX: step_N > data / train.
 
@@ -31,7 +31,7 @@ p.add_argument("--raw", type=int, default=112, help="raw image side")
 p.add_argument("--crop", type=int, default=96)
 p.add_argument("--patch", type=int, default=8)
 p.add_argument("--width", type=int, default=4096)
-p.add_argument("--layers", type=int, default=3)
+p.add_argument("--layers", type=int, default=4)
 p.add_argument("--classes", type=int, default=100)
 p.add_argument("--fixed", action="store_true", help="augment on the GPU; pinned, prefetched uint8 input")
 a = parse(p)
