@@ -533,8 +533,8 @@ def build():
                       {"what": "the host start-up phase before the loop (weights made on the CPU, Python tokenisation)",
                        "cause": "host_bound", "max_severity": "info", "why": "outside the steady iterations"}]
     m["expect_quiet"] = False
-    m["question"] = ("Our bf16 feature-encoder service got ~30 % slower after we bolted two small adapter layers onto it. They're "
-                     "tiny compared to the encoder, so why?")
+    m["question"] = ("This is our feature-encoder inference service: each call embeds 8192 tokens on one H100. Is it running as "
+                     "fast as the hardware allows? If not, what should we change first?")
     m["diagnosis"] = ("The adapters were added after the model was converted to bf16, so they run in fp32 (the x.float() cast) with "
                       "TF32 off: their GEMMs run as CUDA-core SGEMM at ~50 TFLOP/s, 15x slower than the bf16 encoder GEMMs, plus fp32 "
                       f"casts, GELU and residual. They take ~{rng(b, 'share.fp32_gemm_simt', 0)} % of each ~{rng(b, 'step', 0)} ms iteration for ~3 % "
@@ -595,7 +595,7 @@ def build():
                       {"what": "loss.item() every step (it is what exposes the host work; alone it costs a relaunch gap)",
                        "cause": "host_sync", "max_severity": "medium"}]
     m["expect_quiet"] = False
-    m["question"] = "GPU utilization on my image-classifier training sits around 15-30 %. The model is a plain MLP on patches. What's wrong?"
+    m["question"] = "GPU utilization on my image-classifier training is low, mostly well under 50 %. The model is a plain MLP on patches. What's wrong?"
     m["diagnosis"] = ("The GPU waits for the CPU: every step the training loop itself augments the batch in NumPy (crop, flip, float "
                       "conversion, normalisation, HWC->CHW), tens of ms of single-threaded host work, then copies 14 MB from pageable "
                       "memory; because loss.item() syncs at the end of each step, nothing is queued meanwhile, so the GPU idles "
