@@ -589,7 +589,7 @@ def build():
         f"busy {rng(b, 'gpu_busy_share', 0)} % of it. Fix: the host only gathers uint8 images into pinned memory for the next step while "
         f"the GPU trains, the augmentation runs on the GPU (~0.05 ms): step {rng(b, 'after')} ms; removed {rng(b, 'rm.host_bound', 1)} ms = "
         f"{rng(b, 'share.host_bound', 1)} % -> critical at every corner (re-derive with the measured 'data' range).",
-        accept=["host_bound", "host_sync", "straggler_host"], b2=b2)]
+        accept=["host_bound", "host_sync"], b2=b2)]
     m["tolerated"] = [{"what": "the blocking 14 MB pageable H2D copy of the augmented batch (part of the same data path)",
                        "cause": "copy_bound_pageable", "max_severity": "medium", "share_pct": r2(b["copy_share_of_step"])},
                       {"what": "loss.item() every step (it is what exposes the host work; alone it costs a relaunch gap)",
