@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
-# capture operation on a 4-GPU H100/H200 host, in two phases that each end inside 540 s of wall time.
+# capture operation on a 4-GPU H100/H200 host (SET=heldout2: a 2-GPU host), in two phases that each end inside
+# 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
 #   scripts/capture-planted.sh CARRY single     all one-GPU cases, four at a time, one per GPU
 #   scripts/capture-planted.sh CARRY multi      the 4-rank cases (torchrun), one after another
 #   ONLY=case1,case2 scripts/capture-planted.sh CARRY single|multi     a subset (e.g. to redo skipped ones)
+#
+# The second held-out set (workloads/planted/heldout2: one-GPU cases and 2-rank cases) is made for a 2-GPU host
+# and is picked with SET=heldout2 (default SET=tuned,heldout: the sets above, for a 4-GPU host); the phases
+# use every GPU the host has (two one-GPU cases at a time on 2 GPUs, torchrun --nproc_per_node=2 for the
+# multi-rank ones):
+#
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout2 bash scripts/capture-planted.sh CARRY smoke")     # ~3-4 min, no profiler
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout2 bash scripts/capture-planted.sh CARRY single")    # 9 captures, ~4-6 min
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout2 bash scripts/capture-planted.sh CARRY multi")     # 5 two-rank captures, ~4-5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
@@ -44,4 +57,4 @@ export AISP_NSYS="${AISP_NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-l
 export LD_LIBRARY_PATH="$CARRY/lib:${LD_LIBRARY_PATH:-}"
 xz -dc "$CARRY/aisp.xz" > "$W/aisp" && chmod +x "$W/aisp" || { echo "no aisp binary in $CARRY" >&2; exit 2; }
 exec python3 "$REPO/scripts/capture_planted.py" --phase "$PHASE" --aisp "$W/aisp" --lib "$CARRY/lib" \
-  --work "$W" --out "$DEST" --budget "${BUDGET_S:-540}"
+  --work "$W" --out "$DEST" --budget "${BUDGET_S:-540}" --set "${SET:-tuned,heldout}"

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Runner behind scripts/capture-planted.sh (read that file's header for how it is called).
 
-Every case is a manifest (workloads/planted/manifests/*.json, workloads/planted/heldout/manifests/*.json)
-holding the program, its arguments and its rank count. Each capture goes through aisp's own capture
+Every case is a manifest (workloads/planted/manifests/*.json, workloads/planted/heldout/manifests/*.json,
+workloads/planted/heldout2/manifests/*.json) holding the program, its arguments and its rank count.
+--set (or SET=) picks the sets: "tuned,heldout" by default (the 4-GPU captures), "heldout2" for the second
+held-out set (one-GPU and 2-rank cases, made for a 2-GPU host). Each capture goes through aisp's own capture
 operation, `aisp --allow-exec --format json profile nsys --json {...}` ("launcher": torchrun for the
 4-rank cases), with "analyze": false; the SQLite exports it lists under `artifacts` (`sqlite`,
 `sqlite_rank_N`) are kept.
@@ -12,12 +14,12 @@ Neutral names: nsys records the command line, the working folder and the environ
 (/tmp/pl/cases/c1a2b3c4), with its arguments in run_args.json beside it (the programs read that file):
 an export read later as an evaluation case does not name its workload or variant.
 
-Phases:
-  smoke   every case for 5 steps without nsys or aisp (the 1-rank ones four at a time, then the 4-rank
-          ones under torchrun): a ~2-minute check that every program runs before the captures
-  single  every 1-rank case, four at a time, one GPU each (CUDA_VISIBLE_DEVICES); the cases that move
+Phases (N = the GPUs of the host, from nvidia-smi -L, or --gpus):
+  smoke   every case for 5 steps without nsys or aisp (the 1-rank ones N at a time, then the multi-rank
+          ones under torchrun): a ~2-4-minute check that every program runs before the captures
+  single  every 1-rank case, N at a time, one GPU each (CUDA_VISIBLE_DEVICES); the cases that move
           data over PCIe share one GPU slot so that no two run at once
-  multi   every 4-rank case, one after another, on all four GPUs
+  multi   every multi-rank case (ranks <= N), one after another, on the first `ranks` GPUs
 A case that would not finish inside the budget (default 540 s from the start) is skipped and listed;
 a failing case is logged and the run goes on.
 
@@ -39,8 +41,11 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLANTED = os.path.join(REPO, "workloads", "planted")
-MANIFEST_DIRS = [("tuned", os.path.join(PLANTED, "manifests")), ("heldout", os.path.join(PLANTED, "heldout", "manifests"))]
-PCIE_HEAVY = ("copy_bound", "d2h_sync", "fp32_head")  # workloads with pageable copies: one GPU slot, one at a time
+MANIFEST_DIRS = [("tuned", os.path.join(PLANTED, "manifests")), ("heldout", os.path.join(PLANTED, "heldout", "manifests")),
+                 ("heldout2", os.path.join(PLANTED, "heldout2", "manifests"))]
+DEFAULT_SETS = "tuned,heldout"
+# workloads with pageable or host-heavy copies: one GPU slot, one at a time
+PCIE_HEAVY = ("copy_bound", "d2h_sync", "fp32_head", "host_augment", "small_copies")
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 TAR_LIMIT = 15 * 1024 * 1024
 
@@ -56,16 +61,18 @@ def log(fh, msg):
         fh.flush()
 
 
-def load_cases(ranks, only):
+def load_cases(ranks, only, sets, gpus=None):
+    """ranks 1: the one-GPU cases; ranks "multi": every case with more ranks than 1 that fits on `gpus`."""
     cases = []
     for set_name, d in MANIFEST_DIRS:
-        if not os.path.isdir(d):
+        if set_name not in sets or not os.path.isdir(d):
             continue
         for f in sorted(os.listdir(d)):
             if not f.endswith(".json"):
                 continue
             m = json.load(open(os.path.join(d, f)))
-            if m.get("ranks", 1) != ranks:
+            r = m.get("ranks", 1)
+            if (ranks == 1 and r != 1) or (ranks == "multi" and (r == 1 or (gpus and r > gpus))):
                 continue
             if only and m["case"] not in only:
                 continue
@@ -73,7 +80,7 @@ def load_cases(ranks, only):
             cases.append(m)
     # Planted and healthy cases first (tuned, then held out), fixed variants last: if the budget runs
     # out, what is skipped is the cheapest to send again (ONLY=...).
-    cases.sort(key=lambda m: (m.get("variant") == "fixed", m["_set"] == "heldout", m["case"]))
+    cases.sort(key=lambda m: (m.get("variant") == "fixed", m["_set"] != "tuned", m["case"]))
     return cases
 
 
@@ -100,6 +107,8 @@ def run_case(m, gpu, a, fh, deadline):
                LD_LIBRARY_PATH=f"{a.lib}:{os.environ.get('LD_LIBRARY_PATH', '')}")
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    elif m.get("ranks", 1) < a.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(m.get("ranks", 1)))
     timeout = max(20, min(a.case_timeout, int(deadline - time.time()) - 5))
     req = {"command": ["python3", "train.py"], "cwd": d, "env": env, "timeout_s": timeout,
            "trace": ["cuda", "nvtx", "osrt"], "analyze": False}
@@ -162,6 +171,8 @@ def smoke_case(m, gpu, a, fh):
     env = dict(os.environ, **MULTICAST_OFF, PYTHONUNBUFFERED="1", TRITON_CACHE_DIR=os.path.join(a.work, "triton"))
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    elif m.get("ranks", 1) < a.gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(m.get("ranks", 1)))
     cmd = ["python3", "train.py", "--steps", "5", "--warmup", "2"]
     if m.get("launcher"):
         cmd = m["launcher"] + ["train.py", "--steps", "5", "--warmup", "2"]
@@ -186,17 +197,17 @@ def smoke_case(m, gpu, a, fh):
     return rec
 
 
-def schedule_single(cases):
-    """Four slots; the PCIe-heavy cases all on slot 0, the rest spread by estimated cost."""
-    slots = [[] for _ in range(4)]
-    cost = [0.0] * 4
+def schedule_single(cases, n):
+    """n slots (one per GPU); the PCIe-heavy cases all on slot 0, the rest spread by estimated cost."""
+    slots = [[] for _ in range(n)]
+    cost = [0.0] * n
     heavy = [m for m in cases if any(m["case"].startswith(h) for h in PCIE_HEAVY)]
     rest = [m for m in cases if m not in heavy]
     for m in heavy:
         slots[0].append(m)
         cost[0] += m.get("capture_estimate_s", 45)
     for m in sorted(rest, key=lambda m: -m.get("capture_estimate_s", 45)):
-        i = min(range(4), key=lambda j: cost[j])
+        i = min(range(n), key=lambda j: cost[j])
         slots[i].append(m)
         cost[i] += m.get("capture_estimate_s", 45)
     return slots
@@ -205,7 +216,7 @@ def schedule_single(cases):
 def pack(a, phase, fh):
     """xz every export, then tar them per set in files of at most TAR_LIMIT bytes."""
     made = []
-    for set_name in ("tuned", "heldout"):
+    for set_name, _ in MANIFEST_DIRS:
         d = os.path.join(a.work, "pack", set_name)
         if not os.path.isdir(d):
             continue
@@ -251,6 +262,15 @@ def versions(a):
     return "\n".join(out)
 
 
+def count_gpus():
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+        n = sum(1 for l in r.stdout.splitlines() if l.startswith("GPU "))
+        return n or 1
+    except Exception:  # noqa: BLE001
+        return 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", choices=["smoke", "single", "multi"], required=True)
@@ -262,7 +282,15 @@ def main():
     ap.add_argument("--pack-reserve", type=float, default=45.0, help="seconds kept for compressing and packing")
     ap.add_argument("--case-timeout", type=int, default=200)
     ap.add_argument("--only", default=os.environ.get("ONLY", ""), help="comma-separated case names")
+    ap.add_argument("--set", default=os.environ.get("SET", "") or DEFAULT_SETS,
+                    help=f"comma-separated sets ({', '.join(n for n, _ in MANIFEST_DIRS)}); default {DEFAULT_SETS}")
+    ap.add_argument("--gpus", type=int, default=int(os.environ.get("GPUS", "0") or 0), help="GPUs to use (default: all)")
     a = ap.parse_args()
+    sets = {s.strip() for s in a.set.split(",") if s.strip()}
+    unknown = sets - {n for n, _ in MANIFEST_DIRS}
+    if unknown:
+        ap.error(f"unknown set(s): {', '.join(sorted(unknown))}")
+    a.gpus = a.gpus or count_gpus()
     for sub in ("logs", "pack", "home", "cases"):
         os.makedirs(os.path.join(a.work, sub), exist_ok=True)
     open(os.path.join(a.work, "no-config.toml"), "w").close()
@@ -270,24 +298,24 @@ def main():
     fh = open(os.path.join(a.work, "log.txt"), "a")
     only = {c.strip() for c in a.only.split(",") if c.strip()}
     if a.phase == "smoke":
-        cases = load_cases(1, only) + load_cases(4, only)
+        cases = load_cases(1, only, sets) + load_cases("multi", only, sets, a.gpus)
     else:
-        cases = load_cases(1 if a.phase == "single" else 4, only)
+        cases = load_cases(1 if a.phase == "single" else "multi", only, sets, a.gpus)
     head = versions(a)
-    log(fh, f"phase {a.phase}: {len(cases)} cases, budget {a.budget:.0f} s\n{head}")
+    log(fh, f"phase {a.phase}, sets {','.join(sorted(sets))}, {a.gpus} GPUs: {len(cases)} cases, budget {a.budget:.0f} s\n{head}")
     deadline = T0 + a.budget - a.pack_reserve
     results = []
     if a.phase == "smoke":
         ones = [m for m in cases if m.get("ranks", 1) == 1]
-        slots = [ones[i::4] for i in range(4)]
-        with cf.ThreadPoolExecutor(max_workers=4) as ex:
-            for recs in ex.map(lambda i: [smoke_case(m, i, a, fh) for m in slots[i]], range(4)):
+        slots = [ones[i::a.gpus] for i in range(a.gpus)]
+        with cf.ThreadPoolExecutor(max_workers=a.gpus) as ex:
+            for recs in ex.map(lambda i: [smoke_case(m, i, a, fh) for m in slots[i]], range(a.gpus)):
                 results.extend(recs)
         for m in cases:
             if m.get("ranks", 1) > 1:
                 results.append(smoke_case(m, None, a, fh))
     elif a.phase == "single":
-        slots = schedule_single(cases)
+        slots = schedule_single(cases, a.gpus)
 
         def worker(i):
             recs = []
@@ -300,8 +328,8 @@ def main():
                 recs.append(run_case(m, i, a, fh, deadline))
             return recs
 
-        with cf.ThreadPoolExecutor(max_workers=4) as ex:
-            for recs in ex.map(worker, range(4)):
+        with cf.ThreadPoolExecutor(max_workers=a.gpus) as ex:
+            for recs in ex.map(worker, range(a.gpus)):
                 results.extend(recs)
     else:
         for m in cases:
@@ -315,10 +343,11 @@ def main():
     with tarfile.open(os.path.join(a.out, f"{a.phase}_logs.tar.xz"), "w:xz") as t:
         t.add(os.path.join(a.work, "logs"), arcname=f"{a.phase}_logs")
         t.add(os.path.join(a.work, "log.txt"), arcname=f"{a.phase}_logs/log.txt")
-    json.dump({"phase": a.phase, "versions": head, "results": results, "tars": made,
+    json.dump({"phase": a.phase, "sets": sorted(sets), "gpus": a.gpus, "versions": head, "results": results, "tars": made,
                "elapsed_s": round(time.time() - T0, 1)}, open(os.path.join(a.out, f"{a.phase}_results.json"), "w"), indent=1)
     with open(os.path.join(a.out, f"{a.phase}_summary.md"), "w") as s:
-        s.write(f"# planted captures, phase {a.phase} ({time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())})\n\n```\n{head}\n```\n\n")
+        s.write(f"# planted captures, phase {a.phase}, sets {','.join(sorted(sets))}, {a.gpus} GPUs "
+                f"({time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())})\n\n```\n{head}\n```\n\n")
         s.write("| case | set | status | exit | program | wall s | exports (MB) | mean step line |\n|---|---|---|---|---|---|---|---|\n")
         for r in results:
             ex = ", ".join(f"{k} {v / 1e6:.1f}" for k, v in (r.get("exports") or {}).items())
