@@ -9,7 +9,10 @@
 //!    call (it stages the data) → `idle_pageable_staging`. Each of these also
 //!    takes the refill after it returns — until the next operation reaches the
 //!    device, at most 1 ms past the return — since the pipeline it drained must
-//!    fill again (the findings contract's drain rule);
+//!    fill again (the findings contract's drain rule); but only host time that
+//!    no DataLoader range or OS wait of the thread explains (step 4 first): a
+//!    thread that sleeps after a sync is not refilling, and without the sleep
+//!    the refill would be short;
 //! 2. module loading (`cuModuleLoad*`, `cuLibraryLoad*`) → `idle_module_loading`;
 //! 3. other CUDA calls (launches, async copies, events) → `idle_launch_overhead`, except a launch call still
 //!    running after 1 ms while the device is idle: no queue is full then, so the call is loading its kernel's
@@ -239,6 +242,8 @@ struct Pending {
     tid: i64,
     /// The whole stretch's length, for the launch-overhead vs host-compute split.
     stretch: i64,
+    /// The refills after draining calls, for what the OS runtime leaves.
+    refills: Vec<Level>,
 }
 
 /// Explain every idle stretch of a device; returns labelled pieces covering them exactly.
@@ -279,12 +284,15 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
         let tid = call.global_tid;
         let mut mine: Vec<Piece> = Vec::new();
         let mut levels = Vec::new();
+        let mut refills = Vec::new();
         for c in host.thread_calls(tid, s, e) {
             let a = host.call(c);
             let (prio, col, drains) =
                 call_cause(host.kind(c), pageable.contains(&c), a.end - a.start);
-            let end = if drains { a.end + DRAIN_NS } else { a.end };
-            levels.push((prio, col, (a.start, end)));
+            levels.push((prio, col, (a.start, a.end)));
+            if drains {
+                refills.push((prio, col, (a.end, a.end + DRAIN_NS)));
+            }
         }
         if let Some(r) = host.loader_ranges.get(&tid) {
             for &iv in r.iter().filter(|iv| iv.0 < e && iv.1 > s) {
@@ -298,9 +306,10 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
                 free,
                 tid,
                 stretch: e - s,
+                refills,
             });
         } else {
-            leftover(&free, e - s, &mut mine);
+            leftover(&refill(&free, &refills, &mut mine), e - s, &mut mine);
         }
         out.extend(mine.into_iter().map(|(a, b, column)| IdlePiece {
             start: a,
@@ -321,6 +330,18 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
     }
     out.sort_unstable_by_key(|p| (p.start, p.end));
     Ok(out)
+}
+
+/// The refills after draining calls over what is still free; returns what they leave.
+fn refill(free: &[Interval], refills: &[Level], out: &mut Vec<Piece>) -> Vec<Interval> {
+    if refills.is_empty() {
+        return free.to_vec();
+    }
+    let mut rest = Vec::new();
+    for &(s, e) in free {
+        rest.extend(cover(s, e, refills.to_vec(), out));
+    }
+    rest
 }
 
 /// Host time outside any recorded call: per-operation cost in short stretches, host work in long ones.
@@ -386,6 +407,7 @@ fn osrt_pass(p: &Profile, pending: &[Pending], out: &mut Vec<(Piece, i64)>) -> R
         for (&(s, e), lv) in pd.free.iter().zip(levels) {
             rest.extend(cover(s, e, lv, &mut mine));
         }
+        let rest = refill(&rest, &pd.refills, &mut mine);
         leftover(&rest, pd.stretch, &mut mine);
         out.extend(mine.into_iter().map(|piece| (piece, pd.tid)));
     }
