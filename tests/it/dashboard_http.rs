@@ -475,7 +475,7 @@ async fn compare_view_shows_the_verdict_with_its_basis_and_deltas() {
         .expect("prediction row")..];
     let pred = &pred[..pred.find("</tr>").unwrap()];
     assert!(
-        pred.contains("1.331 ms") && pred.contains("1.327 ms") && pred.contains("gone"),
+        pred.contains("1.328 ms") && pred.contains("1.327 ms") && pred.contains("gone"),
         "{pred}"
     );
     assert!(html.contains(r#"<tr data-fact="gpu_model" data-same="yes" data-effect="none">"#));

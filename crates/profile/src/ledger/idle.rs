@@ -9,10 +9,10 @@
 //!    call (it stages the data) → `idle_pageable_staging`. Each of these also
 //!    takes the refill after it returns — until the next operation reaches the
 //!    device, at most 1 ms past the return — since the pipeline it drained must
-//!    fill again (the findings contract's drain rule); but only host time that
-//!    no DataLoader range or OS wait of the thread explains (step 4 first): a
-//!    thread that sleeps after a sync is not refilling, and without the sleep
-//!    the refill would be short;
+//!    fill again (the findings contract's drain rule): the launch calls in it
+//!    and the host time no DataLoader range or OS wait of the thread explains
+//!    (step 4 first): a thread that sleeps after a sync is not refilling, and
+//!    without the sleep the refill would be short;
 //! 2. module loading (`cuModuleLoad*`, `cuLibraryLoad*`) → `idle_module_loading`;
 //! 3. other CUDA calls (launches, async copies, events) → `idle_launch_overhead`, except a launch call still
 //!    running after 1 ms while the device is idle: no queue is full then, so the call is loading its kernel's
@@ -300,6 +300,7 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
             }
         }
         let free = cover(s, e, levels, &mut mine);
+        refill_launches(&mut mine, &refills);
         let long: i64 = free.iter().map(|iv| iv.1 - iv.0).sum();
         if long >= OSRT_MIN_NS {
             pending.push(Pending {
@@ -330,6 +331,23 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
     }
     out.sort_unstable_by_key(|p| (p.start, p.end));
     Ok(out)
+}
+
+/// Launch calls inside a refill are the refill: the pipeline a draining call emptied fills again through them.
+fn refill_launches(pieces: &mut Vec<Piece>, refills: &[Level]) {
+    if refills.is_empty() {
+        return;
+    }
+    let mut out = Vec::with_capacity(pieces.len());
+    for &(a, b, c) in pieces.iter() {
+        if c != Column::IdleLaunchOverhead {
+            out.push((a, b, c));
+            continue;
+        }
+        let rest = cover(a, b, refills.to_vec(), &mut out);
+        out.extend(rest.into_iter().map(|(x, y)| (x, y, c)));
+    }
+    *pieces = out;
 }
 
 /// The refills after draining calls over what is still free; returns what they leave.
