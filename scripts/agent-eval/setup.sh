@@ -1,28 +1,36 @@
 #!/usr/bin/env bash
-# Lays out the held-out evaluation cases under $1 (default /tmp/eval) with neutral names:
-# case1..3/profile.sqlite, case4/rank{0..3}.sqlite, case5/{before,after}.sqlite, case6/rank{0..3}.sqlite,
-# plus questions.md (what the assistant is given; the answer key stays in cases.json).
+# Lays out evaluation cases under OUT (default /tmp/eval) with neutral names, from a cases file (default
+# scripts/agent-eval/cases.json, the first held-out set; cases2.json is the second): each case's `source`
+# exports (under tests/data/planted/) become its `files` (profile.sqlite, rank<N>.sqlite, before/after.sqlite),
+# plus OUT/questions.md (what the assistant is given; the answer key stays in the cases file).
+#   bash scripts/agent-eval/setup.sh [OUT] [CASES_JSON]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-H="$ROOT/tests/data/planted/heldout"
 OUT=${1:-/tmp/eval}
-mkdir -p "$OUT"/case{1,2,3,4,5,6}
-xz -dkc "$H/d2h_sync.sqlite.xz" >"$OUT/case1/profile.sqlite"
-xz -dkc "$H/norm_chain.sqlite.xz" >"$OUT/case2/profile.sqlite"
-xz -dkc "$H/graph_infer.sqlite.xz" >"$OUT/case3/profile.sqlite"
-for r in 0 1 2 3; do
-  xz -dkc "$H/ddp_host_straggler/rank$r.sqlite.xz" >"$OUT/case4/rank$r.sqlite"
-  xz -dkc "$H/ddp_flat_allreduce/rank$r.sqlite.xz" >"$OUT/case6/rank$r.sqlite"
-done
-xz -dkc "$H/fp32_head.sqlite.xz" >"$OUT/case5/before.sqlite"
-xz -dkc "$H/fp32_head.fixed.sqlite.xz" >"$OUT/case5/after.sqlite"
-python3 - "$ROOT/scripts/agent-eval/cases.json" "$OUT" <<'PY'
-import json, sys
-cases = json.load(open(sys.argv[1]))["cases"]
-out = sys.argv[2]
-with open(f"{out}/questions.md", "w") as f:
+CASES=${2:-$ROOT/scripts/agent-eval/cases.json}
+python3 - "$CASES" "$OUT" "$ROOT/tests/data/planted" <<'PY'
+import json, lzma, os, re, shutil, sys
+cases, out, data = json.load(open(sys.argv[1]))["cases"], sys.argv[2], sys.argv[3]
+
+
+def expand(src):
+    """`rank{0..3}` in a source stands for one export per rank."""
+    m = re.search(r"\{(\d+)\.\.(\d+)\}", src)
+    if not m:
+        return [src]
+    return [src[:m.start()] + str(i) + src[m.end():] for i in range(int(m[1]), int(m[2]) + 1)]
+
+
+os.makedirs(out, exist_ok=True)
+with open(os.path.join(out, "questions.md"), "w") as q:
     for c in cases:
-        files = ", ".join(f"{out}/{c['case']}/{x}" for x in c["files"])
-        f.write(f"## {c['case']}\nFiles: {files}\nQuestion: {c['question']}\nWrite your answer to {out}/{c['case']}/answer.md\n\n")
+        d = os.path.join(out, c["case"])
+        os.makedirs(d, exist_ok=True)
+        sources = [x for s in c["source"] for x in expand(s)]
+        for name, src in zip(c["files"], sources):
+            with lzma.open(os.path.join(data, src)) as f, open(os.path.join(d, name), "wb") as g:
+                shutil.copyfileobj(f, g)
+        files = ", ".join(os.path.join(d, x) for x in c["files"])
+        q.write(f"## {c['case']}\nFiles: {files}\nQuestion: {c['question']}\nWrite your answer to {d}/answer.md\n\n")
 PY
 echo "cases laid out in $OUT"
