@@ -1627,11 +1627,10 @@ pub struct CompareInput {
     pub before: String,
     /// The run after the change, in the same forms.
     pub after: String,
-    /// Ledger columns (and, with detail, kernels) to list in each delta list (default 3).
+    /// Ledger columns (and kernels, with detail) per delta list (default 3).
     #[serde(default)]
     pub limit: Option<usize>,
-    /// Also every comparability fact, the kernels that moved, every basis of evidence and each run's side
-    /// (GPUs, UUIDs, hosts, driver, steady step periods); by default the verdict, predictions and what moved.
+    /// Also every fact, the kernels that moved, each basis and both runs' GPUs, hosts and steps.
     #[serde(default)]
     pub detail: Option<bool>,
 }
@@ -1642,7 +1641,7 @@ impl Operation for Compare {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Compare two profiles",
         summary: "Did the fix work: the step change with a 95% interval on the step ledger, comparability fact by fact, predicted vs measured step per finding, and what moved.",
-        description: "Compares two runs (exports, aisp run ids, or folders of per-rank exports) on the step ledger: per-step GPU periods (NVTX steps, or a repeating unit of identical work for windows without steps) give the change with a 95% interval and a verdict (improved, regressed, no_change, not_comparable) with its basis; comparability is checked fact by fact (GPU model and UUIDs, host, driver, world size, work per step); each finding of the before run gets its predicted step beside the measured one; findings and ledger columns that moved; next names the call to make next. detail: true adds every fact, the kernels that moved, each basis and each run's steps. Use after an optimization to prove it helped.",
+        description: "Did the change help: compares two runs (exports, aisp run ids, or folders of per-rank exports) on the step ledger. Per-step GPU periods (NVTX steps, else a repeating unit of identical work) give the change with a 95% interval and a verdict (improved, regressed, no_change, not_comparable) with its basis; the facts that block or qualify the comparison (GPU, host, driver, world size, work per step); each before-run finding's predicted step beside the measured one; the findings and ledger columns that moved; next. detail: true adds every fact, the kernels that moved, each basis and each run's steps.",
         positional: &["before", "after"],
         intents: &[
             "compare profiles",
