@@ -27,6 +27,10 @@ pub const LEAN_BUDGET: usize = 4_000;
 /// Findings above `info` listed in a default `aisp_profile_rules` answer; the rest are counted in `left_out`.
 pub const DEFAULT_FINDINGS: usize = 8;
 
+/// Findings above `info` listed in brief in a default `aisp_profile_ranks` answer: its set's parts (the
+/// stragglers, the residual) share the budget; the rest are named in `left_out`.
+pub const DEFAULT_SET_FINDINGS: usize = 3;
+
 /// Predictions (before-run findings' predicted vs measured step) in a default `aisp_profile_compare`
 /// answer, the applied ones first kept; the rest are counted in `left_out`.
 pub const DEFAULT_PREDICTIONS: usize = 4;
@@ -84,32 +88,44 @@ pub fn path_arg(path: &str) -> String {
     format!("{{\"path\": {}}}", serde_json::Value::from(path))
 }
 
-/// The findings a default answer lists: those above info, the first [`DEFAULT_FINDINGS`] of them in
-/// [`brief`] (a rule repeated on another device says "as for device N" instead of its fix again); the
-/// info-level ones by id, device and share in `minor`.
+/// The findings a default answer lists: those above info, the first `cap` of them in [`brief`] (a rule
+/// repeated on another device says "as for device N" instead of its fix again); the info-level ones by id,
+/// device and share in `minor`.
 pub struct LeanFindings {
     pub findings: Vec<Finding>,
     pub minor: Vec<String>,
-    /// Findings above info past the first [`DEFAULT_FINDINGS`].
-    pub past_cap: usize,
+    /// Findings above info past the first `cap`, by id, device, severity and share.
+    pub past_cap: Vec<String>,
+    pub cap: usize,
 }
 
-pub fn lean_findings(all: Vec<Finding>) -> LeanFindings {
+/// `id (device d, s %)`, or `id (s %)` for a finding of no one device; with its severity after the share when
+/// it is above info.
+fn short(f: &Finding) -> String {
+    let severity = match serde_json::to_value(f.severity) {
+        Ok(serde_json::Value::String(s)) if f.severity > Severity::Info => format!(", {s}"),
+        _ => String::new(),
+    };
+    match f.device {
+        Some(d) => format!("{} (device {d}, {} %{severity})", f.id, f.share_pct),
+        None => format!("{} ({} %{severity})", f.id, f.share_pct),
+    }
+}
+
+pub fn lean_findings(all: Vec<Finding>, cap: usize) -> LeanFindings {
     let mut out = LeanFindings {
         findings: Vec::new(),
         minor: Vec::new(),
-        past_cap: 0,
+        past_cap: Vec::new(),
+        cap,
     };
     for f in all {
         if f.severity == Severity::Info {
-            out.minor.push(match f.device {
-                Some(d) => format!("{} (device {d}, {} %)", f.id, f.share_pct),
-                None => format!("{} ({} %)", f.id, f.share_pct),
-            });
+            out.minor.push(short(&f));
             continue;
         }
-        if out.findings.len() >= DEFAULT_FINDINGS {
-            out.past_cap += 1;
+        if out.findings.len() >= cap {
+            out.past_cap.push(short(&f));
             continue;
         }
         let mut f = brief(f);
@@ -133,10 +149,12 @@ impl LeanFindings {
     /// What `left_out` says of the findings (those past the cap, and what each lost) and of `what` else the
     /// answer cut.
     pub fn left_out(&self, what: &[&str], left_out: &mut Vec<String>) {
-        if self.past_cap > 0 {
+        if !self.past_cap.is_empty() {
             left_out.push(format!(
-                "{} more finding(s) above info past the first {DEFAULT_FINDINGS}: pass \"detail\": true",
-                self.past_cap
+                "{} more finding(s) above info past the first {} ({}): pass \"detail\": true",
+                self.past_cap.len(),
+                self.cap,
+                self.past_cap.join(", ")
             ));
         }
         let mut cut = Vec::new();
@@ -246,7 +264,7 @@ pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesVi
         (view.ledger, view.windows, view.overlaps, view.checked) =
             (ledger, windows, overlaps, checked);
     } else {
-        let lean = lean_findings(findings);
+        let lean = lean_findings(findings, DEFAULT_FINDINGS);
         lean.left_out(
             &["the per-device ledger summary, windows, overlaps and rule checks"],
             &mut left_out,
@@ -277,7 +295,8 @@ pub struct CompareView {
     /// Per finding of the before run with a prediction: predicted vs measured step (by default the first
     /// few, the applied ones kept).
     pub predictions: Vec<Prediction>,
-    /// Findings gone, new, shrunk or grown, those that moved most first.
+    /// Findings gone, new, shrunk or grown, those that moved most first (by default those no prediction
+    /// gives, at most a few).
     pub findings: Vec<FindingChange>,
     /// Ledger columns that moved most, per steady step (the device or rank that stands for each run).
     pub columns: Vec<ColumnChange>,
@@ -382,6 +401,20 @@ pub fn compare_view(c: Compare, before: &str, after: &str, detail: bool) -> Comp
             all - predictions.len()
         ));
     }
+    // A finding a prediction gives says its change there (`after`, `after_share_pct`): listed once.
+    let all = view.findings.len();
+    let predicted = &view.predictions;
+    view.findings.retain(|f| {
+        !predicted
+            .iter()
+            .any(|p| p.id == f.id && p.device == f.device)
+    });
+    if view.findings.len() < all {
+        cut.push(format!(
+            "{} finding change(s) the predictions give (their after and after_share_pct)",
+            all - view.findings.len()
+        ));
+    }
     if view.findings.len() > DEFAULT_FINDING_CHANGES {
         cut.push(format!(
             "{} more finding change(s) past the {DEFAULT_FINDING_CHANGES} that moved most",
@@ -444,4 +477,52 @@ pub fn lean_set(set: &mut RankSet) -> Vec<&'static str> {
     cut.into_iter()
         .filter_map(|(gone, what)| gone.then_some(what))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(id: &str, severity: &str, device: i64, share_pct: f64) -> Finding {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "title": format!("{id} on {device}"), "severity": severity,
+            "time_at_stake_ns": 1_000, "share_pct": share_pct, "stake": "gpu_idle",
+            "device": device, "evidence": ["seen"], "why": "because", "fix": format!("fix {id}"),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn findings_past_the_cap_are_named_and_a_repeated_fix_is_given_once() {
+        let all = vec![
+            finding("a", "high", 0, 20.0),
+            finding("a", "high", 1, 18.0),
+            finding("b", "medium", 0, 6.5),
+            finding("c", "low", 1, 1.25),
+            finding("d", "info", 0, 0.5),
+        ];
+        let lean = lean_findings(all, 2);
+        let ids: Vec<&str> = lean.findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["a", "a"]);
+        assert_eq!(lean.findings[1].fix, "as for device 0");
+        assert!(
+            lean.findings
+                .iter()
+                .all(|f| f.evidence.is_empty() && f.why.is_empty())
+        );
+        assert_eq!(lean.minor, ["d (device 0, 0.5 %)"]);
+        let mut left_out = Vec::new();
+        lean.left_out(&["the rest"], &mut left_out);
+        assert_eq!(
+            left_out,
+            [
+                "2 more finding(s) above info past the first 2 (b (device 0, 6.5 %, medium), c (device 1, 1.25 %, low)): pass \"detail\": true",
+                "each finding's evidence, why, verify, regions and data (and the 1 minor ones in full); the rest: pass \"detail\": true",
+            ]
+        );
+        // Nothing found, nothing cut: nothing to say.
+        let mut none = Vec::new();
+        lean_findings(Vec::new(), 2).left_out(&[], &mut none);
+        assert!(none.is_empty());
+    }
 }

@@ -373,18 +373,28 @@ fn set_verdict(findings: &[Finding], set: Option<&RankSet>) -> (Severity, String
     (highest, verdict)
 }
 
-/// Where to look next from a set of exports: the straggler's own export (its findings say why it arrives late),
-/// else each rank's ledger. A folder of digests has no exports to read.
+/// Where to look next from a set of exports: the straggler's own export when a finding above info names it
+/// (its findings say why it arrives late), else each rank's ledger. A folder of digests has no exports to read.
 fn ranks_next(out: &RanksOutput) -> Vec<String> {
     let Some(set) = out.set.as_ref().filter(|_| out.source == "exports") else {
         return Vec::new();
     };
-    let straggler = set.cross_rank.stragglers.first().and_then(|s| {
-        set.cross_rank
-            .ranks
-            .iter()
-            .find(|r| r.rank == s.rank && !r.file.is_empty())
-    });
+    // A straggler named by a finding above info (one under 1 % of the window is not worth a call).
+    let named = out
+        .findings
+        .iter()
+        .any(|f| f.id == "cross_rank_straggler" && f.severity > Severity::Info);
+    let straggler = set
+        .cross_rank
+        .stragglers
+        .first()
+        .filter(|_| named)
+        .and_then(|s| {
+            set.cross_rank
+                .ranks
+                .iter()
+                .find(|r| r.rank == s.rank && !r.file.is_empty())
+        });
     vec![match straggler {
         Some(r) => format!(
             "aisp_profile_rules {{\"path\": {}, \"device\": {}}}: why rank {} arrives late (its own findings)",
@@ -452,7 +462,10 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
         let mut out = analyse_set(ctx, &input)?;
         out.next = ranks_next(&out);
         if !input.detail {
-            let lean = super::profile_lean::lean_findings(std::mem::take(&mut out.findings));
+            let lean = super::profile_lean::lean_findings(
+                std::mem::take(&mut out.findings),
+                super::profile_lean::DEFAULT_SET_FINDINGS,
+            );
             let cut = out
                 .set
                 .as_mut()
