@@ -38,26 +38,36 @@ pub const DEFAULT_PREDICTIONS: usize = 4;
 /// Findings that changed, in a default `aisp_profile_compare` answer (those that moved most).
 pub const DEFAULT_FINDING_CHANGES: usize = 6;
 
-/// `aisp_profile_rules`' answer: the verdict first, the findings ranked, the call to make next.
+/// What an answer of findings leads with (`aisp_profile_rules`, `aisp_profile_ranks`): the verdict, the
+/// findings ranked, the call to make next.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct RulesView {
-    /// One sentence: the most important finding, or that nothing significant was found.
+pub struct Lead {
+    /// One sentence: the most important finding with its stake, or that nothing significant was found.
     pub verdict: String,
     /// The highest severity found (`info` when none).
     pub highest: Severity,
-    /// Findings, most severe first, then most time at stake. By default each gives id, title, severity,
-    /// device, share, time at stake, the step now and predicted after its fix alone, what would then limit
-    /// the step, and the fix; `detail` adds basis, columns, regions, window, evidence, why, verify and data.
+    /// Findings, most severe first, then most time at stake. By default the first few above info each give id,
+    /// title, severity, device, share, time at stake, the step now and predicted after its fix alone, what
+    /// would then limit the step, and the fix (`left_out` names the rest); `detail` adds basis, columns,
+    /// regions, window, evidence, why, verify and data.
     pub findings: Vec<Finding>,
-    /// Info-level findings (under 1 % of their window each), by id and device, when not given in full.
+    /// Info-level findings (under 1 % of their window each), by id, device and share, when not given in full.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub minor: Vec<String>,
+    /// The calls to make next, with their arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next: Vec<String>,
+}
+
+/// `aisp_profile_rules`' answer: the verdict first, the findings ranked, the call to make next.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RulesView {
+    #[serde(flatten)]
+    pub lead: Lead,
     /// With `detail`: per device (or rank), where the steady step goes in short (`aisp_profile_ledger` has
     /// all of it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ledger: Vec<LedgerSummary>,
-    /// The calls to make next, with their arguments.
-    pub next: Vec<String>,
     /// With `detail`: the analysis window per device.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<DeviceWindow>,
@@ -249,18 +259,20 @@ pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesVi
     } = rules;
     let mut left_out = Vec::new();
     let mut view = RulesView {
-        verdict,
-        highest,
-        findings: Vec::new(),
-        minor: Vec::new(),
+        lead: Lead {
+            verdict,
+            highest,
+            findings: Vec::new(),
+            minor: Vec::new(),
+            next: Vec::new(),
+        },
         ledger: Vec::new(),
-        next: Vec::new(),
         windows: Vec::new(),
         overlaps: Vec::new(),
         checked: Vec::new(),
     };
     if detail {
-        view.findings = findings;
+        view.lead.findings = findings;
         (view.ledger, view.windows, view.overlaps, view.checked) =
             (ledger, windows, overlaps, checked);
     } else {
@@ -269,9 +281,9 @@ pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesVi
             &["the per-device ledger summary, windows, overlaps and rule checks"],
             &mut left_out,
         );
-        (view.findings, view.minor) = (lean.findings, lean.minor);
+        (view.lead.findings, view.lead.minor) = (lean.findings, lean.minor);
     }
-    view.next = next_calls(path, &view.findings, set);
+    view.lead.next = next_calls(path, &view.lead.findings, set);
     (view, left_out)
 }
 

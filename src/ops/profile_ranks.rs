@@ -7,6 +7,7 @@ use std::time::Instant;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::profile_lean::Lead;
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{Hints, OpSpec, Operation};
@@ -53,21 +54,10 @@ pub struct RanksInput {
 /// The set's answer.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct RanksOutput {
-    /// One sentence: the top cross-rank finding with its stake, or why there is none.
-    pub verdict: String,
-    /// The highest severity found (`info` when none).
-    pub highest: Severity,
-    /// Cross-rank findings (straggler, skew-dominated collectives, slow node, slow link, and the ranks' own
-    /// read on the critical path), most severe first. By default those above info in brief (id, title,
-    /// severity, device, share, time at stake, the step now and predicted after the fix, what would then
-    /// limit it, the fix); `detail` gives each in full.
-    pub findings: Vec<Finding>,
-    /// Info-level findings (under 1 % each), by id, device and share, when not given in full.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub minor: Vec<String>,
-    /// The calls to make next, with their arguments.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub next: Vec<String>,
+    /// The verdict, the cross-rank findings (straggler, skew-dominated collectives, slow node, slow link, and
+    /// the ranks' own read on the critical path; 3 in brief by default), the call to make next.
+    #[serde(flatten)]
+    pub lead: Lead,
     pub path: String,
     /// `exports` or `digests`.
     pub source: String,
@@ -299,17 +289,19 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
         set_verdict(&findings, set.as_ref())
     };
     Ok(RanksOutput {
-        verdict,
-        highest,
-        minor: Vec::new(),
-        next: Vec::new(),
+        lead: Lead {
+            verdict,
+            highest,
+            findings,
+            minor: Vec::new(),
+            next: Vec::new(),
+        },
         path: input.path.clone(),
         source: source.into(),
         digests_written: written,
         digest_ms,
         merge_ms,
         set,
-        findings,
         each,
         left_out: Vec::new(),
     })
@@ -335,7 +327,12 @@ impl RanksInput {
 /// `rules` over a set: the cross-rank findings in the `rules` answer shape.
 pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
     let out = analyse_set(ctx, &RanksInput::for_set(path))?;
-    let (findings, highest, verdict) = (out.findings, out.highest, out.verdict);
+    let Lead {
+        findings,
+        highest,
+        verdict,
+        ..
+    } = out.lead;
     Ok(Rules {
         findings,
         // Cross-rank stakes are per-collective estimates on every device, not per-device idle unions.
@@ -381,6 +378,7 @@ fn ranks_next(out: &RanksOutput) -> Vec<String> {
     };
     // A straggler named by a finding above info (one under 1 % of the window is not worth a call).
     let named = out
+        .lead
         .findings
         .iter()
         .any(|f| f.id == "cross_rank_straggler" && f.severity > Severity::Info);
@@ -460,10 +458,10 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
             }
         }
         let mut out = analyse_set(ctx, &input)?;
-        out.next = ranks_next(&out);
+        out.lead.next = ranks_next(&out);
         if !input.detail {
             let lean = super::profile_lean::lean_findings(
-                std::mem::take(&mut out.findings),
+                std::mem::take(&mut out.lead.findings),
                 super::profile_lean::DEFAULT_SET_FINDINGS,
             );
             let cut = out
@@ -472,7 +470,7 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
                 .map(super::profile_lean::lean_set)
                 .unwrap_or_default();
             lean.left_out(&cut, &mut out.left_out);
-            (out.findings, out.minor) = (lean.findings, lean.minor);
+            (out.lead.findings, out.lead.minor) = (lean.findings, lean.minor);
         }
         Ok(out)
     }
