@@ -182,7 +182,7 @@ class ProfileDomain:
     def ledger(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., steps: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Where each nanosecond of each step goes, per device or rank: compute by kernel class, communication (transfer vs waiting for ranks), copies, idle by cause; sums to the step exactly."""
         ...
-    def compare(self, *, before: str, after: str, limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def compare(self, *, before: str, after: str, limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Did the fix work: the step change with a 95% interval on the step ledger, comparability fact by fact, predicted vs measured step per finding, and what moved."""
         ...
     def export(self, *, path: str, kind: Literal['perfetto', 'csv'], device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., output: Optional[str] = ..., report: Optional[str] = ..., names: Optional[Literal['short', 'demangled']] = ..., overwrite: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:

@@ -14,7 +14,7 @@ use crate::app::AppState;
 use crate::error::OpError;
 use aisp_report::chart::{self, build, svg};
 
-pub async fn render(app: &Arc<AppState>, args: Value) -> Result<String, OpError> {
+pub async fn render(app: &Arc<AppState>, mut args: Value) -> Result<String, OpError> {
     let before = args["before"].as_str().unwrap_or("").trim().to_string();
     let after = args["after"].as_str().unwrap_or("").trim().to_string();
     if before.is_empty() || after.is_empty() {
@@ -23,7 +23,11 @@ pub async fn render(app: &Arc<AppState>, args: Value) -> Result<String, OpError>
             "Give two exports (.sqlite or .nsys-rep), two capture run ids, or two folders of per-rank exports.",
         ));
     }
-    // Every argument of the generated form goes through unchanged (dispatch checks them).
+    // Every argument of the generated form goes through unchanged (dispatch checks them); the page shows
+    // every fact, the kernels that moved, each basis and the steady periods: the detailed answer.
+    if let Some(a) = args.as_object_mut() {
+        a.insert("detail".into(), Value::Bool(true));
+    }
     let c = call(app, "aisp_profile_compare", args).await?;
     Ok(page(&c))
 }

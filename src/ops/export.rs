@@ -186,7 +186,7 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
                 .set
                 .as_ref()
                 .ok_or_else(|| OpError::internal("the rank set was digested but not merged"))?;
-            let r = report::ranks::ranks_report(path, set, &out.findings);
+            let r = report::ranks::ranks_report(path, set, &out.lead.findings);
             Ok((r, "ranks", stem(path.trim_end_matches('/'))))
         }
         (Some(path), None) => {

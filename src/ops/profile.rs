@@ -1627,18 +1627,21 @@ pub struct CompareInput {
     pub before: String,
     /// The run after the change, in the same forms.
     pub after: String,
-    /// Kernels and ranges to list in each delta list (default 3).
+    /// Ledger columns (and kernels, with detail) per delta list (default 3).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Also every fact, the kernels that moved, each basis and both runs' GPUs, hosts and steps.
+    #[serde(default)]
+    pub detail: Option<bool>,
 }
 
 impl Operation for Compare {
     type Input = CompareInput;
-    type Output = profile::compare::Compare;
+    type Output = super::profile_lean::CompareView;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Compare two profiles",
         summary: "Did the fix work: the step change with a 95% interval on the step ledger, comparability fact by fact, predicted vs measured step per finding, and what moved.",
-        description: "Compares two runs (exports, aisp run ids, or folders of per-rank exports) on the step ledger: per-step GPU periods (NVTX steps, or a repeating unit of identical work for windows without steps) give the change with a 95% interval and a verdict (improved, regressed, no_change, not_comparable) with its basis; comparability states GPU model and UUIDs, host, driver, world size and work per step (kernels per step); each finding of the before run gets its predicted step beside the measured one; findings gone/new/shrank, ledger columns and kernels per step that moved. Use after an optimization to prove it helped.",
+        description: "Did the change help: compares two runs (exports, aisp run ids, or folders of per-rank exports) on the step ledger. Per-step GPU periods (NVTX steps, else a repeating unit of identical work) give the change with a 95% interval and a verdict (improved, regressed, no_change, not_comparable) with its basis; the facts that block or qualify the comparison (GPU, host, driver, world size, work per step); each before-run finding's predicted step beside the measured one; the findings and ledger columns that moved; next. detail: true adds every fact, the kernels that moved, each basis and each run's steps.",
         positional: &["before", "after"],
         intents: &[
             "compare profiles",
@@ -1659,7 +1662,12 @@ impl Operation for Compare {
         ctx.check_cancelled()?;
         let after = open_run(ctx, &input.after)?;
         ctx.check_cancelled()?;
-        Ok(profile::compare::compare_runs(&before, &after, l))
+        Ok(super::profile_lean::compare_view(
+            profile::compare::compare_runs(&before, &after, l),
+            &input.before,
+            &input.after,
+            input.detail.unwrap_or(false),
+        ))
     }
 }
 

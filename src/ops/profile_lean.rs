@@ -12,6 +12,11 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use aisp_profile::compare::{
+    Basis, ColumnChange, Comparability, Compare, Evidence, FindingChange, KernelChange, Prediction,
+    Side, StepChange, Verdict,
+};
+use aisp_profile::ranks::RankSet;
 use aisp_profile::rules::{
     DeviceWindow, Finding, LedgerSummary, RuleCheck, Rules, Severity, StakeOverlap,
 };
@@ -22,26 +27,47 @@ pub const LEAN_BUDGET: usize = 4_000;
 /// Findings above `info` listed in a default `aisp_profile_rules` answer; the rest are counted in `left_out`.
 pub const DEFAULT_FINDINGS: usize = 8;
 
-/// `aisp_profile_rules`' answer: the verdict first, the findings ranked, the call to make next.
+/// Findings above `info` listed in brief in a default `aisp_profile_ranks` answer: its set's parts (the
+/// stragglers, the residual) share the budget; the rest are named in `left_out`.
+pub const DEFAULT_SET_FINDINGS: usize = 3;
+
+/// Predictions (before-run findings' predicted vs measured step) in a default `aisp_profile_compare`
+/// answer, the applied ones first kept; the rest are counted in `left_out`.
+pub const DEFAULT_PREDICTIONS: usize = 4;
+
+/// Findings that changed, in a default `aisp_profile_compare` answer (those that moved most).
+pub const DEFAULT_FINDING_CHANGES: usize = 6;
+
+/// What an answer of findings leads with (`aisp_profile_rules`, `aisp_profile_ranks`): the verdict, the
+/// findings ranked, the call to make next.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct RulesView {
-    /// One sentence: the most important finding, or that nothing significant was found.
+pub struct Lead {
+    /// One sentence: the most important finding with its stake, or that nothing significant was found.
     pub verdict: String,
     /// The highest severity found (`info` when none).
     pub highest: Severity,
-    /// Findings, most severe first, then most time at stake. By default each gives id, title, severity,
-    /// device, share, time at stake, the step now and predicted after its fix alone, what would then limit
-    /// the step, and the fix; `detail` adds basis, columns, regions, window, evidence, why, verify and data.
+    /// Findings, most severe first, then most time at stake. By default the first few above info each give id,
+    /// title, severity, device, share, time at stake, the step now and predicted after its fix alone, what
+    /// would then limit the step, and the fix (`left_out` names the rest); `detail` adds basis, columns,
+    /// regions, window, evidence, why, verify and data.
     pub findings: Vec<Finding>,
-    /// Info-level findings (under 1 % of their window each), by id and device, when not given in full.
+    /// Info-level findings (under 1 % of their window each), by id, device and share, when not given in full.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub minor: Vec<String>,
+    /// The calls to make next, with their arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next: Vec<String>,
+}
+
+/// `aisp_profile_rules`' answer: the verdict first, the findings ranked, the call to make next.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct RulesView {
+    #[serde(flatten)]
+    pub lead: Lead,
     /// With `detail`: per device (or rank), where the steady step goes in short (`aisp_profile_ledger` has
     /// all of it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ledger: Vec<LedgerSummary>,
-    /// The calls to make next, with their arguments.
-    pub next: Vec<String>,
     /// With `detail`: the analysis window per device.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<DeviceWindow>,
@@ -67,11 +93,106 @@ pub fn brief(mut f: Finding) -> Finding {
     f
 }
 
+/// `{"path": "<path>"}`, the arguments of a call a `next` line names.
+pub fn path_arg(path: &str) -> String {
+    format!("{{\"path\": {}}}", serde_json::Value::from(path))
+}
+
+/// The findings a default answer lists: those above info, the first `cap` of them in [`brief`] (a rule
+/// repeated on another device says "as for device N" instead of its fix again); the info-level ones by id,
+/// device and share in `minor`.
+pub struct LeanFindings {
+    pub findings: Vec<Finding>,
+    pub minor: Vec<String>,
+    /// Findings above info past the first `cap`, by id, device, severity and share.
+    pub past_cap: Vec<String>,
+    pub cap: usize,
+}
+
+/// `id (device d, s %)`, or `id (s %)` for a finding of no one device; with its severity after the share when
+/// it is above info.
+fn short(f: &Finding) -> String {
+    let severity = match serde_json::to_value(f.severity) {
+        Ok(serde_json::Value::String(s)) if f.severity > Severity::Info => format!(", {s}"),
+        _ => String::new(),
+    };
+    match f.device {
+        Some(d) => format!("{} (device {d}, {} %{severity})", f.id, f.share_pct),
+        None => format!("{} ({} %{severity})", f.id, f.share_pct),
+    }
+}
+
+pub fn lean_findings(all: Vec<Finding>, cap: usize) -> LeanFindings {
+    let mut out = LeanFindings {
+        findings: Vec::new(),
+        minor: Vec::new(),
+        past_cap: Vec::new(),
+        cap,
+    };
+    for f in all {
+        if f.severity == Severity::Info {
+            out.minor.push(short(&f));
+            continue;
+        }
+        if out.findings.len() >= cap {
+            out.past_cap.push(short(&f));
+            continue;
+        }
+        let mut f = brief(f);
+        // The same rule on another device: its fix was given once already.
+        if let Some(first) = out
+            .findings
+            .iter()
+            .find(|s| s.id == f.id && s.fix == f.fix && !s.fix.is_empty())
+        {
+            f.fix = format!(
+                "as for device {}",
+                first.device.map_or("-".to_string(), |d| d.to_string())
+            );
+        }
+        out.findings.push(f);
+    }
+    out
+}
+
+impl LeanFindings {
+    /// What `left_out` says of the findings (those past the cap, and what each lost) and of `what` else the
+    /// answer cut.
+    pub fn left_out(&self, what: &[&str], left_out: &mut Vec<String>) {
+        if !self.past_cap.is_empty() {
+            left_out.push(format!(
+                "{} more finding(s) above info past the first {} ({}): pass \"detail\": true",
+                self.past_cap.len(),
+                self.cap,
+                self.past_cap.join(", ")
+            ));
+        }
+        let mut cut = Vec::new();
+        if !self.findings.is_empty() || !self.minor.is_empty() {
+            cut.push(format!(
+                "each finding's evidence, why, verify, regions and data{}",
+                if self.minor.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (and the {} minor ones in full)", self.minor.len())
+                }
+            ));
+        }
+        cut.extend(what.iter().map(|w| w.to_string()));
+        left_out.extend(pass_detail(&cut));
+    }
+}
+
+/// The `left_out` line for the parts a default answer cut: what, and that `detail` brings them back.
+fn pass_detail(cut: &[String]) -> Option<String> {
+    (!cut.is_empty()).then(|| format!("{}: pass \"detail\": true", cut.join("; ")))
+}
+
 /// Where to look next after the findings: the ledger always, and the reader of what the top finding is made of.
 fn next_calls(path: &str, findings: &[Finding], set: bool) -> Vec<String> {
-    let p = serde_json::to_string(path).unwrap_or_else(|_| format!("\"{path}\""));
     let mut next = vec![format!(
-        "aisp_profile_ledger {{\"path\": {p}}}: where each steady step goes, column by column{}",
+        "aisp_profile_ledger {}: where each steady step goes, column by column{}",
+        path_arg(path),
         if set { ", per rank" } else { "" }
     )];
     let top = findings.iter().find(|f| f.severity > Severity::Info);
@@ -120,7 +241,7 @@ fn next_calls(path: &str, findings: &[Finding], set: bool) -> Vec<String> {
         ))
     };
     if let Some((tool, what)) = reader {
-        next.push(format!("{tool} {{\"path\": {p}}}: {what}"));
+        next.push(format!("{tool} {}: {what}", path_arg(path)));
     }
     next
 }
@@ -138,63 +259,282 @@ pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesVi
     } = rules;
     let mut left_out = Vec::new();
     let mut view = RulesView {
-        verdict,
-        highest,
-        findings: Vec::new(),
-        minor: Vec::new(),
+        lead: Lead {
+            verdict,
+            highest,
+            findings: Vec::new(),
+            minor: Vec::new(),
+            next: Vec::new(),
+        },
         ledger: Vec::new(),
-        next: Vec::new(),
         windows: Vec::new(),
         overlaps: Vec::new(),
         checked: Vec::new(),
     };
     if detail {
-        view.findings = findings;
+        view.lead.findings = findings;
         (view.ledger, view.windows, view.overlaps, view.checked) =
             (ledger, windows, overlaps, checked);
     } else {
-        let mut past_cap = 0;
-        for f in findings {
-            if f.severity == Severity::Info {
-                view.minor.push(match f.device {
-                    Some(d) => format!("{} (device {d}, {} %)", f.id, f.share_pct),
-                    None => format!("{} ({} %)", f.id, f.share_pct),
-                });
-                continue;
-            }
-            if view.findings.len() >= DEFAULT_FINDINGS {
-                past_cap += 1;
-                continue;
-            }
-            let mut f = brief(f);
-            // The same rule on another device: its fix was given once already.
-            if let Some(first) = view
-                .findings
-                .iter()
-                .find(|s| s.id == f.id && s.fix == f.fix && !s.fix.is_empty())
-            {
-                f.fix = format!(
-                    "as for device {}",
-                    first.device.map_or("-".to_string(), |d| d.to_string())
-                );
-            }
-            view.findings.push(f);
-        }
-        if past_cap > 0 {
-            left_out.push(format!(
-                "{past_cap} more finding(s) above info past the first {DEFAULT_FINDINGS}: pass \"detail\": true"
-            ));
-        }
-        left_out.push(format!(
-            "each finding's evidence, why, verify, regions and data{}; the per-device ledger summary, windows, \
-             overlaps and rule checks: pass \"detail\": true",
-            if view.minor.is_empty() {
-                String::new()
-            } else {
-                format!(" (and the {} minor ones in full)", view.minor.len())
-            }
+        let lean = lean_findings(findings, DEFAULT_FINDINGS);
+        lean.left_out(
+            &["the per-device ledger summary, windows, overlaps and rule checks"],
+            &mut left_out,
+        );
+        (view.lead.findings, view.lead.minor) = (lean.findings, lean.minor);
+    }
+    view.lead.next = next_calls(path, &view.lead.findings, set);
+    (view, left_out)
+}
+
+/// `aisp_profile_compare`'s answer: the verdict and its basis first, predicted vs measured per finding of the
+/// before run, what moved, the call to make next; the sides and the rest with `detail`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct CompareView {
+    pub verdict: Verdict,
+    pub basis: Basis,
+    /// Why, in one sentence with its numbers.
+    pub verdict_reason: String,
+    /// The verdict, the step change with its interval, comparability and the predictions, in a few lines.
+    pub summary: String,
+    /// The step (or unit) change; absent without a per-step basis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<StepChange>,
+    /// Whether the runs compare. By default the facts that differ or are not recorded, and the work match
+    /// without its kernel list; `detail` adds the facts the same on both sides and the kernels whose count
+    /// per step changed.
+    pub comparability: Comparability,
+    /// Per finding of the before run with a prediction: predicted vs measured step (by default the first
+    /// few, the applied ones kept).
+    pub predictions: Vec<Prediction>,
+    /// Findings gone, new, shrunk or grown, those that moved most first (by default those no prediction
+    /// gives, at most a few).
+    pub findings: Vec<FindingChange>,
+    /// Ledger columns that moved most, per steady step (the device or rank that stands for each run).
+    pub columns: Vec<ColumnChange>,
+    /// The calls to make next, with their arguments.
+    pub next: Vec<String>,
+    /// With `detail`: the kernels whose time per step moved most.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<KernelChange>,
+    /// With `detail`: every basis that could be computed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<Evidence>,
+    /// With `detail`: each run's export, GPUs and UUIDs, hosts, driver, unit, device, steps and steady periods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Side>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Side>,
+    /// What this default answer leaves out, and the argument that brings it back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
+}
+
+/// Present the comparison of `before` and `after` (the paths as given): in full with `detail`, else lean.
+pub fn compare_view(c: Compare, before: &str, after: &str, detail: bool) -> CompareView {
+    // The next call: what limits the after run now, or each run on its own when they do not compare.
+    let what_now = "its findings ranked, each with its stake and predicted step";
+    let next = if c.verdict == Verdict::NotComparable {
+        vec![
+            format!(
+                "aisp_profile_rules {}: what limits the before run ({what_now}; the runs do not compare step for step)",
+                path_arg(before)
+            ),
+            format!(
+                "aisp_profile_rules {}: the same for the after run",
+                path_arg(after)
+            ),
+        ]
+    } else {
+        vec![format!(
+            "aisp_profile_rules {}: what limits the after run now ({what_now})",
+            path_arg(after)
+        )]
+    };
+    let mut view = CompareView {
+        verdict: c.verdict,
+        basis: c.basis,
+        verdict_reason: c.verdict_reason,
+        summary: c.summary,
+        step: c.step,
+        comparability: c.comparability,
+        predictions: c.predictions,
+        findings: c.findings,
+        columns: c.columns,
+        next,
+        kernels: Vec::new(),
+        evidence: Vec::new(),
+        before: None,
+        after: None,
+        left_out: Vec::new(),
+    };
+    if detail {
+        (view.kernels, view.evidence) = (c.kernels, c.evidence);
+        (view.before, view.after) = (Some(c.before), Some(c.after));
+        return view;
+    }
+    let mut cut = Vec::new();
+    // Facts the same on both sides say nothing a reader repeats; the ones that differ or are not recorded stay.
+    let facts = &mut view.comparability.facts;
+    let same: Vec<String> = facts
+        .iter()
+        .filter(|f| f.same == Some(true) && f.effect == "none")
+        .map(|f| f.fact.clone())
+        .collect();
+    facts.retain(|f| !(f.same == Some(true) && f.effect == "none"));
+    if !same.is_empty() {
+        cut.push(format!(
+            "the {} fact(s) the same on both sides ({})",
+            same.len(),
+            same.join(", ")
         ));
     }
-    view.next = next_calls(path, &view.findings, set);
-    (view, left_out)
+    let changed = std::mem::take(&mut view.comparability.work.changed).len();
+    if changed > 0 {
+        cut.push(format!(
+            "the {changed} kernel(s) whose count per step changed (comparability.work.changed)"
+        ));
+    }
+    // The applied predictions are kept (the summary names them), then the others in order.
+    let predictions = &mut view.predictions;
+    if predictions.len() > DEFAULT_PREDICTIONS {
+        let all = predictions.len();
+        let mut room =
+            DEFAULT_PREDICTIONS.saturating_sub(predictions.iter().filter(|p| p.applied).count());
+        predictions.retain(|p| {
+            p.applied
+                || (room > 0 && {
+                    room -= 1;
+                    true
+                })
+        });
+        cut.push(format!(
+            "{} more prediction(s) of findings not fixed",
+            all - predictions.len()
+        ));
+    }
+    // A finding a prediction gives says its change there (`after`, `after_share_pct`): listed once.
+    let all = view.findings.len();
+    let predicted = &view.predictions;
+    view.findings.retain(|f| {
+        !predicted
+            .iter()
+            .any(|p| p.id == f.id && p.device == f.device)
+    });
+    if view.findings.len() < all {
+        cut.push(format!(
+            "{} finding change(s) the predictions give (their after and after_share_pct)",
+            all - view.findings.len()
+        ));
+    }
+    if view.findings.len() > DEFAULT_FINDING_CHANGES {
+        cut.push(format!(
+            "{} more finding change(s) past the {DEFAULT_FINDING_CHANGES} that moved most",
+            view.findings.len() - DEFAULT_FINDING_CHANGES
+        ));
+        view.findings.truncate(DEFAULT_FINDING_CHANGES);
+    }
+    if !c.kernels.is_empty() {
+        cut.push(format!(
+            "the {} kernel(s) whose time per step moved most",
+            c.kernels.len()
+        ));
+    }
+    if !c.evidence.is_empty() {
+        let bases: Vec<String> = c
+            .evidence
+            .iter()
+            .filter_map(|e| serde_json::to_value(e.basis).ok())
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect();
+        cut.push(format!("the evidence per basis ({})", bases.join(", ")));
+    }
+    cut.push(
+        "each run's export, GPUs and UUIDs, hosts, driver, unit, device, warm-up and steady steps and steady periods"
+            .into(),
+    );
+    view.left_out.extend(pass_detail(&cut));
+    view
+}
+
+/// Leave out of a set's answer what a reader does not repeat by default: the exports' list, the rank identities,
+/// each export's clock domain and the reference, the per-rank rows, collectives, imbalance, arrivals and ledger,
+/// the heat map and the basis of the slow-link search. The residual, stragglers, slow nodes and links and notes
+/// stay. Returns what was cut, for `left_out`.
+pub fn lean_set(set: &mut RankSet) -> Vec<&'static str> {
+    fn gone<T: Default + PartialEq>(x: &mut T) -> bool {
+        std::mem::take(x) != T::default()
+    }
+    let c = &mut set.cross_rank;
+    // Every part is taken (no short circuit): `|`, not `||`.
+    let cut = [
+        (
+            gone(&mut set.files)
+                | gone(&mut set.identities)
+                | gone(&mut set.alignment.domains)
+                | gone(&mut set.alignment.reference_file),
+            "the exports, rank identities and clock offsets",
+        ),
+        (
+            gone(&mut c.ranks)
+                | gone(&mut set.arrivals)
+                | gone(&mut set.ledger)
+                | gone(&mut c.heat_map),
+            "per rank: step, busy, compute, communication, wait, arrivals, ledger, heat map",
+        ),
+        (gone(&mut c.collectives), "per collective: skew vs transfer"),
+        (gone(&mut c.imbalance), "the imbalance"),
+        (gone(&mut c.link_basis), "the slow-link basis"),
+    ];
+    cut.into_iter()
+        .filter_map(|(gone, what)| gone.then_some(what))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(id: &str, severity: &str, device: i64, share_pct: f64) -> Finding {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "title": format!("{id} on {device}"), "severity": severity,
+            "time_at_stake_ns": 1_000, "share_pct": share_pct, "stake": "gpu_idle",
+            "device": device, "evidence": ["seen"], "why": "because", "fix": format!("fix {id}"),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn findings_past_the_cap_are_named_and_a_repeated_fix_is_given_once() {
+        let all = vec![
+            finding("a", "high", 0, 20.0),
+            finding("a", "high", 1, 18.0),
+            finding("b", "medium", 0, 6.5),
+            finding("c", "low", 1, 1.25),
+            finding("d", "info", 0, 0.5),
+        ];
+        let lean = lean_findings(all, 2);
+        let ids: Vec<&str> = lean.findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["a", "a"]);
+        assert_eq!(lean.findings[1].fix, "as for device 0");
+        assert!(
+            lean.findings
+                .iter()
+                .all(|f| f.evidence.is_empty() && f.why.is_empty())
+        );
+        assert_eq!(lean.minor, ["d (device 0, 0.5 %)"]);
+        let mut left_out = Vec::new();
+        lean.left_out(&["the rest"], &mut left_out);
+        assert_eq!(
+            left_out,
+            [
+                "2 more finding(s) above info past the first 2 (b (device 0, 6.5 %, medium), c (device 1, 1.25 %, low)): pass \"detail\": true",
+                "each finding's evidence, why, verify, regions and data (and the 1 minor ones in full); the rest: pass \"detail\": true",
+            ]
+        );
+        // Nothing found, nothing cut: nothing to say.
+        let mut none = Vec::new();
+        lean_findings(Vec::new(), 2).left_out(&[], &mut none);
+        assert!(none.is_empty());
+    }
 }

@@ -7,6 +7,7 @@ use std::time::Instant;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::profile_lean::Lead;
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{Hints, OpSpec, Operation};
@@ -43,8 +44,9 @@ pub struct RanksInput {
     /// That operation's other arguments (all but path), e.g. {"limit": 5}.
     #[serde(default)]
     pub each_args: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Also the rank identities, each export's clock domain, the rank x step heat map and each finding's
-    /// evidence, why, verify and data.
+    /// Also the per-rank rows, collectives (skew vs transfer), imbalance, arrivals and ledger, the rank
+    /// identities, each export's clock domain, the heat map and each finding in full; by default the verdict,
+    /// the findings' stakes and predicted steps, the stragglers and the clock residual.
     #[serde(default)]
     pub detail: bool,
 }
@@ -52,22 +54,26 @@ pub struct RanksInput {
 /// The set's answer.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct RanksOutput {
+    /// The verdict, the cross-rank findings (straggler, skew-dominated collectives, slow node, slow link, and
+    /// the ranks' own read on the critical path; 3 in brief by default), the call to make next.
+    #[serde(flatten)]
+    pub lead: Lead,
     pub path: String,
     /// `exports` or `digests`.
     pub source: String,
     /// Digest folders written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub digests_written: Vec<String>,
     /// Wall time of the digest and merge steps.
     pub digest_ms: u64,
     pub merge_ms: u64,
-    /// identities, rank_note, alignment {reference_file, domains [{file, ranks, offset_ns, residual_ns, method, ...}],
-    /// residual_ns}, cross_rank {ranks, collectives (skew, transfer, algbw/busbw when sizes are recorded), stragglers,
-    /// slow_nodes, links, slow_links, link_basis, imbalance, heat_map, resolution_ns, notes}, skipped (see README
-    /// "Many ranks"). Null with digest_only.
+    /// files, identities, rank_note, alignment {reference_file, domains [{file, ranks, offset_ns, residual_ns,
+    /// method, ...}], residual_ns}, cross_rank {ranks, collectives (skew, transfer, algbw/busbw when sizes are
+    /// recorded), stragglers, slow_nodes, links, slow_links, link_basis, imbalance, heat_map, resolution_ns, notes},
+    /// arrivals, ledger, skipped (see README "Many ranks"); by default the residual, stragglers, slow nodes and
+    /// links and notes (`left_out` names the rest). Null with digest_only.
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub set: Option<RankSet>,
-    /// Cross-rank findings (straggler, skew-dominated collectives, slow node, slow link).
-    pub findings: Vec<Finding>,
     /// With `each`: that operation's answer (or error) for every export, with the ranks it holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub each: Vec<EachAnswer>,
@@ -274,14 +280,28 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
         .unwrap_or_else(|| ranks::default_threads(exports.len()))
         .clamp(1, 64);
     let each = run_each(ctx, input, &exports, set.as_ref(), threads)?;
+    let (highest, verdict) = if input.digest_only {
+        (
+            Severity::Info,
+            "digest only: the exports were digested, not merged (no cross-rank analysis)".into(),
+        )
+    } else {
+        set_verdict(&findings, set.as_ref())
+    };
     Ok(RanksOutput {
+        lead: Lead {
+            verdict,
+            highest,
+            findings,
+            minor: Vec::new(),
+            next: Vec::new(),
+        },
         path: input.path.clone(),
         source: source.into(),
         digests_written: written,
         digest_ms,
         merge_ms,
         set,
-        findings,
         each,
         left_out: Vec::new(),
     })
@@ -307,7 +327,26 @@ impl RanksInput {
 /// `rules` over a set: the cross-rank findings in the `rules` answer shape.
 pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
     let out = analyse_set(ctx, &RanksInput::for_set(path))?;
-    let findings = out.findings;
+    let Lead {
+        findings,
+        highest,
+        verdict,
+        ..
+    } = out.lead;
+    Ok(Rules {
+        findings,
+        // Cross-rank stakes are per-collective estimates on every device, not per-device idle unions.
+        overlaps: Vec::new(),
+        highest,
+        verdict,
+        ledger: out.set.map(|s| s.ledger).unwrap_or_default(),
+        windows: Vec::new(),
+        checked: Vec::new(),
+    })
+}
+
+/// The highest severity of a set's findings and the verdict: the top finding with its stake, or why there is none.
+fn set_verdict(findings: &[Finding], set: Option<&RankSet>) -> (Severity, String) {
     let highest = findings
         .iter()
         .map(|f| f.severity)
@@ -318,7 +357,7 @@ pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
             "{} ({:.1} % of the median rank's window at stake)",
             f.title, f.share_pct
         ),
-        None => match out.set.as_ref().and_then(|s| s.alignment.residual_ns) {
+        None => match set.and_then(|s| s.alignment.residual_ns) {
             Some(r) => format!(
                 "no cross-rank problem above the clock residual ({r} ns): no straggler, no skew-dominated collective"
             ),
@@ -328,20 +367,44 @@ pub fn rules_for_set(ctx: &OpContext, path: &str) -> Result<Rules, OpError> {
             }
         },
     };
-    Ok(Rules {
-        findings,
-        // Cross-rank stakes are per-collective estimates on every device, not per-device idle unions.
-        overlaps: Vec::new(),
-        highest,
-        verdict,
-        ledger: out
-            .set
-            .as_ref()
-            .map(|s| s.ledger.clone())
-            .unwrap_or_default(),
-        windows: Vec::new(),
-        checked: Vec::new(),
-    })
+    (highest, verdict)
+}
+
+/// Where to look next from a set of exports: the straggler's own export when a finding above info names it
+/// (its findings say why it arrives late), else each rank's ledger. A folder of digests has no exports to read.
+fn ranks_next(out: &RanksOutput) -> Vec<String> {
+    let Some(set) = out.set.as_ref().filter(|_| out.source == "exports") else {
+        return Vec::new();
+    };
+    // A straggler named by a finding above info (one under 1 % of the window is not worth a call).
+    let named = out
+        .lead
+        .findings
+        .iter()
+        .any(|f| f.id == "cross_rank_straggler" && f.severity > Severity::Info);
+    let straggler = set
+        .cross_rank
+        .stragglers
+        .first()
+        .filter(|_| named)
+        .and_then(|s| {
+            set.cross_rank
+                .ranks
+                .iter()
+                .find(|r| r.rank == s.rank && !r.file.is_empty())
+        });
+    vec![match straggler {
+        Some(r) => format!(
+            "aisp_profile_rules {{\"path\": {}, \"device\": {}}}: why rank {} arrives late (its own findings)",
+            serde_json::Value::from(r.file.as_str()),
+            r.device,
+            r.rank
+        ),
+        None => format!(
+            "aisp_profile_ledger {}: each rank's steady step, column by column",
+            super::profile_lean::path_arg(&out.path)
+        ),
+    }]
 }
 
 impl Operation for ProfileRanks {
@@ -352,10 +415,12 @@ impl Operation for ProfileRanks {
         summary: "Many ranks as one run: per-rank identity, clock alignment, step time, busy, exposed communication, stragglers, arrival skew vs transfer, imbalance, rank x step heat map.",
         description: "Reads a set of Nsight Systems exports (one per rank or node: a folder, a glob, a list, or one \
 multi-process export) as one run. Ranks come from RANK in the recorded environment, the file name, or order (the mapping \
-is shown). Clocks are aligned by session start (utcEpochNs), refined by matching collective ends; each export's offset \
-and residual are reported, and nothing finer than the residual is concluded. Answers per rank: step time, busy, compute, \
-exposed communication, time waiting at collectives; per collective kind: arrival skew vs transfer, bus bandwidth when \
-sizes are recorded; stragglers with evidence; slow nodes; imbalance; heat map; findings. Exports are digested in \
+is shown). Clocks are aligned by session start (utcEpochNs), refined by matching collective ends, and nothing finer \
+than the residual is concluded. Answers the verdict, the findings (straggler, skew-dominated collectives, slow node or \
+link, and the ranks' own on the critical path) with stake and predicted step, the stragglers with evidence, slow nodes, \
+the residual and the call to make next; detail: true adds per rank step time, busy, compute, exposed communication, \
+time waiting at collectives, arrivals and ledger; per collective kind arrival skew vs transfer and bus bandwidth (when \
+sizes are recorded); imbalance; the heat map; identities and each export's offset. Exports are digested in \
 parallel (one per worker); write_digests stores Parquet digests, and a folder of digests is merged without the exports \
 (cluster runs: digest where the files are, merge anywhere). `each` also runs one profile operation (kernels, gaps, \
 utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
@@ -393,38 +458,19 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
             }
         }
         let mut out = analyse_set(ctx, &input)?;
+        out.lead.next = ranks_next(&out);
         if !input.detail {
-            let mut cut = Vec::new();
-            if let Some(set) = &mut out.set {
-                if !set.identities.is_empty() {
-                    set.identities.clear();
-                    cut.push("the rank identities (file, process, device, host of each rank)");
-                }
-                if !set.alignment.domains.is_empty() {
-                    set.alignment.domains.clear();
-                    cut.push("each export's clock domain (offset, residual, method; residual_ns is kept)");
-                }
-                if set.cross_rank.heat_map.take().is_some() {
-                    cut.push("the rank x step heat map");
-                }
-            }
-            let mut trimmed = false;
-            for f in &mut out.findings {
-                trimmed |= !f.evidence.is_empty() || !f.data.is_null();
-                f.evidence.clear();
-                f.why.clear();
-                f.verify.clear();
-                f.basis.clear();
-                f.data = serde_json::Value::Null;
-                f.window = None;
-            }
-            if trimmed {
-                cut.push("each finding's basis, evidence, why, verify and data");
-            }
-            if !cut.is_empty() {
-                out.left_out
-                    .push(format!("{}: pass \"detail\": true", cut.join("; ")));
-            }
+            let lean = super::profile_lean::lean_findings(
+                std::mem::take(&mut out.lead.findings),
+                super::profile_lean::DEFAULT_SET_FINDINGS,
+            );
+            let cut = out
+                .set
+                .as_mut()
+                .map(super::profile_lean::lean_set)
+                .unwrap_or_default();
+            lean.left_out(&cut, &mut out.left_out);
+            (out.lead.findings, out.lead.minor) = (lean.findings, lean.minor);
         }
         Ok(out)
     }

@@ -11,14 +11,18 @@ use serde_json::{Map, Value, json};
 
 use super::JsonObject;
 
-/// The input schema of `T`: an object, inlined, optional fields not nullable.
+/// The input schema of `T`: an object, inlined, optional fields not nullable, without the `$schema` URI
+/// (2020-12 is MCP's default dialect, and the URI is noise to the model that reads every listed tool's
+/// schema: 60 characters a tool).
 pub fn input_schema<T: JsonSchema>() -> JsonObject {
     let generator = SchemaSettings::draft2020_12()
         .with(|s| s.inline_subschemas = true)
         .for_deserialize()
         .into_generator();
     let schema = generator.into_root_schema_for::<T>();
-    let mut value = Value::Object(finish(schema, true));
+    let mut input = finish(schema, true);
+    input.remove("$schema");
+    let mut value = Value::Object(input);
     drop_number_formats(&mut value);
     match value {
         Value::Object(map) => map,

@@ -25,8 +25,6 @@ const ALLOWANCES: &[(&str, usize, &str)] = &[
     // Kineto traces name kernels by their whole demangled signature (hundreds of characters each), and
     // several ranks each get their own section.
     ("trace_", 8_000, "Kineto kernel names are whole signatures"),
-    // Two captures side by side, each with its facts, and three delta lists (issue 32 owns its shape).
-    ("compare_", 6_500, "before and after side by side"),
 ];
 /// Most characters a default profile answer takes on average over the cases.
 const MEAN_BUDGET: usize = aisp::ops::profile_lean::LEAN_BUDGET;
@@ -146,7 +144,7 @@ fn normalize(text: &str, home: &Path) -> String {
 
 /// `text` with the home, fixture and test-data folders replaced by one 60-character folder,
 /// about as deep as a user's project.
-fn at_a_standard_place(text: &str, home: &Path) -> String {
+pub(crate) fn at_a_standard_place(text: &str, home: &Path) -> String {
     let place = format!("/home/user/{}", "p".repeat(49));
     normalize(text, home)
         .replace("<home>", &place)

@@ -369,12 +369,14 @@ fn compare_through_the_tool_names_its_verdict_basis_and_reason() {
             .unwrap()
             .contains(&format!("{:+.2}%", step["change_pct"].as_f64().unwrap()))
     );
+    // The planted problem gone: its prediction says so (the default answer lists a finding's change once).
     assert!(
-        v["findings"]
+        v["predictions"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|f| f["id"] == "exposed_copies" && f["status"] == "gone")
+            .any(|p| p["id"] == "exposed_copies" && p["after"] == "gone" && p["applied"] == true),
+        "{v}"
     );
     // Two different workloads: fp32 GEMMs on 4 layers vs bf16 on 8 (the old verdict on the
     // per-step figure: "regressed" +198.52 %).

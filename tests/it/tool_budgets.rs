@@ -81,6 +81,44 @@ fn listing_len(tools: &[Tool]) -> usize {
     tools.iter().map(|t| listed_len(&wire(t))).sum()
 }
 
+/// `len(json.dumps(v, indent=1))` of `v` at `depth`: `../shared/agent-eval/mcp_view.py` prints the listing
+/// so, one key or item a line. The budgets count without that whitespace (a newline and one space per level
+/// for every key and item: 14 % more on the default listing): a client hands a model the schemas as data (and
+/// a tool result as rmcp's compact text), not pretty-printed. Printed beside the budget's count.
+fn indented_len(v: &Value, depth: usize) -> usize {
+    let line = |d: usize| 1 + d;
+    match v {
+        Value::Array(items) if !items.is_empty() => {
+            2 + items.len() * line(depth + 1)
+                + items
+                    .iter()
+                    .map(|x| indented_len(x, depth + 1))
+                    .sum::<usize>()
+                + (items.len() - 1)
+                + line(depth)
+        }
+        Value::Object(m) if !m.is_empty() => {
+            2 + m.len() * line(depth + 1)
+                + m.iter()
+                    .map(|(k, x)| python_json_len(&json!(k)) + 2 + indented_len(x, depth + 1))
+                    .sum::<usize>()
+                + (m.len() - 1)
+                + line(depth)
+        }
+        other => python_json_len(other),
+    }
+}
+
+/// The default listing as the agent-eval harness prints and counts it.
+fn harness_len(tools: &[Tool]) -> usize {
+    let listed: Vec<Value> = tools
+        .iter()
+        .map(wire)
+        .map(|t| json!({"name": t["name"], "description": t["description"], "inputSchema": t["inputSchema"]}))
+        .collect();
+    indented_len(&Value::Array(listed), 0)
+}
+
 fn check_definitions(tools: &[Tool]) {
     let mut over = Vec::new();
     for t in tools {
@@ -138,8 +176,9 @@ async fn listings_fit_their_budgets_and_every_tool_fits_its_own() {
     }
     client.cancel().await.unwrap();
     eprintln!(
-        "listing sizes: default {default_len} ({} tools), core {core_len} ({} tools), all {} ({} tools)",
+        "listing sizes: default {default_len} ({} tools; {} as the agent-eval harness prints it), core {core_len} ({} tools), all {} ({} tools)",
         default.len(),
+        harness_len(&default),
         core.len(),
         listing_len(&all),
         all.len()
@@ -392,5 +431,144 @@ async fn over_stateless_http_enabling_says_it_cannot_and_how_to_start_the_server
         .await
         .unwrap();
     assert_eq!(r.is_error, Some(false));
+    client.cancel().await.unwrap();
+}
+
+/// The runs compared and the sets read by the lean-answer budget: the planted fixes (one GPU, and 4-rank sets),
+/// the two-H100 capture before and after its planted straggler, two different workloads, and two windows of one
+/// run.
+fn compare_cases() -> Vec<(String, String)> {
+    use crate::profile_common::{fixture, planted};
+    let path = |p: std::path::PathBuf| p.display().to_string();
+    let ranks2 = |set: &str| {
+        fixture(&format!("capture/ranks2/{set}/rank_0.sqlite"));
+        let f = fixture(&format!("capture/ranks2/{set}/rank_1.sqlite"));
+        path(f.parent().unwrap().to_path_buf())
+    };
+    let mut cases: Vec<(String, String)> =
+        ["copy_bound", "elementwise_chain", "fp32_gemm", "gpu_ahead"]
+            .iter()
+            .map(|c| (path(planted(c, 1)), path(planted(&format!("{c}.fixed"), 1))))
+            .collect();
+    for c in ["ddp_exposed", "ddp_straggler"] {
+        cases.push((path(planted(c, 4)), path(planted(&format!("{c}.fixed"), 4))));
+    }
+    cases.push((ranks2("plain"), ranks2("straggler")));
+    cases.push((
+        path(fixture("train_good.sqlite")),
+        path(fixture("ddp.sqlite")),
+    ));
+    cases.push((
+        path(fixture("cut/train_good_steady_nvtx.sqlite")),
+        path(fixture("cut/train_good_warmup_nvtx.sqlite")),
+    ));
+    cases
+}
+
+/// Every leaf of `v` as (its key, the value), for checking that a lean answer's figures are the detailed
+/// answer's. `next`, `left_out` and `minor` exist only to point at the rest; a fix said once already is
+/// "as for device N".
+fn leaves(v: &Value, key: &str, out: &mut std::collections::BTreeSet<(String, String)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if !["next", "left_out", "minor"].contains(&k.as_str()) {
+                    leaves(x, k, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|x| leaves(x, key, out)),
+        Value::String(s) if key == "fix" && s.starts_with("as for device") => {}
+        leaf => {
+            out.insert((key.to_string(), leaf.to_string()));
+        }
+    }
+}
+
+/// `aisp_profile_compare` and `aisp_profile_ranks` answer in about [`LEAN_BUDGET`] characters by default (counted
+/// as the listing is, with the fixtures' folders spelled at a standard length): verdict first, the next call,
+/// and `left_out` naming `detail`; every figure of the lean answer is the detailed answer's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compare_and_ranks_answer_lean_by_default_with_the_detailed_figures() {
+    use aisp::ops::profile_lean::LEAN_BUDGET;
+    let (client, _) = stdio(&[], false).await;
+    let call = |tool: &'static str, args: Value| {
+        let client = &client;
+        async move {
+            let r = client
+                .call_tool(
+                    CallToolRequestParams::new(tool)
+                        .with_arguments(args.as_object().unwrap().clone()),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.is_error, Some(false), "{tool} {r:?}");
+            r.structured_content.unwrap()
+        }
+    };
+    let home = std::path::Path::new("/nonexistent-home");
+    let mut calls: Vec<(&str, Value)> = compare_cases()
+        .into_iter()
+        .map(|(b, a)| ("aisp_profile_compare", json!({"before": b, "after": a})))
+        .collect();
+    for set in ["ddp_balanced", "ddp_exposed", "ddp_straggler"] {
+        let dir = crate::profile_common::planted(set, 4);
+        calls.push((
+            "aisp_profile_ranks",
+            json!({"path": dir.display().to_string()}),
+        ));
+    }
+    // The two-H100 captures (folders of 2 exports) and one export holding 2 ranks.
+    let (plain, straggler) = compare_cases().swap_remove(6);
+    let ddp = crate::profile_common::fixture("ddp.sqlite")
+        .display()
+        .to_string();
+    for path in [plain, straggler, ddp] {
+        calls.push(("aisp_profile_ranks", json!({ "path": path })));
+    }
+    let mut sizes = Vec::new();
+    for (tool, args) in calls {
+        let lean = call(tool, args.clone()).await;
+        let mut full_args = args.clone();
+        full_args["detail"] = json!(true);
+        let full = call(tool, full_args).await;
+        let text = crate::profile_output::at_a_standard_place(&lean.to_string(), home);
+        let n = python_json_len(&serde_json::from_str(&text).unwrap());
+        let what = format!("{tool} {args}");
+        sizes.push(format!("{n:>6} {what}"));
+        assert!(
+            n <= LEAN_BUDGET,
+            "{what}: {n} characters (budget {LEAN_BUDGET})"
+        );
+        let first = lean.as_object().unwrap().keys().next().unwrap();
+        assert_eq!(first, "verdict", "{what}: the verdict leads");
+        assert!(
+            !lean["next"].as_array().unwrap().is_empty(),
+            "{what}: names the next call"
+        );
+        let left_out = lean["left_out"].as_array().unwrap();
+        assert!(
+            left_out
+                .iter()
+                .all(|l| l.as_str().unwrap().ends_with("pass \"detail\": true")),
+            "{what}: {left_out:?}"
+        );
+        assert!(
+            full.get("left_out").is_none(),
+            "{what}: detail leaves nothing out"
+        );
+        let (mut lean_leaves, mut full_leaves) = Default::default();
+        leaves(&lean, "", &mut lean_leaves);
+        leaves(&full, "", &mut full_leaves);
+        let strays: Vec<_> = lean_leaves
+            .difference(&full_leaves)
+            .filter(|(k, _)| !k.ends_with("_ms"))
+            .collect();
+        assert!(
+            strays.is_empty(),
+            "{what}: not in the detailed answer: {strays:?}"
+        );
+    }
+    eprintln!("default answers (characters):\n{}", sizes.join("\n"));
     client.cancel().await.unwrap();
 }

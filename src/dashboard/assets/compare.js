@@ -1,5 +1,5 @@
 // aisp dashboard: the compare page. The form is aisp_profile_compare's input schema; the result
-// is rendered on the server (verdict, evidence, deltas as SVG charts). /compare?before=&after=
+// is rendered on the server from the detailed answer (verdict, evidence, deltas as SVG charts). /compare?before=&after=
 // links straight to a comparison.
 'use strict';
 
@@ -8,7 +8,7 @@ const comparePage = {
     const form = document.getElementById('compare-form');
     let ui;
     try {
-      ui = await schemaForm('aisp_profile_compare', form, { first: ['before', 'after'], submit: 'Compare', example: false });
+      ui = await schemaForm('aisp_profile_compare', form, { skip: ['detail'], first: ['before', 'after'], submit: 'Compare', example: false });
     } catch (e) { if (e.status !== 401) form.replaceChildren(aisp.errorBox(e)); return; }
     this.ui = ui;
     for (const f of ui.fields) if (['before', 'after'].includes(f.name)) f.input.setAttribute('list', 'capture-runs');

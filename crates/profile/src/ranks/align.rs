@@ -57,7 +57,9 @@ pub struct DomainClock {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Alignment {
     /// The export whose clock is the reference (the one holding the lowest rank).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reference_file: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub domains: Vec<DomainClock>,
     /// The largest residual over the domains: the finest cross-rank time the set supports.
     /// Null when some domain could only be placed by utcEpochNs (milliseconds of doubt).

@@ -198,7 +198,9 @@ pub struct SlowNode {
 /// The cross-rank answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CrossRank {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<RankRow>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collectives: Vec<CollectiveSkew>,
     pub stragglers: Vec<Straggler>,
     pub slow_nodes: Vec<SlowNode>,
@@ -208,13 +210,15 @@ pub struct CrossRank {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slow_links: Vec<SlowLink>,
     /// Whether a slow link could be looked for, and on what basis (or what is missing).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub link_basis: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub imbalance: Vec<Imbalance>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heat_map: Option<HeatMap>,
     /// The finest time difference this answer draws conclusions from.
     pub resolution_ns: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
 

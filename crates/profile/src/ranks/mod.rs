@@ -128,10 +128,13 @@ pub struct RankSet {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
     /// Files that could not be read, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedFile>,
-    /// Rank → (file, process, device, host): how each rank was identified.
+    /// Rank → (file, process, device, host): how each rank was identified (left out of a default answer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub identities: Vec<RankIdentity>,
     /// Why a rank source was rejected, when one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank_note: Option<String>,
     pub alignment: Alignment,
     pub cross_rank: CrossRank,
