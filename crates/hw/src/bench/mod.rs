@@ -12,15 +12,20 @@
 //! [`targets`] holds the lessons (baseline vs optimized variants), [`roofs`]
 //! the hardware ceilings (memory, compute, PCIe, caches, tensor cores),
 //! [`multi`] peer-to-peer and [`nccl`] collectives across GPUs, and
-//! [`record`] the store table `benchmark_results` they all write to.
+//! [`record`] the store table `benchmark_results` they all write to. Whole
+//! measurements built on them: [`roofline`] (the measured roofline, the
+//! tensor-core sweep, a lesson run's roofs), [`health`] (the speed test) and
+//! [`bandwidth`] (the copy-bandwidth test).
 //!
 //! Nothing here knows about MCP; operations in `crate::ops::{benchmark, hw,
 //! gpu}` convert [`BenchError`] into `OpError`.
 
+pub mod bandwidth;
 pub mod blas;
 pub mod cuda;
 pub mod datasheet;
 pub mod device;
+pub mod health;
 pub mod import;
 pub mod kernels;
 pub mod lab;
@@ -31,6 +36,7 @@ pub mod nccl;
 pub mod nvrtc;
 pub mod record;
 pub mod rng;
+pub mod roofline;
 pub mod roofs;
 pub mod session;
 pub mod stats;
