@@ -84,6 +84,7 @@ fn finding(d: Draft) -> Finding {
         columns: Vec::new(),
         regions: Vec::new(),
         device: None,
+        rank: None,
         window: None,
         evidence: d.evidence,
         why: d.why,

@@ -119,6 +119,9 @@ pub struct Finding {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub regions: Vec<RegionStake>,
     pub device: Option<i64>,
+    /// The rank the finding is about, where the input names one (a Kineto trace's `distributedInfo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<i64>,
     /// The window the share is of (the device's steady window on the GPU timeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
@@ -380,6 +383,7 @@ impl<'a> Ctx<'a> {
                 columns: dr.from.iter().map(|c| c.as_str().to_string()).collect(),
                 regions: dr.regions,
                 device: Some(d.device),
+                rank: None,
                 window: Some(steady_window(d)),
                 evidence: dr.evidence,
                 why: text.why.into(),
