@@ -1246,14 +1246,14 @@ fn cross_rank(
 ) -> Result<Option<TraceRanks>, OpError> {
     let mut digests: Vec<_> = traces
         .iter()
-        .flat_map(aisp_profile::ranks::kineto::digest_trace)
+        .flat_map(aisp_profile::ranks::digest_trace)
         .collect();
     if digests.len() < 2 {
         return Ok(None);
     }
     // The files are listed once, at the top of the answer.
     let mut set = aisp_profile::ranks::merge(&mut digests, Vec::new(), Vec::new())?;
-    let findings = aisp_profile::ranks::findings::findings(&set.cross_rank);
+    let findings = aisp_profile::ranks::findings(&set.cross_rank);
     // The rank × step heat map repeats the steps each trace lists (traces[].steps).
     if set.cross_rank.heat_map.take().is_some() {
         left_out

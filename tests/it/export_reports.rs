@@ -184,7 +184,7 @@ fn profile_pdf_of_train_good_names_its_numbers() {
     let steady = u.devices[0]
         .windows
         .iter()
-        .find(|w| w.window.kind == aisp_profile::windows::WindowKind::Steady)
+        .find(|w| w.window.kind == aisp_profile::WindowKind::Steady)
         .unwrap()
         .busy_pct;
     let rules = aisp_profile::rules::run(&p, &scope).unwrap();

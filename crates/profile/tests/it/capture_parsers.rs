@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use aisp_profile::kineto::analysis::Limits;
+use aisp_profile::kineto::Limits;
 use aisp_profile::ncu::{PageKind, summarize};
 use aisp_profile::rules::{Severity, Stake};
 
