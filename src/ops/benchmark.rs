@@ -19,7 +19,7 @@ use aisp_hw::bench::roofline::{self, LessonRoofs};
 use aisp_hw::bench::roofs::Roofs;
 use aisp_hw::bench::session::{self, Session};
 use aisp_hw::bench::targets;
-use aisp_hw::bench::{BenchError, SizeClass, datasheet, device::DeviceInfo, rng, stats};
+use aisp_hw::bench::{BenchError, DeviceInfo, SizeClass, datasheet, fresh_seed, stats};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Targets,
@@ -374,7 +374,7 @@ impl Operation for Run {
             }
         }
         let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-        let seed = rng::fresh_seed();
+        let seed = fresh_seed();
         let s = open_session(ctx, input.device, size, seed)?;
         let err = bench_err(ctx);
         ctx.progress(0.0, None, "measuring roofs");
@@ -1023,7 +1023,7 @@ stored so later runs can spot regressions. Takes the GPU to itself.",
 
     fn run(&self, ctx: &OpContext, input: SpeedTestInput) -> Result<SpeedTestOutput, OpError> {
         let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-        let s = open_session(ctx, input.device, SizeClass::Large, rng::fresh_seed())?;
+        let s = open_session(ctx, input.device, SizeClass::Large, fresh_seed())?;
         let progress =
             |check: usize, of: usize, what: &str| ctx.progress(check as f64, Some(of as f64), what);
         let test = health::speed_test(

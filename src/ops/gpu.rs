@@ -334,7 +334,7 @@ about 5-10 s per GPU.",
     };
 
     fn run(&self, ctx: &OpContext, input: BandwidthInput) -> Result<BandwidthOutput, OpError> {
-        use aisp_hw::bench::{SizeClass, rng, session};
+        use aisp_hw::bench::{SizeClass, fresh_seed, session};
         let sizes = input.sizes_mib.unwrap_or_else(|| vec![64, 256, 1024]);
         if sizes.is_empty() || sizes.iter().any(|s| !(16..=16384).contains(s)) {
             return Err(OpError::invalid_input(
@@ -363,12 +363,8 @@ about 5-10 s per GPU.",
         let steps = (ordinals.len() * sizes.len()) as f64;
         let step = Cell::new(0.0);
         for ord in ordinals {
-            let s = super::benchmark::open_session(
-                ctx,
-                Some(ord),
-                SizeClass::Medium,
-                rng::fresh_seed(),
-            )?;
+            let s =
+                super::benchmark::open_session(ctx, Some(ord), SizeClass::Medium, fresh_seed())?;
             let progress = |mib: u64| {
                 ctx.progress(step.get(), Some(steps), format!("GPU {ord}: {mib} MiB"));
                 step.set(step.get() + 1.0);

@@ -11,7 +11,6 @@ use super::errors::BenchErrorExt;
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
-use aisp_hw::bench::device::{DeviceInfo, Gpu};
 use aisp_hw::bench::lesson::{Metric, VariantResult};
 use aisp_hw::bench::multi::{self, P2pPair};
 use aisp_hw::bench::nccl::{self, AllReduceRow};
@@ -19,7 +18,7 @@ use aisp_hw::bench::record;
 use aisp_hw::bench::roofline::{self, ComputeRoof, MemoryRoof, RooflineOptions, TensorRow};
 use aisp_hw::bench::roofs::{self, CacheLevels, CachePoint, PcieRow};
 use aisp_hw::bench::session;
-use aisp_hw::bench::{BenchError, SizeClass, libs, rng};
+use aisp_hw::bench::{BenchError, DeviceInfo, Gpu, SizeClass, fresh_seed, libs};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Roofline,
@@ -113,7 +112,7 @@ impl Operation for Roofline {
             ));
         }
         let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-        let s = open_session(ctx, input.device, SizeClass::Large, rng::fresh_seed())?;
+        let s = open_session(ctx, input.device, SizeClass::Large, fresh_seed())?;
         let opts = RooflineOptions {
             copy_mib,
             gemm_size: dim,
@@ -206,7 +205,7 @@ the GPU to itself; about 5-10 s.",
             ));
         }
         let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-        let s = open_session(ctx, input.device, SizeClass::Medium, rng::fresh_seed())?;
+        let s = open_session(ctx, input.device, SizeClass::Medium, fresh_seed())?;
         let cancelled = || ctx.is_cancelled();
         let rows = roofs::pcie(
             &s.gpu,
@@ -345,7 +344,7 @@ only, so there is no output to verify; bytes counted are bytes read. Takes the G
             ));
         }
         let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-        let s = open_session(ctx, input.device, SizeClass::Medium, rng::fresh_seed())?;
+        let s = open_session(ctx, input.device, SizeClass::Medium, fresh_seed())?;
         let cancelled = || ctx.is_cancelled();
         let cap = (s.gpu.info.total_memory_bytes / 4).max(64 << 20);
         let max_bytes = (max_mib << 20)
@@ -479,7 +478,7 @@ precision and size at the default budget.",
         }
         let budget = Duration::from_secs_f64(input.time_budget_s.unwrap_or(0.5).clamp(0.05, 60.0));
         let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-        let s = open_session(ctx, input.device, SizeClass::Large, rng::fresh_seed())?;
+        let s = open_session(ctx, input.device, SizeClass::Large, fresh_seed())?;
         let sweep = roofline::tensor_sweep(
             &s,
             &sizes,

@@ -20,10 +20,10 @@ use aisp_capture::command::UserCommand;
 use aisp_capture::ncu::{self as ncu_cmd, ClockControl, NcuOptions, NcuSet};
 use aisp_capture::record::CaptureKind;
 use aisp_capture::tools::Profiler;
+use aisp_hw::bench::fresh_seed;
 use aisp_hw::bench::lab::runner;
 use aisp_hw::bench::lab::spec::LabSpec;
 use aisp_hw::bench::lab::worker::{JOB_FILE_ENV, Job};
-use aisp_hw::bench::rng;
 use aisp_profile::ncu;
 
 /// The most one profile may take: one launch replayed for a few dozen passes
@@ -163,7 +163,7 @@ fn capture(
             ncu: None,
             ..spec.clone()
         },
-        seed: rng::fresh_seed(),
+        seed: fresh_seed(),
         time_budget_s: 0.05,
         device: spec.device.unwrap_or(0) as usize,
         cache_root: ctx.app().config.cache_dir(),

@@ -21,10 +21,10 @@
 //! gpu}` convert [`BenchError`] into `OpError`.
 
 pub mod bandwidth;
-pub mod blas;
-pub mod cuda;
+mod blas;
+mod cuda;
 pub mod datasheet;
-pub mod device;
+mod device;
 pub mod health;
 pub mod import;
 pub mod kernels;
@@ -35,7 +35,7 @@ pub mod multi;
 pub mod nccl;
 pub mod nvrtc;
 pub mod record;
-pub mod rng;
+mod rng;
 pub mod roofline;
 pub mod roofs;
 pub mod session;
@@ -44,6 +44,9 @@ pub mod targets;
 mod telemetry;
 mod timing;
 mod verify;
+
+pub use device::{DeviceInfo, Gpu};
+pub use rng::fresh_seed;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
