@@ -16,7 +16,7 @@ use super::errors::BenchErrorExt;
 use super::profile_capture::{capture_error, discover, finish, start};
 use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
-use aisp_capture::command::UserCommand;
+use aisp_capture::UserCommand;
 use aisp_capture::ncu::{self as ncu_cmd, ClockControl, NcuOptions, NcuSet};
 use aisp_capture::record::CaptureKind;
 use aisp_capture::tools::Profiler;

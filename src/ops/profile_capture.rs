@@ -22,15 +22,15 @@ use serde_json::{Map, Value, json};
 use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
 use crate::registry::{Hints, OpSpec, Operation};
-use aisp_capture::CaptureError;
-use aisp_capture::command::{CommandError, UserCommand};
-use aisp_capture::diagnose;
 use aisp_capture::ncu::{self as ncu_cmd, ClockControl, NcuOptions, NcuSet, ReplayMode};
 use aisp_capture::nsys::{self as nsys_cmd, CaptureRange, NsysOptions, NsysPreset};
 use aisp_capture::record::{self, CaptureKind, CaptureRecord, CaptureState};
-use aisp_capture::session::{CaptureInfo, GpuTurn, Host, Session};
 use aisp_capture::tools::{self, Profiler, SearchPlaces, ToolError, ToolInfo};
 use aisp_capture::torch::{self as torch_cmd, StepOn, TorchOptions};
+use aisp_capture::{
+    COUNTER_PERMISSION_FIX, CaptureError, CaptureInfo, CommandError, GpuTurn, Host,
+    PROFILER_INIT_FIX, Session, UserCommand,
+};
 use aisp_profile::input_file::{self, InputKind};
 use aisp_profile::kineto::{self, Limits};
 use aisp_profile::ncu;
@@ -189,11 +189,9 @@ pub(super) fn capture_error(ctx: &OpContext, e: CaptureError) -> OpError {
              executable after --no-python, e.g. [\"python3\", \"train.py\"]). The logs are in the run folder.",
         ),
         CaptureError::CounterPermission { .. } => {
-            OpError::unsupported(message, diagnose::COUNTER_PERMISSION_FIX)
+            OpError::unsupported(message, COUNTER_PERMISSION_FIX)
         }
-        CaptureError::ProfilerInit { .. } => {
-            OpError::unsupported(message, diagnose::PROFILER_INIT_FIX)
-        }
+        CaptureError::ProfilerInit { .. } => OpError::unsupported(message, PROFILER_INIT_FIX),
         CaptureError::NoNcuReport { .. } => OpError::invalid_input(
             message,
             "Check `kernel_regex` (it matches the function name, e.g. \"gemm\"), `launch_skip`, `nvtx_include` \

@@ -628,11 +628,6 @@ fn ledger_section(l: &profile::ledger::Ledger) -> Section {
     s
 }
 
-/// A before/after report of two profiles.
-pub fn compare_report(before: &Profile, after: &Profile) -> Result<Report> {
-    Ok(compare_report_of(&compare::compare(before, after, 12)?))
-}
-
 fn verdict_word(v: compare::Verdict) -> &'static str {
     v.as_str()
 }

@@ -7,13 +7,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use aisp_capture::CaptureError;
-use aisp_capture::command::UserCommand;
 use aisp_capture::ncu::{self, NcuOptions};
 use aisp_capture::nsys::{self, NsysOptions};
 use aisp_capture::record::{self, CaptureKind, CaptureState};
-use aisp_capture::session::{GpuTurn, Host, Session};
 use aisp_capture::tools::ToolInfo;
+use aisp_capture::{CaptureError, GpuTurn, Host, Session, UserCommand};
 use aisp_store::Store;
 
 fn fake(name: &str) -> PathBuf {
