@@ -15,11 +15,11 @@ use crate::registry::{DynOperation, Hints, OpSpec, Operation};
 use aisp_hw::bench::health::{self, HealthCheck};
 use aisp_hw::bench::lesson::{self, Role, RunEnv, Speedup, Status, VariantResult};
 use aisp_hw::bench::record::{self, HistoryFilter, StoredRow};
-use aisp_hw::bench::roofline::{self, LessonRoofs};
+use aisp_hw::bench::roofline;
 use aisp_hw::bench::roofs::Roofs;
 use aisp_hw::bench::session::{self, Session};
 use aisp_hw::bench::targets;
-use aisp_hw::bench::{BenchError, DeviceInfo, SizeClass, datasheet, fresh_seed, stats};
+use aisp_hw::bench::{BenchError, DeviceInfo, Measured, SizeClass, datasheet, fresh_seed, stats};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Targets,
@@ -378,8 +378,8 @@ impl Operation for Run {
         let s = open_session(ctx, input.device, size, seed)?;
         let err = bench_err(ctx);
         ctx.progress(0.0, None, "measuring roofs");
-        let LessonRoofs {
-            roofs,
+        let Measured {
+            found: roofs,
             rows: roof_rows,
             mut notes,
         } = roofline::lesson_roofs(&s, ctx.app().store().ok().map(|st| st.as_ref()), &|| {
@@ -1040,8 +1040,8 @@ stored so later runs can spot regressions. Takes the GPU to itself.",
             run_id: s.meta.run_id.clone(),
             device: s.gpu.info.clone(),
             versions: versions(&s),
-            checks: test.checks,
-            healthy: test.healthy,
+            checks: test.found.checks,
+            healthy: test.found.healthy,
             saved,
             notes,
         })

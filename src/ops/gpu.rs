@@ -378,7 +378,7 @@ about 5-10 s per GPU.",
             )
             .map_err(super::benchmark::bench_err(ctx))?;
             notes.extend(test.notes);
-            let mut device = test.device;
+            let mut device = test.found;
             device.saved = super::benchmark::save(ctx, &s, &test.rows, &mut notes);
             devices.push(device);
         }

@@ -123,16 +123,14 @@ impl Operation for Roofline {
         })
         .map_err(bench_err(ctx))?;
         let mut notes = r.notes;
-        let mut all = r.roof_rows;
-        all.extend(r.results.iter().cloned());
-        let saved = save(ctx, &s, &all, &mut notes);
+        let saved = save(ctx, &s, &r.rows, &mut notes);
         Ok(RooflineOutput {
             run_id: s.meta.run_id.clone(),
             device: s.gpu.info.clone(),
             versions: versions(&s),
-            memory: r.memory,
-            compute: r.compute,
-            results: r.results,
+            memory: r.found.memory,
+            compute: r.found.compute,
+            results: r.found.results,
             saved,
             notes,
         })
@@ -489,13 +487,13 @@ precision and size at the default budget.",
         )
         .map_err(bench_err(ctx))?;
         let mut notes = sweep.notes;
-        let saved = save(ctx, &s, &sweep.stored, &mut notes);
+        let saved = save(ctx, &s, &sweep.rows, &mut notes);
         Ok(TensorCoresOutput {
             run_id: s.meta.run_id.clone(),
             device: s.gpu.info.clone(),
             versions: versions(&s),
-            rows: sweep.rows,
-            best: sweep.best,
+            rows: sweep.found.rows,
+            best: sweep.found.best,
             saved,
             notes,
         })

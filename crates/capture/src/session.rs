@@ -133,9 +133,30 @@ impl<'a> Session<'a> {
             .insert(name.to_string(), path.display().to_string());
     }
 
-    pub(crate) fn wait_for_gpu(&mut self) -> Result<GpuTurn<'a>, CaptureError> {
+    fn wait_for_gpu(&mut self) -> Result<GpuTurn<'a>, CaptureError> {
         self.progress("waiting for the GPU queue (one capture at a time)".into());
         self.host.gpu_turn().ok_or(CaptureError::CancelledInQueue)
+    }
+
+    /// Run the profiled command (`phase`) with the GPU to itself: its exit
+    /// code goes into the record, its logs become the artifacts
+    /// `<artifacts>stdout` and `<artifacts>stderr`.
+    pub(crate) fn run_profiled(
+        &mut self,
+        phase: &str,
+        spec: CommandSpec,
+        log_name: &str,
+        artifacts: &str,
+    ) -> Result<RunOutcome, CaptureError> {
+        let gpu = self.wait_for_gpu()?;
+        let out = self.run(phase, spec, log_name)?;
+        self.rec.exit_code = out.exit_code.map(i64::from);
+        drop(gpu);
+        for stream in ["stdout", "stderr"] {
+            let log = self.dir.join(format!("{log_name}.{stream}.log"));
+            self.artifact(&format!("{artifacts}{stream}"), &log);
+        }
+        Ok(out)
     }
 
     /// Run one step (`phase`) of the capture: logs in the run folder, the

@@ -47,12 +47,7 @@ pub fn capture(
     spec.cwd = cmd.cwd.clone();
     spec.env = cmd.env.clone();
     let profiler_command = spec.argv();
-    let gpu = s.wait_for_gpu()?;
-    let out = s.run("ncu", spec, "ncu-profile")?;
-    s.rec.exit_code = out.exit_code.map(i64::from);
-    drop(gpu);
-    s.artifact("profile_stdout", &s.dir.join("ncu-profile.stdout.log"));
-    s.artifact("profile_stderr", &s.dir.join("ncu-profile.stderr.log"));
+    let out = s.run_profiled("ncu", spec, "ncu-profile", "profile_")?;
     let report = base.with_extension("ncu-rep");
     check_report(&out, &report)?;
     s.artifact("ncu_rep", &report);

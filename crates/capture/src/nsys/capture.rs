@@ -44,12 +44,7 @@ pub fn capture(
     spec.cwd = cmd.cwd.clone();
     spec.env = cmd.env.iter().cloned().chain(opts.env()).collect();
     let profiler_command = spec.argv();
-    let _gpu = s.wait_for_gpu()?;
-    let out = s.run("nsys profile", spec, "nsys-profile")?;
-    s.rec.exit_code = out.exit_code.map(i64::from);
-    drop(_gpu);
-    s.artifact("profile_stdout", &s.dir.join("nsys-profile.stdout.log"));
-    s.artifact("profile_stderr", &s.dir.join("nsys-profile.stderr.log"));
+    let out = s.run_profiled("nsys profile", spec, "nsys-profile", "profile_")?;
 
     let report = base.with_extension("nsys-rep");
     if !report.is_file() {
@@ -114,12 +109,12 @@ pub fn capture_per_rank(
     spec.cwd = cmd.cwd.clone();
     spec.env = cmd.env.iter().cloned().chain(opts.env()).collect();
     let profiler_command = spec.argv();
-    let _gpu = s.wait_for_gpu()?;
-    let out = s.run("launcher with nsys per rank", spec, "nsys-profile")?;
-    s.rec.exit_code = out.exit_code.map(i64::from);
-    drop(_gpu);
-    s.artifact("profile_stdout", &s.dir.join("nsys-profile.stdout.log"));
-    s.artifact("profile_stderr", &s.dir.join("nsys-profile.stderr.log"));
+    let out = s.run_profiled(
+        "launcher with nsys per rank",
+        spec,
+        "nsys-profile",
+        "profile_",
+    )?;
     let reports = rank_reports(&s.dir);
     if reports.is_empty() {
         return Err(CaptureError::NoRankReport {

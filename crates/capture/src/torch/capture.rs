@@ -47,12 +47,7 @@ pub fn capture(
     spec.cwd = cmd.cwd.clone();
     spec.env = cmd.env.clone();
     let profiler_command = spec.argv();
-    let gpu = s.wait_for_gpu()?;
-    let out = s.run("torch.profiler", spec, "torch")?;
-    s.rec.exit_code = out.exit_code.map(i64::from);
-    drop(gpu);
-    s.artifact("stdout", &s.dir.join("torch.stdout.log"));
-    s.artifact("stderr", &s.dir.join("torch.stderr.log"));
+    let out = s.run_profiled("torch.profiler", spec, "torch", "")?;
     let traces = kineto::expand_paths(&s.dir).map_err(|source| CaptureError::ListFolder {
         dir: s.dir.clone(),
         source,

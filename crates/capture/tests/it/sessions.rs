@@ -82,6 +82,15 @@ fn command(argv: &[&str], env: &[(&str, &str)]) -> UserCommand {
     }
 }
 
+fn start<'a>(
+    host: &'a TestHost,
+    p: &'a Place,
+    kind: CaptureKind,
+    cmd: &UserCommand,
+) -> Session<'a> {
+    Session::start(host, &p.store, p.runs.path(), kind, cmd, None).unwrap()
+}
+
 fn nsys_options() -> NsysOptions {
     NsysOptions {
         force_overwrite: true,
@@ -140,15 +149,7 @@ fn nsys_failures_say_what_happened() {
     let nsys = profiler("nsys");
     let run = |mode: &str| {
         let cmd = command(&["true"], &[("FAKE_NSYS_MODE", mode)]);
-        let mut s = Session::start(
-            &host,
-            &p.store,
-            p.runs.path(),
-            CaptureKind::Nsys,
-            &cmd,
-            None,
-        )
-        .unwrap();
+        let mut s = start(&host, &p, CaptureKind::Nsys, &cmd);
         let e = nsys::capture(&mut s, &cmd, &nsys_options(), &nsys).unwrap_err();
         (e, s.rec.artifacts.clone())
     };
@@ -187,8 +188,7 @@ fn ncu_failures_are_diagnosed_from_its_output() {
         ("nokernels", "no kernel matched the filters"),
     ] {
         let cmd = command(&["true"], &[("FAKE_NCU_MODE", mode)]);
-        let mut s =
-            Session::start(&host, &p.store, p.runs.path(), CaptureKind::Ncu, &cmd, None).unwrap();
+        let mut s = start(&host, &p, CaptureKind::Ncu, &cmd);
         let e = ncu::capture(&mut s, &cmd, &opts, &tool, 5).unwrap_err();
         assert!(e.to_string().contains(want), "{mode}: {e}");
     }
@@ -199,15 +199,7 @@ fn a_caller_that_gave_up_is_not_queued_for_the_gpu() {
     let (host, p) = (TestHost::default(), place());
     let nsys = profiler("nsys");
     let cmd = command(&["true"], &[]);
-    let mut s = Session::start(
-        &host,
-        &p.store,
-        p.runs.path(),
-        CaptureKind::Nsys,
-        &cmd,
-        None,
-    )
-    .unwrap();
+    let mut s = start(&host, &p, CaptureKind::Nsys, &cmd);
     host.given_up.store(true, Ordering::SeqCst);
     let e = nsys::capture(&mut s, &cmd, &nsys_options(), &nsys).unwrap_err();
     assert!(matches!(e, CaptureError::CancelledInQueue), "{e:?}");

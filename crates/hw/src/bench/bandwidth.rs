@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::lesson::{Status, VariantResult};
 use super::session::Session;
-use super::{BenchError, datasheet, roofs};
+use super::{BenchError, Measured, datasheet, roofs};
 
 /// Memory kept free beside the two buffers of a copy.
 const HEADROOM_BYTES: u64 = 256 << 20;
@@ -61,25 +61,16 @@ pub struct DeviceBandwidth {
     pub saved: bool,
 }
 
-/// One GPU's bandwidth test.
-#[derive(Debug)]
-pub struct BandwidthTest {
-    pub device: DeviceBandwidth,
-    /// Every copy measured, to store (target `copy_bandwidth`).
-    pub rows: Vec<VariantResult>,
-    /// Sizes skipped, and why.
-    pub notes: Vec<String>,
-}
-
 /// Measure every copy method at each of `sizes_mib` on the session's GPU,
-/// `budget` of timed repetitions each; `progress` gets each size before it is measured.
+/// `budget` of timed repetitions each; `progress` gets each size before it is
+/// measured. The rows are every copy measured; the notes, the sizes skipped.
 pub fn measure(
     s: &Session,
     sizes_mib: &[u64],
     budget: Duration,
     cancelled: Cancel<'_>,
     progress: &dyn Fn(u64),
-) -> Result<BandwidthTest, BenchError> {
+) -> Result<Measured<DeviceBandwidth>, BenchError> {
     let ordinal = s.gpu.info.ordinal;
     let mut rows = Vec::new();
     let mut sizes = Vec::new();
@@ -105,15 +96,15 @@ pub fn measure(
         sizes.push(size_result(bytes, &copies));
         rows.extend(copies);
     }
-    Ok(BandwidthTest {
-        device: device_summary(s, &rows, sizes),
+    Ok(Measured {
+        found: device_summary(s, &rows, sizes),
         rows,
         notes,
     })
 }
 
-/// One size's copies: cuMemcpyDtoD, the fastest kernel, every method.
-fn size_result(bytes: u64, copies: &[VariantResult]) -> SizeResult {
+/// cuMemcpyDtoD's GB/s among one size's copies, and the fastest copy kernel that passed its check.
+pub(crate) fn dtod_and_best(copies: &[VariantResult]) -> (Option<f64>, Option<&VariantResult>) {
     let dtod = copies
         .iter()
         .find(|r| r.variant == "cuMemcpyDtoD")
@@ -122,6 +113,12 @@ fn size_result(bytes: u64, copies: &[VariantResult]) -> SizeResult {
         .iter()
         .filter(|r| r.variant != "cuMemcpyDtoD" && r.status == Status::Ok)
         .max_by(|a, b| a.value.unwrap_or(0.0).total_cmp(&b.value.unwrap_or(0.0)));
+    (dtod, best)
+}
+
+/// One size's copies: cuMemcpyDtoD, the fastest kernel, every method.
+fn size_result(bytes: u64, copies: &[VariantResult]) -> SizeResult {
+    let (dtod, best) = dtod_and_best(copies);
     SizeResult {
         buffer_bytes: bytes,
         dtod_gb_per_s: dtod,

@@ -10,12 +10,12 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::datasheet::{self, Datasheet};
-use super::lesson::{self, Metric, RoofKind, RunEnv, VariantResult};
+use super::lesson::{self, Metric, RoofKind, RunEnv};
 use super::record;
 use super::roofs::{self, Roofs};
 use super::session::Session;
 use super::targets::gemm::Gemm;
-use super::{BenchError, SizeClass};
+use super::{BenchError, Measured, SizeClass};
 
 /// Share of the theoretical memory bandwidth a healthy GPU's cuMemcpyDtoD
 /// reaches at least: H100 SXM measures ~3.0 of 3.35 TB/s (90%), H200 ~4.3 of
@@ -53,15 +53,11 @@ pub struct HealthCheck {
 }
 
 /// A speed test's verdicts.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct SpeedTest {
     pub checks: Vec<HealthCheck>,
     /// false when any check is `low` or `failed`; `None` when none could be judged.
     pub healthy: Option<bool>,
-    /// The measurements, to store (target `speed_test`).
-    pub rows: Vec<VariantResult>,
-    /// What was not measured, and why.
-    pub notes: Vec<String>,
 }
 
 fn judge(
@@ -100,16 +96,16 @@ fn judge(
 
 /// Run the four checks on the session's GPU. `store` gives the GPU's best
 /// earlier speed test when the catalog lacks its datasheet; `progress` gets
-/// `(check, of CHECKS, what)` before each check.
+/// `(check, of CHECKS, what)` before each check. The rows (target
+/// `speed_test`) are the measurements.
 pub fn speed_test(
     s: &Session,
     store: Option<&Store>,
     cancelled: Cancel<'_>,
     progress: &dyn Fn(usize, usize, &str),
-) -> Result<SpeedTest, BenchError> {
-    let mut test = SpeedTest {
-        checks: Vec::new(),
-        healthy: None,
+) -> Result<Measured<SpeedTest>, BenchError> {
+    let mut test = Measured {
+        found: SpeedTest::default(),
         rows: Vec::new(),
         notes: Vec::new(),
     };
@@ -128,6 +124,7 @@ pub fn speed_test(
     // The copy and GEMM rows carry their own telemetry; the other checks are
     // stored as single-value rows.
     for c in test
+        .found
         .checks
         .iter()
         .filter(|c| c.name != "hbm_copy" && c.name != "bf16_gemm")
@@ -147,11 +144,12 @@ pub fn speed_test(
         test.notes.push(datasheet::MISSING_NOTE.into());
     }
     let judged: Vec<&HealthCheck> = test
+        .found
         .checks
         .iter()
         .filter(|c| c.status != "unknown")
         .collect();
-    test.healthy = (!judged.is_empty()).then(|| judged.iter().all(|c| c.status == "ok"));
+    test.found.healthy = (!judged.is_empty()).then(|| judged.iter().all(|c| c.status == "ok"));
     Ok(test)
 }
 
@@ -163,7 +161,11 @@ fn stop_if(cancelled: Cancel<'_>) -> Result<(), BenchError> {
 }
 
 /// cuMemcpyDtoD of up to 1 GiB against 80% of the theoretical bandwidth.
-fn check_copy(s: &Session, cancelled: Cancel<'_>, test: &mut SpeedTest) -> Result<(), BenchError> {
+fn check_copy(
+    s: &Session,
+    cancelled: Cancel<'_>,
+    test: &mut Measured<SpeedTest>,
+) -> Result<(), BenchError> {
     let copy_bytes = (1u64 << 30).min(s.gpu.info.total_memory_bytes / 8);
     let copy = roofs::copy_bandwidth(
         &s.gpu,
@@ -185,7 +187,7 @@ fn check_copy(s: &Session, cancelled: Cancel<'_>, test: &mut SpeedTest) -> Resul
             format!("80% of theoretical {v:.0} GB/s ({src})"),
         )
     });
-    test.checks.push(judge(
+    test.found.checks.push(judge(
         "hbm_copy",
         dtod,
         "gb_per_s",
@@ -207,7 +209,7 @@ fn check_gemm(
     data: Option<&Datasheet>,
     store: Option<&Store>,
     cancelled: Cancel<'_>,
-    test: &mut SpeedTest,
+    test: &mut Measured<SpeedTest>,
 ) -> Result<(), BenchError> {
     let dim = if s.gpu.info.total_memory_bytes >= (16u64 << 30) {
         8192
@@ -257,7 +259,7 @@ fn check_gemm(
                 .unwrap_or_else(|| format!("cuBLAS BF16 {dim}^3, FP32 accumulate"))
         })
         .unwrap_or_default();
-    test.checks.push(judge(
+    test.found.checks.push(judge(
         "bf16_gemm",
         bf16,
         "tflop_per_s",
@@ -278,11 +280,11 @@ fn check_gemm(
 fn check_launches(
     s: &Session,
     cancelled: Cancel<'_>,
-    test: &mut SpeedTest,
+    test: &mut Measured<SpeedTest>,
 ) -> Result<(), BenchError> {
     match roofs::launch_latency(&s.gpu, cancelled) {
         Ok((thr, trip)) => {
-            test.checks.push(judge(
+            test.found.checks.push(judge(
                 "launch_throughput",
                 Some(thr),
                 "us",
@@ -293,7 +295,7 @@ fn check_launches(
                 true,
                 "empty kernel, 1000 launches back to back, events around the batch".into(),
             ));
-            test.checks.push(judge(
+            test.found.checks.push(judge(
                 "launch_round_trip",
                 Some(trip),
                 "us",
@@ -312,7 +314,11 @@ fn check_launches(
 }
 
 /// A pinned 256 MiB host-to-device copy against 70% of the PCIe link's rate.
-fn check_h2d(s: &Session, cancelled: Cancel<'_>, test: &mut SpeedTest) -> Result<(), BenchError> {
+fn check_h2d(
+    s: &Session,
+    cancelled: Cancel<'_>,
+    test: &mut Measured<SpeedTest>,
+) -> Result<(), BenchError> {
     let pcie = roofs::pcie(
         &s.gpu,
         256 << 20,
@@ -337,7 +343,7 @@ fn check_h2d(s: &Session, cancelled: Cancel<'_>, test: &mut SpeedTest) -> Result
             )
         })
     });
-    test.checks.push(judge(
+    test.found.checks.push(judge(
         "h2d_pinned",
         h2d,
         "gb_per_s",

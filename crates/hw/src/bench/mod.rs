@@ -104,6 +104,16 @@ impl BenchError {
     }
 }
 
+/// What a whole measurement found, the rows it leaves to store
+/// (`benchmark_results`) and what it could not measure.
+#[derive(Debug)]
+pub struct Measured<T> {
+    pub found: T,
+    pub rows: Vec<lesson::VariantResult>,
+    /// What was not measured (or is worth knowing), and why.
+    pub notes: Vec<String>,
+}
+
 /// Problem size class. Each target maps it to concrete sizes (reported with
 /// every result).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]

@@ -10,6 +10,7 @@ use aisp_store::Store;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use super::bandwidth::dtod_and_best;
 use super::datasheet::{self, Datasheet};
 use super::lesson::{self, Metric, RunEnv, Status, VariantResult};
 use super::record;
@@ -17,7 +18,7 @@ use super::roofs::{self, Roof, Roofs};
 use super::session::Session;
 use super::targets::GEMM;
 use super::targets::gemm::Gemm;
-use super::{BenchError, SizeClass};
+use super::{BenchError, Measured, SizeClass};
 
 /// GEMM variant indices per precision name (order of `GEMM.variants`).
 pub const PRECISIONS: &[(&str, &[usize])] = &[
@@ -112,20 +113,18 @@ pub struct Roofline {
     pub compute: Vec<ComputeRoof>,
     /// Every copy and GEMM variant measured, with checks and telemetry.
     pub results: Vec<VariantResult>,
-    /// One row per roof (memory, fp64, fp32 and each tensor precision), to store before `results`.
-    pub roof_rows: Vec<VariantResult>,
-    /// What was not measured, and why.
-    pub notes: Vec<String>,
 }
 
 /// Measure the roofline of the session's GPU: copies for the memory roof,
-/// FMA peaks for FP64 and FP32, and (with `tensor`) the best GEMM per precision.
+/// FMA peaks for FP64 and FP32, and (with `tensor`) the best GEMM per
+/// precision. The rows are one per roof (memory, fp64, fp32, each tensor
+/// precision), then `results`.
 pub fn measure(
     s: &Session,
     opts: RooflineOptions,
     cancelled: Cancel<'_>,
     progress: &dyn Fn(&str),
-) -> Result<Roofline, BenchError> {
+) -> Result<Measured<Roofline>, BenchError> {
     let mut notes = Vec::new();
     let data = datasheet::lookup(&s.gpu.info.name);
     if data.is_none() {
@@ -225,11 +224,15 @@ pub fn measure(
         }
         results.extend(rows);
     }
-    Ok(Roofline {
-        memory,
-        compute,
-        results,
-        roof_rows,
+    let mut rows = roof_rows;
+    rows.extend(results.iter().cloned());
+    Ok(Measured {
+        found: Roofline {
+            memory,
+            compute,
+            results,
+        },
+        rows,
         notes,
     })
 }
@@ -237,14 +240,7 @@ pub fn measure(
 /// The memory roof from the copy rows: cuMemcpyDtoD, the fastest kernel, and
 /// both against the theoretical and datasheet figures.
 fn memory_roof(s: &Session, copies: &[VariantResult], data: Option<&Datasheet>) -> MemoryRoof {
-    let dtod = copies
-        .iter()
-        .find(|r| r.variant == "cuMemcpyDtoD")
-        .and_then(|r| r.value);
-    let best = copies
-        .iter()
-        .filter(|r| r.variant != "cuMemcpyDtoD" && r.status == Status::Ok)
-        .max_by(|a, b| a.value.unwrap_or(0.0).total_cmp(&b.value.unwrap_or(0.0)));
+    let (dtod, best) = dtod_and_best(copies);
     let theory = roofs::theoretical_memory(&s.gpu, s.nvml.as_deref());
     MemoryRoof {
         dtod_gb_per_s: dtod,
@@ -295,15 +291,13 @@ pub struct TensorSweep {
     pub rows: Vec<TensorRow>,
     /// Best TFLOP/s per precision over the sizes.
     pub best: Vec<TensorRow>,
-    /// The measurements (variants named `<variant>_<size>`) and a roof row per
-    /// tensor precision, to store.
-    pub stored: Vec<VariantResult>,
-    /// Sizes skipped, and why.
-    pub notes: Vec<String>,
 }
 
 /// Square GEMMs of each of `sizes` in each of `precisions` (names of
-/// [`PRECISIONS`]; unknown ones are not measured), `budget` of timed repetitions each.
+/// [`PRECISIONS`]; unknown ones are not measured), `budget` of timed
+/// repetitions each. The rows to store are the measurements (variants named
+/// `<variant>_<size>`) and a roof row per tensor precision; the notes, the
+/// sizes skipped.
 pub fn tensor_sweep(
     s: &Session,
     sizes: &[usize],
@@ -311,7 +305,7 @@ pub fn tensor_sweep(
     budget: Duration,
     cancelled: Cancel<'_>,
     progress: &dyn Fn(&str),
-) -> Result<TensorSweep, BenchError> {
+) -> Result<Measured<TensorSweep>, BenchError> {
     let indices: Vec<usize> = precisions
         .iter()
         .filter_map(|p| precision_variants(p))
@@ -381,31 +375,21 @@ pub fn tensor_sweep(
             ));
         }
     }
-    Ok(TensorSweep {
-        rows,
-        best,
-        stored,
+    Ok(Measured {
+        found: TensorSweep { rows, best },
+        rows: stored,
         notes,
     })
 }
 
-/// The roofs a lesson run refers to.
-#[derive(Debug)]
-pub struct LessonRoofs {
-    pub roofs: Roofs,
-    /// The roofs measured now, to store.
-    pub rows: Vec<VariantResult>,
-    /// Roofs not measured, and why.
-    pub notes: Vec<String>,
-}
-
-/// Roofs for a lesson run: memory (cuMemcpyDtoD) and FP32 measured now;
-/// tensor and PCIe roofs from the newest rows `store` holds for this GPU.
+/// Roofs for a lesson run: memory (cuMemcpyDtoD) and FP32 measured now
+/// (their rows to store); tensor and PCIe roofs from the newest rows `store`
+/// holds for this GPU.
 pub fn lesson_roofs(
     s: &Session,
     store: Option<&Store>,
     cancelled: Cancel<'_>,
-) -> Result<LessonRoofs, BenchError> {
+) -> Result<Measured<Roofs>, BenchError> {
     let mut roofs = Roofs::default();
     let mut rows = Vec::new();
     let mut notes = Vec::new();
@@ -464,7 +448,11 @@ pub fn lesson_roofs(
             }
         }
     }
-    Ok(LessonRoofs { roofs, rows, notes })
+    Ok(Measured {
+        found: roofs,
+        rows,
+        notes,
+    })
 }
 
 #[cfg(test)]

@@ -817,20 +817,9 @@ fn finding(
         time_at_stake_ns,
         share_pct: share,
         stake,
-        basis: String::new(),
-        step_ns: None,
-        predicted_step_ns: None,
-        then_limited_by: None,
-        columns: Vec::new(),
-        regions: Vec::new(),
-        device: None,
-        rank: None,
-        window: None,
         evidence: vec![evidence],
-        why: String::new(),
         fix: fix.into(),
-        verify: String::new(),
-        data: serde_json::Value::Null,
+        ..Finding::default()
     }
 }
 

@@ -42,10 +42,22 @@ use super::windows::{Window, WindowKind};
 use super::{Profile, ResolvedScope, Result, Scope};
 
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    Default,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
+    #[default]
     Info,
     Low,
     Medium,
@@ -68,11 +80,12 @@ impl Severity {
 
 // What `time_at_stake_ns` counts: measured GPU idle the cause explains, an
 // estimate of busy time the fix shortens (`basis` says how), or nothing known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stake {
     GpuIdle,
     Estimate,
+    #[default]
     None,
 }
 
@@ -88,7 +101,7 @@ pub struct RegionStake {
 }
 
 /// One finding.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Finding {
     /// Stable rule id, e.g. `launch_bound_tiny_kernels`.
     pub id: String,
