@@ -15,7 +15,7 @@ pub struct AppState {
     pub config: Config,
     store: OnceLock<Result<Arc<Store>, OpError>>,
     /// Set when the store was found damaged at open and rebuilt.
-    store_recovery: OnceLock<aisp_store::recover::StoreRecovery>,
+    store_recovery: OnceLock<aisp_store::StoreRecovery>,
     gpu: OnceLock<GpuAvailability>,
     pub jobs: JobManager,
     /// Held by work that must have the GPU to itself (captures, benchmarks):
@@ -75,11 +75,9 @@ impl AppState {
     /// The store, opened (and migrated) on first use.
     pub fn store(&self) -> Result<&Arc<Store>, OpError> {
         let opened = self.store.get_or_init(|| {
-            let (store, recovery) = Store::open_healing(
-                &self.config.store_path(),
-                aisp_store::migrations::MIGRATIONS,
-            )
-            .map_err(OpError::from)?;
+            let (store, recovery) =
+                Store::open_healing(&self.config.store_path(), aisp_store::MIGRATIONS)
+                    .map_err(OpError::from)?;
             if let Some(r) = recovery {
                 let _ = self.store_recovery.set(r);
             }
@@ -91,7 +89,7 @@ impl AppState {
     }
 
     /// What was done about a damaged store, if it was.
-    pub fn store_recovery(&self) -> Option<&aisp_store::recover::StoreRecovery> {
+    pub fn store_recovery(&self) -> Option<&aisp_store::StoreRecovery> {
         self.store_recovery.get()
     }
 

@@ -195,7 +195,7 @@ impl std::error::Error for OpError {}
 
 impl From<aisp_store::StoreError> for OpError {
     fn from(err: aisp_store::StoreError) -> Self {
-        if aisp_store::recover::is_corruption(&err) {
+        if aisp_store::is_corruption(&err) {
             return OpError::new(
                 ErrorKind::Internal,
                 format!("the aisp store is damaged: {err}"),

@@ -15,7 +15,7 @@ use aisp_knowledge::models::Architecture;
 use aisp_knowledge::techniques;
 use aisp_planner::ModelSummary;
 use aisp_planner::links::Links;
-use aisp_planner::model::round;
+use aisp_planner::round;
 use aisp_planner::training::{self, Pins, TrainingSetup};
 use aisp_profile::rules::Finding;
 use aisp_profile::summary::NameKey;

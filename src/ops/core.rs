@@ -52,7 +52,7 @@ pub struct StoreStatus {
     pub error: Option<String>,
     /// Set when the store was found damaged at start: where the damaged file
     /// went, which rows were kept, which tables lost rows.
-    pub repaired: Option<aisp_store::recover::StoreRecovery>,
+    pub repaired: Option<aisp_store::StoreRecovery>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

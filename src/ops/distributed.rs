@@ -17,9 +17,9 @@ use aisp_knowledge::gpus;
 use aisp_knowledge::models::Architecture;
 use aisp_planner::links::Links;
 use aisp_planner::memory::{self, ActivationLayout, Recompute, StateBytes};
-use aisp_planner::model::round;
 use aisp_planner::peaks::Peaks;
 use aisp_planner::recipes::{self, EnvSetting, Launcher, NcclAdvice, Network, Stage};
+use aisp_planner::round;
 use aisp_planner::training::{self, LayoutEstimate, Pins, Rejection, TrainingSetup};
 use aisp_planner::{ModelSpec, ModelSummary};
 

@@ -156,9 +156,7 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
             ctx.check_cancelled()?;
             let a = super::profile::open_run(ctx, after)?;
             ctx.check_cancelled()?;
-            let r = report::profile::compare_report_of(&aisp_profile::compare::compare_runs(
-                &b, &a, 12,
-            ));
+            let r = report::compare_report_of(&aisp_profile::compare::compare_runs(&b, &a, 12));
             Ok((
                 r,
                 "comparison",
@@ -186,7 +184,7 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
                 .set
                 .as_ref()
                 .ok_or_else(|| OpError::internal("the rank set was digested but not merged"))?;
-            let r = report::ranks::ranks_report(path, set, &out.lead.findings);
+            let r = report::ranks_report(path, set, &out.lead.findings);
             Ok((r, "ranks", stem(path.trim_end_matches('/'))))
         }
         (Some(path), None) => {
@@ -210,7 +208,7 @@ fn build(ctx: &OpContext, i: &ReportInput) -> Result<(Report, &'static str, Stri
                 })
                 .map_err(OpError::from)?;
             ctx.check_cancelled()?;
-            let r = report::profile::profile_report(&p, &scope)?;
+            let r = report::profile_report(&p, &scope)?;
             Ok((r, "profile", stem(path)))
         }
         (None, None) => {
@@ -265,9 +263,9 @@ fn write_report(ctx: &OpContext, i: &ReportInput, pdf: bool) -> Result<ExportOut
         None => target(ctx, None, &stem, ext)?,
     };
     let (bytes, pages) = if pdf {
-        report::pdf::render(&r)?
+        report::render_pdf(&r)?
     } else {
-        (report::html::render(&r).into_bytes(), 1)
+        (report::render_html(&r).into_bytes(), 1)
     };
     let size = target
         .write(&bytes, overwrite)
@@ -421,7 +419,7 @@ Columns are documented in README.md. Profiles: aisp_profile_export. Instant.",
         target
             .check_free(overwrite)
             .map_err(|e| outputs::write_error("output", e))?;
-        let (bytes, rows) = report::csv::render(&h, i.detailed.unwrap_or(false))
+        let (bytes, rows) = report::render_csv(&h, i.detailed.unwrap_or(false))
             .map_err(|e| OpError::internal(format!("CSV writer failed: {e}")))?;
         let size = target
             .write(&bytes, overwrite)

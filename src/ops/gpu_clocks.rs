@@ -129,10 +129,7 @@ fn sample_under_load(
             )
         });
         let cancelled = || ctx.is_cancelled();
-        let load = match aisp_hw::bench::device::Gpu::open(
-            index as usize,
-            &ctx.app().config.cache_dir(),
-        ) {
+        let load = match aisp_hw::bench::Gpu::open(index as usize, &ctx.app().config.cache_dir()) {
             Ok(gpu) => {
                 let mut what = "an FP32 FMA loop on every SM".to_string();
                 let mut started: Option<Instant> = None;
@@ -225,7 +222,7 @@ impl Operation for Clocks {
             OpError::unsupported(
                 format!(
                     "NVML could not open GPU {target}: {}",
-                    aisp_hw::gpu::nvml_util::describe(&e)
+                    aisp_hw::gpu::describe_nvml_error(&e)
                 ),
                 "Check nvidia-smi on this host.",
             )

@@ -11,15 +11,14 @@ use super::errors::BenchErrorExt;
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{DynOperation, Hints, OpSpec, Operation};
-use aisp_hw::bench::device::{DeviceInfo, Gpu};
-use aisp_hw::bench::lesson::{self, Metric, RunEnv, Status, VariantResult};
+use aisp_hw::bench::lesson::{Metric, VariantResult};
 use aisp_hw::bench::multi::{self, P2pPair};
 use aisp_hw::bench::nccl::{self, AllReduceRow};
 use aisp_hw::bench::record;
-use aisp_hw::bench::roofs::{self, CacheLevels, CachePoint, PcieRow, Roofs};
+use aisp_hw::bench::roofline::{self, ComputeRoof, MemoryRoof, RooflineOptions, TensorRow};
+use aisp_hw::bench::roofs::{self, CacheLevels, CachePoint, PcieRow};
 use aisp_hw::bench::session;
-use aisp_hw::bench::targets::gemm::Gemm;
-use aisp_hw::bench::{BenchError, SizeClass, datasheet, libs, rng};
+use aisp_hw::bench::{BenchError, DeviceInfo, Gpu, SizeClass, fresh_seed, libs};
 
 pub const OPERATIONS: &[&dyn DynOperation] = &[
     &Roofline,
@@ -33,50 +32,11 @@ pub const OPERATIONS: &[&dyn DynOperation] = &[
     &super::hw_host::NetworkListen,
 ];
 
-/// GEMM variant index per precision name (order of GEMM.variants).
-const PRECISIONS: &[(&str, &[usize])] = &[
-    ("fp32", &[3]),
-    ("tf32", &[4]),
-    ("bf16", &[5, 7]),
-    ("fp16", &[6]),
-    ("fp8", &[8]),
-];
-
-fn precision_variants(p: &str) -> Option<&'static [usize]> {
-    PRECISIONS.iter().find(|(n, _)| *n == p).map(|(_, v)| *v)
-}
-
 fn bad_precision(p: &str) -> OpError {
     OpError::invalid_input(
         format!("unknown precision `{p}`"),
         "Use fp32 (cuBLAS SGEMM, no tensor cores), tf32, bf16, fp16 or fp8.",
     )
-}
-
-/// Run the cuBLAS GEMM variants of `indices` at size `dim`.
-fn gemm_rows(
-    ctx: &OpContext,
-    gpu: &Gpu,
-    nvml: Option<std::sync::Arc<nvml_wrapper::Nvml>>,
-    dim: usize,
-    indices: &[usize],
-    budget: Duration,
-    seed: u32,
-) -> Result<Vec<VariantResult>, BenchError> {
-    let mut g = Gemm::with_size(dim);
-    let cancelled = || ctx.is_cancelled();
-    let roofs = Roofs::default();
-    let env = RunEnv {
-        size: SizeClass::Large,
-        budget,
-        seed,
-        cancelled: &cancelled,
-        progress: &|m| ctx.progress(0.0, None, m),
-        roofs: &roofs,
-        datasheet: None,
-        nvml,
-    };
-    lesson::run_lesson_where(&mut g, gpu, &env, &|i| indices.contains(&i))
 }
 
 // ---------------------------------------------------------------- roofline
@@ -98,34 +58,6 @@ pub struct RooflineInput {
     /// Measure the tensor-core precisions too (default true; false for memory and FMA only, ~5 s).
     #[serde(default)]
     pub tensor: Option<bool>,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct MemoryRoof {
-    pub dtod_gb_per_s: Option<f64>,
-    /// The fastest copy kernel and its GB/s (bytes read + written).
-    pub best_copy_kernel: Option<String>,
-    pub best_copy_gb_per_s: Option<f64>,
-    pub best_copy_pct_of_dtod: Option<f64>,
-    /// From the memory clock and bus width.
-    pub theoretical_gb_per_s: Option<f64>,
-    pub theoretical_source: Option<String>,
-    /// cuMemcpyDtoD as a share of the theoretical figure.
-    pub dtod_pct_of_theoretical: Option<f64>,
-    /// The vendor's figure from the GPU catalog, when it knows this GPU.
-    pub datasheet_gb_per_s: Option<f64>,
-    pub dtod_pct_of_datasheet: Option<f64>,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ComputeRoof {
-    /// `fp64`, `fp32` (FMA on CUDA cores), `fp32_sgemm` (cuBLAS), `tf32`, `bf16`, `fp16`, `fp8`.
-    pub precision: String,
-    pub tflop_per_s: f64,
-    pub how: String,
-    /// FLOP per byte of device memory traffic where this peak meets the memory roof.
-    pub ridge_flop_per_byte: Option<f64>,
-    pub datasheet_tflop_per_s: Option<f64>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -180,161 +112,25 @@ impl Operation for Roofline {
             ));
         }
         let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-        let seed = rng::fresh_seed();
-        let s = open_session(ctx, input.device, SizeClass::Large, seed)?;
-        let err = bench_err(ctx);
-        let cancelled = || ctx.is_cancelled();
-        let mut notes = Vec::new();
-        let data = datasheet::lookup(&s.gpu.info.name);
-        if data.is_none() {
-            notes.push(datasheet::MISSING_NOTE.into());
-        }
-        ctx.progress(0.0, None, "memory bandwidth");
-        let bytes = (copy_mib << 20).min(s.gpu.info.total_memory_bytes / 4);
-        let mut results = roofs::copy_bandwidth(
-            &s.gpu,
-            bytes,
-            seed,
-            Duration::from_millis(700),
-            &cancelled,
-            s.nvml.clone(),
-            None,
-        )
-        .map_err(&err)?;
-        let dtod = results
-            .iter()
-            .find(|r| r.variant == "cuMemcpyDtoD")
-            .and_then(|r| r.value);
-        let best = results
-            .iter()
-            .filter(|r| r.variant != "cuMemcpyDtoD" && r.status == Status::Ok)
-            .max_by(|a, b| a.value.unwrap_or(0.0).total_cmp(&b.value.unwrap_or(0.0)));
-        let theory = roofs::theoretical_memory(&s.gpu, s.nvml.as_deref());
-        let memory = MemoryRoof {
-            dtod_gb_per_s: dtod,
-            best_copy_kernel: best.map(|b| b.variant.clone()),
-            best_copy_gb_per_s: best.and_then(|b| b.value),
-            best_copy_pct_of_dtod: best.and_then(|b| b.pct_of_roof),
-            theoretical_gb_per_s: theory.as_ref().map(|t| t.0),
-            theoretical_source: theory.as_ref().map(|t| t.1.clone()),
-            dtod_pct_of_theoretical: match (dtod, &theory) {
-                (Some(d), Some((t, _))) => Some(d / t * 100.0),
-                _ => None,
-            },
-            datasheet_gb_per_s: data.as_ref().and_then(|d| d.memory_gb_per_s),
-            dtod_pct_of_datasheet: match (dtod, data.as_ref().and_then(|d| d.memory_gb_per_s)) {
-                (Some(d), Some(ds)) if ds > 0.0 => Some(d / ds * 100.0),
-                _ => None,
-            },
+        let s = open_session(ctx, input.device, SizeClass::Large, fresh_seed())?;
+        let opts = RooflineOptions {
+            copy_mib,
+            gemm_size: dim,
+            tensor: input.tensor.unwrap_or(true),
         };
-        let mut roof_rows = Vec::new();
-        if let Some(d) = dtod {
-            roof_rows.push(record::roof_row(
-                "memory",
-                d,
-                &format!("cuMemcpyDtoD, {} MiB", bytes >> 20),
-                Metric::GbPerS,
-            ));
-        }
-        let mut compute = Vec::new();
-        let ridge = |tf: f64| dtod.map(|d| tf * 1e12 / (d * 1e9));
-        for double in [true, false] {
-            ctx.check_cancelled()?;
-            ctx.progress(
-                0.0,
-                None,
-                if double {
-                    "FP64 FMA peak"
-                } else {
-                    "FP32 FMA peak"
-                },
-            );
-            match roofs::fma_peak(&s.gpu, double, Duration::from_millis(500), &cancelled) {
-                Ok((tf, _, how)) => {
-                    let p = if double { "fp64" } else { "fp32" };
-                    roof_rows.push(record::roof_row(p, tf, &how, Metric::TflopPerS));
-                    compute.push(ComputeRoof {
-                        precision: p.into(),
-                        tflop_per_s: tf,
-                        how,
-                        ridge_flop_per_byte: ridge(tf),
-                        datasheet_tflop_per_s: data.as_ref().and_then(|d| {
-                            if double {
-                                d.fp64_tflop_per_s
-                            } else {
-                                d.fp32_tflop_per_s
-                            }
-                        }),
-                    });
-                }
-                Err(BenchError::Cancelled) => return Err(ctx.stop_error()),
-                Err(e) => notes.push(format!(
-                    "{} FMA peak not measured: {e}",
-                    if double { "FP64" } else { "FP32" }
-                )),
-            }
-        }
-        if input.tensor.unwrap_or(true) {
-            ctx.progress(0.0, None, "tensor-core GEMMs");
-            let indices: Vec<usize> = PRECISIONS
-                .iter()
-                .flat_map(|(_, v)| v.iter().copied())
-                .collect();
-            let rows = gemm_rows(
-                ctx,
-                &s.gpu,
-                s.nvml.clone(),
-                dim,
-                &indices,
-                Duration::from_millis(800),
-                seed,
-            )
-            .map_err(&err)?;
-            for (name, idx) in PRECISIONS {
-                let best = rows
-                    .iter()
-                    .filter(|r| {
-                        r.status == Status::Ok
-                            && idx.iter().any(|&i| {
-                                aisp_hw::bench::targets::GEMM.variants[i].name == r.variant
-                            })
-                    })
-                    .max_by(|a, b| a.value.unwrap_or(0.0).total_cmp(&b.value.unwrap_or(0.0)));
-                if let Some(b) = best.and_then(|b| b.value.map(|v| (v, b.variant.clone()))) {
-                    let precision = if *name == "fp32" { "fp32_sgemm" } else { name };
-                    let how = format!("{} at {dim}^3", b.1);
-                    if *name != "fp32" {
-                        roof_rows.push(record::roof_row(name, b.0, &how, Metric::TflopPerS));
-                    }
-                    let kind = aisp_hw::bench::targets::GEMM.variants[idx[0]].roof;
-                    compute.push(ComputeRoof {
-                        precision: precision.into(),
-                        tflop_per_s: b.0,
-                        how,
-                        ridge_flop_per_byte: ridge(b.0),
-                        datasheet_tflop_per_s: data.as_ref().and_then(|d| d.peak(kind)),
-                    });
-                }
-            }
-            for r in rows.iter().filter(|r| r.status != Status::Ok) {
-                notes.push(format!(
-                    "{}: {}",
-                    r.variant,
-                    r.failure.clone().unwrap_or_default()
-                ));
-            }
-            results.extend(rows);
-        }
-        let mut all = roof_rows;
-        all.extend(results.iter().cloned());
-        let saved = save(ctx, &s, &all, &mut notes);
+        let r = roofline::measure(&s, opts, &|| ctx.is_cancelled(), &|m| {
+            ctx.progress(0.0, None, m)
+        })
+        .map_err(bench_err(ctx))?;
+        let mut notes = r.notes;
+        let saved = save(ctx, &s, &r.rows, &mut notes);
         Ok(RooflineOutput {
             run_id: s.meta.run_id.clone(),
             device: s.gpu.info.clone(),
             versions: versions(&s),
-            memory,
-            compute,
-            results,
+            memory: r.found.memory,
+            compute: r.found.compute,
+            results: r.found.results,
             saved,
             notes,
         })
@@ -407,7 +203,7 @@ the GPU to itself; about 5-10 s.",
             ));
         }
         let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-        let s = open_session(ctx, input.device, SizeClass::Medium, rng::fresh_seed())?;
+        let s = open_session(ctx, input.device, SizeClass::Medium, fresh_seed())?;
         let cancelled = || ctx.is_cancelled();
         let rows = roofs::pcie(
             &s.gpu,
@@ -546,7 +342,7 @@ only, so there is no output to verify; bytes counted are bytes read. Takes the G
             ));
         }
         let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-        let s = open_session(ctx, input.device, SizeClass::Medium, rng::fresh_seed())?;
+        let s = open_session(ctx, input.device, SizeClass::Medium, fresh_seed())?;
         let cancelled = || ctx.is_cancelled();
         let cap = (s.gpu.info.total_memory_bytes / 4).max(64 << 20);
         let max_bytes = (max_mib << 20)
@@ -615,19 +411,6 @@ pub struct TensorCoresInput {
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct TensorRow {
-    pub precision: String,
-    pub size: usize,
-    /// The cuBLAS/cuBLASLt variant measured.
-    pub variant: String,
-    pub tflop_per_s: Option<f64>,
-    pub median_ms: Option<f64>,
-    pub cv_pct: Option<f64>,
-    pub verified: bool,
-    pub failure: Option<String>,
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
 pub struct TensorCoresOutput {
     pub run_id: String,
     pub device: DeviceInfo,
@@ -679,95 +462,38 @@ precision and size at the default budget.",
                 "Pass e.g. \"sizes\": [4096, 8192].",
             ));
         }
-        let precisions = input
-            .precisions
-            .unwrap_or_else(|| PRECISIONS.iter().map(|(n, _)| n.to_string()).collect());
-        let mut indices = Vec::new();
-        for p in &precisions {
-            indices.extend_from_slice(precision_variants(p).ok_or_else(|| bad_precision(p))?);
+        let precisions = input.precisions.unwrap_or_else(|| {
+            roofline::PRECISIONS
+                .iter()
+                .map(|(n, _)| n.to_string())
+                .collect()
+        });
+        if let Some(p) = precisions
+            .iter()
+            .find(|p| roofline::precision_variants(p).is_none())
+        {
+            return Err(bad_precision(p));
         }
         let budget = Duration::from_secs_f64(input.time_budget_s.unwrap_or(0.5).clamp(0.05, 60.0));
         let _queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-        let seed = rng::fresh_seed();
-        let s = open_session(ctx, input.device, SizeClass::Large, seed)?;
-        let mut notes = Vec::new();
-        let mut stored = Vec::new();
-        let mut rows = Vec::new();
-        for &dim in &sizes {
-            ctx.check_cancelled()?;
-            if (dim * dim * 4 * 5) as u64 > s.gpu.info.total_memory_bytes {
-                notes.push(format!(
-                    "size {dim} skipped: its buffers would not fit in GPU memory"
-                ));
-                continue;
-            }
-            ctx.progress(0.0, None, format!("GEMMs at {dim}^3"));
-            let got = gemm_rows(ctx, &s.gpu, s.nvml.clone(), dim, &indices, budget, seed)
-                .map_err(bench_err(ctx))?;
-            for r in &got {
-                let precision = PRECISIONS
-                    .iter()
-                    .find(|(_, idx)| {
-                        idx.iter()
-                            .any(|&i| aisp_hw::bench::targets::GEMM.variants[i].name == r.variant)
-                    })
-                    .map(|(n, _)| n.to_string())
-                    .unwrap_or_default();
-                rows.push(TensorRow {
-                    precision,
-                    size: dim,
-                    variant: r.variant.clone(),
-                    tflop_per_s: r.value,
-                    median_ms: r.median_ms,
-                    cv_pct: r.cv_pct,
-                    verified: r.verified,
-                    failure: r.failure.clone(),
-                });
-            }
-            for mut r in got {
-                r.target = "tensor_cores".into();
-                r.variant = format!("{}_{dim}", r.variant);
-                stored.push(r);
-            }
-        }
-        let mut best: Vec<TensorRow> = Vec::new();
-        for p in &precisions {
-            if let Some(b) = rows
-                .iter()
-                .filter(|r| &r.precision == p && r.tflop_per_s.is_some())
-                .max_by(|a, b| {
-                    a.tflop_per_s
-                        .unwrap_or(0.0)
-                        .total_cmp(&b.tflop_per_s.unwrap_or(0.0))
-                })
-            {
-                best.push(TensorRow {
-                    precision: b.precision.clone(),
-                    size: b.size,
-                    variant: b.variant.clone(),
-                    tflop_per_s: b.tflop_per_s,
-                    median_ms: b.median_ms,
-                    cv_pct: b.cv_pct,
-                    verified: b.verified,
-                    failure: None,
-                });
-                if p != "fp32" {
-                    stored.push(record::roof_row(
-                        p,
-                        b.tflop_per_s.unwrap_or(0.0),
-                        &format!("{} at {}^3", b.variant, b.size),
-                        Metric::TflopPerS,
-                    ));
-                }
-            }
-        }
-        let saved = save(ctx, &s, &stored, &mut notes);
+        let s = open_session(ctx, input.device, SizeClass::Large, fresh_seed())?;
+        let sweep = roofline::tensor_sweep(
+            &s,
+            &sizes,
+            &precisions,
+            budget,
+            &|| ctx.is_cancelled(),
+            &|m| ctx.progress(0.0, None, m),
+        )
+        .map_err(bench_err(ctx))?;
+        let mut notes = sweep.notes;
+        let saved = save(ctx, &s, &sweep.rows, &mut notes);
         Ok(TensorCoresOutput {
             run_id: s.meta.run_id.clone(),
             device: s.gpu.info.clone(),
             versions: versions(&s),
-            rows,
-            best,
+            rows: sweep.found.rows,
+            best: sweep.found.best,
             saved,
             notes,
         })
@@ -1070,27 +796,7 @@ mod tests {
     }
 
     #[test]
-    fn precisions_map_to_gemm_variants() {
-        assert_eq!(precision_variants("bf16"), Some(&[5usize, 7][..]));
-        let names: Vec<&str> = PRECISIONS
-            .iter()
-            .flat_map(|(_, v)| {
-                v.iter()
-                    .map(|&i| aisp_hw::bench::targets::GEMM.variants[i].name)
-            })
-            .collect();
-        assert_eq!(
-            names,
-            vec![
-                "cublas_fp32",
-                "cublas_tf32",
-                "cublas_bf16",
-                "cublaslt_bf16",
-                "cublas_fp16",
-                "cublaslt_fp8"
-            ]
-        );
-        assert!(precision_variants("int4").is_none());
+    fn unknown_precisions_are_invalid_input() {
         assert_eq!(
             bad_precision("int4").kind,
             crate::error::ErrorKind::InvalidInput

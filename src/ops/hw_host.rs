@@ -363,7 +363,7 @@ impl Network {
             return Vec::new();
         }
         let path = std::env::var("PATH").unwrap_or_default();
-        let Some(prog) = aisp_hw::system::exec::which("ib_write_bw", &path) else {
+        let Some(prog) = aisp_hw::system::which("ib_write_bw", &path) else {
             notes.push(format!(
                 "{} active RDMA port(s) but ib_write_bw is not on PATH: install perftest (apt install perftest) to measure them",
                 ports.len()

@@ -15,8 +15,8 @@ use aisp_knowledge::models::Architecture;
 use aisp_knowledge::techniques::{self, Goal, Level};
 use aisp_planner::inference::{self, DecodeStep, KvCache, Prefill, Roofline};
 use aisp_planner::links::Links;
-use aisp_planner::model::round;
 use aisp_planner::peaks::Peaks;
+use aisp_planner::round;
 use aisp_planner::serving::{self, Choice, ReplicaPlan, TokenCost, WeightFormat};
 use aisp_planner::{ModelSpec, ModelSummary};
 

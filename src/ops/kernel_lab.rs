@@ -14,15 +14,15 @@ use super::errors::BenchErrorExt;
 use crate::context::OpContext;
 use crate::error::OpError;
 use crate::registry::{Hints, OpSpec, Operation};
+use aisp_hw::bench::lab::Comparison;
 use aisp_hw::bench::lab::compile::{self, CompileReport, Diagnostic};
 use aisp_hw::bench::lab::runner::{self, Outcome};
 use aisp_hw::bench::lab::spec::{LabSpec, Reference, Resolved, RoofChoice};
-use aisp_hw::bench::lab::tolerance::Comparison;
 use aisp_hw::bench::lab::worker::{self, ItemResult, Job, Resources};
 use aisp_hw::bench::lesson::{Metric, Role, Status, VariantResult, Work};
 use aisp_hw::bench::record::{self, RunMeta};
 use aisp_hw::bench::roofs::Roof;
-use aisp_hw::bench::{BenchError, rng, stats};
+use aisp_hw::bench::{BenchError, fresh_seed, stats};
 
 use super::kernel_lab_ncu::{self, NcuFindings};
 
@@ -214,7 +214,7 @@ pub fn run_lab(ctx: &OpContext, spec: &LabSpec) -> Result<KernelOutput, OpError>
         ));
     }
     let queue = ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())?;
-    let seed = rng::fresh_seed();
+    let seed = fresh_seed();
     let job = Job {
         spec: spec.clone(),
         seed,

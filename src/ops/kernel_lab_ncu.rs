@@ -13,16 +13,17 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::errors::BenchErrorExt;
-use super::profile_capture::{Session, UserCommand, discover, ncu_capture};
+use super::profile_capture::{capture_error, discover, finish, start};
 use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
-use aisp_capture::ncu::{ClockControl, NcuOptions, NcuSet};
+use aisp_capture::UserCommand;
+use aisp_capture::ncu::{self as ncu_cmd, ClockControl, NcuOptions, NcuSet};
 use aisp_capture::record::CaptureKind;
 use aisp_capture::tools::Profiler;
+use aisp_hw::bench::fresh_seed;
 use aisp_hw::bench::lab::runner;
 use aisp_hw::bench::lab::spec::LabSpec;
 use aisp_hw::bench::lab::worker::{JOB_FILE_ENV, Job};
-use aisp_hw::bench::rng;
 use aisp_profile::ncu;
 
 /// The most one profile may take: one launch replayed for a few dozen passes
@@ -154,7 +155,7 @@ fn capture(
         cwd: None,
         env: Vec::new(),
     };
-    let mut s = Session::start(ctx, CaptureKind::Ncu, &plain, Some(&tool))?;
+    let mut s = start(ctx, CaptureKind::Ncu, &plain, Some(&tool))?;
     s.deadline = Some(std::time::Instant::now() + CAPTURE_LIMIT);
     f.run_id = Some(s.rec.run_id.clone());
     let job = Job {
@@ -162,7 +163,7 @@ fn capture(
             ncu: None,
             ..spec.clone()
         },
-        seed: rng::fresh_seed(),
+        seed: fresh_seed(),
         time_budget_s: 0.05,
         device: spec.device.unwrap_or(0) as usize,
         cache_root: ctx.app().config.cache_dir(),
@@ -180,9 +181,10 @@ fn capture(
         cwd: None,
         env: vec![(JOB_FILE_ENV.into(), job_file.display().to_string())],
     };
-    let mut out = None;
-    let result = written.and_then(|()| ncu_capture(&mut s, &cmd, &opts, &tool, 1, &mut out));
-    s.finish(&result);
+    let result = written.and_then(|()| {
+        ncu_cmd::capture(&mut s, &cmd, &opts, &tool, 1).map_err(|e| capture_error(ctx, e))
+    });
+    finish(ctx, &mut s, &result);
     result?;
     f.report = s.rec.artifacts.get("ncu_rep").cloned();
     let page = |name: &str| std::fs::read_to_string(s.dir.join(format!("profile.{name}.csv"))).ok();

@@ -786,8 +786,8 @@ and the computed parameter counts. Unknown ids list the known ones. Instant.",
             return Ok(DetailsOutput {
                 kind: "model".into(),
                 computed_params_b: Some((
-                    aisp_planner::model::round(m.architecture.total_params() / 1e9, 3),
-                    aisp_planner::model::round(m.architecture.active_params() / 1e9, 3),
+                    aisp_planner::round(m.architecture.total_params() / 1e9, 3),
+                    aisp_planner::round(m.architecture.active_params() / 1e9, 3),
                 )),
                 model: Some(m.clone()),
                 ..empty

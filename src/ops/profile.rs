@@ -712,10 +712,10 @@ scoped_input! {
 /// it is. Explicit limits get the same mix, so the largest gaps are never hidden behind the steady ones.
 fn mix_gaps(gaps: &mut Vec<profile::gaps::Gap>, per_device: usize) {
     // Stable: each group stays largest first.
-    gaps.sort_by_key(|g| !g.windows.contains(&profile::windows::WindowKind::Steady));
+    gaps.sort_by_key(|g| !g.windows.contains(&profile::WindowKind::Steady));
     let steady = gaps
         .iter()
-        .take_while(|g| g.windows.contains(&profile::windows::WindowKind::Steady))
+        .take_while(|g| g.windows.contains(&profile::WindowKind::Steady))
         .count();
     let others = gaps.len() - steady;
     let reserve = if others > 0 && steady > 0 {

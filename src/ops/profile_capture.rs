@@ -2,14 +2,18 @@
 //! Systems, Nsight Compute or the PyTorch profiler and analyse what it wrote;
 //! analyse existing ncu reports and Kineto traces; list captures.
 //!
-//! The work lives in [`aisp_capture`] (runner, discovery, command lines,
-//! records), [`aisp_profile::ncu`] and [`aisp_profile::kineto`]. Nsight Systems exports are
-//! analysed by the profile tools (`aisp_profile_info`, `aisp_profile_rules`)
-//! through nested calls.
+//! The work lives in [`aisp_capture`] (the checked command, the session with
+//! its record and run folder, each profiler's capture, discovery, records),
+//! [`aisp_profile::ncu`] and [`aisp_profile::kineto`]. This module turns
+//! arguments into options, lends a capture the call's cancellation, deadline,
+//! progress and GPU queue ([`Host`] for [`OpContext`]), and turns
+//! [`CaptureError`] into `OpError` with what to do. Nsight Systems exports are
+//! analysed by the profile tools (`aisp_profile_info`, `aisp_profile_rules`,
+//! `aisp_profile_ranks`) through nested calls.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -18,84 +22,41 @@ use serde_json::{Map, Value, json};
 use crate::context::OpContext;
 use crate::error::{ErrorKind, OpError};
 use crate::registry::{Hints, OpSpec, Operation};
-use aisp_capture::diagnose;
-use aisp_capture::ncu::{self as ncu_cmd, ClockControl, NcuOptions, NcuSet, Page, ReplayMode};
+use aisp_capture::ncu::{self as ncu_cmd, ClockControl, NcuOptions, NcuSet, ReplayMode};
 use aisp_capture::nsys::{self as nsys_cmd, CaptureRange, NsysOptions, NsysPreset};
-use aisp_capture::process::{self, CommandSpec, OutputTail, RunLimits, RunOutcome, Stop};
 use aisp_capture::record::{self, CaptureKind, CaptureRecord, CaptureState};
 use aisp_capture::tools::{self, Profiler, SearchPlaces, ToolError, ToolInfo};
 use aisp_capture::torch::{self as torch_cmd, StepOn, TorchOptions};
+use aisp_capture::{
+    COUNTER_PERMISSION_FIX, CaptureError, CaptureInfo, CommandError, GpuTurn, Host,
+    PROFILER_INIT_FIX, Session, UserCommand,
+};
 use aisp_profile::input_file::{self, InputKind};
-use aisp_profile::kineto;
+use aisp_profile::kineto::{self, Limits};
 use aisp_profile::ncu;
-
-/// Grace between SIGTERM and SIGKILL. The dispatcher waits 5 s after a
-/// deadline for the operation's own error (with the output tails).
-const GRACE: Duration = Duration::from_secs(2);
-/// Lines of stdout/stderr kept in results.
-const TAIL_LINES: usize = 40;
-/// Most of a log read back to look for known failures.
-const DIAGNOSE_BYTES: u64 = 4 << 20;
 
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
 
-/// The user's command, checked.
-#[derive(Debug)]
-pub(super) struct UserCommand {
-    pub(super) argv: Vec<String>,
-    pub(super) cwd: Option<PathBuf>,
-    pub(super) env: Vec<(String, String)>,
-}
-
+/// The user's command, checked; the error says how to pass one.
 fn check_command(
     command: &[String],
     cwd: Option<&str>,
     env: Option<&BTreeMap<String, String>>,
 ) -> Result<UserCommand, OpError> {
-    let example = "Pass the program and its arguments as an array, e.g. \"command\": [\"python3\", \"train.py\", \"--steps\", \"20\"].";
-    let Some(first) = command.first() else {
-        return Err(OpError::invalid_input("`command` is empty", example));
-    };
-    if first.trim().is_empty() || first.starts_with('-') {
-        return Err(OpError::invalid_input(
-            format!("`command` must start with a program, not `{first}`"),
-            example,
-        ));
-    }
-    if command.iter().any(|a| a.contains('\0')) {
-        return Err(OpError::invalid_input(
-            "an argument of `command` contains a NUL byte",
-            example,
-        ));
-    }
-    let cwd = match cwd {
-        None => None,
-        Some(c) => {
-            let p = PathBuf::from(c);
-            if !p.is_dir() {
-                return Err(OpError::invalid_input(
-                    format!("`cwd` {c} is not an existing directory"),
-                    "Pass the directory the command should run in (absolute, or relative to the server's working directory).",
-                ));
+    UserCommand::check(command, cwd, env).map_err(|e| {
+        let hint = match e {
+            CommandError::Empty | CommandError::NotAProgram(_) | CommandError::NulByte => {
+                "Pass the program and its arguments as an array, e.g. \"command\": [\"python3\", \"train.py\", \"--steps\", \"20\"]."
             }
-            Some(p)
-        }
-    };
-    let mut vars = Vec::new();
-    for (k, v) in env.into_iter().flatten() {
-        if k.is_empty() || k.contains('=') || k.contains('\0') || v.contains('\0') {
-            return Err(OpError::invalid_input(
-                format!("environment variable name `{k}` is not valid"),
-                "Pass `env` as an object of NAME: value strings, e.g. {\"CUDA_VISIBLE_DEVICES\": \"0\"}.",
-            ));
-        }
-        vars.push((k.clone(), v.clone()));
-    }
-    Ok(UserCommand {
-        argv: command.to_vec(),
-        cwd,
-        env: vars,
+            CommandError::NoSuchCwd(_) => {
+                "Pass the directory the command should run in (absolute, or relative to the server's working directory)."
+            }
+            CommandError::BadEnvName(_) => {
+                "Pass `env` as an object of NAME: value strings, e.g. {\"CUDA_VISIBLE_DEVICES\": \"0\"}."
+            }
+        };
+        OpError::invalid_input(e.to_string(), hint)
     })
 }
 
@@ -125,248 +86,135 @@ pub(super) fn discover(
     tools::discover(tool, &SearchPlaces::system(configured), env).map_err(|e| tool_error(e, tool))
 }
 
-/// A capture in progress: its record, folder, clock and progress.
-pub(super) struct Session<'a> {
-    ctx: &'a OpContext,
-    pub(super) rec: CaptureRecord,
-    pub(super) dir: PathBuf,
-    started: Instant,
-    last_progress: f64,
-    pub(super) notes: Vec<String>,
-    /// A limit of the capture's own, before the caller's deadline.
-    pub(super) deadline: Option<Instant>,
+/// A capture borrows the call's cancellation, deadline and progress, and
+/// waits on the app's GPU queue.
+impl Host for OpContext {
+    fn tool(&self) -> &str {
+        OpContext::tool(self)
+    }
+
+    fn cancelled(&self) -> bool {
+        self.is_cancelled()
+    }
+
+    fn timed_out(&self) -> bool {
+        OpContext::timed_out(self)
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        OpContext::deadline(self)
+    }
+
+    fn progress(&self, elapsed_s: f64, message: String) {
+        OpContext::progress(self, elapsed_s, None, message);
+    }
+
+    fn gpu_turn(&self) -> Option<GpuTurn<'_>> {
+        let turn = self.app().lock_gpu_queue(&|| self.is_cancelled()).ok()?;
+        Some(Box::new(turn))
+    }
 }
 
-impl<'a> Session<'a> {
-    pub(super) fn start(
-        ctx: &'a OpContext,
-        kind: CaptureKind,
-        cmd: &UserCommand,
-        profiler: Option<&ToolInfo>,
-    ) -> Result<Session<'a>, OpError> {
-        let store = ctx.app().store()?;
-        let run_id = record::new_run_id(kind);
-        let dir = record::create_run_dir(&ctx.app().config.runs_dir(), &run_id).map_err(|e| {
-            OpError::internal(format!(
-                "cannot create the run folder under {}: {e}",
-                ctx.app().config.runs_dir().display()
-            ))
-        })?;
-        let rec = CaptureRecord {
-            run_id,
-            kind,
-            tool: ctx.tool().to_string(),
-            state: CaptureState::Running,
-            command: cmd.argv.clone(),
-            cwd: cmd.cwd.as_ref().map(|c| c.display().to_string()),
-            run_dir: dir.display().to_string(),
-            profiler: profiler.map(|p| p.path.clone()),
-            profiler_version: profiler.and_then(|p| p.version.clone()),
-            exit_code: None,
-            created_at: crate::jobs::now_rfc3339(),
-            finished_at: None,
-            duration_ms: None,
-            artifacts: BTreeMap::new(),
-            findings: Vec::new(),
-            error: None,
-        };
-        record::insert(store, &rec)?;
-        Ok(Session {
-            ctx,
-            rec,
-            dir,
-            started: Instant::now(),
-            last_progress: 0.0,
-            notes: Vec::new(),
-            deadline: None,
-        })
-    }
+/// Start a capture of `cmd`: its run folder under the configured runs folder, its record.
+pub(super) fn start<'a>(
+    ctx: &'a OpContext,
+    kind: CaptureKind,
+    cmd: &UserCommand,
+    profiler: Option<&ToolInfo>,
+) -> Result<Session<'a>, OpError> {
+    let store = ctx.app().store()?;
+    let runs_dir = ctx.app().config.runs_dir();
+    Session::start(ctx, store, &runs_dir, kind, cmd, profiler).map_err(|e| capture_error(ctx, e))
+}
 
-    /// Progress: elapsed seconds (strictly increasing), with the phase and output counts.
-    fn progress(&mut self, message: String) {
-        let mut p = (self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0;
-        if p <= self.last_progress {
-            p = self.last_progress + 0.001;
+/// Record how the capture ended: the state follows the error's kind (a
+/// cancellation that the deadline caused is a timeout).
+pub(super) fn finish<T>(ctx: &OpContext, s: &mut Session<'_>, result: &Result<T, OpError>) {
+    match result {
+        Ok(_) => s.finish(CaptureState::Succeeded, None),
+        Err(e) => {
+            let state = match e.kind {
+                ErrorKind::Timeout => CaptureState::TimedOut,
+                ErrorKind::Cancelled if ctx.timed_out() => CaptureState::TimedOut,
+                ErrorKind::Cancelled => CaptureState::Cancelled,
+                _ => CaptureState::Failed,
+            };
+            s.finish(state, Some(&e.message));
         }
-        self.last_progress = p;
-        self.ctx.progress(p, None, message);
     }
+}
 
-    fn artifact(&mut self, name: &str, path: &Path) {
-        self.rec
-            .artifacts
-            .insert(name.to_string(), path.display().to_string());
-    }
-
-    fn wait_for_gpu(&mut self) -> Result<std::sync::MutexGuard<'a, ()>, OpError> {
-        self.progress("waiting for the GPU queue (one capture at a time)".into());
-        let ctx = self.ctx;
-        ctx.app().lock_gpu_queue(&|| ctx.is_cancelled())
-    }
-
-    /// Run one step (`phase`) of the capture: logs in the run folder, the
-    /// caller's cancellation and deadline, progress once a second.
-    fn run(
-        &mut self,
-        phase: &str,
-        mut spec: CommandSpec,
-        log_name: &str,
-    ) -> Result<RunOutcome, OpError> {
-        spec.stdout_log = Some(self.dir.join(format!("{log_name}.stdout.log")));
-        spec.stderr_log = Some(self.dir.join(format!("{log_name}.stderr.log")));
-        let limits = RunLimits {
-            deadline: match (self.ctx.deadline(), self.deadline) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
-            grace: GRACE,
-            tail_lines: TAIL_LINES,
-        };
-        let ctx = self.ctx;
-        self.progress(format!("{phase}: starting"));
-        let outcome = process::run(&spec, &limits, &|| ctx.is_cancelled(), &mut |p| {
-            let last = p
-                .last_line
-                .as_deref()
-                .map(|l| format!(" · last: {}", l.chars().take(120).collect::<String>()))
-                .unwrap_or_default();
-            let msg = format!(
-                "{phase}: {:.0} s, {} output lines{last}",
-                p.elapsed.as_secs_f64(),
-                p.stdout_lines + p.stderr_lines
-            );
-            self.progress(msg);
-        })
-        .map_err(|e| match e {
-            process::RunError::Spawn { .. } => OpError::not_found(
-                format!("{phase}: {e}"),
-                "Check that the program exists and is executable (give its full path, or check PATH), \
-                 and that `cwd` is right.",
-            ),
-            other => OpError::internal(format!("{phase}: {other}")),
-        })?;
-        if let Some(stop) = outcome.stopped {
-            return Err(self.stop_error(phase, stop, &outcome));
-        }
-        Ok(outcome)
-    }
-
-    fn stop_error(&self, phase: &str, stop: Stop, outcome: &RunOutcome) -> OpError {
-        let timed_out = stop == Stop::DeadlinePassed || self.ctx.timed_out();
-        if !timed_out {
-            return OpError::cancelled();
-        }
-        OpError::timeout(
-            format!(
-                "{phase} ran past the time limit after {:.1} s and was stopped (its whole process group was \
-                 terminated; run {} kept its logs in {}).{}",
-                outcome.duration.as_secs_f64(),
-                self.rec.run_id,
-                self.dir.display(),
-                outcome.tails_text()
-            ),
+/// A capture's failure as the call's error, with what to do about it.
+pub(super) fn capture_error(ctx: &OpContext, e: CaptureError) -> OpError {
+    let message = e.to_string();
+    match e {
+        CaptureError::Cancelled => ctx.stop_error(),
+        // The GPU queue's own answer, whatever stopped the wait.
+        CaptureError::CancelledInQueue => OpError::cancelled(),
+        CaptureError::Store(e) => e.into(),
+        CaptureError::RunFolder { .. }
+        | CaptureError::CreateDir { .. }
+        | CaptureError::WriteFile { .. }
+        | CaptureError::ListFolder { .. }
+        | CaptureError::Run { .. } => OpError::internal(message),
+        CaptureError::Spawn { .. } => OpError::not_found(
+            message,
+            "Check that the program exists and is executable (give its full path, or check PATH), \
+             and that `cwd` is right.",
+        ),
+        CaptureError::TimedOut { .. } => OpError::timeout(
+            message,
             "Call again with a larger `timeout_s` or `async: true`, or make the run shorter (a smaller workload, \
              nsys `duration_s` or a capture range, ncu `launch_count` or `kernel_regex`).",
-        )
-    }
-
-    /// Record the outcome; the error is returned for `?`.
-    pub(super) fn finish(&mut self, result: &Result<(), OpError>) {
-        self.rec.finished_at = Some(crate::jobs::now_rfc3339());
-        self.rec.duration_ms = Some(self.started.elapsed().as_millis() as i64);
-        match result {
-            Ok(()) => self.rec.state = CaptureState::Succeeded,
-            Err(e) => {
-                self.rec.state = match e.kind {
-                    ErrorKind::Timeout => CaptureState::TimedOut,
-                    ErrorKind::Cancelled if self.ctx.timed_out() => CaptureState::TimedOut,
-                    ErrorKind::Cancelled => CaptureState::Cancelled,
-                    _ => CaptureState::Failed,
-                };
-                self.rec.error = Some(e.message.chars().take(4000).collect());
-            }
+        ),
+        CaptureError::ImporterMissing { failure, .. } => {
+            OpError::unsupported(message, failure.fix())
         }
-        if let Ok(store) = self.ctx.app().store()
-            && let Err(e) = record::update(store, &self.rec)
-        {
-            tracing::warn!(run_id = %self.rec.run_id, error = %e, "could not record the capture's outcome");
+        CaptureError::NoNsysReport { .. } => OpError::invalid_input(
+            message,
+            "Check the command runs on its own first, and that `capture_range`/`nvtx_range` match what the program \
+             does. The logs are in the run folder.",
+        ),
+        CaptureError::ExportFailed { report, .. } => OpError::unsupported(
+            message,
+            format!(
+                "The report {} is kept; export it by hand with `nsys export --type sqlite {}` to see why.",
+                report.display(),
+                report.display()
+            ),
+        ),
+        CaptureError::NoRankReport { .. } => OpError::invalid_input(
+            message,
+            "Check that the launcher runs the program on its own first (torchrun needs the program as an \
+             executable after --no-python, e.g. [\"python3\", \"train.py\"]). The logs are in the run folder.",
+        ),
+        CaptureError::CounterPermission { .. } => {
+            OpError::unsupported(message, COUNTER_PERMISSION_FIX)
         }
+        CaptureError::ProfilerInit { .. } => OpError::unsupported(message, PROFILER_INIT_FIX),
+        CaptureError::NoNcuReport { .. } => OpError::invalid_input(
+            message,
+            "Check `kernel_regex` (it matches the function name, e.g. \"gemm\"), `launch_skip`, `nvtx_include` \
+             (ranges need \"/\" at the end for push/pop ranges), and that the command runs on its own.",
+        ),
+        CaptureError::ImportFailed { .. } => OpError::invalid_input(
+            message,
+            "The report may be damaged or from a newer Nsight Compute than the local ncu.",
+        ),
+        CaptureError::NotAScript(_) => {
+            OpError::invalid_input(message, "Pass a command that runs a .py script.")
+        }
+        CaptureError::NoTorch { .. } => OpError::not_found(
+            message,
+            "Run with the interpreter of the environment that has torch (e.g. \"command\": \
+             [\"/path/to/venv/bin/python\", \"train.py\"]), or install it (pip install torch).",
+        ),
+        CaptureError::NoTrace { .. } => OpError::invalid_input(
+            message,
+            "Check that the script runs on its own; for scripts without an optimizer (inference, benchmarks) call \
+             again with \"step_on\": \"none\"; make sure the run has at least wait + warmup + active optimizer steps.",
+        ),
     }
-}
-
-/// The text of a run's output for diagnosis: the logs (their last 4 MiB), else the tails.
-fn output_text(outcome: &RunOutcome) -> String {
-    let mut text = String::new();
-    for t in [&outcome.stdout, &outcome.stderr] {
-        let from_log = t.log_path.as_ref().and_then(|p| {
-            use std::io::{Read, Seek, SeekFrom};
-            let mut f = std::fs::File::open(p).ok()?;
-            let len = f.metadata().ok()?.len();
-            f.seek(SeekFrom::Start(len.saturating_sub(DIAGNOSE_BYTES)))
-                .ok()?;
-            let mut buf = Vec::new();
-            f.read_to_end(&mut buf).ok()?;
-            Some(String::from_utf8_lossy(&buf).into_owned())
-        });
-        text.push_str(&from_log.unwrap_or_else(|| t.text()));
-        text.push('\n');
-    }
-    text
-}
-
-/// What every capture answers besides its analysis.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct CaptureInfo {
-    /// Id of this capture (`aisp_profile_list`, `aisp_profile_compare`).
-    pub run_id: String,
-    /// Folder holding the artifacts and logs.
-    pub run_dir: String,
-    /// The user's command.
-    pub command: Vec<String>,
-    /// The full command aisp ran (profiler and options included).
-    pub profiler_command: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub profiler: Option<ToolInfo>,
-    /// Exit code of the profiled run (nsys and ncu pass the program's on).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-    pub duration_ms: u64,
-    pub stdout: OutputTail,
-    pub stderr: OutputTail,
-    /// Artifact name → path.
-    pub artifacts: BTreeMap<String, String>,
-    /// What was not done or is worth knowing (analysis unavailable, non-zero exit, ...).
-    pub notes: Vec<String>,
-}
-
-fn info_of(
-    s: &Session<'_>,
-    profiler_command: Vec<String>,
-    profiler: Option<ToolInfo>,
-    out: &RunOutcome,
-) -> CaptureInfo {
-    CaptureInfo {
-        run_id: s.rec.run_id.clone(),
-        run_dir: s.rec.run_dir.clone(),
-        command: s.rec.command.clone(),
-        profiler_command,
-        profiler,
-        exit_code: out.exit_code,
-        duration_ms: s.started.elapsed().as_millis() as u64,
-        stdout: out.stdout.clone(),
-        stderr: out.stderr.clone(),
-        artifacts: s.rec.artifacts.clone(),
-        notes: s.notes.clone(),
-    }
-}
-
-fn exit_note(out: &RunOutcome) -> Option<String> {
-    (out.exit_code != Some(0)).then(|| {
-        format!(
-            "the profiled command ended with {}; the capture covers the run up to then",
-            out.status_text()
-        )
-    })
 }
 
 fn as_object(v: Value) -> Option<Map<String, Value>> {
@@ -514,278 +362,105 @@ impl Operation for ProfileNsys {
             check_command(l, None, None)?;
         }
         let nsys = discover(ctx, Profiler::Nsys, &cmd.env)?;
-        let mut s = Session::start(ctx, CaptureKind::Nsys, &cmd, Some(&nsys))?;
-        let mut out = None;
+        let analyze = input.analyze.unwrap_or(true);
+        let mut s = start(ctx, CaptureKind::Nsys, &cmd, Some(&nsys))?;
         let result = match &input.launcher {
-            Some(l) => nsys_capture_per_rank(
-                &mut s,
-                &cmd,
-                l,
-                &opts,
-                &nsys,
-                input.analyze.unwrap_or(true),
-                &mut out,
-            ),
-            None => nsys_capture(
-                &mut s,
-                &cmd,
-                &opts,
-                &nsys,
-                input.analyze.unwrap_or(true),
-                &mut out,
-            ),
+            Some(l) => nsys_cmd::capture_per_rank(&mut s, &cmd, l, &opts, &nsys)
+                .map_err(|e| capture_error(ctx, e))
+                .map(|c| analyse_ranks(ctx, &mut s, c, &nsys, analyze)),
+            None => nsys_cmd::capture(&mut s, &cmd, &opts, &nsys)
+                .map_err(|e| capture_error(ctx, e))
+                .and_then(|c| analyse_export(ctx, &mut s, c, &nsys, analyze)),
         };
-        s.finish(&result.as_ref().map(|_| ()).map_err(Clone::clone));
-        result?;
-        out.ok_or_else(|| OpError::internal("the nsys capture produced no result"))
+        finish(ctx, &mut s, &result);
+        result
     }
 }
 
-fn nsys_capture(
+/// The export's info and top findings, through the profile tools; a tool
+/// that fails leaves a note.
+fn analyse_export(
+    ctx: &OpContext,
     s: &mut Session<'_>,
-    cmd: &UserCommand,
-    opts: &NsysOptions,
+    c: nsys_cmd::NsysCapture,
     nsys: &ToolInfo,
     analyze: bool,
-    result: &mut Option<NsysOutput>,
-) -> Result<(), OpError> {
-    let base = s.dir.join("profile");
-    let args = opts.profile_args(&base, &cmd.argv);
-    let mut spec = CommandSpec::new(&nsys.path, args);
-    spec.cwd = cmd.cwd.clone();
-    spec.env = cmd.env.iter().cloned().chain(opts.env()).collect();
-    let profiler_command = spec.argv();
-    let _gpu = s.wait_for_gpu()?;
-    let out = s.run("nsys profile", spec, "nsys-profile")?;
-    s.rec.exit_code = out.exit_code.map(i64::from);
-    drop(_gpu);
-    s.artifact("profile_stdout", &s.dir.join("nsys-profile.stdout.log"));
-    s.artifact("profile_stderr", &s.dir.join("nsys-profile.stderr.log"));
-
-    let report = base.with_extension("nsys-rep");
-    if !report.is_file() {
-        let text = output_text(&out);
-        let qdstrm = base.with_extension("qdstrm");
-        if let Some(f) = diagnose::importer_failure(&text) {
-            if qdstrm.is_file() {
-                s.artifact("qdstrm", &qdstrm);
-            }
-            return Err(OpError::unsupported(
-                format!(
-                    "nsys captured the run but could not turn it into a report: its importer is missing {} \
-                     (`Unable to retrieve the importer version`). The raw capture is {} (run {}).{}",
-                    if f.missing_libraries.is_empty() {
-                        "libdw.so.1/libelf.so.1".to_string()
-                    } else {
-                        f.missing_libraries.join(", ")
-                    },
-                    qdstrm.display(),
-                    s.rec.run_id,
-                    out.tails_text()
-                ),
-                f.fix(),
-            ));
-        }
-        return Err(OpError::invalid_input(
-            format!(
-                "nsys wrote no report ({}); the command may have failed to start or ended before any CUDA \
-                 activity (a capture range that never opened also leaves no report).{}",
-                out.status_text(),
-                out.tails_text()
-            ),
-            "Check the command runs on its own first, and that `capture_range`/`nvtx_range` match what the program \
-             does. The logs are in the run folder.",
-        ));
-    }
-    s.artifact("nsys_rep", &report);
-    if let Some(n) = exit_note(&out) {
-        s.notes.push(n);
-    }
-
-    let sqlite = base.with_extension("sqlite");
-    let mut export = CommandSpec::new(&nsys.path, nsys_cmd::export_args(&report, &sqlite));
-    export.env = cmd.env.clone();
-    let ex = s.run("nsys export", export, "nsys-export")?;
-    if !sqlite.is_file() {
-        return Err(OpError::unsupported(
-            format!(
-                "nsys export did not write {} ({}).{}",
-                sqlite.display(),
-                ex.status_text(),
-                ex.tails_text()
-            ),
-            format!(
-                "The report {} is kept; export it by hand with `nsys export --type sqlite {}` to see why.",
-                report.display(),
-                report.display()
-            ),
-        ));
-    }
-    s.artifact("sqlite", &sqlite);
-
+) -> Result<NsysOutput, OpError> {
     let mut info = None;
     let mut top = Vec::new();
     if analyze {
         s.progress("analysing the export".into());
-        let path = sqlite.display().to_string();
-        match s
-            .ctx
-            .call_tool("aisp_profile_info", json!({ "path": path }))
-        {
+        let path = c.sqlite.display().to_string();
+        match ctx.call_tool("aisp_profile_info", json!({ "path": path })) {
             Ok(v) => info = as_object(v),
             Err(e) => s.notes.push(analysis_note("aisp_profile_info", &e)),
         }
-        match s
-            .ctx
-            .call_tool("aisp_profile_rules", json!({ "path": path }))
-        {
-            Ok(v) => {
-                let findings = v
-                    .get("findings")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                for f in findings.into_iter().take(5) {
-                    let line = format!(
-                        "[{}] {}",
-                        f.get("severity").and_then(Value::as_str).unwrap_or("?"),
-                        f.get("title").and_then(Value::as_str).unwrap_or("")
-                    );
-                    s.rec.findings.push(line);
-                    if let Some(m) = as_object(f) {
-                        top.push(m);
-                    }
-                }
-            }
+        match ctx.call_tool("aisp_profile_rules", json!({ "path": path })) {
+            Ok(v) => top = top_findings(s, &v),
             Err(e) => s.notes.push(analysis_note("aisp_profile_rules", &e)),
         }
-        if s.ctx.is_cancelled() {
-            return Err(s.ctx.stop_error());
+        if ctx.is_cancelled() {
+            return Err(ctx.stop_error());
         }
     }
-    *result = Some(NsysOutput {
-        capture: info_of(s, profiler_command, Some(nsys.clone()), &out),
+    Ok(NsysOutput {
+        capture: s.info(c.profiler_command, Some(nsys.clone()), &c.outcome),
         info,
         top_findings: top,
         ranks: None,
-    });
-    Ok(())
+    })
 }
 
-/// Per-rank capture: nsys inside the launcher, one report per rank, each
-/// exported, then the set analysed by `aisp_profile_ranks`.
-fn nsys_capture_per_rank(
+/// The set of rank exports, analysed by `aisp_profile_ranks`.
+fn analyse_ranks(
+    ctx: &OpContext,
     s: &mut Session<'_>,
-    cmd: &UserCommand,
-    launcher: &[String],
-    opts: &NsysOptions,
+    c: nsys_cmd::RankCaptures,
     nsys: &ToolInfo,
     analyze: bool,
-    result: &mut Option<NsysOutput>,
-) -> Result<(), OpError> {
-    let argv = nsys_cmd::per_rank_argv(launcher, Path::new(&nsys.path), opts, &s.dir, &cmd.argv);
-    let mut spec = CommandSpec::new(PathBuf::from(&argv[0]), argv[1..].to_vec());
-    spec.cwd = cmd.cwd.clone();
-    spec.env = cmd.env.iter().cloned().chain(opts.env()).collect();
-    let profiler_command = spec.argv();
-    let _gpu = s.wait_for_gpu()?;
-    let out = s.run("launcher with nsys per rank", spec, "nsys-profile")?;
-    s.rec.exit_code = out.exit_code.map(i64::from);
-    drop(_gpu);
-    s.artifact("profile_stdout", &s.dir.join("nsys-profile.stdout.log"));
-    s.artifact("profile_stderr", &s.dir.join("nsys-profile.stderr.log"));
-    let mut reports: Vec<PathBuf> = std::fs::read_dir(&s.dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.extension().is_some_and(|e| e == "nsys-rep")
-                        && p.file_name()
-                            .and_then(|n| n.to_str())
-                            .is_some_and(|n| n.starts_with("rank_"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    reports.sort();
-    if reports.is_empty() {
-        return Err(OpError::invalid_input(
-            format!(
-                "no rank wrote a report ({}): the launcher or the program may have failed before any CUDA activity.{}",
-                out.status_text(),
-                out.tails_text()
-            ),
-            "Check that the launcher runs the program on its own first (torchrun needs the program as an \
-             executable after --no-python, e.g. [\"python3\", \"train.py\"]). The logs are in the run folder.",
-        ));
-    }
-    if let Some(n) = exit_note(&out) {
-        s.notes.push(n);
-    }
-    let mut exports = Vec::new();
-    for report in &reports {
-        s.ctx.check_cancelled()?;
-        let stem = report
-            .file_stem()
-            .and_then(|n| n.to_str())
-            .unwrap_or("rank")
-            .to_string();
-        let sqlite = report.with_extension("sqlite");
-        s.artifact(&format!("nsys_rep_{stem}"), report);
-        let mut export = CommandSpec::new(&nsys.path, nsys_cmd::export_args(report, &sqlite));
-        export.env = cmd.env.clone();
-        let ex = s.run("nsys export", export, &format!("nsys-export-{stem}"))?;
-        if sqlite.is_file() {
-            s.artifact(&format!("sqlite_{stem}"), &sqlite);
-            exports.push(sqlite.display().to_string());
-        } else {
-            s.notes.push(format!(
-                "nsys export of {} wrote nothing ({})",
-                report.display(),
-                ex.status_text()
-            ));
-        }
-    }
+) -> NsysOutput {
     let mut ranks = Map::new();
-    ranks.insert("exports".into(), json!(exports));
+    ranks.insert("exports".into(), json!(c.exports));
     let mut top = Vec::new();
-    if analyze && !exports.is_empty() {
+    if analyze && !c.exports.is_empty() {
         s.progress("analysing the set of rank exports".into());
         let dir = s.dir.display().to_string();
-        match s
-            .ctx
-            .call_tool("aisp_profile_ranks", json!({ "path": dir, "detail": true }))
-        {
+        match ctx.call_tool("aisp_profile_ranks", json!({ "path": dir, "detail": true })) {
             Ok(v) => {
-                for f in v
-                    .get("findings")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .take(5)
-                {
-                    s.rec.findings.push(format!(
-                        "[{}] {}",
-                        f.get("severity").and_then(Value::as_str).unwrap_or("?"),
-                        f.get("title").and_then(Value::as_str).unwrap_or("")
-                    ));
-                    if let Some(m) = as_object(f) {
-                        top.push(m);
-                    }
-                }
+                top = top_findings(s, &v);
                 ranks.insert("analysis".into(), v);
             }
             Err(e) => s.notes.push(analysis_note("aisp_profile_ranks", &e)),
         }
     }
-    *result = Some(NsysOutput {
-        capture: info_of(s, profiler_command, Some(nsys.clone()), &out),
+    NsysOutput {
+        capture: s.info(c.profiler_command, Some(nsys.clone()), &c.outcome),
         info: None,
         top_findings: top,
         ranks: Some(ranks),
-    });
-    Ok(())
+    }
+}
+
+/// The first five findings of a profile tool's answer; each is also recorded
+/// as a `[severity] title` line.
+fn top_findings(s: &mut Session<'_>, answer: &Value) -> Vec<Map<String, Value>> {
+    let findings = answer
+        .get("findings")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut top = Vec::new();
+    for f in findings.into_iter().take(5) {
+        s.rec.findings.push(format!(
+            "[{}] {}",
+            f.get("severity").and_then(Value::as_str).unwrap_or("?"),
+            f.get("title").and_then(Value::as_str).unwrap_or("")
+        ));
+        if let Some(m) = as_object(f) {
+            top.push(m);
+        }
+    }
+    top
 }
 
 fn analysis_note(tool: &str, e: &OpError) -> String {
@@ -915,146 +590,16 @@ replayed once per pass (seconds per kernel with `full`); honours timeout_s and a
         })?;
         let limit = input.limit.unwrap_or(50).max(1);
         let ncu_tool = discover(ctx, Profiler::Ncu, &cmd.env)?;
-        let mut s = Session::start(ctx, CaptureKind::Ncu, &cmd, Some(&ncu_tool))?;
-        let mut out = None;
-        let result = ncu_capture(&mut s, &cmd, &opts, &ncu_tool, limit, &mut out);
-        s.finish(&result.as_ref().map(|_| ()).map_err(Clone::clone));
-        result?;
-        out.ok_or_else(|| OpError::internal("the ncu capture produced no result"))
+        let mut s = start(ctx, CaptureKind::Ncu, &cmd, Some(&ncu_tool))?;
+        let result = ncu_cmd::capture(&mut s, &cmd, &opts, &ncu_tool, limit)
+            .map_err(|e| capture_error(ctx, e))
+            .map(|c| NcuOutput {
+                capture: s.info(c.profiler_command, Some(ncu_tool.clone()), &c.outcome),
+                summary: c.summary,
+            });
+        finish(ctx, &mut s, &result);
+        result
     }
-}
-
-fn permission_error(out: &RunOutcome) -> OpError {
-    OpError::unsupported(
-        format!(
-            "ncu may not read the GPU performance counters on this machine (ERR_NVGPUCTRPERM).{}",
-            out.tails_text()
-        ),
-        diagnose::COUNTER_PERMISSION_FIX,
-    )
-}
-
-/// Import the raw and details pages of a report into CSV files next to it.
-fn import_pages(
-    s: &mut Session<'_>,
-    ncu_path: &str,
-    report: &Path,
-    env: &[(String, String)],
-) -> Result<(Option<String>, Option<String>), OpError> {
-    let mut pages = (None, None);
-    for (page, name) in [(Page::Raw, "raw"), (Page::Details, "details")] {
-        let mut spec = CommandSpec::new(ncu_path, ncu_cmd::import_args(report, page));
-        spec.env = env.to_vec();
-        let log = format!("ncu-import-{name}");
-        let out = s.run(&format!("ncu --import --page {name}"), spec, &log)?;
-        let csv_path = s.dir.join(format!("{log}.stdout.log"));
-        let text = std::fs::read_to_string(&csv_path).unwrap_or_default();
-        if out.exit_code == Some(0) && !text.trim().is_empty() {
-            let dest = s.dir.join(format!("profile.{name}.csv"));
-            if std::fs::rename(&csv_path, &dest).is_ok() {
-                s.artifact(&format!("{name}_csv"), &dest);
-            }
-            match page {
-                Page::Raw => pages.0 = Some(text),
-                Page::Details => pages.1 = Some(text),
-            }
-        } else {
-            s.notes.push(format!(
-                "`ncu --import --page {name}` failed ({}): {}",
-                out.status_text(),
-                out.stderr.text().lines().last().unwrap_or("")
-            ));
-        }
-    }
-    Ok(pages)
-}
-
-pub(super) fn ncu_capture(
-    s: &mut Session<'_>,
-    cmd: &UserCommand,
-    opts: &NcuOptions,
-    ncu_tool: &ToolInfo,
-    limit: usize,
-    result: &mut Option<NcuOutput>,
-) -> Result<(), OpError> {
-    let base = s.dir.join("profile");
-    let mut spec = CommandSpec::new(&ncu_tool.path, opts.profile_args(&base, &cmd.argv));
-    spec.cwd = cmd.cwd.clone();
-    spec.env = cmd.env.clone();
-    let profiler_command = spec.argv();
-    let gpu = s.wait_for_gpu()?;
-    let out = s.run("ncu", spec, "ncu-profile")?;
-    s.rec.exit_code = out.exit_code.map(i64::from);
-    drop(gpu);
-    s.artifact("profile_stdout", &s.dir.join("ncu-profile.stdout.log"));
-    s.artifact("profile_stderr", &s.dir.join("ncu-profile.stderr.log"));
-    let text = output_text(&out);
-    if diagnose::counter_permission_denied(&text) {
-        return Err(permission_error(&out));
-    }
-    if let Some(line) = diagnose::profiler_init_failure(&text) {
-        return Err(OpError::unsupported(
-            format!(
-                "ncu could not start its profiler: {line}.{}",
-                out.tails_text()
-            ),
-            diagnose::PROFILER_INIT_FIX,
-        ));
-    }
-    let report = base.with_extension("ncu-rep");
-    if !report.is_file() {
-        let why = if text.contains("No kernels were profiled") {
-            "no kernel matched the filters"
-        } else {
-            "the command may have failed or launched no CUDA kernel"
-        };
-        return Err(OpError::invalid_input(
-            format!(
-                "ncu wrote no report ({}; {why}).{}",
-                out.status_text(),
-                out.tails_text()
-            ),
-            "Check `kernel_regex` (it matches the function name, e.g. \"gemm\"), `launch_skip`, `nvtx_include` \
-             (ranges need \"/\" at the end for push/pop ranges), and that the command runs on its own.",
-        ));
-    }
-    s.artifact("ncu_rep", &report);
-    if let Some(n) = exit_note(&out) {
-        s.notes.push(n);
-    }
-    let (raw, details) = import_pages(s, &ncu_tool.path, &report, &cmd.env)?;
-    let pages: Vec<&str> = [raw.as_deref(), details.as_deref()]
-        .into_iter()
-        .flatten()
-        .collect();
-    let summary = if pages.is_empty() {
-        None
-    } else {
-        match ncu::summarize(&pages, limit) {
-            Ok(sum) => Some(sum),
-            Err(e) => {
-                s.notes
-                    .push(format!("the report's CSV could not be read: {e}"));
-                None
-            }
-        }
-    };
-    if let Some(sum) = &summary {
-        for a in sum.top_advice.iter().take(5) {
-            s.rec.findings.push(format!(
-                "{} on {} ({} launches): up to {:.1} µs to save",
-                a.rule,
-                a.kernel_name.chars().take(80).collect::<String>(),
-                a.launches,
-                a.estimated_savings_ns / 1e3
-            ));
-        }
-    }
-    *result = Some(NcuOutput {
-        capture: info_of(s, profiler_command, Some(ncu_tool.clone()), &out),
-        summary,
-    });
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1175,6 +720,7 @@ pub(super) fn read_ncu_sources(
 }
 
 /// The raw and details pages of a report, through a local ncu.
+/// The raw and details pages of a report, through a local ncu.
 fn import_report(ctx: &OpContext, report: &Path) -> Result<Vec<String>, OpError> {
     let ncu_tool = discover(ctx, Profiler::Ncu, &[]).map_err(|mut e| {
         e.hint = format!(
@@ -1184,52 +730,14 @@ fn import_report(ctx: &OpContext, report: &Path) -> Result<Vec<String>, OpError>
         );
         e
     })?;
-    let mut texts = Vec::new();
-    for page in [Page::Raw, Page::Details] {
-        let dir = tempfile_dir(ctx)?;
-        let log = dir.join("page.csv");
-        let mut spec = CommandSpec::new(&ncu_tool.path, ncu_cmd::import_args(report, page));
-        spec.stdout_log = Some(log.clone());
-        let limits = RunLimits {
-            deadline: Some(
-                ctx.deadline()
-                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(300)),
-            ),
-            grace: GRACE,
-            tail_lines: TAIL_LINES,
-        };
-        let out = process::run(&spec, &limits, &|| ctx.is_cancelled(), &mut |_| {})
-            .map_err(|e| OpError::internal(format!("ncu --import: {e}")))?;
-        if out.stopped.is_some() {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(ctx.stop_error());
-        }
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let _ = std::fs::remove_dir_all(&dir);
-        if out.exit_code != Some(0) {
-            return Err(OpError::invalid_input(
-                format!(
-                    "ncu could not import {} ({}).{}",
-                    report.display(),
-                    out.status_text(),
-                    out.tails_text()
-                ),
-                "The report may be damaged or from a newer Nsight Compute than the local ncu.",
-            ));
-        }
-        texts.push(text);
-    }
-    Ok(texts)
-}
-
-fn tempfile_dir(ctx: &OpContext) -> Result<PathBuf, OpError> {
-    let dir = ctx.app().config.cache_dir().join(format!(
-        "ncu-import-{}",
-        record::new_run_id(CaptureKind::Ncu)
-    ));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| OpError::internal(format!("cannot create {}: {e}", dir.display())))?;
-    Ok(dir)
+    ncu_cmd::import_report(
+        Path::new(&ncu_tool.path),
+        report,
+        &ctx.app().config.cache_dir(),
+        ctx.deadline(),
+        &|| ctx.is_cancelled(),
+    )
+    .map_err(|e| capture_error(ctx, e))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1338,46 +846,8 @@ exactly the counters needed (needs --allow-exec and a GPU). Cache hit rates: ais
                 (src, texts, None)
             }
             (None, Some(command)) => {
-                if !ctx.app().config.allow_exec {
-                    return Err(OpError::exec_not_allowed(
-                        "aisp_analyze_memory_patterns with `command` runs a command you supply, and command \
-                         execution is not allowed in this aisp.",
-                    ));
-                }
-                let cmd = check_command(command, input.cwd.as_deref(), input.env.as_ref())?;
-                let opts = NcuOptions {
-                    set: NcuSet::Basic,
-                    // ncu's rules for the same problems (uncoalesced accesses, thread divergence).
-                    sections: vec!["SourceCounters".into(), "WarpStateStats".into()],
-                    metrics: ncu::patterns::METRICS
-                        .iter()
-                        .map(|m| m.to_string())
-                        .collect(),
-                    kernel_regex: input.kernel_regex.clone(),
-                    launch_skip: input.launch_skip,
-                    launch_count: Some(input.launch_count.unwrap_or(10)),
-                    nvtx_include: Vec::new(),
-                    replay_mode: None,
-                    clock_control: ClockControl::None,
-                };
-                opts.validate()
-                    .map_err(|m| OpError::invalid_input(m, example))?;
-                let ncu_tool = discover(ctx, Profiler::Ncu, &cmd.env)?;
-                let mut s = Session::start(ctx, CaptureKind::Ncu, &cmd, Some(&ncu_tool))?;
-                let mut out = None;
-                let result = ncu_capture(&mut s, &cmd, &opts, &ncu_tool, 1, &mut out);
-                s.finish(&result.as_ref().map(|_| ()).map_err(Clone::clone));
-                result?;
-                let mut texts = Vec::new();
-                let mut src = Vec::new();
-                for page in ["raw", "details"] {
-                    let p = s.dir.join(format!("profile.{page}.csv"));
-                    if let Ok(t) = std::fs::read_to_string(&p) {
-                        texts.push(t);
-                        src.push(p);
-                    }
-                }
-                (src, texts, Some(s.rec.run_id.clone()))
+                let (src, texts, run_id) = capture_for_patterns(ctx, command, &input, example)?;
+                (src, texts, Some(run_id))
             }
         };
         let raw = texts
@@ -1403,18 +873,7 @@ exactly the counters needed (needs --allow-exec and a GPU). Cache hit rates: ais
                 report.missing_metrics.join(",")
             ));
         }
-        // Flagged kernels first (by time at stake), then the rest in report order.
-        report.kernels.sort_by(|a, b| {
-            let stake = |k: &ncu::patterns::KernelPatterns| {
-                k.problems
-                    .iter()
-                    .filter_map(|p| p.stake_ns)
-                    .fold(0.0, f64::max)
-            };
-            (b.verdict == "flagged")
-                .cmp(&(a.verdict == "flagged"))
-                .then(stake(b).total_cmp(&stake(a)))
-        });
+        report.flagged_first();
         if report.kernels.len() > limit {
             left_out.push(format!(
                 "{} more kernels (raise `limit` to see them)",
@@ -1429,6 +888,46 @@ exactly the counters needed (needs --allow-exec and a GPU). Cache hit rates: ais
             left_out,
         })
     }
+}
+
+/// Run `command` under ncu with the counters the analysis reads: the pages
+/// it imported, their files, and the run id.
+fn capture_for_patterns(
+    ctx: &OpContext,
+    command: &[String],
+    input: &MemoryPatternsInput,
+    example: &str,
+) -> Result<(Vec<PathBuf>, Vec<String>, String), OpError> {
+    if !ctx.app().config.allow_exec {
+        return Err(OpError::exec_not_allowed(
+            "aisp_analyze_memory_patterns with `command` runs a command you supply, and command \
+             execution is not allowed in this aisp.",
+        ));
+    }
+    let cmd = check_command(command, input.cwd.as_deref(), input.env.as_ref())?;
+    let opts = NcuOptions::memory_patterns(
+        input.kernel_regex.clone(),
+        input.launch_skip,
+        input.launch_count.unwrap_or(10),
+    );
+    opts.validate()
+        .map_err(|m| OpError::invalid_input(m, example))?;
+    let ncu_tool = discover(ctx, Profiler::Ncu, &cmd.env)?;
+    let mut s = start(ctx, CaptureKind::Ncu, &cmd, Some(&ncu_tool))?;
+    let result =
+        ncu_cmd::capture(&mut s, &cmd, &opts, &ncu_tool, 1).map_err(|e| capture_error(ctx, e));
+    finish(ctx, &mut s, &result);
+    result?;
+    let mut texts = Vec::new();
+    let mut sources = Vec::new();
+    for page in ["raw", "details"] {
+        let p = s.dir.join(format!("profile.{page}.csv"));
+        if let Ok(t) = std::fs::read_to_string(&p) {
+            texts.push(t);
+            sources.push(p);
+        }
+    }
+    Ok((sources, texts, s.rec.run_id.clone()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1551,117 +1050,17 @@ in the command's Python. Takes the script's run time plus profiler overhead; hon
             top: input.top.unwrap_or(15).clamp(1, 200),
             steps: 50,
         };
-        let mut s = Session::start(ctx, CaptureKind::Torch, &cmd, None)?;
-        let mut out = None;
-        let result = torch_capture(&mut s, &cmd, &opts, limits, &mut out);
-        s.finish(&result.as_ref().map(|_| ()).map_err(Clone::clone));
-        result?;
-        out.ok_or_else(|| OpError::internal("the torch capture produced no result"))
+        let mut s = start(ctx, CaptureKind::Torch, &cmd, None)?;
+        let result = torch_cmd::capture(&mut s, &cmd, &opts, limits, &ctx.app().config.limits)
+            .map_err(|e| capture_error(ctx, e))
+            .map(|c| TorchOutput {
+                capture: s.info(c.profiler_command, None, &c.outcome),
+                traces: c.traces.iter().map(|p| p.display().to_string()).collect(),
+                analysis: c.analysis,
+            });
+        finish(ctx, &mut s, &result);
+        result
     }
-}
-
-use kineto::analysis::Limits;
-
-fn torch_capture(
-    s: &mut Session<'_>,
-    cmd: &UserCommand,
-    opts: &TorchOptions,
-    limits: Limits,
-    result: &mut Option<TorchOutput>,
-) -> Result<(), OpError> {
-    let wrapper = s.dir.join(torch_cmd::WRAPPER_NAME);
-    std::fs::write(&wrapper, torch_cmd::WRAPPER)
-        .map_err(|e| OpError::internal(format!("cannot write {}: {e}", wrapper.display())))?;
-    let argv = torch_cmd::wrap_command(&cmd.argv, &wrapper, &s.dir, opts)
-        .map_err(|m| OpError::invalid_input(m, "Pass a command that runs a .py script."))?;
-    let mut spec = CommandSpec::new(&argv[0], argv[1..].to_vec());
-    spec.cwd = cmd.cwd.clone();
-    spec.env = cmd.env.clone();
-    let profiler_command = spec.argv();
-    let gpu = s.wait_for_gpu()?;
-    let out = s.run("torch.profiler", spec, "torch")?;
-    s.rec.exit_code = out.exit_code.map(i64::from);
-    drop(gpu);
-    s.artifact("stdout", &s.dir.join("torch.stdout.log"));
-    s.artifact("stderr", &s.dir.join("torch.stderr.log"));
-    let traces = kineto::expand_paths(&s.dir)
-        .map_err(|e| OpError::internal(format!("cannot list {}: {e}", s.dir.display())))?;
-    if traces.is_empty() {
-        let text = output_text(&out);
-        if text.contains("No module named 'torch'") {
-            return Err(OpError::not_found(
-                format!(
-                    "PyTorch is not installed for the Python that ran the script ({}).{}",
-                    cmd.argv[0],
-                    out.tails_text()
-                ),
-                "Run with the interpreter of the environment that has torch (e.g. \"command\": \
-                 [\"/path/to/venv/bin/python\", \"train.py\"]), or install it (pip install torch).",
-            ));
-        }
-        let meta_note = std::fs::read_to_string(s.dir.join("meta.json"))
-            .ok()
-            .and_then(|m| serde_json::from_str::<Value>(&m).ok())
-            .filter(|m| m.get("optimizer_steps").and_then(Value::as_u64) == Some(0))
-            .map(|_| " The script stepped no optimizer, so the schedule never reached its active steps.")
-            .unwrap_or("");
-        return Err(OpError::invalid_input(
-            format!(
-                "the profiler wrote no trace ({}).{meta_note}{}",
-                out.status_text(),
-                out.tails_text()
-            ),
-            "Check that the script runs on its own; for scripts without an optimizer (inference, benchmarks) call \
-             again with \"step_on\": \"none\"; make sure the run has at least wait + warmup + active optimizer steps.",
-        ));
-    }
-    for (i, t) in traces.iter().enumerate() {
-        let name = if i == 0 {
-            "trace".to_string()
-        } else {
-            format!("trace_{i}")
-        };
-        s.artifact(&name, t);
-    }
-    if let Some(n) = exit_note(&out) {
-        s.notes.push(n);
-    }
-    s.progress("analysing the trace".into());
-    let mut loaded = Vec::new();
-    for t in &traces {
-        s.ctx.check_cancelled()?;
-        match kineto::load(t, &s.ctx.app().config.limits) {
-            Ok(tr) => loaded.push(tr),
-            Err(e) => s.notes.push(format!("{e}")),
-        }
-    }
-    let analysis = (!loaded.is_empty()).then(|| kineto::analyze(&loaded, limits));
-    if let Some(a) = &analysis {
-        s.rec.findings = finding_lines(a);
-    }
-    *result = Some(TorchOutput {
-        capture: info_of(s, profiler_command, None, &out),
-        traces: traces.iter().map(|p| p.display().to_string()).collect(),
-        analysis,
-    });
-    Ok(())
-}
-
-fn finding_lines(a: &kineto::TraceAnalysis) -> Vec<String> {
-    a.findings
-        .iter()
-        .take(5)
-        .map(|f| {
-            format!(
-                "[{}] {}",
-                serde_json::to_value(f.severity)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
-                f.title
-            )
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1760,17 +1159,7 @@ the JSON text. Under a second for traces of tens of MB.",
                 "Pass the trace files themselves.",
             ));
         }
-        let mut traces = Vec::new();
-        for f in &files {
-            ctx.check_cancelled()?;
-            traces.push(kineto::load(f, &ctx.app().config.limits).map_err(|e| match e {
-                kineto::TraceError::Input(e) => OpError::from(e),
-                other => OpError::invalid_input(
-                    other.to_string(),
-                    "Pass the JSON that torch.profiler's export_chrome_trace (or tensorboard_trace_handler) wrote.",
-                ),
-            })?);
-        }
+        let mut traces = load_traces(ctx, &files)?;
         // Default lists share one budget over the ranks, so 8 ranks do not answer 8x as much.
         // With several ranks the cross-rank answer comes too, so each rank lists less.
         let default_top = if traces.len() > 1 { 1 } else { 2 };
@@ -1784,33 +1173,8 @@ the JSON text. Under a second for traces of tens of MB.",
         for (trace, short) in traces.iter_mut().zip(short_names(&files)) {
             trace.path = short;
         }
-        let mut digests: Vec<_> = traces
-            .iter()
-            .flat_map(aisp_profile::ranks::kineto::digest_trace)
-            .collect();
         let mut left_out = Vec::new();
-        let ranks = if digests.len() > 1 {
-            // The files are listed once, at the top of the answer.
-            let mut set = aisp_profile::ranks::merge(&mut digests, Vec::new(), Vec::new())?;
-            let findings = aisp_profile::ranks::findings::findings(&set.cross_rank);
-            // The rank × step heat map repeats the steps each trace lists (traces[].steps).
-            if set.cross_rank.heat_map.take().is_some() {
-                left_out.push(
-                    "the rank × step heat map: each rank's steps are in traces[].steps".to_string(),
-                );
-            }
-            if !set.identities.is_empty() || !set.alignment.domains.is_empty() {
-                set.identities.clear();
-                set.alignment.domains.clear();
-                left_out.push(
-                    "the rank identities and each trace's clock domain: aisp_profile_ranks with these paths and \"detail\": true"
-                        .to_string(),
-                );
-            }
-            Some(TraceRanks { set, findings })
-        } else {
-            None
-        };
+        let mut ranks = cross_rank(&traces, &mut left_out)?;
         let mut analysis = kineto::analyze(&traces, limits);
         if input.top.is_none() {
             left_out.push(format!(
@@ -1841,30 +1205,11 @@ the JSON text. Under a second for traces of tens of MB.",
             ));
             analysis.findings.truncate(findings);
         }
-        let mut ranks = ranks;
-        if !input.detail.unwrap_or(false) {
-            let mut cut = false;
-            for t in &mut analysis.traces {
-                cut |= !t.memory_ops.is_empty()
-                    || !t.sync_calls.is_empty()
-                    || !t.memory_peaks.is_empty();
-                t.memory_ops.clear();
-                t.sync_calls.clear();
-                t.memory_peaks.clear();
-            }
-            if let Some(r) = &mut ranks {
-                let c = &mut r.set.cross_rank;
-                cut |= !c.ranks.is_empty() || !c.imbalance.is_empty() || !c.collectives.is_empty();
-                c.ranks.clear();
-                c.imbalance.clear();
-                c.collectives.clear();
-            }
-            if cut {
-                left_out.push(
-                    "each rank's memory operations, synchronizing calls and memory peaks; the cross-rank per-rank rows, imbalance and collectives: pass \"detail\": true"
-                        .to_string(),
-                );
-            }
+        if !input.detail.unwrap_or(false) && leave_out_detail(&mut analysis, ranks.as_mut()) {
+            left_out.push(
+                "each rank's memory operations, synchronizing calls and memory peaks; the cross-rank per-rank rows, imbalance and collectives: pass \"detail\": true"
+                    .to_string(),
+            );
         }
         Ok(TraceOutput {
             files: names,
@@ -1873,6 +1218,74 @@ the JSON text. Under a second for traces of tens of MB.",
             ranks,
         })
     }
+}
+
+/// Each file as a trace; a file that is not one is the call's error.
+fn load_traces(ctx: &OpContext, files: &[PathBuf]) -> Result<Vec<kineto::Trace>, OpError> {
+    let mut traces = Vec::new();
+    for f in files {
+        ctx.check_cancelled()?;
+        traces.push(kineto::load(f, &ctx.app().config.limits).map_err(|e| match e {
+            kineto::TraceError::Input(e) => OpError::from(e),
+            other => OpError::invalid_input(
+                other.to_string(),
+                "Pass the JSON that torch.profiler's export_chrome_trace (or tensorboard_trace_handler) wrote.",
+            ),
+        })?);
+    }
+    Ok(traces)
+}
+
+/// With several ranks, aisp_profile_ranks' view of the set and its findings,
+/// less what the traces already list or only `aisp_profile_ranks` needs.
+fn cross_rank(
+    traces: &[kineto::Trace],
+    left_out: &mut Vec<String>,
+) -> Result<Option<TraceRanks>, OpError> {
+    let mut digests: Vec<_> = traces
+        .iter()
+        .flat_map(aisp_profile::ranks::digest_trace)
+        .collect();
+    if digests.len() < 2 {
+        return Ok(None);
+    }
+    // The files are listed once, at the top of the answer.
+    let mut set = aisp_profile::ranks::merge(&mut digests, Vec::new(), Vec::new())?;
+    let findings = aisp_profile::ranks::findings(&set.cross_rank);
+    // The rank × step heat map repeats the steps each trace lists (traces[].steps).
+    if set.cross_rank.heat_map.take().is_some() {
+        left_out
+            .push("the rank × step heat map: each rank's steps are in traces[].steps".to_string());
+    }
+    if !set.identities.is_empty() || !set.alignment.domains.is_empty() {
+        set.identities.clear();
+        set.alignment.domains.clear();
+        left_out.push(
+            "the rank identities and each trace's clock domain: aisp_profile_ranks with these paths and \"detail\": true"
+                .to_string(),
+        );
+    }
+    Ok(Some(TraceRanks { set, findings }))
+}
+
+/// Drop each rank's memory operations, synchronizing calls and memory peaks,
+/// and the cross-rank per-rank rows; whether there was any.
+fn leave_out_detail(analysis: &mut kineto::TraceAnalysis, ranks: Option<&mut TraceRanks>) -> bool {
+    let mut cut = false;
+    for t in &mut analysis.traces {
+        cut |= !t.memory_ops.is_empty() || !t.sync_calls.is_empty() || !t.memory_peaks.is_empty();
+        t.memory_ops.clear();
+        t.sync_calls.clear();
+        t.memory_peaks.clear();
+    }
+    if let Some(r) = ranks {
+        let c = &mut r.set.cross_rank;
+        cut |= !c.ranks.is_empty() || !c.imbalance.is_empty() || !c.collectives.is_empty();
+        c.ranks.clear();
+        c.imbalance.clear();
+        c.collectives.clear();
+    }
+    cut
 }
 
 /// Each file's name without its folder, or its full path where two files share a name
@@ -1995,37 +1408,6 @@ aisp_profile_ncu_summary. Milliseconds.",
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn commands_are_checked() {
-        let ok = check_command(&["python3".into(), "t.py".into()], None, None).unwrap();
-        assert_eq!(ok.argv, vec!["python3", "t.py"]);
-        assert_eq!(
-            check_command(&[], None, None).unwrap_err().kind,
-            ErrorKind::InvalidInput
-        );
-        assert!(
-            check_command(&["--help".into()], None, None)
-                .unwrap_err()
-                .message
-                .contains("must start with a program")
-        );
-        assert!(
-            check_command(&["x".into()], Some("/nonexistent/dir"), None)
-                .unwrap_err()
-                .message
-                .contains("not an existing directory")
-        );
-        let mut env = BTreeMap::new();
-        env.insert("A=B".to_string(), "1".to_string());
-        assert!(check_command(&["x".into()], None, Some(&env)).is_err());
-        env.clear();
-        env.insert("CUDA_VISIBLE_DEVICES".to_string(), "0".to_string());
-        assert_eq!(
-            check_command(&["x".into()], None, Some(&env)).unwrap().env,
-            vec![("CUDA_VISIBLE_DEVICES".to_string(), "0".to_string())]
-        );
-    }
 
     #[test]
     fn traces_are_named_by_file_name_unless_two_share_it() {

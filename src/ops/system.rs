@@ -372,7 +372,7 @@ Each capability says what it enables, and the arch to build for (e.g. 9.0a, with
                 Err(e) => {
                     notes.push(format!(
                         "GPU {i}: {}",
-                        aisp_hw::gpu::nvml_util::describe(&e)
+                        aisp_hw::gpu::describe_nvml_error(&e)
                     ));
                     continue;
                 }

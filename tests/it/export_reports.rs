@@ -184,7 +184,7 @@ fn profile_pdf_of_train_good_names_its_numbers() {
     let steady = u.devices[0]
         .windows
         .iter()
-        .find(|w| w.window.kind == aisp_profile::windows::WindowKind::Steady)
+        .find(|w| w.window.kind == aisp_profile::WindowKind::Steady)
         .unwrap()
         .busy_pct;
     let rules = aisp_profile::rules::run(&p, &scope).unwrap();
@@ -493,7 +493,7 @@ fn benchmark_reports_and_csv_from_the_imported_h100_run() {
     assert!(raw.contains("\r\n"), "RFC 4180 line ends");
     let mut rd = csv::Reader::from_path(&csv_path).unwrap();
     let headers: Vec<String> = rd.headers().unwrap().iter().map(String::from).collect();
-    assert_eq!(headers, aisp_report::csv::COLUMNS);
+    assert_eq!(headers, aisp_report::CSV_COLUMNS);
     let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
     assert_eq!(rows.len(), 47);
     let col = |name: &str| headers.iter().position(|h| h == name).unwrap();

@@ -415,7 +415,7 @@ fn sixty_four_ranks_with_skewed_clocks_and_a_straggler() {
     // collectives before it arrived, with no compute beside it), at the median waiting rank; its cause is
     // read from its own ledger against the others' (a copy of rank 1: the same work, so no compute excess
     // is named unless its ledger shows one).
-    let f = ranks::ledger_set::findings(&digests, set.arrivals.as_ref());
+    let f = ranks::ledger_findings(&digests, set.arrivals.as_ref());
     let st = f
         .iter()
         .find(|x| x.id == "cross_rank_straggler")
@@ -535,10 +535,7 @@ fn kineto_traces_per_rank_get_the_same_cross_rank_answers() {
         })
         .collect();
     assert_eq!(traces[0].base_time_ns, Some(1_790_857_026_000_000_000));
-    let mut d: Vec<RankDigest> = traces
-        .iter()
-        .flat_map(ranks::kineto::digest_trace)
-        .collect();
+    let mut d: Vec<RankDigest> = traces.iter().flat_map(ranks::digest_trace).collect();
     assert_eq!(d.len(), 2);
     let set = ranks::merge(&mut d, Vec::new(), Vec::new()).unwrap();
     for (r, id) in set.identities.iter().enumerate() {
@@ -576,7 +573,7 @@ fn kineto_traces_per_rank_get_the_same_cross_rank_answers() {
         "{:?}",
         blind.cross_rank.notes
     );
-    assert!(ranks::findings::findings(&blind.cross_rank).is_empty());
+    assert!(ranks::findings(&blind.cross_rank).is_empty());
     // The bucket sizes tell the shifts apart: each step all-reduces 16,777,216, then 11 × 16,781,312,
     // then 4,096 floats, and rank 0's first sized bucket is its collective 11 where rank 1's is its 12.
     // Only shift 1 pairs equal sizes; it puts rank 1's GPU clock 2.286 ms behind rank 0's, although
@@ -608,7 +605,7 @@ fn kineto_traces_per_rank_get_the_same_cross_rank_answers() {
             .iter()
             .all(|r| r.busy_ns > 0 && r.communication_ns > 0)
     );
-    assert!(ranks::findings::findings(cr).is_empty());
+    assert!(ranks::findings(cr).is_empty());
     // Message sizes: each NCCL kernel whose launch lies inside a record_param_comms op carries its
     // In/Out msg nelems × 4 (Float). Counted independently with Python over the JSON: per rank 55
     // buckets of 16,781,312 floats, 5 of 16,777,216 and 5 of 4,096; the 11 (rank 0) and 12 (rank 1)
@@ -953,7 +950,7 @@ fn a_slow_node_is_named_when_all_its_ranks_arrive_late() {
     }
     // The finding names the host and its ranks, at stake the part of their lead another host's device
     // spent idle, with the numbers of the data.
-    let f = ranks::findings::findings(cr);
+    let f = ranks::findings(cr);
     names_real_tools(&f);
     let slow = f
         .iter()
@@ -1144,7 +1141,7 @@ fn two_h100s_per_rank_exports_name_the_planted_straggler() {
             l.sort_unstable();
             l[l.len() / 2]
         });
-        let f = ranks::ledger_set::findings(&digests, Some(arr));
+        let f = ranks::ledger_findings(&digests, Some(arr));
         names_real_tools(&f);
         let finding = f.iter().find(|x| x.id == "cross_rank_straggler").unwrap();
         // Two ranks: the wait rank 1 causes is rank 0's comm_wait (the part of its all-reduces before rank
@@ -1194,7 +1191,7 @@ fn two_h100s_kineto_traces_name_the_straggler_and_not_a_coin_toss() {
                     &Default::default(),
                 )
                 .unwrap();
-                ranks::kineto::digest_trace(&t)
+                ranks::digest_trace(&t)
             })
             .collect()
     };

@@ -17,7 +17,7 @@ fn a_first_release_store_upgrades_and_keeps_its_jobs() {
     .unwrap();
     let store = aisp_store::Store::open(&path).unwrap();
     let versions = store.versions().unwrap();
-    for m in aisp_store::migrations::MIGRATIONS {
+    for m in aisp_store::MIGRATIONS {
         let (_, v) = versions
             .iter()
             .find(|(c, _)| c == m.component)

@@ -1,10 +1,14 @@
-//! The `ncu` command lines: a capture into `.ncu-rep`, and the CSV pages of
-//! an existing report.
+//! Nsight Compute: the `ncu` command lines (a capture into `.ncu-rep`, the CSV
+//! pages of an existing report), the capture that runs them ([`capture`]) and
+//! the import of a report made elsewhere ([`import_report`]).
 
 use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+mod capture;
+pub use capture::{NcuCapture, capture, import_report};
 
 /// Which metric sections to collect.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -93,6 +97,30 @@ fn plain_name(s: &str) -> bool {
 }
 
 impl NcuOptions {
+    /// Exactly the counters the memory-pattern analysis reads
+    /// ([`aisp_profile::ncu::patterns::METRICS`]), with the sections of ncu's
+    /// rules for the same problems (uncoalesced accesses, thread divergence).
+    pub fn memory_patterns(
+        kernel_regex: Option<String>,
+        launch_skip: Option<u64>,
+        launch_count: u64,
+    ) -> NcuOptions {
+        NcuOptions {
+            set: NcuSet::Basic,
+            sections: vec!["SourceCounters".into(), "WarpStateStats".into()],
+            metrics: aisp_profile::ncu::patterns::METRICS
+                .iter()
+                .map(|m| m.to_string())
+                .collect(),
+            kernel_regex,
+            launch_skip,
+            launch_count: Some(launch_count),
+            nvtx_include: Vec::new(),
+            replay_mode: None,
+            clock_control: ClockControl::None,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         for s in &self.sections {
             if !plain_name(s) {

@@ -1,9 +1,13 @@
-//! The `nsys profile` and `nsys export` command lines.
+//! Nsight Systems: the `nsys profile` and `nsys export` command lines, and
+//! the capture that runs them ([`capture`], [`capture_per_rank`]).
 
 use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+mod capture;
+pub use capture::{NsysCapture, RankCaptures, capture, capture_per_rank};
 
 /// What to trace, as a named preset.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

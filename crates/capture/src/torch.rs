@@ -1,10 +1,15 @@
 //! Running a Python script under `torch.profiler` through the wrapper script
-//! shipped with aisp (`torch_profile.py`, written into the run folder).
+//! shipped with aisp (`torch_profile.py`, written into the run folder): the
+//! command line, and the capture that runs it and analyses its traces
+//! ([`capture`]).
 
 use std::path::Path;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+mod capture;
+pub use capture::{TorchCapture, capture};
 
 /// The wrapper, compiled into aisp.
 pub const WRAPPER: &str = include_str!("torch_profile.py");

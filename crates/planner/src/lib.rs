@@ -11,7 +11,7 @@ pub mod collectives;
 pub mod inference;
 pub mod links;
 pub mod memory;
-pub mod model;
+mod model;
 pub mod peaks;
 pub mod recipes;
 pub mod serving;
@@ -24,4 +24,4 @@ pub mod whatif;
 /// [`aisp_knowledge::models::Architecture`].
 pub mod hf;
 
-pub use model::{ModelError, ModelSpec, ModelSummary};
+pub use model::{ModelError, ModelSpec, ModelSummary, round};

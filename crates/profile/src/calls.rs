@@ -62,19 +62,6 @@ impl CallKind {
     }
 }
 
-/// Synchronization APIs in the sense of `nsys analyze cuda_api_sync` and the
-/// fixtures' "Sync APIs" (cudaStreamWaitEvent included: it is listed there,
-/// although it makes the GPU, not the host, wait).
-pub fn is_sync_api(display: &str) -> bool {
-    display.starts_with("cudaDeviceSynchronize")
-        || display.starts_with("cudaStreamSynchronize")
-        || display.starts_with("cudaEventSynchronize")
-        || display.starts_with("cudaStreamWaitEvent")
-        || display == "cuCtxSynchronize"
-        || display == "cuStreamSynchronize"
-        || display == "cuEventSynchronize"
-}
-
 /// Synchronous (blocking) memcpy APIs: `cudaMemcpy*` without `Async`.
 pub fn is_sync_memcpy_api(display: &str) -> bool {
     (display.starts_with("cudaMemcpy") && !display.contains("Async"))

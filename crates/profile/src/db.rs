@@ -2,7 +2,7 @@
 //! read-only connection (`mode=ro`), and the file identity used by caches.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 use sha2::{Digest, Sha256};
@@ -71,20 +71,9 @@ fn identity_and_header(path: &Path) -> Result<(FileIdentity, Vec<u8>)> {
     ))
 }
 
-/// What the 100-byte SQLite header says about a file.
-#[derive(Debug, Clone, Copy)]
-pub struct SqliteHeader {
-    pub page_size: u32,
-    /// Pages in the database according to the header (when the header's
-    /// "version-valid-for" matches its change counter, as SQLite requires).
-    pub page_count: Option<u32>,
-    /// 2 when the database is in WAL mode.
-    pub write_version: u8,
-}
-
 /// Check that `head` starts with a sane SQLite header and that the file is as
-/// long as the header says; return the parsed header.
-pub fn check_header(path: &Path, head: &[u8], file_size: u64) -> Result<SqliteHeader> {
+/// long as the header says.
+pub fn check_header(path: &Path, head: &[u8], file_size: u64) -> Result<()> {
     if file_size == 0 {
         return Err(ProfileError::invalid(path, "the file is empty"));
     }
@@ -129,19 +118,13 @@ pub fn check_header(path: &Path, head: &[u8], file_size: u64) -> Result<SqliteHe
             ),
         ));
     }
-    Ok(SqliteHeader {
-        page_size,
-        page_count,
-        write_version: head[18],
-    })
+    Ok(())
 }
 
-/// An opened export: the read-only connection plus what we learnt on the way.
+/// An opened export: the read-only connection and the file's identity.
 pub struct OpenedDb {
     pub conn: Connection,
-    pub path: PathBuf,
     pub identity: FileIdentity,
-    pub header: SqliteHeader,
 }
 
 /// Percent-encode a path for an SQLite `file:` URI.
@@ -172,7 +155,7 @@ pub fn open_readonly(path: &Path, max_bytes: u64) -> Result<OpenedDb> {
         }
         .into());
     }
-    let header = check_header(path, &head, identity.size)?;
+    check_header(path, &head, identity.size)?;
     let conn = Connection::open_with_flags(
         uri_for(path),
         OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -189,12 +172,7 @@ pub fn open_readonly(path: &Path, max_bytes: u64) -> Result<OpenedDb> {
         r.get::<_, i64>(0)
     })
     .map_err(|e| ProfileError::invalid(path, format!("SQLite cannot read it: {e}")))?;
-    Ok(OpenedDb {
-        conn,
-        path: path.to_path_buf(),
-        identity,
-        header,
-    })
+    Ok(OpenedDb { conn, identity })
 }
 
 /// Whether the export has table `t` (exports differ by what the capture traced).

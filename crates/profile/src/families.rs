@@ -55,10 +55,6 @@ impl Families {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.heads.is_empty()
-    }
-
     /// One sentence per family: `step_*` stands for 40 names, step_0 … step_39.
     pub fn describe(&self) -> Vec<String> {
         self.heads
@@ -95,6 +91,6 @@ mod tests {
             f.describe(),
             vec!["`step_*` groups 3 numbered ranges (step_0 … step_2)".to_string()]
         );
-        assert!(Families::detect(["a1", "b2", "c3"]).is_empty());
+        assert!(Families::detect(["a1", "b2", "c3"]).describe().is_empty());
     }
 }

@@ -31,14 +31,14 @@
 
 mod attribution;
 pub mod cache;
-pub mod calls;
+mod calls;
 pub mod classify;
 pub mod compare;
-pub mod db;
+mod db;
 mod error;
 pub mod events;
 pub mod export;
-pub mod families;
+mod families;
 pub mod fastscan;
 pub mod gaps;
 pub mod info;
@@ -48,7 +48,7 @@ pub mod kernels;
 pub mod ledger;
 pub mod loaded;
 pub mod memory;
-pub mod model;
+mod model;
 pub mod nccl;
 pub mod nccl_payloads;
 pub mod nsysrep;
@@ -56,7 +56,7 @@ pub mod nvtx;
 mod osrt;
 pub mod overlap;
 pub mod ranks;
-pub mod regions;
+mod regions;
 mod repeat;
 pub mod rules;
 mod schema;
@@ -66,7 +66,7 @@ pub mod summary;
 pub mod timeline;
 pub mod usage;
 pub mod utilization;
-pub mod windows;
+mod windows;
 
 // The other readers of profiling data (PyTorch/Kineto traces, Nsight Compute
 // CSV, flame graphs, DataLoader waits, torch.compile logs) and the capped
@@ -90,7 +90,7 @@ use serde::{Deserialize, Serialize};
 
 pub use db::FileIdentity;
 pub use error::{ProfileError, Result};
-pub use model::{ApiCall, Kernel, Memcpy, Memset, NvtxRange};
+pub use model::{ApiCall, Kernel, Memcpy, Memset, NvtxRange, process_key};
 pub use windows::{Window, WindowKind};
 
 use loaded::{TableCache, TableKind};

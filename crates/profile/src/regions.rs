@@ -83,11 +83,6 @@ impl<'a> RegionIndex<'a> {
         Ok(RegionIndex { by_process })
     }
 
-    /// Whether the profile has any push/pop range.
-    pub fn is_empty(&self) -> bool {
-        self.by_process.is_empty()
-    }
-
     /// The innermost range open at `t` on any thread of the process of `global_tid`
     /// (the latest-starting one when threads disagree).
     pub fn innermost(&self, global_tid: i64, t: i64) -> Option<&'a NvtxRange> {

@@ -430,9 +430,7 @@ fn mutated_kineto_traces_and_ncu_pages_parse_or_fail_cleanly() {
         let r = bounded(
             Duration::from_secs(20),
             format!("kineto case {case}"),
-            move || {
-                aisp_profile::kineto::trace::parse(Path::new("t.json"), &text).map(|t| t.events)
-            },
+            move || aisp_profile::kineto::parse(Path::new("t.json"), &text).map(|t| t.events),
         );
         if r.is_ok() { ok += 1 } else { err += 1 }
     }
@@ -447,7 +445,7 @@ fn mutated_kineto_traces_and_ncu_pages_parse_or_fail_cleanly() {
     }
     // Deep nesting is refused by serde_json's recursion limit, not a stack overflow.
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
-    assert!(aisp_profile::kineto::trace::parse(Path::new("deep.json"), &deep).is_err());
+    assert!(aisp_profile::kineto::parse(Path::new("deep.json"), &deep).is_err());
     assert_eq!(PANICS.load(Ordering::SeqCst), 0);
     assert!(ok > 0 && err > 0, "ok {ok}, err {err}");
     eprintln!(

@@ -1,22 +1,32 @@
-//! Reports: a document model (title page facts, sections of paragraphs,
-//! tables, charts and findings) filled from the analysis modules, and three
-//! writers: self-contained HTML ([`html`]), PDF with vector charts and an
-//! embedded OFL font ([`pdf`]), and CSV of benchmark history ([`csv`]).
+//! Reports: a document model ([`Report`]: title page facts, sections of
+//! paragraphs, tables, charts and findings) filled from the analysis modules,
+//! and three writers: self-contained HTML ([`render_html`]), PDF with vector
+//! charts and an embedded OFL font ([`render_pdf`]), and CSV of benchmark
+//! history ([`render_csv`]).
 //!
-//! - [`profile`]: a profile report, or a before/after comparison of two.
+//! - [`profile_report`], [`compare_report_of`]: a profile report, or a
+//!   before/after comparison of two; [`ranks_report`]: a set of ranks.
 //! - [`bench`]: benchmark history (speedups with intervals, roofline, Pareto
 //!   fronts, energy).
+//! - [`ledger`]: the step ledger's charts, [`chart`]: scenes drawn as SVG or
+//!   PDF, [`analysis`]: benchmark history, bottlenecks and retargeting.
 //!
 //! Numbers come from `aisp_profile`, `crate::analysis` and the store; the
 //! report code formats them and `crate::chart` draws them.
 
 pub mod bench;
-pub mod csv;
-pub mod html;
+mod csv;
+mod html;
 pub mod ledger;
-pub mod pdf;
-pub mod profile;
-pub mod ranks;
+mod pdf;
+mod profile;
+mod ranks;
+
+pub use csv::{COLUMNS as CSV_COLUMNS, render as render_csv};
+pub use html::render as render_html;
+pub use pdf::render as render_pdf;
+pub use profile::{compare_report_of, profile_report};
+pub use ranks::ranks_report;
 
 /// Benchmark history, bottleneck classification and retargeting on top of
 /// the profile analyses.

@@ -9,11 +9,11 @@ use aisp_profile::classify::{self, KernelClass};
 use aisp_profile::nvtx::NvtxOptions;
 use aisp_profile::summary::NameKey;
 use aisp_profile::timeline::TimelineOptions;
-use aisp_profile::windows::{Window, WindowKind};
 use aisp_profile::{
     self as profile, Profile, ResolvedScope, compare, gaps, info, iterations, kernels, nvtx, rules,
     timeline, utilization,
 };
+use aisp_profile::{Window, WindowKind};
 
 use super::{Block, FindingBlock, Report, Result, Section, Table, common_facts, ms};
 
@@ -626,11 +626,6 @@ fn ledger_section(l: &profile::ledger::Ledger) -> Section {
         }
     }
     s
-}
-
-/// A before/after report of two profiles.
-pub fn compare_report(before: &Profile, after: &Profile) -> Result<Report> {
-    Ok(compare_report_of(&compare::compare(before, after, 12)?))
 }
 
 fn verdict_word(v: compare::Verdict) -> &'static str {

@@ -3,14 +3,17 @@
 //! caches.
 //!
 //! Migrations are versioned per component (`jobs`, `benchmark`, ...) in
-//! [`migrations::MIGRATIONS`]; each component's versions apply in order, once,
+//! [`MIGRATIONS`]; each component's versions apply in order, once,
 //! inside a transaction, and the applied set is recorded in
 //! `schema_migrations`. Two aisp processes may open the store at once: WAL
 //! plus a busy timeout serialize their writes, and migrating takes an
 //! immediate (write) transaction so only one process applies a migration.
 
-pub mod migrations;
-pub mod recover;
+mod migrations;
+mod recover;
+
+pub use migrations::MIGRATIONS;
+pub use recover::{StoreRecovery, is_corruption};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};

@@ -48,14 +48,6 @@ pub enum DType {
 }
 
 impl DType {
-    pub fn bytes(self) -> usize {
-        match self {
-            DType::F32 => 4,
-            DType::Bf16 | DType::F16 => 2,
-            DType::E4m3 => 1,
-        }
-    }
-
     fn cublas(self) -> cb::cudaDataType {
         match self {
             DType::F32 => cb::cudaDataType::CUDA_R_32F,

@@ -235,10 +235,6 @@ impl HostBuf {
         self.ptr
     }
 
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     pub fn as_slice<T: Copy>(&self) -> &[T] {
         // SAFETY: page-locked allocation of `bytes` bytes, aligned to a page; T is plain data.
         unsafe {

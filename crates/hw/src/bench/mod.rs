@@ -12,15 +12,20 @@
 //! [`targets`] holds the lessons (baseline vs optimized variants), [`roofs`]
 //! the hardware ceilings (memory, compute, PCIe, caches, tensor cores),
 //! [`multi`] peer-to-peer and [`nccl`] collectives across GPUs, and
-//! [`record`] the store table `benchmark_results` they all write to.
+//! [`record`] the store table `benchmark_results` they all write to. Whole
+//! measurements built on them: [`roofline`] (the measured roofline, the
+//! tensor-core sweep, a lesson run's roofs), [`health`] (the speed test) and
+//! [`bandwidth`] (the copy-bandwidth test).
 //!
 //! Nothing here knows about MCP; operations in `crate::ops::{benchmark, hw,
 //! gpu}` convert [`BenchError`] into `OpError`.
 
-pub mod blas;
-pub mod cuda;
+pub mod bandwidth;
+mod blas;
+mod cuda;
 pub mod datasheet;
-pub mod device;
+mod device;
+pub mod health;
 pub mod import;
 pub mod kernels;
 pub mod lab;
@@ -30,7 +35,8 @@ pub mod multi;
 pub mod nccl;
 pub mod nvrtc;
 pub mod record;
-pub mod rng;
+mod rng;
+pub mod roofline;
 pub mod roofs;
 pub mod session;
 pub mod stats;
@@ -38,6 +44,9 @@ pub mod targets;
 mod telemetry;
 mod timing;
 mod verify;
+
+pub use device::{DeviceInfo, Gpu};
+pub use rng::fresh_seed;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -93,6 +102,16 @@ impl BenchError {
             },
         }
     }
+}
+
+/// What a whole measurement found, the rows it leaves to store
+/// (`benchmark_results`) and what it could not measure.
+#[derive(Debug)]
+pub struct Measured<T> {
+    pub found: T,
+    pub rows: Vec<lesson::VariantResult>,
+    /// What was not measured (or is worth knowing), and why.
+    pub notes: Vec<String>,
 }
 
 /// Problem size class. Each target maps it to concrete sizes (reported with

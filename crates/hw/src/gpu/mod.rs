@@ -11,12 +11,13 @@ pub mod clocks;
 pub mod cuda;
 pub mod info;
 pub mod nvlink;
-pub mod nvml_util;
+pub(crate) mod nvml_util;
 pub mod power;
 pub mod topology;
 
 pub use availability::{DeviceSummary, GpuAvailability};
 pub use cuda::{cublas_version, cuda_driver_api_version, nvrtc_version};
+pub use nvml_util::describe as describe_nvml_error;
 
 /// True when the CUDA driver library (libcuda) can be loaded. Call before any
 /// cudarc driver function: cudarc panics instead of returning an error.

@@ -10,7 +10,7 @@ pub mod cpu_memory;
 pub mod dependencies;
 pub mod disk;
 pub mod env;
-pub mod exec;
+mod exec;
 pub mod monitor;
 pub mod netbench;
 pub mod network;
@@ -18,6 +18,8 @@ pub mod parameters;
 mod procfs;
 pub mod software;
 pub mod triage;
+
+pub use exec::which;
 
 /// Every reader on every captured sample under tests/data/host/: samples
 /// captured on GPU hosts with `scripts/capture-host-samples.sh` are picked up

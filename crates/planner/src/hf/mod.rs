@@ -9,7 +9,7 @@
 //! cache and offline switch come from the same environment variables the
 //! `huggingface_hub` library reads (see [`HfEnv::from_env`]).
 
-pub mod config;
+pub(crate) mod config;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -25,6 +25,12 @@
 //!   launch call, from any thread of the step's process, lies inside the step.
 //! - **Median** of an even count is the mean of the two middle values; **p90**
 //!   is the nearest-rank value (⌈0.9·n⌉-th smallest).
+//! - **Findings** have the one shape of the Nsight rules' (`rules::Finding`),
+//!   severity on the same scale from the share of the device's window at
+//!   stake: `stake` is `gpu_idle` for idle time the trace measured, `estimate`
+//!   for time a fix would shorten, `none` when nothing is known; `device` is the
+//!   GPU the finding is about, `rank` the trace's. A trace has no step ledger, so
+//!   no predicted step.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,6 +38,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::trace::{CpuOp, GpuOp, OpClass, RuntimeCall, Trace};
+use crate::rules::{Finding, Severity, Stake};
 
 /// HTA's consecutive-kernel delay: shorter gaps are the GPU's own overhead.
 pub const KERNEL_WAIT_NS: i64 = 30;
@@ -285,25 +292,6 @@ pub struct MemoryPeak {
     pub device: i64,
     pub peak_allocated_bytes: i64,
     pub peak_reserved_bytes: i64,
-}
-
-/// How severe a finding is, from the share of time at stake: the same scale
-/// as the Nsight rules (< 1 % info, ≥ 1 % low, ≥ 5 % medium, ≥ 15 % high, ≥ 40 % critical).
-pub use crate::rules::Severity;
-
-/// A finding with its evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Finding {
-    pub id: String,
-    pub severity: Severity,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rank: Option<i64>,
-    pub title: String,
-    pub time_at_stake_ns: i64,
-    /// time_at_stake_ns as a share of the window it was measured in.
-    pub share_pct: f64,
-    pub evidence: String,
-    pub fix: String,
 }
 
 /// Everything about one trace (one rank).
@@ -809,6 +797,32 @@ fn us(ns: f64) -> String {
     format!("{:.1} µs", ns / 1e3)
 }
 
+/// A finding in the one shape of the Nsight rules: severity from the share of
+/// `window_ns` at stake, the evidence as one fact. A trace has no step ledger,
+/// so no predicted step, columns or regions; where it is (device, rank) is the
+/// caller's to say.
+fn finding(
+    id: &str,
+    title: String,
+    (time_at_stake_ns, stake): (i64, Stake),
+    window_ns: i64,
+    evidence: String,
+    fix: &str,
+) -> Finding {
+    let share = pct(time_at_stake_ns, window_ns);
+    Finding {
+        id: id.into(),
+        title,
+        severity: Severity::from_share(share),
+        time_at_stake_ns,
+        share_pct: share,
+        stake,
+        evidence: vec![evidence],
+        fix: fix.into(),
+        ..Finding::default()
+    }
+}
+
 /// Findings for one rank.
 fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -817,19 +831,14 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
         return out;
     };
     let window = dev.window_ns;
-    let mut push = |id: &str, title: String, stake: i64, evidence: String, fix: &str| {
-        let share = pct(stake, window);
-        out.push(Finding {
-            id: id.into(),
-            severity: Severity::from_share(share),
-            rank: r.rank,
-            title,
-            time_at_stake_ns: stake,
-            share_pct: share,
-            evidence,
-            fix: fix.into(),
-        });
-    };
+    let mut push =
+        |id: &str, title: String, stake: (i64, Stake), device: i64, evidence: String, fix: &str| {
+            out.push(Finding {
+                device: Some(device),
+                rank: r.rank,
+                ..finding(id, title, stake, window, evidence, fix)
+            });
+        };
 
     let idle = &dev.idle;
     let idle_ns = dev.temporal.idle_ns;
@@ -870,7 +879,8 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
         push(
             id,
             title,
-            idle_ns - idle.kernel_wait_ns,
+            (idle_ns - idle.kernel_wait_ns, Stake::GpuIdle),
+            dev.device,
             format!(
                 "idle {} of {} ({} gaps): host wait {}, other wait {}, kernel wait {}; {} gaps over 1 ms totalling \
                  {}, largest {} at {} ns{}",
@@ -898,7 +908,8 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
                 "{} GPU operations ran shorter than their CPU launch ({} kernels under 5 µs, {:.1} % of kernel time)",
                 ls.short_kernels, ls.kernels_under_5us, ls.kernels_under_5us_time_pct
             ),
-            ls.short_kernels_cpu_ns,
+            (ls.short_kernels_cpu_ns, Stake::Estimate),
+            dev.device,
             format!(
                 "{} launches matched; median launch call {}, p90 {}; the host spent {} launching work that ran for \
                  less time than the launch took",
@@ -920,7 +931,8 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
                 "{} GPU operations started more than 100 µs after their launch returned",
                 ls.launch_delay_outliers
             ),
-            0,
+            (0, Stake::None),
+            dev.device,
             format!(
                 "launch delay median {}, p90 {}, max {}",
                 ls.launch_delay_median_ns.map(us).unwrap_or_default(),
@@ -947,7 +959,8 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
                     o.overlap_pct,
                     ms(exposed)
                 ),
-                exposed,
+                (exposed, Stake::Estimate),
+                d.device,
                 format!(
                     "NCCL union {}, overlapped with compute {}, exposed {} ({:.1} % of the window)",
                     ms(o.communication_ns),
@@ -973,7 +986,8 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
         push(
             "pageable_memcpy",
             format!("{n} copies use pageable host memory"),
-            t,
+            (t, Stake::Estimate),
+            dev.device,
             format!(
                 "{n} copies, {:.0} bytes, {} on the GPU ({})",
                 b,
@@ -1002,7 +1016,8 @@ fn rank_findings(r: &RankAnalysis) -> Vec<Finding> {
                 "{in_steps} synchronising calls inside profiler steps ({:.1} per step)",
                 in_steps as f64 / r.steps.count.max(1) as f64
             ),
-            stake,
+            (stake, Stake::Estimate),
+            dev.device,
             format!(
                 "{}; at stake: at most the GPU's idle time waiting for the host ({}), not the {} the host spent blocked",
                 r.sync_calls
@@ -1073,35 +1088,35 @@ pub fn analyze(traces: &[Trace], limits: Limits) -> TraceAnalysis {
             .unwrap_or(0);
         let stake = c.ranks.iter().map(|l| l.compute_ns).max().unwrap_or(0)
             - c.ranks.iter().map(|l| l.compute_ns).min().unwrap_or(0);
-        let share = pct(stake, window);
+        let evidence = c
+            .ranks
+            .iter()
+            .map(|l| {
+                format!(
+                    "trace {} (rank {}): compute {}, exposed communication {}, idle {}",
+                    l.index,
+                    l.rank.map(|r| r.to_string()).unwrap_or_else(|| "?".into()),
+                    ms(l.compute_ns),
+                    ms(l.communication_exposed_ns),
+                    ms(l.idle_ns)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
         findings.push(Finding {
-            id: "rank_imbalance".into(),
-            severity: Severity::from_share(share),
             rank: slow.rank,
-            title: format!(
-                "Compute time differs by {:.1} % across ranks; the others wait for the slowest at each collective",
-                c.compute_imbalance_pct
-            ),
-            time_at_stake_ns: stake,
-            share_pct: share,
-            evidence: c
-                .ranks
-                .iter()
-                .map(|l| {
-                    format!(
-                        "trace {} (rank {}): compute {}, exposed communication {}, idle {}",
-                        l.index,
-                        l.rank.map(|r| r.to_string()).unwrap_or_else(|| "?".into()),
-                        ms(l.compute_ns),
-                        ms(l.communication_exposed_ns),
-                        ms(l.idle_ns)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
-            fix: "Balance the work per rank (uneven batches, sequence lengths or pipeline stages), and check \
-                  that every GPU runs at the same clocks (aisp_gpu_clocks) and none is throttled."
-                .into(),
+            ..finding(
+                "rank_imbalance",
+                format!(
+                    "Compute time differs by {:.1} % across ranks; the others wait for the slowest at each collective",
+                    c.compute_imbalance_pct
+                ),
+                (stake, Stake::Estimate),
+                window,
+                evidence,
+                "Balance the work per rank (uneven batches, sequence lengths or pipeline stages), and check \
+                 that every GPU runs at the same clocks (aisp_gpu_clocks) and none is throttled.",
+            )
         });
     }
     findings.sort_by(|a, b| {

@@ -3,13 +3,13 @@
 //! breakdowns, top kernels and operators, kernel launch statistics,
 //! communication/compute overlap, per-step GPU time, and findings.
 
-pub mod analysis;
-pub mod trace;
+pub(crate) mod analysis;
+pub(crate) mod trace;
 
 use std::path::{Path, PathBuf};
 
 pub use analysis::{Limits, TraceAnalysis, analyze};
-pub use trace::{Trace, TraceError, load};
+pub use trace::{Trace, TraceError, load, parse};
 
 /// The trace files a path names: the file itself, or every `*.json` /
 /// `*.json.xz` file directly inside a folder (one per rank), sorted.

@@ -161,6 +161,24 @@ pub struct PatternReport {
     pub missing_metrics: Vec<String>,
 }
 
+impl PatternReport {
+    /// Flagged kernels first, the most time at stake (their largest problem's)
+    /// first; then the rest in report order.
+    pub fn flagged_first(&mut self) {
+        let stake = |k: &KernelPatterns| {
+            k.problems
+                .iter()
+                .filter_map(|p| p.stake_ns)
+                .fold(0.0, f64::max)
+        };
+        self.kernels.sort_by(|a, b| {
+            (b.verdict == "flagged")
+                .cmp(&(a.verdict == "flagged"))
+                .then(stake(b).total_cmp(&stake(a)))
+        });
+    }
+}
+
 type Metrics = HashMap<String, f64>;
 /// Per kernel (result id) its counters, and the counters the page lacks.
 type RawMetrics = (Vec<(u64, Metrics)>, Vec<String>);

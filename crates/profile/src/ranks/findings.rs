@@ -78,18 +78,12 @@ fn finding(d: Draft) -> Finding {
         share_pct: sh,
         stake: Stake::Estimate,
         basis: d.basis,
-        step_ns: None,
-        predicted_step_ns: None,
-        then_limited_by: None,
-        columns: Vec::new(),
-        regions: Vec::new(),
-        device: None,
-        window: None,
         evidence: d.evidence,
         why: d.why,
         fix: d.fix,
         verify: d.verify,
         data: d.data,
+        ..Finding::default()
     }
 }
 

@@ -392,6 +392,7 @@ fn straggler(
         columns: vec![Column::CommWait.as_str().to_string()],
         regions: Vec::new(),
         device: None,
+        rank: None,
         window: Some(Window::new(WindowKind::Steady, 0, window)),
         evidence,
         why: "A collective cannot finish before its last rank arrives: the other ranks' devices sit inside the collective \

@@ -11,9 +11,9 @@
 mod align;
 mod analysis;
 pub mod digest;
-pub mod findings;
-pub mod kineto;
-pub mod ledger_set;
+mod findings;
+mod kineto;
+mod ledger_set;
 pub mod store;
 
 use aisp_base::Cancel;
@@ -26,7 +26,9 @@ use super::{ProfileError, Result};
 pub use align::{Alignment, DomainClock};
 pub use analysis::CrossRank;
 pub use digest::{RankDigest, RankIdentity, SkippedFile};
-pub use ledger_set::set_findings;
+pub use findings::findings;
+pub use kineto::digest_trace;
+pub use ledger_set::{findings as ledger_findings, set_findings};
 
 /// Whether a path names a profile file a set may hold.
 fn is_export(p: &Path) -> bool {

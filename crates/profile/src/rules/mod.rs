@@ -42,10 +42,22 @@ use super::windows::{Window, WindowKind};
 use super::{Profile, ResolvedScope, Result, Scope};
 
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    Default,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
+    #[default]
     Info,
     Low,
     Medium,
@@ -68,11 +80,12 @@ impl Severity {
 
 // What `time_at_stake_ns` counts: measured GPU idle the cause explains, an
 // estimate of busy time the fix shortens (`basis` says how), or nothing known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stake {
     GpuIdle,
     Estimate,
+    #[default]
     None,
 }
 
@@ -88,7 +101,7 @@ pub struct RegionStake {
 }
 
 /// One finding.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Finding {
     /// Stable rule id, e.g. `launch_bound_tiny_kernels`.
     pub id: String,
@@ -119,6 +132,9 @@ pub struct Finding {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub regions: Vec<RegionStake>,
     pub device: Option<i64>,
+    /// The rank the finding is about, where the input names one (a Kineto trace's `distributedInfo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<i64>,
     /// The window the share is of (the device's steady window on the GPU timeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
@@ -380,6 +396,7 @@ impl<'a> Ctx<'a> {
                 columns: dr.from.iter().map(|c| c.as_str().to_string()).collect(),
                 regions: dr.regions,
                 device: Some(d.device),
+                rank: None,
                 window: Some(steady_window(d)),
                 evidence: dr.evidence,
                 why: text.why.into(),

@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use aisp_profile::kineto::analysis::{Limits, Severity};
+use aisp_profile::kineto::Limits;
 use aisp_profile::ncu::{PageKind, summarize};
+use aisp_profile::rules::{Severity, Stake};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -413,16 +414,23 @@ fn kineto_findings_say_the_loop_is_host_bound() {
     // Idle minus kernel wait (0): 39,907,787 ns of a 45,068,215 ns window.
     assert_eq!(f.time_at_stake_ns, 39_907_787);
     assert!(close(f.share_pct, 88.54973954482111, 1e-9));
-    assert!(f.evidence.contains("host wait 39.90 ms"), "{}", f.evidence);
+    // The Nsight rules' shape: measured idle, on device 0, the evidence as one fact.
+    assert_eq!((f.stake, f.device, f.rank), (Stake::GpuIdle, Some(0), None));
+    assert_eq!(f.evidence.len(), 1);
     assert!(
+        f.evidence[0].contains("host wait 39.90 ms"),
+        "{:?}",
         f.evidence
-            .contains("median step: 9.89 ms on the CPU, 1.03 ms of GPU work"),
-        "{}",
+    );
+    assert!(
+        f.evidence[0].contains("median step: 9.89 ms on the CPU, 1.03 ms of GPU work"),
+        "{:?}",
         f.evidence
     );
     let short = a.findings.iter().find(|f| f.id == "short_kernels").unwrap();
     assert_eq!(short.time_at_stake_ns, 1_908_946);
     assert_eq!(short.severity, Severity::Low);
+    assert_eq!(short.stake, Stake::Estimate);
     assert!(a.findings.iter().any(|f| f.id == "launch_delay"));
     // Pinned copies only, no syncs in steps, no NCCL: those rules stay quiet.
     for quiet in [

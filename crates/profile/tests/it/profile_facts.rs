@@ -6,11 +6,11 @@
 
 use crate::profile_common;
 
+use aisp_profile::WindowKind;
 use aisp_profile::classify::KernelClass;
 use aisp_profile::gaps::{self, WindowGaps};
 use aisp_profile::summary::{self, NameKey, SummaryOptions};
 use aisp_profile::utilization::{self, WindowBusy};
-use aisp_profile::windows::WindowKind;
 use aisp_profile::{self as profile, Profile, ResolvedScope, Scope};
 use profile_common::{close, open};
 
@@ -686,8 +686,8 @@ fn ddp_launch_join_uses_the_process() {
             .map(|(k, l)| {
                 let a = &api[l.unwrap() as usize];
                 assert_eq!(
-                    a.global_tid & profile::model::PID_MASK,
-                    k.global_pid & profile::model::PID_MASK
+                    profile::process_key(a.global_tid),
+                    profile::process_key(k.global_pid)
                 );
                 k.dur()
             })

@@ -4,8 +4,8 @@
 use crate::profile_common;
 
 use aisp_profile::Scope;
+use aisp_profile::WindowKind;
 use aisp_profile::rules::{self, Finding, Severity};
-use aisp_profile::windows::WindowKind;
 use profile_common::{close, open};
 
 fn find<'a>(f: &'a [Finding], id: &str) -> Option<&'a Finding> {

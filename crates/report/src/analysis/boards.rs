@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::history::Row;
-use aisp_planner::model::round;
+use aisp_planner::round;
 
 /// (target, size, device).
 type GroupKey = (String, String, String);

@@ -13,7 +13,7 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use aisp_planner::model::round;
+use aisp_planner::round;
 use aisp_profile::ledger::{self, Column, DeviceLedger};
 use aisp_profile::rules::{self, Finding};
 use aisp_profile::{Profile, Result, Scope, Window};

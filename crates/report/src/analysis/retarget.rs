@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use aisp_knowledge::dtype::Precision;
 use aisp_knowledge::gpus::Gpu;
-use aisp_planner::model::round;
+use aisp_planner::round;
 use aisp_profile::classify::KernelClass;
 use aisp_profile::kernels::{KernelRow, Kernels, SHORT_KERNEL_NS};
 

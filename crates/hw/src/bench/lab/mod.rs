@@ -13,5 +13,7 @@ mod expr;
 pub mod improve;
 pub mod runner;
 pub mod spec;
-pub mod tolerance;
+mod tolerance;
 pub mod worker;
+
+pub use tolerance::Comparison;

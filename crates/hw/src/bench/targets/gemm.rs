@@ -38,7 +38,6 @@ pub fn sample_points(m: usize, n: usize, seed: u32) -> Vec<(usize, usize)> {
 
 /// Row-major operands on the host, as f64, for references.
 pub struct HostMat {
-    pub rows: usize,
     pub cols: usize,
     pub data: Vec<f32>,
 }
@@ -245,11 +244,7 @@ impl Gemm {
         v: usize,
     ) -> Result<(HostMat, HostMat, bool), BenchError> {
         let d = self.dim;
-        let mat = |data: Vec<f32>| HostMat {
-            rows: d,
-            cols: d,
-            data,
-        };
+        let mat = |data: Vec<f32>| HostMat { cols: d, data };
         if v == LT_FP8 {
             return Ok((
                 mat(decode(
@@ -300,11 +295,7 @@ impl Lesson for Gemm {
         let host = |seed: u32| {
             let mut data = vec![0.0f32; d * d];
             super::launch::fill_host_uniform(&mut data, seed, -1.0, 1.0);
-            HostMat {
-                rows: d,
-                cols: d,
-                data,
-            }
+            HostMat { cols: d, data }
         };
         self.host_a = Some(host(sa));
         self.host_b = Some(host(sb));
@@ -618,12 +609,10 @@ mod tests {
     fn reference_products_and_layouts() {
         // A = [[1, 2], [3, 4]], B = [[5, 6], [7, 8]]: A·B = [[19, 22], [43, 50]].
         let a = HostMat {
-            rows: 2,
             cols: 2,
             data: vec![1.0, 2.0, 3.0, 4.0],
         };
         let b = HostMat {
-            rows: 2,
             cols: 2,
             data: vec![5.0, 6.0, 7.0, 8.0],
         };

@@ -4,9 +4,9 @@
 //! (`aisp_benchmark_targets` lists it). [`make`] builds a target's runner.
 
 mod compute;
-pub mod gemm;
+pub(crate) mod gemm;
 mod launch;
-pub mod memory;
+pub(crate) mod memory;
 
 use super::lesson::{Lesson, Metric, Needs, Role, RoofKind, TargetSpec, VariantSpec};
 

@@ -1,0 +1,3 @@
+//! The capture crate's integration tests: one binary, one module per area.
+
+mod sessions;
