@@ -182,11 +182,22 @@ fn osrt_cause(name: &str) -> Option<(u8, Column)> {
 fn cover(
     s: i64,
     e: i64,
+    levels: Vec<(u8, Column, Interval)>,
+    out: &mut Vec<Piece>,
+) -> Vec<Interval> {
+    cover_free(vec![(s, e)], levels, out)
+}
+
+/// Covers the sorted, disjoint intervals `free` as [`cover`] does one; returns what no level covers.
+fn cover_free(
+    mut free: Vec<Interval>,
     mut levels: Vec<(u8, Column, Interval)>,
     out: &mut Vec<Piece>,
 ) -> Vec<Interval> {
+    let (Some(&(s, _)), Some(&(_, e))) = (free.first(), free.last()) else {
+        return free;
+    };
     levels.sort_by_key(|l| l.0);
-    let mut free: Vec<Interval> = vec![(s, e)];
     let mut i = 0;
     while i < levels.len() && !free.is_empty() {
         let prio = levels[i].0;
@@ -301,7 +312,17 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
         }
         let free = cover(s, e, levels, &mut mine);
         refill_launches(&mut mine, &refills);
-        let long: i64 = free.iter().map(|iv| iv.1 - iv.0).sum();
+        // The OS runtime is read only where at least OSRT_MIN_NS is explained by nothing else, refills
+        // included: a stretch a refill covers is the refill's unless the thread is seen waiting longer than that.
+        let length = |ivs: &[Interval]| ivs.iter().map(|iv| iv.1 - iv.0).sum::<i64>();
+        let long = if refills.is_empty() {
+            length(&free)
+        } else {
+            length(&subtract(
+                &free,
+                &intervals::union(refills.iter().map(|r| r.2).collect()),
+            ))
+        };
         if long >= OSRT_MIN_NS {
             pending.push(Pending {
                 free,
@@ -338,28 +359,28 @@ fn refill_launches(pieces: &mut Vec<Piece>, refills: &[Level]) {
     if refills.is_empty() {
         return;
     }
-    let mut out = Vec::with_capacity(pieces.len());
-    for &(a, b, c) in pieces.iter() {
-        if c != Column::IdleLaunchOverhead {
-            out.push((a, b, c));
-            continue;
+    let mut launches: Vec<Interval> = Vec::new();
+    pieces.retain(|&(a, b, c)| {
+        let launch = c == Column::IdleLaunchOverhead;
+        if launch {
+            launches.push((a, b));
         }
-        let rest = cover(a, b, refills.to_vec(), &mut out);
-        out.extend(rest.into_iter().map(|(x, y)| (x, y, c)));
-    }
-    *pieces = out;
+        !launch
+    });
+    launches.sort_unstable();
+    let rest = cover_free(launches, refills.to_vec(), pieces);
+    pieces.extend(
+        rest.into_iter()
+            .map(|(a, b)| (a, b, Column::IdleLaunchOverhead)),
+    );
 }
 
-/// The refills after draining calls over what is still free; returns what they leave.
+/// The refills after draining calls over what is still free (sorted, disjoint); returns what they leave.
 fn refill(free: &[Interval], refills: &[Level], out: &mut Vec<Piece>) -> Vec<Interval> {
     if refills.is_empty() {
         return free.to_vec();
     }
-    let mut rest = Vec::new();
-    for &(s, e) in free {
-        rest.extend(cover(s, e, refills.to_vec(), out));
-    }
-    rest
+    cover_free(free.to_vec(), refills.to_vec(), out)
 }
 
 /// Host time outside any recorded call: per-operation cost in short stretches, host work in long ones.
