@@ -182,21 +182,10 @@ fn osrt_cause(name: &str) -> Option<(u8, Column)> {
 fn cover(
     s: i64,
     e: i64,
-    levels: Vec<(u8, Column, Interval)>,
-    out: &mut Vec<Piece>,
-) -> Vec<Interval> {
-    cover_free(vec![(s, e)], levels, out)
-}
-
-/// Covers the sorted, disjoint intervals `free` as [`cover`] does one; returns what no level covers.
-fn cover_free(
-    mut free: Vec<Interval>,
     mut levels: Vec<(u8, Column, Interval)>,
     out: &mut Vec<Piece>,
 ) -> Vec<Interval> {
-    let (Some(&(s, _)), Some(&(_, e))) = (free.first(), free.last()) else {
-        return free;
-    };
+    let mut free: Vec<Interval> = vec![(s, e)];
     levels.sort_by_key(|l| l.0);
     let mut i = 0;
     while i < levels.len() && !free.is_empty() {
@@ -253,8 +242,8 @@ struct Pending {
     tid: i64,
     /// The whole stretch's length, for the launch-overhead vs host-compute split.
     stretch: i64,
-    /// The refills after draining calls, for what the OS runtime leaves.
-    refills: Vec<Level>,
+    /// The stretch's refills after draining calls, labelled by precedence, for what the OS runtime leaves.
+    refills: Vec<Piece>,
 }
 
 /// Explain every idle stretch of a device; returns labelled pieces covering them exactly.
@@ -311,27 +300,31 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
             }
         }
         let free = cover(s, e, levels, &mut mine);
+        // The refills, labelled once per stretch by precedence, in time order.
+        let mut refills = if refills.is_empty() {
+            Vec::new()
+        } else {
+            let mut r = Vec::new();
+            cover(s, e, refills, &mut r);
+            r.sort_unstable_by_key(|p| p.0);
+            r
+        };
         refill_launches(&mut mine, &refills);
         // The OS runtime is read only where at least OSRT_MIN_NS is explained by nothing else, refills
         // included: a stretch a refill covers is the refill's unless the thread is seen waiting longer than that.
-        let length = |ivs: &[Interval]| ivs.iter().map(|iv| iv.1 - iv.0).sum::<i64>();
-        let long = if refills.is_empty() {
-            length(&free)
-        } else {
-            length(&subtract(
-                &free,
-                &intervals::union(refills.iter().map(|r| r.2).collect()),
-            ))
-        };
+        let long: i64 = label(&free, &refills, &mut Vec::new())
+            .iter()
+            .map(|iv| iv.1 - iv.0)
+            .sum();
         if long >= OSRT_MIN_NS {
             pending.push(Pending {
                 free,
                 tid,
                 stretch: e - s,
-                refills,
+                refills: std::mem::take(&mut refills),
             });
         } else {
-            leftover(&refill(&free, &refills, &mut mine), e - s, &mut mine);
+            leftover(&label(&free, &refills, &mut mine), e - s, &mut mine);
         }
         out.extend(mine.into_iter().map(|(a, b, column)| IdlePiece {
             start: a,
@@ -355,7 +348,7 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
 }
 
 /// Launch calls inside a refill are the refill: the pipeline a draining call emptied fills again through them.
-fn refill_launches(pieces: &mut Vec<Piece>, refills: &[Level]) {
+fn refill_launches(pieces: &mut Vec<Piece>, refills: &[Piece]) {
     if refills.is_empty() {
         return;
     }
@@ -368,19 +361,43 @@ fn refill_launches(pieces: &mut Vec<Piece>, refills: &[Level]) {
         !launch
     });
     launches.sort_unstable();
-    let rest = cover_free(launches, refills.to_vec(), pieces);
+    let rest = label(&launches, refills, pieces);
     pieces.extend(
         rest.into_iter()
             .map(|(a, b)| (a, b, Column::IdleLaunchOverhead)),
     );
 }
 
-/// The refills after draining calls over what is still free (sorted, disjoint); returns what they leave.
-fn refill(free: &[Interval], refills: &[Level], out: &mut Vec<Piece>) -> Vec<Interval> {
-    if refills.is_empty() {
+/// The parts of `free` (sorted, disjoint) that the labelled pieces `by` (sorted, disjoint) cover, with their
+/// labels, into `out`; returns the rest.
+fn label(free: &[Interval], by: &[Piece], out: &mut Vec<Piece>) -> Vec<Interval> {
+    if by.is_empty() {
         return free.to_vec();
     }
-    cover_free(free.to_vec(), refills.to_vec(), out)
+    let mut rest = Vec::new();
+    let mut j = 0;
+    for &(s, e) in free {
+        while j < by.len() && by[j].1 <= s {
+            j += 1;
+        }
+        let mut at = s;
+        let mut k = j;
+        while k < by.len() && by[k].0 < e {
+            let (a, b) = (by[k].0.max(at), by[k].1.min(e));
+            if a > at {
+                rest.push((at, a));
+            }
+            if b > a {
+                out.push((a, b, by[k].2));
+                at = b;
+            }
+            k += 1;
+        }
+        if at < e {
+            rest.push((at, e));
+        }
+    }
+    rest
 }
 
 /// Host time outside any recorded call: per-operation cost in short stretches, host work in long ones.
@@ -446,7 +463,7 @@ fn osrt_pass(p: &Profile, pending: &[Pending], out: &mut Vec<(Piece, i64)>) -> R
         for (&(s, e), lv) in pd.free.iter().zip(levels) {
             rest.extend(cover(s, e, lv, &mut mine));
         }
-        let rest = refill(&rest, &pd.refills, &mut mine);
+        let rest = label(&rest, &pd.refills, &mut mine);
         leftover(&rest, pd.stretch, &mut mine);
         out.extend(mine.into_iter().map(|piece| (piece, pd.tid)));
     }
@@ -496,6 +513,23 @@ mod tests {
             ]
         );
         assert_eq!(free, vec![(60, 100)]);
+    }
+
+    #[test]
+    fn labelled_pieces_take_their_part_of_the_free_time() {
+        let by = [(5, 12, Column::IdleSync), (15, 18, Column::IdleAllocator)];
+        let mut out = Vec::new();
+        let rest = label(&[(0, 10), (11, 20)], &by, &mut out);
+        assert_eq!(
+            out,
+            vec![
+                (5, 10, Column::IdleSync),
+                (11, 12, Column::IdleSync),
+                (15, 18, Column::IdleAllocator)
+            ]
+        );
+        assert_eq!(rest, vec![(0, 5), (12, 15), (18, 20)]);
+        assert_eq!(label(&[(0, 10)], &[], &mut out), vec![(0, 10)]);
     }
 
     #[test]
