@@ -46,6 +46,10 @@ pub const HOST_STRETCH_NS: i64 = 1_000_000;
 pub const DRAIN_NS: i64 = 1_000_000;
 /// The OS runtime trace is read only for unexplained host time at least this long.
 const OSRT_MIN_NS: i64 = 100_000;
+/// Devices with at least this many idle stretches have them explained on several threads.
+const PARALLEL_MIN: usize = 8192;
+/// Threads that explain one device's stretches.
+const MAX_THREADS: usize = 8;
 /// How many earlier calls of a thread are checked for one still running at a stretch's start.
 const LOOK_BACK: usize = 64;
 
@@ -65,11 +69,24 @@ pub struct IdlePiece {
 /// What the ledger needs to know about the host, made once per profile.
 pub struct Host<'p> {
     p: &'p Profile,
+    calls: Calls<'p>,
+}
+
+/// The host's CUDA calls by thread and kind, and its DataLoader ranges: plain tables, so that stretches can be
+/// explained on several threads at once (a `Profile` is not `Sync`).
+pub struct Calls<'p> {
     api: &'p [ApiCall],
     by_thread: FxHashMap<i64, Vec<u32>>,
     kinds: FxHashMap<i64, CallKind>,
     /// DataLoader NVTX ranges per thread, sorted.
     loader_ranges: FxHashMap<i64, Vec<Interval>>,
+}
+
+impl<'p> std::ops::Deref for Host<'p> {
+    type Target = Calls<'p>;
+    fn deref(&self) -> &Calls<'p> {
+        &self.calls
+    }
 }
 
 impl<'p> Host<'p> {
@@ -97,13 +114,17 @@ impl<'p> Host<'p> {
         }
         Ok(Host {
             p,
-            api,
-            by_thread,
-            kinds,
-            loader_ranges,
+            calls: Calls {
+                api,
+                by_thread,
+                kinds,
+                loader_ranges,
+            },
         })
     }
+}
 
+impl Calls<'_> {
     /// The kind of an API call.
     pub fn kind(&self, call: u32) -> CallKind {
         let a = &self.api[call as usize];
@@ -259,6 +280,69 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
         })
         .filter_map(|o| o.launch)
         .collect();
+    let threads = if idle.len() < PARALLEL_MIN {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS))
+    };
+    explain_on(host, d, &pageable, idle, threads)
+}
+
+/// [`explain`] with the stretches split over `threads` threads (1: on the calling thread).
+fn explain_on(
+    host: &Host,
+    d: &DeviceOps,
+    pageable: &FxHashSet<u32>,
+    idle: &[Interval],
+    threads: usize,
+) -> Result<Vec<IdlePiece>> {
+    let calls: &Calls = host;
+    let (mut out, pending) = if threads < 2 {
+        explain_stretches(calls, d, pageable, idle)
+    } else {
+        // Stretches are independent: explain runs of them at once, then join in time order.
+        let chunk = idle.len().div_ceil(threads);
+        let parts: Vec<(Vec<IdlePiece>, Vec<Pending>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = idle
+                .chunks(chunk)
+                .map(|part| scope.spawn(|| explain_stretches(calls, d, pageable, part)))
+                .collect();
+            handles
+                .into_iter()
+                // A panic on a helper thread is the caller's, as it would be without threads.
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        let mut out = Vec::new();
+        let mut pending = Vec::new();
+        for (o, p) in parts {
+            out.extend(o);
+            pending.extend(p);
+        }
+        (out, pending)
+    };
+    if !pending.is_empty() {
+        let mut mine: Vec<(Piece, i64)> = Vec::new();
+        osrt_pass(host.p, &pending, &mut mine)?;
+        out.extend(mine.into_iter().map(|((a, b, column), tid)| IdlePiece {
+            start: a,
+            end: b,
+            column,
+            thread: Some(tid),
+        }));
+    }
+    out.sort_unstable_by_key(|p| (p.start, p.end));
+    Ok(out)
+}
+
+/// The first pass over idle stretches: each labelled from its thread's CUDA calls, DataLoader ranges and refills;
+/// those with enough unexplained host time are left for the OS-runtime pass.
+fn explain_stretches(
+    host: &Calls,
+    d: &DeviceOps,
+    pageable: &FxHashSet<u32>,
+    idle: &[Interval],
+) -> (Vec<IdlePiece>, Vec<Pending>) {
     let mut out: Vec<IdlePiece> = Vec::new();
     let mut pending: Vec<Pending> = Vec::new();
     let whole = |s: i64, e: i64, column: Column| IdlePiece {
@@ -333,18 +417,7 @@ pub fn explain(host: &Host, d: &DeviceOps, idle: &[Interval]) -> Result<Vec<Idle
             thread: Some(tid),
         }));
     }
-    if !pending.is_empty() {
-        let mut mine: Vec<(Piece, i64)> = Vec::new();
-        osrt_pass(host.p, &pending, &mut mine)?;
-        out.extend(mine.into_iter().map(|((a, b, column), tid)| IdlePiece {
-            start: a,
-            end: b,
-            column,
-            thread: Some(tid),
-        }));
-    }
-    out.sort_unstable_by_key(|p| (p.start, p.end));
-    Ok(out)
+    (out, pending)
 }
 
 /// Launch calls inside a refill are the refill: the pipeline a draining call emptied fills again through them.
@@ -513,6 +586,38 @@ mod tests {
             ]
         );
         assert_eq!(free, vec![(60, 100)]);
+    }
+
+    #[test]
+    fn stretches_explained_on_several_threads_are_explained_the_same() {
+        // ddp.sqlite: two devices of a DDP run with syncs, launches, OS-runtime waits; every gap between a
+        // device's operations is a stretch to explain.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data");
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("ddp.sqlite");
+        let mut input =
+            std::io::BufReader::new(std::fs::File::open(dir.join("ddp.sqlite.xz")).unwrap());
+        let mut output = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        lzma_rs::xz_decompress(&mut input, &mut output).unwrap();
+        drop(output);
+        let p = crate::open(&path).unwrap();
+        let scope = p.resolve(&crate::Scope::default()).unwrap();
+        let host = Host::new(&p).unwrap();
+        let no_pageable = FxHashSet::default();
+        let mut compared = 0;
+        for d in super::super::ops::device_ops(&p, &scope).unwrap().iter() {
+            let busy = intervals::union(d.ops.iter().map(|o| (o.start, o.end)).collect());
+            let idle: Vec<Interval> = busy.windows(2).map(|w| (w[0].1, w[1].0)).collect();
+            let one = explain_on(&host, d, &no_pageable, &idle, 1).unwrap();
+            for threads in [2, 3, 8] {
+                assert_eq!(
+                    explain_on(&host, d, &no_pageable, &idle, threads).unwrap(),
+                    one
+                );
+            }
+            compared += idle.len();
+        }
+        assert!(compared > 1000, "{compared} stretches");
     }
 
     #[test]
