@@ -206,8 +206,8 @@ fn cover(
     mut levels: Vec<(u8, Column, Interval)>,
     out: &mut Vec<Piece>,
 ) -> Vec<Interval> {
-    let mut free: Vec<Interval> = vec![(s, e)];
     levels.sort_by_key(|l| l.0);
+    let mut free: Vec<Interval> = vec![(s, e)];
     let mut i = 0;
     while i < levels.len() && !free.is_empty() {
         let prio = levels[i].0;
@@ -396,10 +396,9 @@ fn explain_stretches(
         refill_launches(&mut mine, &refills);
         // The OS runtime is read only where at least OSRT_MIN_NS is explained by nothing else, refills
         // included: a stretch a refill covers is the refill's unless the thread is seen waiting longer than that.
-        let long: i64 = label(&free, &refills, &mut Vec::new())
-            .iter()
-            .map(|iv| iv.1 - iv.0)
-            .sum();
+        let mut refilled = Vec::new();
+        let rest = label(&free, &refills, &mut refilled);
+        let long: i64 = rest.iter().map(|iv| iv.1 - iv.0).sum();
         if long >= OSRT_MIN_NS {
             pending.push(Pending {
                 free,
@@ -408,7 +407,8 @@ fn explain_stretches(
                 refills: std::mem::take(&mut refills),
             });
         } else {
-            leftover(&label(&free, &refills, &mut mine), e - s, &mut mine);
+            mine.append(&mut refilled);
+            leftover(&rest, e - s, &mut mine);
         }
         out.extend(mine.into_iter().map(|(a, b, column)| IdlePiece {
             start: a,

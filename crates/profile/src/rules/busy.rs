@@ -20,14 +20,14 @@ use aisp_knowledge::gpus;
 const MIN_SHARE_PCT: f64 = 1.0;
 
 /// The columns an elementwise chain's members come from (see `ledger::chains`).
-const CHAIN_COLUMNS: [Column; 2] = [Column::Elementwise, Column::Reduction];
+const CHAIN_COLUMNS: [Column; 3] = [Column::Elementwise, Column::Reduction, Column::CopyKernel];
 
 pub const ELEMENTWISE: RuleSpec = RuleSpec {
     id: "elementwise_unfused",
     doc: "Chains of three or more memory-bound kernels in a row on one stream, at least two of them elementwise (the \
-          reductions between them included, casts and copies passed over, no GEMM or attention kernel among them): \
-          each reads its inputs from device memory and writes its output back, where one fused kernel would do it \
-          once.",
+          reductions inside them and the casts that feed them included, other casts passed over, no GEMM or \
+          attention kernel among them): each reads its inputs from device memory and writes its output back, where \
+          one fused kernel would do it once.",
     what_if: "each chain fused into one kernel that moves, for each tensor size in the chain, the bytes of its widest \
               member: the chain's time minus that kernel's estimated time, bounded by the host's issue time",
     columns: &CHAIN_COLUMNS,
@@ -68,7 +68,7 @@ fn elementwise(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let elem: i64 = CHAIN_COLUMNS.iter().map(|&c| d.steady.columns.get(c)).sum();
         let mut evidence = vec![
             format!(
-                "{} chains of unfused elementwise kernels (with the reductions between them) in the steady window ({} kernels, {} per chain at the median), {} of kernel time = {}% of the steady window",
+                "{} chains of unfused elementwise kernels (with the reductions and feeding casts among them) in the steady window ({} kernels, {} per chain at the median), {} of kernel time = {}% of the steady window",
                 ch.chains,
                 ch.kernels,
                 ch.median_length,
