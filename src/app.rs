@@ -27,6 +27,10 @@ pub struct AppState {
     pub heavy_waiting: std::sync::atomic::AtomicUsize,
     /// Decoded tables of recently used profiles (`limits.profile_tables_mib`).
     pub profile_tables: Arc<aisp_profile::loaded::TableCache>,
+    /// Set by a server: after a profile question, the export's step ledger is built on another thread, so the
+    /// session's questions that judge (rules, bottlenecks, ask) find it made. Off for one-shot CLI calls and
+    /// tests, where nothing would ask for it.
+    pub build_ahead: std::sync::atomic::AtomicBool,
     pub started_at: Instant,
 }
 
@@ -50,6 +54,7 @@ impl AppState {
             profile_tables: Arc::new(aisp_profile::loaded::TableCache::new(
                 config.profile_tables_bytes,
             )),
+            build_ahead: std::sync::atomic::AtomicBool::new(false),
             config,
             store: OnceLock::new(),
             store_recovery: OnceLock::new(),

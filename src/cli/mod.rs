@@ -433,6 +433,8 @@ fn serve(m: &ArgMatches, overrides: &Overrides, dashboard: bool) -> ExitCode {
         Err(code) => return code,
     };
     let app = AppState::new(config);
+    app.build_ahead
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(code) => return code,

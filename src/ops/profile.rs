@@ -315,6 +315,14 @@ where
     let scope = p.resolve(&input.scope())?;
     ctx.check_cancelled()?;
     let result = f(&p, &scope)?;
+    if ctx
+        .app()
+        .build_ahead
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        // The judging questions read the ledger; build it while the session asks others.
+        profile::ledger::prefetch(&p);
+    }
     let out = answer(&p, Some(scope), result);
     if let Ok(store) = ctx.app().store() {
         profile::cache::store_in(store, &p, op, &key, &out);

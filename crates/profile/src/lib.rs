@@ -242,6 +242,46 @@ pub fn open_with(path: &Path, options: &OpenOptions) -> Result<Profile> {
     })
 }
 
+impl Profile {
+    /// Another handle on the same export for another thread (a `Profile` is `Send`, not `Sync`): its own
+    /// read-only connection, the tables this one has decoded already, and the same shared cache. Fails when
+    /// the file changed since this one was opened (its identity differs).
+    pub fn sibling(&self) -> Result<Profile> {
+        let opened = db::open_readonly(&self.db_path, u64::MAX)?;
+        if opened.identity != self.identity {
+            return Err(ProfileError::invalid(
+                &self.db_path,
+                "the file changed while it was being read; open it again",
+            ));
+        }
+        fn copy<T>(cell: &OnceCell<Arc<T>>) -> OnceCell<Arc<T>> {
+            cell.get().cloned().map(OnceCell::from).unwrap_or_default()
+        }
+        Ok(Profile {
+            source: self.source.clone(),
+            db_path: self.db_path.clone(),
+            identity: opened.identity,
+            conn: opened.conn,
+            schema: self.schema.clone(),
+            tables: self.tables.clone(),
+            version: self.version.clone(),
+            cache: self.cache.clone(),
+            progress: self.progress.clone(),
+            osrt: copy(&self.osrt),
+            osrt_stats: copy(&self.osrt_stats),
+            strings: copy(&self.strings),
+            kernels: copy(&self.kernels),
+            api: copy(&self.api),
+            memcpy: copy(&self.memcpy),
+            memset: copy(&self.memset),
+            nvtx: copy(&self.nvtx),
+            launch_index: copy(&self.launch_index),
+            memcpy_oper: copy(&self.memcpy_oper),
+            mem_kind: copy(&self.mem_kind),
+        })
+    }
+}
+
 fn read_version(conn: &Connection, tables: &Tables, path: &Path) -> Result<ExportVersion> {
     let mut v = ExportVersion {
         product: None,
@@ -347,6 +387,11 @@ impl Profile {
     {
         self.cache
             .get_or_load(&self.identity, &self.db_path, kind, make)
+    }
+
+    /// Whether derived products may be kept for this file (a zero budget keeps nothing).
+    pub(crate) fn may_keep(&self) -> bool {
+        self.cache.budget() > 0
     }
 
     /// A derived product kept for this file ([`loaded::TableCache::peek`]).

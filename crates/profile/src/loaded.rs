@@ -56,6 +56,8 @@ pub enum TableKind {
     // windows (every question reads them: the steady window is on the GPU timeline).
     DeviceOps,
     DeviceWindows,
+    // and the whole export's step ledger (every judgment reads it; a server builds it ahead, `ledger::prefetch`).
+    Ledger,
 }
 
 /// Bytes a decoded table holds in memory (rows, strings, index entries), an

@@ -66,14 +66,14 @@ pub struct IdlePiece {
     pub thread: Option<i64>,
 }
 
-/// What the ledger needs to know about the host, made once per profile.
+/// What the ledger needs to know about the host: the profile (for the OS runtime trace) and its call tables.
 pub struct Host<'p> {
     p: &'p Profile,
-    calls: Calls<'p>,
+    calls: &'p Calls<'p>,
 }
 
-/// The host's CUDA calls by thread and kind, and its DataLoader ranges: plain tables, so that stretches can be
-/// explained on several threads at once (a `Profile` is not `Sync`).
+/// The host's CUDA calls by thread and kind, and its DataLoader ranges: plain tables, made once per profile and
+/// shared by the threads that explain stretches or build devices' ledgers at once (a `Profile` is not `Sync`).
 pub struct Calls<'p> {
     api: &'p [ApiCall],
     by_thread: FxHashMap<i64, Vec<u32>>,
@@ -85,12 +85,19 @@ pub struct Calls<'p> {
 impl<'p> std::ops::Deref for Host<'p> {
     type Target = Calls<'p>;
     fn deref(&self) -> &Calls<'p> {
-        &self.calls
+        self.calls
     }
 }
 
 impl<'p> Host<'p> {
-    pub fn new(p: &'p Profile) -> Result<Host<'p>> {
+    /// `calls` may come from another handle on the same export ([`Profile::sibling`]).
+    pub fn new(p: &'p Profile, calls: &'p Calls<'p>) -> Host<'p> {
+        Host { p, calls }
+    }
+}
+
+impl<'p> Calls<'p> {
+    pub fn new(p: &'p Profile) -> Result<Calls<'p>> {
         let api = p.api()?;
         let mut by_thread: FxHashMap<i64, Vec<u32>> = FxHashMap::default();
         let mut kinds: FxHashMap<i64, CallKind> = FxHashMap::default();
@@ -112,14 +119,11 @@ impl<'p> Host<'p> {
         for v in loader_ranges.values_mut() {
             *v = intervals::union(std::mem::take(v));
         }
-        Ok(Host {
-            p,
-            calls: Calls {
-                api,
-                by_thread,
-                kinds,
-                loader_ranges,
-            },
+        Ok(Calls {
+            api,
+            by_thread,
+            kinds,
+            loader_ranges,
         })
     }
 }
@@ -296,7 +300,7 @@ fn explain_on(
     idle: &[Interval],
     threads: usize,
 ) -> Result<Vec<IdlePiece>> {
-    let calls: &Calls = host;
+    let calls: &Calls = host.calls;
     let (mut out, pending) = if threads < 2 {
         explain_stretches(calls, d, pageable, idle)
     } else {
@@ -592,17 +596,10 @@ mod tests {
     fn stretches_explained_on_several_threads_are_explained_the_same() {
         // ddp.sqlite: two devices of a DDP run with syncs, launches, OS-runtime waits; every gap between a
         // device's operations is a stretch to explain.
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data");
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("ddp.sqlite");
-        let mut input =
-            std::io::BufReader::new(std::fs::File::open(dir.join("ddp.sqlite.xz")).unwrap());
-        let mut output = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-        lzma_rs::xz_decompress(&mut input, &mut output).unwrap();
-        drop(output);
-        let p = crate::open(&path).unwrap();
+        let (_tmp, p) = super::super::tests::ddp(None);
         let scope = p.resolve(&crate::Scope::default()).unwrap();
-        let host = Host::new(&p).unwrap();
+        let calls = Calls::new(&p).unwrap();
+        let host = Host::new(&p, &calls);
         let no_pageable = FxHashSet::default();
         let mut compared = 0;
         for d in super::super::ops::device_ops(&p, &scope).unwrap().iter() {

@@ -38,6 +38,7 @@ pub use steps::{DeviceSteps, StepSource, StepSpan, device_steps, warmup_steps};
 pub use sweep::StepAccount;
 
 use super::calls::CallKind;
+use super::loaded::TableKind;
 use super::stats;
 use super::{Profile, ResolvedScope, Result};
 
@@ -177,23 +178,114 @@ pub struct Ledger {
 /// numbered families, then kernel patterns). Collective time stays `comm` until a set of ranks splits it
 /// ([`DeviceLedger::apply_waits`]); several ranks in one export are split here.
 pub fn build(p: &Profile, scope: &ResolvedScope, marker: Option<&str>) -> Result<Ledger> {
-    let host = idle::Host::new(p)?;
-    let mut devices = Vec::new();
+    if scope.is_whole() && marker.is_none() {
+        // Made once per export and kept with its tables: rules, bottlenecks, ranks, ask and the report read it.
+        return p
+            .derived(TableKind::Ledger, || build_fresh(p, scope, None))
+            .map(|l| (*l).clone());
+    }
+    build_fresh(p, scope, marker)
+}
+
+/// Start building the whole export's ledger on another thread, through another handle on the export, and keep
+/// it with the export's tables, so that a later question finds it made (a question asking for it meanwhile
+/// waits for this build instead of making another). Nothing starts when nothing may be kept, when it is kept
+/// already or when another handle cannot be had. A server calls this once an export is open; the answer of
+/// the question that opened it does not wait for it.
+pub fn prefetch(p: &Profile) -> Option<std::thread::JoinHandle<()>> {
+    if !p.may_keep() || p.kept::<Ledger>(TableKind::Ledger).is_some() {
+        return None;
+    }
+    let mut q = p.sibling().ok()?;
+    // Progress belongs to the question that opened the export, which has its answer by now.
+    q.progress = None;
+    std::thread::Builder::new()
+        .name("aisp-ledger-prefetch".into())
+        .spawn(move || {
+            // A failure here is met again, and reported, by the question that needs the ledger.
+            if let Ok(scope) = q.resolve(&crate::Scope::default()) {
+                let _ = build(&q, &scope, None);
+            }
+        })
+        .ok()
+}
+
+impl super::loaded::Footprint for Ledger {
+    fn footprint(&self) -> u64 {
+        use std::mem::size_of;
+        let devices: usize = self
+            .devices
+            .iter()
+            .map(|d| {
+                size_of::<DeviceLedger>()
+                    + d.steps.capacity() * size_of::<StepLedger>()
+                    + d.steps.iter().map(|s| s.name.capacity()).sum::<usize>()
+                    + d.idle.capacity() * size_of::<IdlePiece>()
+                    + d.comm.capacity() * size_of::<CommPiece>()
+                    + d.notes.iter().map(|n| n.capacity()).sum::<usize>()
+            })
+            .sum();
+        (size_of::<Ledger>() + devices) as u64
+    }
+}
+
+fn build_fresh(p: &Profile, scope: &ResolvedScope, marker: Option<&str>) -> Result<Ledger> {
+    let calls = idle::Calls::new(p)?;
     let all = ops::device_ops(p, scope)?;
     let gpus = super::info::gpus(p)?;
-    for d in all.iter() {
-        let mut l = device_ledger(p, &host, d, marker)?;
+    let mut devices = device_ledgers(p, &calls, &all, marker)?;
+    for l in &mut devices {
         l.sm_count = gpus
             .iter()
-            .find(|g| g.device == d.device)
+            .find(|g| g.device == l.device)
             .and_then(|g| g.sm_count);
-        devices.push(l);
     }
     let arrivals = collectives::split_within(p, &all, &mut devices)?;
     Ok(Ledger {
         devices,
         precedence: PRECEDENCE.to_string(),
         arrivals,
+    })
+}
+
+/// Each device's ledger, in device order. Devices' timelines are independent, so with several devices each
+/// is built on a thread of its own, through its own handle on the export ([`Profile::sibling`]); when a handle
+/// cannot be had, one after another.
+fn device_ledgers(
+    p: &Profile,
+    calls: &idle::Calls,
+    all: &[DeviceOps],
+    marker: Option<&str>,
+) -> Result<Vec<DeviceLedger>> {
+    let serial = || {
+        let host = idle::Host::new(p, calls);
+        all.iter()
+            .map(|d| device_ledger(p, &host, d, marker))
+            .collect::<Result<Vec<_>>>()
+    };
+    let Some((first, rest)) = all.split_first() else {
+        return Ok(Vec::new());
+    };
+    if rest.is_empty() {
+        return serial();
+    }
+    let Ok(siblings) = rest.iter().map(|_| p.sibling()).collect::<Result<Vec<_>>>() else {
+        return serial();
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = rest
+            .iter()
+            .zip(siblings)
+            .map(|(d, q)| {
+                scope.spawn(move || device_ledger(&q, &idle::Host::new(&q, calls), d, marker))
+            })
+            .collect();
+        let mut out = vec![device_ledger(p, &idle::Host::new(p, calls), first, marker)?];
+        for h in handles {
+            // A panic on a helper thread is the caller's, as it would be without threads.
+            out.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?);
+        }
+        Ok(out)
     })
 }
 
@@ -428,5 +520,62 @@ pub fn bounded_by_host(step: &StepLedger, saving: i64) -> i64 {
     match step.host_ns {
         Some(h) => saving.min((step.period_ns - h).max(0)),
         None => saving,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::loaded::TableCache;
+
+    /// The two-device DDP export (`tests/data/ddp.sqlite.xz`), decompressed into a folder that lives as long as
+    /// the first value; `tables` is the cache it is opened with (`None`: nothing kept).
+    pub(crate) fn ddp(tables: Option<Arc<TableCache>>) -> (tempfile::TempDir, Profile) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data");
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("ddp.sqlite");
+        let mut input =
+            std::io::BufReader::new(std::fs::File::open(dir.join("ddp.sqlite.xz")).unwrap());
+        let mut output = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        lzma_rs::xz_decompress(&mut input, &mut output).unwrap();
+        drop(output);
+        let options = crate::OpenOptions {
+            tables,
+            ..Default::default()
+        };
+        let p = crate::open_with(&path, &options).unwrap();
+        (tmp, p)
+    }
+
+    #[test]
+    fn devices_built_at_once_are_built_as_one_after_another() {
+        let (_tmp, p) = ddp(None);
+        let scope = p.resolve(&crate::Scope::default()).unwrap();
+        let calls = idle::Calls::new(&p).unwrap();
+        let all = ops::device_ops(&p, &scope).unwrap();
+        assert_eq!(all.len(), 2);
+        let host = idle::Host::new(&p, &calls);
+        let serial: Vec<DeviceLedger> = all
+            .iter()
+            .map(|d| device_ledger(&p, &host, d, None).unwrap())
+            .collect();
+        assert_eq!(device_ledgers(&p, &calls, &all, None).unwrap(), serial);
+    }
+
+    #[test]
+    fn a_ledger_built_ahead_is_kept_and_is_the_one_a_question_would_build() {
+        let (_tmp, p) = ddp(Some(Arc::new(TableCache::new(1 << 30))));
+        let scope = p.resolve(&crate::Scope::default()).unwrap();
+        prefetch(&p).expect("a build starts").join().unwrap();
+        let kept = p.kept::<Ledger>(TableKind::Ledger).expect("kept");
+        let fresh = build_fresh(&p, &scope, None).unwrap();
+        assert_eq!(*kept, fresh);
+        assert_eq!(build(&p, &scope, None).unwrap(), fresh);
+        assert!(prefetch(&p).is_none(), "nothing starts once it is kept");
+        // A cache that keeps nothing: nothing is built ahead.
+        let (_tmp2, q) = ddp(None);
+        assert!(prefetch(&q).is_none());
     }
 }
