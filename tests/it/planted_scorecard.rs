@@ -71,6 +71,11 @@ fn set_of(name: &str) -> Set {
             manifests: "workloads/planted/heldout2/manifests",
             h200: false,
         },
+        "heldout3" => Set {
+            exports: "planted/heldout3",
+            manifests: "workloads/planted/heldout3/manifests",
+            h200: true,
+        },
         other => panic!("unknown set {other}"),
     }
 }
