@@ -38,6 +38,10 @@ pub const DEFAULT_PREDICTIONS: usize = 4;
 /// Findings that changed, in a default `aisp_profile_compare` answer (those that moved most).
 pub const DEFAULT_FINDING_CHANGES: usize = 6;
 
+/// Devices (or ranks) whose step ledger in short a default `aisp_profile_rules` answer gives; the rest are counted
+/// in `left_out`.
+pub const DEFAULT_LEDGER_ROWS: usize = 4;
+
 /// What an answer of findings leads with (`aisp_profile_rules`, `aisp_profile_ranks`): the verdict, the
 /// findings ranked, the call to make next.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -48,8 +52,8 @@ pub struct Lead {
     pub highest: Severity,
     /// Findings, most severe first, then most time at stake. By default the first few above info each give id,
     /// title, severity, device, share, time at stake, the step now and predicted after its fix alone, what
-    /// would then limit the step, and the fix (`left_out` names the rest); `detail` adds basis, columns,
-    /// regions, window, evidence, why, verify and data.
+    /// would then limit the step, one line of the measured numbers its stake rests on (`gist`) and the fix
+    /// (`left_out` names the rest); `detail` adds basis, columns, regions, window, evidence, why, verify and data.
     pub findings: Vec<Finding>,
     /// Info-level findings (under 1 % of their window each), by id, device and share, when not given in full.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -64,8 +68,9 @@ pub struct Lead {
 pub struct RulesView {
     #[serde(flatten)]
     pub lead: Lead,
-    /// With `detail`: per device (or rank), where the steady step goes in short (`aisp_profile_ledger` has
-    /// all of it).
+    /// Per device (or rank), the steady step in short: how steps were found (`steps_from`, `step_marker`), how
+    /// many, the median period and its split into compute, communication, copy and idle; `detail` adds the
+    /// largest ledger columns and every device past the first few (`aisp_profile_ledger` has all of it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ledger: Vec<LedgerSummary>,
     /// With `detail`: the analysis window per device.
@@ -74,13 +79,13 @@ pub struct RulesView {
     /// With `detail`: per device, how the findings' shares add up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overlaps: Vec<StakeOverlap>,
-    /// With `detail`: every rule and its outcome.
+    /// With `detail`: every rule that found nothing, and why (below its threshold, or not applicable).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checked: Vec<RuleCheck>,
 }
 
-/// What an assistant repeats to a user of a finding: its stake, the predicted step and the fix; the rest
-/// (basis, columns, regions, window, evidence, why, verify, data) is cleared.
+/// What an assistant repeats to a user of a finding: its stake, the predicted step, the numbers it rests on in one
+/// line (`gist`) and the fix; the rest (basis, columns, regions, window, evidence, why, verify, data) is cleared.
 pub fn brief(mut f: Finding) -> Finding {
     f.basis.clear();
     f.columns.clear();
@@ -91,6 +96,59 @@ pub fn brief(mut f: Finding) -> Finding {
     f.verify.clear();
     f.data = serde_json::Value::Null;
     f
+}
+
+/// A detailed answer's findings with nothing said twice: a rule's basis, why, fix and verify given again on
+/// another device say "as for device N"; a finding's window that is its device's in `windows` is left to `windows`; the
+/// copies `data` keeps of the finding's own fields (`step_ns`, `predicted_step_ns`, `at_stake_ns`, `window_ns`)
+/// are dropped where they are equal. No figure goes: each is in the answer once.
+pub fn said_once(findings: &mut [Finding], windows: &[DeviceWindow]) {
+    for i in 0..findings.len() {
+        let (earlier, rest) = findings.split_at_mut(i);
+        let f = &mut rest[0];
+        if let Some(first) = earlier
+            .iter()
+            .find(|e| e.id == f.id && e.device.is_some() && e.device != f.device)
+        {
+            let as_for = format!("as for device {}", first.device.unwrap_or_default());
+            for (mine, theirs) in [
+                (&mut f.basis, &first.basis),
+                (&mut f.why, &first.why),
+                (&mut f.fix, &first.fix),
+                (&mut f.verify, &first.verify),
+            ] {
+                if !mine.is_empty() && mine == theirs {
+                    *mine = as_for.clone();
+                }
+            }
+        }
+        if windows
+            .iter()
+            .any(|w| Some(w.device) == f.device && Some(w.window) == f.window)
+        {
+            f.window = None;
+        }
+        if let serde_json::Value::Object(m) = &mut f.data {
+            let own = [
+                ("step_ns", f.step_ns),
+                ("predicted_step_ns", f.predicted_step_ns),
+                ("at_stake_ns", Some(f.time_at_stake_ns)),
+            ];
+            for (key, value) in own {
+                if value.is_some() && m.get(key).and_then(|v| v.as_i64()) == value {
+                    m.remove(key);
+                }
+            }
+            let window = windows
+                .iter()
+                .find(|w| Some(w.device) == f.device)
+                .map(|w| w.window.length_ns)
+                .or(f.window.map(|w| w.length_ns));
+            if window.is_some() && m.get("window_ns").and_then(|v| v.as_i64()) == window {
+                m.remove("window_ns");
+            }
+        }
+    }
 }
 
 /// `{"path": "<path>"}`, the arguments of a call a `next` line names.
@@ -272,15 +330,39 @@ pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesVi
         checked: Vec::new(),
     };
     if detail {
+        let mut findings = findings;
+        said_once(&mut findings, &windows);
         view.lead.findings = findings;
+        // A rule that found something is in `findings`; `checked` says why the others did not.
+        let checked = checked
+            .into_iter()
+            .filter(|c| c.status != "finding")
+            .collect();
         (view.ledger, view.windows, view.overlaps, view.checked) =
             (ledger, windows, overlaps, checked);
     } else {
         let lean = lean_findings(findings, DEFAULT_FINDINGS);
-        lean.left_out(
-            &["the per-device ledger summary, windows, overlaps and rule checks"],
-            &mut left_out,
-        );
+        // The step in short stays (the period, how steps were found, the busy split: what a finding's share is
+        // of); its largest columns are one call away (`next` names aisp_profile_ledger).
+        let mut cut = vec!["the ledger summary's largest columns".to_string()];
+        let devices = ledger.len();
+        view.ledger = ledger
+            .into_iter()
+            .take(DEFAULT_LEDGER_ROWS)
+            .map(|mut s| {
+                s.top_columns.clear();
+                s
+            })
+            .collect();
+        if devices > view.ledger.len() {
+            cut.push(format!(
+                "the step ledger in short of {} more device(s) or rank(s)",
+                devices - view.ledger.len()
+            ));
+        }
+        cut.push("the windows, overlaps and rule checks".into());
+        let cut: Vec<&str> = cut.iter().map(String::as_str).collect();
+        lean.left_out(&cut, &mut left_out);
         (view.lead.findings, view.lead.minor) = (lean.findings, lean.minor);
     }
     view.lead.next = next_calls(path, &view.lead.findings, set);
@@ -305,7 +387,8 @@ pub struct CompareView {
     /// per step changed.
     pub comparability: Comparability,
     /// Per finding of the before run with a prediction: predicted vs measured step (by default the first
-    /// few, the applied ones kept).
+    /// few, the applied ones kept), and the finding's measured numbers in one line in each run (`gist`,
+    /// `after_gist`; by default for the applied ones).
     pub predictions: Vec<Prediction>,
     /// Findings gone, new, shrunk or grown, those that moved most first (by default those no prediction
     /// gives, at most a few).
@@ -411,6 +494,19 @@ pub fn compare_view(c: Compare, before: &str, after: &str, detail: bool) -> Comp
         cut.push(format!(
             "{} more prediction(s) of findings not fixed",
             all - predictions.len()
+        ));
+    }
+    // The numbers behind a prediction (its finding's line in each run) for the fixes that were applied: what the
+    // summary names; the others' lines are behind `detail`.
+    let mut lines = 0;
+    for p in view.predictions.iter_mut().filter(|p| !p.applied) {
+        lines += usize::from(!p.gist.is_empty() || !p.after_gist.is_empty());
+        p.gist.clear();
+        p.after_gist.clear();
+    }
+    if lines > 0 {
+        cut.push(format!(
+            "the measured lines (gist, after_gist) of {lines} prediction(s) whose fix was not applied"
         ));
     }
     // A finding a prediction gives says its change there (`after`, `after_share_pct`): listed once.

@@ -459,7 +459,9 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
         }
         let mut out = analyse_set(ctx, &input)?;
         out.lead.next = ranks_next(&out);
-        if !input.detail {
+        if input.detail {
+            super::profile_lean::said_once(&mut out.lead.findings, &[]);
+        } else {
             let lean = super::profile_lean::lean_findings(
                 std::mem::take(&mut out.lead.findings),
                 super::profile_lean::DEFAULT_SET_FINDINGS,

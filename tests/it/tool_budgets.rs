@@ -572,3 +572,119 @@ async fn compare_and_ranks_answer_lean_by_default_with_the_detailed_figures() {
     eprintln!("default answers (characters):\n{}", sizes.join("\n"));
     client.cancel().await.unwrap();
 }
+
+/// The exports, sets and pairs the answer sizes are measured on: those of [`compare_cases`], each export and set
+/// once.
+fn size_cases() -> (Vec<String>, Vec<String>, Vec<(String, String)>) {
+    let pairs = compare_cases();
+    let (mut files, mut sets) = (Vec::new(), Vec::new());
+    for (b, a) in &pairs {
+        for p in [b, a] {
+            let list = if std::path::Path::new(p).is_dir() {
+                &mut sets
+            } else {
+                &mut files
+            };
+            if !list.contains(p) {
+                list.push(p.clone());
+            }
+        }
+    }
+    (files, sets, pairs)
+}
+
+/// What the default and the detailed answers of every profile tool with `detail` cost on the fixtures of the lean
+/// budget ([`size_cases`]), counted as the budgets count (`json.dumps`, the fixtures' folders at a standard length)
+/// and as the agent-eval harness prints a result (`json.dumps(indent=1)`): the figures of BENCHMARKS.md's issue-34
+/// table. Each tool's `detail` description states its cost as a multiple of the default answer; the measured mean
+/// ratio must round to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detail_costs_what_its_description_says() {
+    let (client, _) = stdio(&["--tools", "all"], false).await;
+    let listed = client.list_all_tools().await.unwrap();
+    let home = std::path::Path::new("/nonexistent-home");
+    let (files, sets, pairs) = size_cases();
+    let mut calls: Vec<(&str, Value)> = Vec::new();
+    for tool in [
+        "aisp_profile_rules",
+        "aisp_profile_kernels",
+        "aisp_profile_gaps",
+        "aisp_profile_memory",
+        "aisp_profile_nvtx",
+        "aisp_profile_iterations",
+    ] {
+        calls.extend(files.iter().map(|f| (tool, json!({ "path": f }))));
+    }
+    for s in &sets {
+        calls.push(("aisp_profile_rules", json!({ "path": s })));
+        calls.push(("aisp_profile_ranks", json!({ "path": s })));
+    }
+    for (b, a) in &pairs {
+        calls.push(("aisp_profile_compare", json!({"before": b, "after": a})));
+    }
+    // tool → (cases, Σ default, Σ detail, Σ default indented, Σ detail indented)
+    let mut sums: std::collections::BTreeMap<&str, [usize; 5]> = Default::default();
+    for (tool, args) in calls {
+        let mut full_args = args.clone();
+        full_args["detail"] = json!(true);
+        let mut both = Vec::new();
+        for a in [args.clone(), full_args] {
+            let r = client
+                .call_tool(
+                    CallToolRequestParams::new(tool).with_arguments(a.as_object().unwrap().clone()),
+                )
+                .await
+                .unwrap();
+            if r.is_error == Some(true) {
+                break;
+            }
+            let text = crate::profile_output::at_a_standard_place(
+                &r.structured_content.unwrap().to_string(),
+                home,
+            );
+            let v: Value = serde_json::from_str(&text).unwrap();
+            both.push((python_json_len(&v), indented_len(&v, 0)));
+        }
+        // An export a tool has nothing to say of (no NVTX, no steps) is not counted.
+        let [(lean, lean_i), (full, full_i)] = both[..] else {
+            continue;
+        };
+        let s = sums.entry(tool).or_default();
+        for (i, n) in [1, lean, full, lean_i, full_i].into_iter().enumerate() {
+            s[i] += n;
+        }
+    }
+    let mut report = Vec::new();
+    let mut wrong = Vec::new();
+    for (tool, [n, lean, full, lean_i, full_i]) in &sums {
+        let ratio = *full as f64 / *lean as f64;
+        report.push(format!(
+            "| `{tool}` | {n} | {} | {} | {ratio:.1}× | {} | {} |",
+            lean / n,
+            full / n,
+            lean_i / n,
+            full_i / n
+        ));
+        let t = listed.iter().find(|t| t.name == *tool).unwrap();
+        let said = wire(t)["inputSchema"]["properties"]["detail"]["description"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let stated = said
+            .split("about ")
+            .nth(1)
+            .and_then(|s| s.split('×').next())
+            .and_then(|s| s.trim().parse::<f64>().ok());
+        if stated.is_none_or(|x| (x - ratio).abs() > 0.5) {
+            wrong.push(format!(
+                "{tool}: measured {ratio:.1}×, the description says {said:?}"
+            ));
+        }
+    }
+    eprintln!(
+        "| tool | cases | default | detail | detail/default | default (indent=1) | detail (indent=1) |\n|---|---|---|---|---|---|---|\n{}",
+        report.join("\n")
+    );
+    client.cancel().await.unwrap();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
