@@ -564,10 +564,13 @@ scoped_input! {
         /// Group by `short` (default) or `demangled` kernel names.
         #[serde(default)]
         names: Option<profile::summary::NameKey>,
-        /// Kernel groups to list (default 4).
+        /// Kernel groups to list (default 8).
         #[serde(default)]
         limit: Option<usize>,
-        /// Also each group's per-device split (and its demangled name with short names).
+        /// Each group in full (duration statistics, per-device split, registers and shared memory, launch
+        /// configurations, class evidence, demangled name) and the time per kernel class: about 2.9× the characters.
+        /// The default already gives each group's name, ledger class, share, total, calls, mean, grid, block and
+        /// precision.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -575,7 +578,7 @@ scoped_input! {
 
 impl Operation for Kernels {
     type Input = KernelsInput;
-    type Output = Answer<profile::kernels::Kernels>;
+    type Output = Answer<super::profile_lean::KernelsView>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Top kernels with classes",
         summary: "Top kernels with per-device split, p50/p90/p99, launch configuration, and class (tensor-core GEMM, SIMT fp32 GEMM, attention, ...).",
@@ -598,37 +601,31 @@ impl Operation for Kernels {
     };
 
     fn run(&self, ctx: &OpContext, input: KernelsInput) -> Result<Self::Output, OpError> {
-        let l = limit(input.limit, 4)?;
+        let l = limit(input.limit, super::profile_lean::DEFAULT_KERNEL_ROWS)?;
         let names = input.names.unwrap_or_default();
-        let mut out = scoped(ctx, "kernels", &input, |p, s| {
+        let out = scoped(ctx, "kernels", &input, |p, s| {
             profile::kernels::kernels(p, s, names, l)
         })?;
-        let r = &mut out.result;
+        let mut left_out = out.left_out;
+        let r = &out.result;
         if input.limit.is_none() && r.rows.len() < r.rows_total {
-            out.left_out.push(format!(
-                "kernel groups past the top {} of {} (time_pct and classes count all): pass \"limit\": {}",
+            left_out.push(format!(
+                "kernel groups past the top {} of {} (time_pct and the classes count all): pass \"limit\": {}",
                 r.rows.len(),
                 r.rows_total,
                 r.rows_total
             ));
         }
-        if !input.detail.unwrap_or(false) {
-            let mut cut = false;
-            for row in &mut r.rows {
-                cut |= !row.per_device.is_empty() || row.demangled.is_some();
-                row.per_device.clear();
-                if names == profile::summary::NameKey::Short {
-                    row.demangled = None;
-                }
-            }
-            if cut {
-                out.left_out.push(
-                    "each group's per-device split and demangled name: pass \"detail\": true"
-                        .into(),
-                );
-            }
-        }
-        Ok(out)
+        let (result, cut) =
+            super::profile_lean::kernels_view(out.result, input.detail.unwrap_or(false));
+        left_out.extend(cut);
+        Ok(Answer {
+            path: out.path,
+            export: out.export,
+            scope: out.scope,
+            result,
+            left_out,
+        })
     }
 }
 
@@ -701,7 +698,8 @@ scoped_input! {
         /// (first step, warm-up) (default 4 over all devices, at least 1 per device); totals count all.
         #[serde(default)]
         limit: Option<usize>,
-        /// Also what the launching thread did in each gap, call by call.
+        /// Also what the launching thread did in each gap, call by call: about 1.6× the characters (the default
+        /// names each gap's cause and main call).
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -823,7 +821,8 @@ scoped_input! {
         /// Flagged copies to list (default 3).
         #[serde(default)]
         limit: Option<usize>,
-        /// Also GPU memory use over time per device and each class's per-device split.
+        /// Also GPU memory use over time per device and each class's per-device split: about 1.3× the characters
+        /// (the default gives the peak and final use).
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -907,7 +906,7 @@ scoped_input! {
         /// List numbered families (step_0, step_1, ...; any prefix) as one pattern `step_*` (default true).
         #[serde(default)]
         group_numbered: Option<bool>,
-        /// Also each range name's GPU time per device.
+        /// Also each range name's GPU time per device: about 1.1× the characters.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -990,7 +989,7 @@ scoped_input! {
         /// Steps to list in full (default 2); statistics and the slowest steps always use all steps.
         #[serde(default)]
         limit: Option<usize>,
-        /// The three slowest steps with what differs (default: the slowest one).
+        /// The three slowest steps with what differs (default: the slowest one): about 1.4× the characters.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -1151,8 +1150,10 @@ pub struct Rules;
 scoped_input! {
     /// Arguments of `rules`.
     RulesInput {
-        /// Every finding in full (basis, regions, evidence, why, verify, data) with the windows, overlaps
-        /// and rule checks; by default the verdict and each finding's stake, predicted step and fix.
+        /// The evidence behind each finding (basis, columns, regions, window, evidence, why, verify, data), the
+        /// ledger's largest columns, the windows, how the stakes add up and the rules that found nothing: about 3.5×
+        /// the characters. The default already carries the verdict, each finding's stake, predicted step, measured
+        /// numbers in one line (gist) and fix, and each device's step in short.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -1630,7 +1631,9 @@ pub struct CompareInput {
     /// Ledger columns (and kernels, with detail) per delta list (default 3).
     #[serde(default)]
     pub limit: Option<usize>,
-    /// Also every fact, the kernels that moved, each basis and both runs' GPUs, hosts and steps.
+    /// Also every fact, the kernels that moved, each basis, both runs' GPUs, hosts and steps, and every
+    /// prediction's measured lines: about 2.3× the characters. The default already carries the verdict with its
+    /// interval, the facts that differ, the predictions (the first applied one with its measured lines) and what moved.
     #[serde(default)]
     pub detail: Option<bool>,
 }

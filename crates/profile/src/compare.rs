@@ -218,9 +218,13 @@ pub struct WorkMatch {
     /// Share of calls that are identical launches (same kernel, grid, block) on both sides, smaller side, %.
     pub identical_launch_calls_pct: f64,
     /// Kernel names whose count per step changed most.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed: Vec<KernelCount>,
     /// Findings of the before run whose ledger columns hold the changed kernels: the fixes' own kernels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub explained_by: Vec<String>,
+    /// Why the work per step matches or not (the summary repeats it when the runs compare).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
 }
 

@@ -395,10 +395,10 @@ fn straggler(
              rank-specific work."
         )
     } else {
+        // The columns it spends more on are in the gist and the evidence: named once.
         format!(
-            "Remove the host delay on rank {rank} (what its ledger shows as idle: {}): move logging, checkpointing, \
-             evaluation or data work off rank {rank}'s training thread, or spread it over all ranks.",
-            top.join(", ")
+            "Remove the host delay on rank {rank} (the idle it has more of than the others, per step): move logging, \
+             checkpointing, evaluation or data work off rank {rank}'s training thread, or spread it over all ranks."
         )
     };
     Some(Finding {
