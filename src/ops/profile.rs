@@ -581,8 +581,8 @@ impl Operation for Kernels {
     type Output = Answer<super::profile_lean::KernelsView>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Top kernels with classes",
-        summary: "Top kernels with per-device split, p50/p90/p99, launch configuration, and class (tensor-core GEMM, SIMT fp32 GEMM, attention, ...).",
-        description: "Which kernels take the most GPU time in an Nsight Systems export: share, count, duration statistics, launch configuration and a class (tensor-core or FP32 GEMM, attention, elementwise, reduction, copy, communication) with precision; time per class and the share of kernels under 5 us. Use to find what to optimize and whether GEMMs use tensor cores. Milliseconds to a second.",
+        summary: "Top kernels with the step ledger's class (tensor-core GEMM, fp32 SIMT GEMM, attention, optimizer, ...), share, calls, mean and grid × block; detail: p50/p90/p99, per-device split, full launch configuration.",
+        description: "Which kernels take the most GPU time in an Nsight Systems export: per kernel its name, where the step ledger puts it (tensor-core or FP32 GEMM, attention, elementwise, reduction, optimizer, copy, communication), share, count, mean, grid and block, precision; time per class and the share of kernels under 5 us; detail adds duration statistics and the full launch configuration. Use to find what to optimize and whether GEMMs use tensor cores. Milliseconds to a second.",
         positional: &["path"],
         intents: &[
             "top kernels",
@@ -1151,7 +1151,7 @@ scoped_input! {
     /// Arguments of `rules`.
     RulesInput {
         /// The evidence behind each finding (basis, columns, regions, window, evidence, why, verify, data), the
-        /// ledger's largest columns, the windows, how the stakes add up and the rules that found nothing: about 3.5×
+        /// ledger's largest columns, the windows, how the stakes add up and the rules that found nothing: about 3.6×
         /// the characters. The default already carries the verdict, each finding's stake, predicted step, measured
         /// numbers in one line (gist) and fix, and each device's step in short.
         #[serde(default)]
@@ -1165,7 +1165,7 @@ impl Operation for Rules {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
         summary: "Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance.",
-        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, what would then limit it, and the fix; next names the call to make next. detail: true adds evidence, why, verify, regions and data. Under a second; seconds on 1 GB.",
+        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, what would then limit it, the measured numbers it rests on in one line (gist) and the fix; each device's step in short; next names the call to make next. detail: true adds evidence, why, verify, regions and data. Under a second; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "why is my training slow",
@@ -1632,7 +1632,7 @@ pub struct CompareInput {
     #[serde(default)]
     pub limit: Option<usize>,
     /// Also every fact, the kernels that moved, each basis, both runs' GPUs, hosts and steps, and every
-    /// prediction's measured lines: about 2.3× the characters. The default already carries the verdict with its
+    /// prediction's measured lines: about 2.5× the characters. The default already carries the verdict with its
     /// interval, the facts that differ, the predictions (the first applied one with its measured lines) and what moved.
     #[serde(default)]
     pub detail: Option<bool>,

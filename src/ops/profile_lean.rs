@@ -335,6 +335,14 @@ pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesVi
             .into_iter()
             .filter(|c| c.status != "finding")
             .collect();
+        // Devices whose steps were found alike (every rank of a set, each GPU of one process): the reason once.
+        let mut windows = windows;
+        for i in 1..windows.len() {
+            let (earlier, rest) = windows.split_at_mut(i);
+            if let Some(first) = earlier.iter().find(|w| w.reason == rest[0].reason) {
+                rest[0].reason = format!("as for device {}", first.device);
+            }
+        }
         (view.ledger, view.windows, view.overlaps, view.checked) =
             (ledger, windows, overlaps, checked);
     } else {

@@ -45,7 +45,7 @@ pub struct RanksInput {
     #[serde(default)]
     pub each_args: Option<serde_json::Map<String, serde_json::Value>>,
     /// Also the per-rank rows, collectives (skew vs transfer), imbalance, arrivals and ledger, the rank
-    /// identities, each export's clock domain, the heat map and each finding in full: about 6.4× the characters.
+    /// identities, each export's clock domain, the heat map and each finding in full: about 6.8× the characters.
     /// The default already carries the verdict, the findings' stakes, predicted steps and gists, the stragglers
     /// and the clock residual.
     #[serde(default)]

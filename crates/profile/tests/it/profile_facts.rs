@@ -1568,7 +1568,10 @@ fn kernel_rows_carry_the_ledgers_class() {
             "ddp.sqlite",
             &[
                 ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "communication"),
-                ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "gemm_tensor_core"),
+                (
+                    "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",
+                    "gemm_tensor_core",
+                ),
                 ("multi_tensor_apply_kernel", "optimizer"),
             ][..],
         ),
