@@ -511,7 +511,7 @@ fn wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 a.decided,
                 a.chance_limit
             ));
-            let last_of_them: u64 = a.stragglers.iter().map(|&r| a.last[r] as u64).sum();
+            let last_of_them: u64 = a.stragglers.iter().map(|&r| a.last[r]).sum();
             late = json!({"last": a.last, "decided": a.decided, "chance_limit": a.chance_limit,
                 "names": names.join(", "), "last_of_them": last_of_them});
         }
