@@ -144,7 +144,7 @@ class ProfileDomain:
         """The nsys stats reports: kernels, CUDA API, memcpy time/size, NVTX and OS runtime, with exact nsys semantics."""
         ...
     def kernels(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., names: Optional[Literal['short', 'demangled']] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
-        """Top kernels with per-device split, p50/p90/p99, launch configuration, and class (tensor-core GEMM, SIMT fp32 GEMM, attention, ...)."""
+        """Top kernels with the step ledger's class (tensor-core GEMM, fp32 SIMT GEMM, attention, optimizer, ...), share, calls, mean and grid × block; detail: p50/p90/p99, per-device split, full launch configuration."""
         ...
     def utilization(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., chunks: Optional[int] = ..., threshold_pct: Optional[float] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Per-device busy time as the union of kernel intervals over the span, steps and steady windows, plus time-utilization chunks."""

@@ -63,7 +63,8 @@ pub struct Finding {
     pub share_pct: Option<f64>,
     /// Time at stake in ns, when the rule states it.
     pub time_at_stake_ns: Option<i64>,
-    /// The rule's evidence text.
+    /// The rule's evidence text; where the answer left it out (a default profile answer), the finding's measured
+    /// numbers in one line (its `gist`).
     pub evidence: Option<String>,
     /// Why it matters, as the rule explains it.
     pub why: Option<String>,
@@ -132,7 +133,7 @@ pub fn collect_findings(v: &Value, out: &mut Vec<Finding>) {
                     severity: sev.to_ascii_lowercase(),
                     share_pct: o.get("share_pct").and_then(Value::as_f64),
                     time_at_stake_ns: o.get("time_at_stake_ns").and_then(Value::as_i64),
-                    evidence: text_of(o.get("evidence")),
+                    evidence: text_of(o.get("evidence")).or_else(|| text_of(o.get("gist"))),
                     why: text_of(o.get("why")),
                     fix: text_of(o.get("fix")),
                     verify: text_of(o.get("verify")),
@@ -415,12 +416,14 @@ mod tests {
         let v = json!({"path": "a.sqlite", "findings": [
             {"id": "gpu_starvation", "title": "GPU starved", "severity": "high", "share_pct": 41.25,
              "evidence": "39 gaps of 5.1–5.5 ms", "why": "host stalls", "fix": ["prefetch"], "verify": "busy % up"},
-            {"id": "tiny", "title": "small", "severity": "info"},
+            {"id": "tiny", "title": "small", "severity": "info", "gist": "0.02 ms per step"},
             {"id": "not_a_finding", "severity": "bogus"}
         ]});
         let mut f = Vec::new();
         collect_findings(&v, &mut f);
         assert_eq!(f.len(), 2);
+        // A default answer's finding: its line of numbers stands for the evidence it left out.
+        assert_eq!(f[1].evidence.as_deref(), Some("0.02 ms per step"));
         assert_eq!(f[0].id, "gpu_starvation");
         assert_eq!(f[0].fix.as_deref(), Some("prefetch"));
         assert!(f[0].at_least("medium") && !f[1].at_least("medium"));

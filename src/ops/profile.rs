@@ -572,10 +572,13 @@ scoped_input! {
         /// Group by `short` (default) or `demangled` kernel names.
         #[serde(default)]
         names: Option<profile::summary::NameKey>,
-        /// Kernel groups to list (default 4).
+        /// Kernel groups to list (default 8).
         #[serde(default)]
         limit: Option<usize>,
-        /// Also each group's per-device split (and its demangled name with short names).
+        /// Each group in full (duration statistics, per-device split, registers and shared memory, launch
+        /// configurations, class evidence, demangled name) and the time per kernel class: about 2.9× the characters.
+        /// The default already gives each group's name, ledger class, share, total, calls, mean, grid, block and
+        /// precision.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -583,11 +586,11 @@ scoped_input! {
 
 impl Operation for Kernels {
     type Input = KernelsInput;
-    type Output = Answer<profile::kernels::Kernels>;
+    type Output = Answer<super::profile_lean::KernelsView>;
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Top kernels with classes",
-        summary: "Top kernels with per-device split, p50/p90/p99, launch configuration, and class (tensor-core GEMM, SIMT fp32 GEMM, attention, ...).",
-        description: "Which kernels take the most GPU time in an Nsight Systems export: share, count, duration statistics, launch configuration and a class (tensor-core or FP32 GEMM, attention, elementwise, reduction, copy, communication) with precision; time per class and the share of kernels under 5 us. Use to find what to optimize and whether GEMMs use tensor cores. Milliseconds to a second.",
+        summary: "Top kernels with the step ledger's class (tensor-core GEMM, fp32 SIMT GEMM, attention, optimizer, ...), share, calls, mean and grid × block; detail: p50/p90/p99, per-device split, full launch configuration.",
+        description: "Which kernels take the most GPU time in an Nsight Systems export: per kernel its name, where the step ledger puts it (tensor-core or FP32 GEMM, attention, elementwise, reduction, optimizer, copy, communication), share, count, mean, grid and block, precision; time per class and the share of kernels under 5 us; detail adds duration statistics and the full launch configuration. Use to find what to optimize and whether GEMMs use tensor cores. Milliseconds to a second.",
         positional: &["path"],
         intents: &[
             "top kernels",
@@ -606,37 +609,31 @@ impl Operation for Kernels {
     };
 
     fn run(&self, ctx: &OpContext, input: KernelsInput) -> Result<Self::Output, OpError> {
-        let l = limit(input.limit, 4)?;
+        let l = limit(input.limit, super::profile_lean::DEFAULT_KERNEL_ROWS)?;
         let names = input.names.unwrap_or_default();
-        let mut out = scoped(ctx, "kernels", &input, |p, s| {
+        let out = scoped(ctx, "kernels", &input, |p, s| {
             profile::kernels::kernels(p, s, names, l)
         })?;
-        let r = &mut out.result;
+        let mut left_out = out.left_out;
+        let r = &out.result;
         if input.limit.is_none() && r.rows.len() < r.rows_total {
-            out.left_out.push(format!(
-                "kernel groups past the top {} of {} (time_pct and classes count all): pass \"limit\": {}",
+            left_out.push(format!(
+                "kernel groups past the top {} of {} (time_pct and the classes count all): pass \"limit\": {}",
                 r.rows.len(),
                 r.rows_total,
                 r.rows_total
             ));
         }
-        if !input.detail.unwrap_or(false) {
-            let mut cut = false;
-            for row in &mut r.rows {
-                cut |= !row.per_device.is_empty() || row.demangled.is_some();
-                row.per_device.clear();
-                if names == profile::summary::NameKey::Short {
-                    row.demangled = None;
-                }
-            }
-            if cut {
-                out.left_out.push(
-                    "each group's per-device split and demangled name: pass \"detail\": true"
-                        .into(),
-                );
-            }
-        }
-        Ok(out)
+        let (result, cut) =
+            super::profile_lean::kernels_view(out.result, input.detail.unwrap_or(false));
+        left_out.extend(cut);
+        Ok(Answer {
+            path: out.path,
+            export: out.export,
+            scope: out.scope,
+            result,
+            left_out,
+        })
     }
 }
 
@@ -709,7 +706,8 @@ scoped_input! {
         /// (first step, warm-up) (default 4 over all devices, at least 1 per device); totals count all.
         #[serde(default)]
         limit: Option<usize>,
-        /// Also what the launching thread did in each gap, call by call.
+        /// Also what the launching thread did in each gap, call by call: about 1.6× the characters (the default
+        /// names each gap's cause and main call).
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -831,7 +829,8 @@ scoped_input! {
         /// Flagged copies to list (default 3).
         #[serde(default)]
         limit: Option<usize>,
-        /// Also GPU memory use over time per device and each class's per-device split.
+        /// Also GPU memory use over time per device and each class's per-device split: about 1.3× the characters
+        /// (the default gives the peak and final use).
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -915,7 +914,7 @@ scoped_input! {
         /// List numbered families (step_0, step_1, ...; any prefix) as one pattern `step_*` (default true).
         #[serde(default)]
         group_numbered: Option<bool>,
-        /// Also each range name's GPU time per device.
+        /// Also each range name's GPU time per device: about 1.1× the characters.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -998,7 +997,7 @@ scoped_input! {
         /// Steps to list in full (default 2); statistics and the slowest steps always use all steps.
         #[serde(default)]
         limit: Option<usize>,
-        /// The three slowest steps with what differs (default: the slowest one).
+        /// The three slowest steps with what differs (default: the slowest one): about 1.4× the characters.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -1159,8 +1158,10 @@ pub struct Rules;
 scoped_input! {
     /// Arguments of `rules`.
     RulesInput {
-        /// Every finding in full (basis, regions, evidence, why, verify, data) with the windows, overlaps
-        /// and rule checks; by default the verdict and each finding's stake, predicted step and fix.
+        /// The evidence behind each finding (basis, columns, regions, window, evidence, why, verify, data), the
+        /// ledger's largest columns, the windows, how the stakes add up and the rules that found nothing: about 3.6×
+        /// the characters. The default already carries the verdict, each finding's stake, predicted step, measured
+        /// numbers in one line (gist) and fix, and each device's step in short.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -1172,7 +1173,7 @@ impl Operation for Rules {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
         summary: "Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance.",
-        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, what would then limit it, and the fix; next names the call to make next. detail: true adds evidence, why, verify, regions and data. Under a second; seconds on 1 GB.",
+        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, what would then limit it, the measured numbers it rests on in one line (gist) and the fix; each device's step in short; next names the call to make next. detail: true adds evidence, why, verify, regions and data. Under a second; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "why is my training slow",
@@ -1638,7 +1639,9 @@ pub struct CompareInput {
     /// Ledger columns (and kernels, with detail) per delta list (default 3).
     #[serde(default)]
     pub limit: Option<usize>,
-    /// Also every fact, the kernels that moved, each basis and both runs' GPUs, hosts and steps.
+    /// Also every fact, the kernels that moved, each basis, both runs' GPUs, hosts and steps, and every
+    /// prediction's measured lines: about 2.5× the characters. The default already carries the verdict with its
+    /// interval, the facts that differ, the predictions (the first applied one with its measured lines) and what moved.
     #[serde(default)]
     pub detail: Option<bool>,
 }

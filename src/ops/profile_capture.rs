@@ -1084,7 +1084,7 @@ pub struct TraceInput {
     #[serde(default)]
     pub findings: Option<usize>,
     /// Also each rank's memory operations, synchronizing calls and memory peaks, and the per-rank rows of
-    /// the cross-rank analysis.
+    /// the cross-rank analysis: about 1.2× the characters.
     #[serde(default)]
     pub detail: Option<bool>,
 }

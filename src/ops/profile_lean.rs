@@ -12,17 +12,24 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use aisp_profile::classify::{Precision, bare_kernel_name};
 use aisp_profile::compare::{
     Basis, ColumnChange, Comparability, Compare, Evidence, FindingChange, KernelChange, Prediction,
     Side, StepChange, Verdict,
 };
+use aisp_profile::kernels::{ClassShare, DeviceKernels, KernelRow, Kernels, LedgerClassShare};
 use aisp_profile::ranks::RankSet;
 use aisp_profile::rules::{
     DeviceWindow, Finding, LedgerSummary, RuleCheck, Rules, Severity, StakeOverlap,
 };
+use aisp_profile::summary::NameKey;
 
-/// About this many characters (Python `json.dumps`) for a default profile answer.
+/// About this many characters (Python `json.dumps`) for a default profile answer, on average.
 pub const LEAN_BUDGET: usize = 4_000;
+
+/// At most this many for one default answer of `aisp_profile_compare` or `aisp_profile_ranks` (each finding and
+/// applied prediction carries a line of its numbers; a set's three findings can take the average's margin).
+pub const LEAN_MAX: usize = 4_500;
 
 /// Findings above `info` listed in a default `aisp_profile_rules` answer; the rest are counted in `left_out`.
 pub const DEFAULT_FINDINGS: usize = 8;
@@ -38,6 +45,10 @@ pub const DEFAULT_PREDICTIONS: usize = 4;
 /// Findings that changed, in a default `aisp_profile_compare` answer (those that moved most).
 pub const DEFAULT_FINDING_CHANGES: usize = 6;
 
+/// Devices (or ranks) whose step ledger in short a default `aisp_profile_rules` answer gives; the rest are counted
+/// in `left_out`.
+pub const DEFAULT_LEDGER_ROWS: usize = 4;
+
 /// What an answer of findings leads with (`aisp_profile_rules`, `aisp_profile_ranks`): the verdict, the
 /// findings ranked, the call to make next.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -48,8 +59,8 @@ pub struct Lead {
     pub highest: Severity,
     /// Findings, most severe first, then most time at stake. By default the first few above info each give id,
     /// title, severity, device, share, time at stake, the step now and predicted after its fix alone, what
-    /// would then limit the step, and the fix (`left_out` names the rest); `detail` adds basis, columns,
-    /// regions, window, evidence, why, verify and data.
+    /// would then limit the step, one line of the measured numbers its stake rests on (`gist`) and the fix
+    /// (`left_out` names the rest); `detail` adds basis, columns, regions, window, evidence, why, verify and data.
     pub findings: Vec<Finding>,
     /// Info-level findings (under 1 % of their window each), by id, device and share, when not given in full.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -64,8 +75,9 @@ pub struct Lead {
 pub struct RulesView {
     #[serde(flatten)]
     pub lead: Lead,
-    /// With `detail`: per device (or rank), where the steady step goes in short (`aisp_profile_ledger` has
-    /// all of it).
+    /// Per device (or rank), the steady step in short: how steps were found (`steps_from`, `step_marker`), how
+    /// many, the median period and its split into compute, communication, copy and idle; `detail` adds the
+    /// largest ledger columns and every device past the first few (`aisp_profile_ledger` has all of it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ledger: Vec<LedgerSummary>,
     /// With `detail`: the analysis window per device.
@@ -74,13 +86,13 @@ pub struct RulesView {
     /// With `detail`: per device, how the findings' shares add up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overlaps: Vec<StakeOverlap>,
-    /// With `detail`: every rule and its outcome.
+    /// With `detail`: every rule that found nothing, and why (below its threshold, or not applicable).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checked: Vec<RuleCheck>,
 }
 
-/// What an assistant repeats to a user of a finding: its stake, the predicted step and the fix; the rest
-/// (basis, columns, regions, window, evidence, why, verify, data) is cleared.
+/// What an assistant repeats to a user of a finding: its stake, the predicted step, the numbers it rests on in one
+/// line (`gist`) and the fix; the rest (basis, columns, regions, window, evidence, why, verify, data) is cleared.
 pub fn brief(mut f: Finding) -> Finding {
     f.basis.clear();
     f.columns.clear();
@@ -91,6 +103,49 @@ pub fn brief(mut f: Finding) -> Finding {
     f.verify.clear();
     f.data = serde_json::Value::Null;
     f
+}
+
+/// A detailed answer's findings with nothing said twice: a rule's basis, why, fix and verify given again on
+/// another device say "as for device N"; the copies `data` keeps of the finding's own fields (`step_ns`,
+/// `predicted_step_ns`, `at_stake_ns`, `window_ns`) are dropped where they are equal. No figure goes: each is in
+/// the answer once.
+pub fn said_once(findings: &mut [Finding]) {
+    for i in 0..findings.len() {
+        let (earlier, rest) = findings.split_at_mut(i);
+        let f = &mut rest[0];
+        if let Some(first) = earlier
+            .iter()
+            .find(|e| e.id == f.id && e.device.is_some() && e.device != f.device)
+        {
+            let as_for = format!("as for device {}", first.device.unwrap_or_default());
+            for (mine, theirs) in [
+                (&mut f.basis, &first.basis),
+                (&mut f.why, &first.why),
+                (&mut f.fix, &first.fix),
+                (&mut f.verify, &first.verify),
+            ] {
+                if !mine.is_empty() && mine == theirs {
+                    *mine = as_for.clone();
+                }
+            }
+        }
+        if let serde_json::Value::Object(m) = &mut f.data {
+            let own = [
+                ("step_ns", f.step_ns),
+                ("predicted_step_ns", f.predicted_step_ns),
+                ("at_stake_ns", Some(f.time_at_stake_ns)),
+            ];
+            for (key, value) in own {
+                if value.is_some() && m.get(key).and_then(|v| v.as_i64()) == value {
+                    m.remove(key);
+                }
+            }
+            let window = f.window.map(|w| w.length_ns);
+            if window.is_some() && m.get("window_ns").and_then(|v| v.as_i64()) == window {
+                m.remove("window_ns");
+            }
+        }
+    }
 }
 
 /// `{"path": "<path>"}`, the arguments of a call a `next` line names.
@@ -272,15 +327,47 @@ pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesVi
         checked: Vec::new(),
     };
     if detail {
+        let mut findings = findings;
+        said_once(&mut findings);
         view.lead.findings = findings;
+        // A rule that found something is in `findings`; `checked` says why the others did not.
+        let checked = checked
+            .into_iter()
+            .filter(|c| c.status != "finding")
+            .collect();
+        // Devices whose steps were found alike (every rank of a set, each GPU of one process): the reason once.
+        let mut windows = windows;
+        for i in 1..windows.len() {
+            let (earlier, rest) = windows.split_at_mut(i);
+            if let Some(first) = earlier.iter().find(|w| w.reason == rest[0].reason) {
+                rest[0].reason = format!("as for device {}", first.device);
+            }
+        }
         (view.ledger, view.windows, view.overlaps, view.checked) =
             (ledger, windows, overlaps, checked);
     } else {
         let lean = lean_findings(findings, DEFAULT_FINDINGS);
-        lean.left_out(
-            &["the per-device ledger summary, windows, overlaps and rule checks"],
-            &mut left_out,
-        );
+        // The step in short stays (the period, how steps were found, the busy split: what a finding's share is
+        // of); its largest columns are one call away (`next` names aisp_profile_ledger).
+        let mut cut = vec!["the ledger summary's largest columns".to_string()];
+        let devices = ledger.len();
+        view.ledger = ledger
+            .into_iter()
+            .take(DEFAULT_LEDGER_ROWS)
+            .map(|mut s| {
+                s.top_columns.clear();
+                s
+            })
+            .collect();
+        if devices > view.ledger.len() {
+            cut.push(format!(
+                "the step ledger in short of {} more device(s) or rank(s)",
+                devices - view.ledger.len()
+            ));
+        }
+        cut.push("the windows, overlaps and rule checks".into());
+        let cut: Vec<&str> = cut.iter().map(String::as_str).collect();
+        lean.left_out(&cut, &mut left_out);
         (view.lead.findings, view.lead.minor) = (lean.findings, lean.minor);
     }
     view.lead.next = next_calls(path, &view.lead.findings, set);
@@ -305,7 +392,8 @@ pub struct CompareView {
     /// per step changed.
     pub comparability: Comparability,
     /// Per finding of the before run with a prediction: predicted vs measured step (by default the first
-    /// few, the applied ones kept).
+    /// few, the applied ones kept), and the finding's measured numbers in one line in each run (`gist`,
+    /// `after_gist`; by default for the first applied one).
     pub predictions: Vec<Prediction>,
     /// Findings gone, new, shrunk or grown, those that moved most first (by default those no prediction
     /// gives, at most a few).
@@ -389,6 +477,12 @@ pub fn compare_view(c: Compare, before: &str, after: &str, detail: bool) -> Comp
             same.join(", ")
         ));
     }
+    // Where the runs compare, the summary says why the work matches and which findings' kernels changed.
+    if view.verdict != Verdict::NotComparable {
+        let work = &mut view.comparability.work;
+        work.reason.clear();
+        work.explained_by.clear();
+    }
     let changed = std::mem::take(&mut view.comparability.work.changed).len();
     if changed > 0 {
         cut.push(format!(
@@ -411,6 +505,22 @@ pub fn compare_view(c: Compare, before: &str, after: &str, detail: bool) -> Comp
         cut.push(format!(
             "{} more prediction(s) of findings not fixed",
             all - predictions.len()
+        ));
+    }
+    // The numbers behind the first fix the summary names (its finding's line in each run); the other predictions'
+    // lines are behind `detail`.
+    let mut lines = 0;
+    let first_applied = view.predictions.iter().position(|p| p.applied);
+    for (i, p) in view.predictions.iter_mut().enumerate() {
+        if Some(i) != first_applied && !(p.gist.is_empty() && p.after_gist.is_empty()) {
+            lines += 1;
+            p.gist.clear();
+            p.after_gist.clear();
+        }
+    }
+    if lines > 0 {
+        cut.push(format!(
+            "the measured lines (gist, after_gist) of {lines} more prediction(s)"
         ));
     }
     // A finding a prediction gives says its change there (`after`, `after_share_pct`): listed once.
@@ -459,13 +569,16 @@ pub fn compare_view(c: Compare, before: &str, after: &str, detail: bool) -> Comp
 
 /// Leave out of a set's answer what a reader does not repeat by default: the exports' list, the rank identities,
 /// each export's clock domain and the reference, the per-rank rows, collectives, imbalance, arrivals and ledger,
-/// the heat map and the basis of the slow-link search. The residual, stragglers, slow nodes and links and notes
-/// stay. Returns what was cut, for `left_out`.
-pub fn lean_set(set: &mut RankSet) -> Vec<&'static str> {
+/// the heat map, the basis of the slow-link search, and the straggler rows of the ranks in `named` (a listed
+/// finding's gist gives their figures). The residual, the other stragglers, slow nodes and links and notes stay.
+/// Returns what was cut, for `left_out`.
+pub fn lean_set(set: &mut RankSet, named: &[u64]) -> Vec<&'static str> {
     fn gone<T: Default + PartialEq>(x: &mut T) -> bool {
         std::mem::take(x) != T::default()
     }
     let c = &mut set.cross_rank;
+    let stragglers = c.stragglers.len();
+    c.stragglers.retain(|s| !named.contains(&(s.rank as u64)));
     // Every part is taken (no short circuit): `|`, not `||`.
     let cut = [
         (
@@ -485,10 +598,135 @@ pub fn lean_set(set: &mut RankSet) -> Vec<&'static str> {
         (gone(&mut c.collectives), "per collective: skew vs transfer"),
         (gone(&mut c.imbalance), "the imbalance"),
         (gone(&mut c.link_basis), "the slow-link basis"),
+        (c.stragglers.len() < stragglers, "the named straggler's row"),
     ];
     cut.into_iter()
         .filter_map(|(gone, what)| gone.then_some(what))
         .collect()
+}
+
+/// Kernel groups in a default `aisp_profile_kernels` answer; `limit` takes more.
+pub const DEFAULT_KERNEL_ROWS: usize = 8;
+
+/// A kernel group as a default `aisp_profile_kernels` answer gives it: what the kernel is (its bare name, where the
+/// step ledger puts it, its precision when the name says, its launch shape) and what it costs.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct KernelBrief {
+    /// The group's name without namespaces, template arguments or parameters (short names are already so).
+    pub name: String,
+    /// Where the step ledger puts its time: `gemm_tensor_core`, `gemm_fp32_simt`, `gemm_other`, `attention`,
+    /// `elementwise`, `reduction`, `optimizer`, `copy_kernel`, `other_kernel` or `communication`.
+    pub ledger_class: String,
+    /// Share of all kernel time in scope.
+    pub time_pct: f64,
+    pub total_ns: i64,
+    pub instances: u64,
+    pub avg_ns: f64,
+    /// The most frequent launch: blocks per grid and threads per block (x, y, z).
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub precision: Option<Precision>,
+}
+
+/// A row of `aisp_profile_kernels`: in brief by default, in full (statistics, per device, launch, class and its
+/// evidence) with `detail`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum KernelRowView {
+    Full(Box<KernelRow>),
+    Brief(KernelBrief),
+}
+
+/// `aisp_profile_kernels`' answer.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct KernelsView {
+    pub names: NameKey,
+    /// With `detail`: how the per-row statistics are defined.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub statistics: String,
+    pub kernels: u64,
+    pub total_ns: i64,
+    /// Groups before `limit`.
+    pub rows_total: usize,
+    /// The groups by time: in brief by default (name, ledger class, share, total, calls, mean, launch shape,
+    /// precision), in full with `detail` (duration statistics, per device, launch configuration, class evidence,
+    /// the demangled name).
+    pub rows: Vec<KernelRowView>,
+    /// With `detail`: time per kernel class (the classifier's: what the name and launch say).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassShare>,
+    /// Time per ledger class (the rows' `ledger_class`).
+    pub ledger_classes: Vec<LedgerClassShare>,
+    /// Per device: kernels, time, and those under 5 us.
+    pub devices: Vec<DeviceKernels>,
+}
+
+/// Present `k` (grouped by `names`): in full with `detail`, else each row in brief; what was cut, for `left_out`.
+pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
+    let Kernels {
+        names,
+        statistics,
+        kernels,
+        total_ns,
+        rows_total,
+        rows,
+        classes,
+        ledger_classes,
+        devices,
+    } = k;
+    let mut view = KernelsView {
+        names,
+        statistics: String::new(),
+        kernels,
+        total_ns,
+        rows_total,
+        rows: Vec::new(),
+        classes: Vec::new(),
+        ledger_classes,
+        devices,
+    };
+    if detail {
+        view.statistics = statistics;
+        view.classes = classes;
+        view.rows = rows
+            .into_iter()
+            .map(|r| KernelRowView::Full(Box::new(r)))
+            .collect();
+        return (view, None);
+    }
+    view.rows = rows
+        .into_iter()
+        .map(|r| {
+            KernelRowView::Brief(KernelBrief {
+                // Grouped by demangled name on request: the name asked for, whole.
+                name: match names {
+                    NameKey::Short => bare_kernel_name(&r.name),
+                    NameKey::Demangled => r.name,
+                },
+                ledger_class: r.ledger_class,
+                time_pct: r.time_pct,
+                total_ns: r.total_ns,
+                instances: r.instances,
+                avg_ns: r.avg_ns,
+                grid: r.launch.grid,
+                block: r.launch.block,
+                precision: r.class.precision,
+            })
+        })
+        .collect();
+    let what = match names {
+        NameKey::Short => "each group's demangled name, ",
+        NameKey::Demangled => "",
+    };
+    (
+        view,
+        pass_detail(&[format!(
+            "{what}duration statistics (median, min, max, stddev, p50/p90/p99), per-device split, registers and \
+             shared memory, launch configurations, class evidence, and the time per kernel class"
+        )]),
+    )
 }
 
 #[cfg(test)]

@@ -25,6 +25,13 @@ const ALLOWANCES: &[(&str, usize, &str)] = &[
     // Kineto traces name kernels by their whole demangled signature (hundreds of characters each), and
     // several ranks each get their own section.
     ("trace_", 8_000, "Kineto kernel names are whole signatures"),
+    // Each finding carries one line of the numbers its stake rests on and each device its step in short (what an
+    // assistant otherwise asked `detail` for): ddp's two devices hold five findings above info.
+    (
+        "rules_",
+        6_000,
+        "each finding's gist and each device's step in short",
+    ),
 ];
 /// Most characters a default profile answer takes on average over the cases.
 const MEAN_BUDGET: usize = aisp::ops::profile_lean::LEAN_BUDGET;

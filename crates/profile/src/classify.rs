@@ -143,6 +143,57 @@ fn precision(l: &str) -> Option<Precision> {
     }
 }
 
+/// A kernel's name as a person reads it: no return type, parameter list, template arguments or namespaces before
+/// the last (`void at::native::<unnamed>::multi_tensor_apply_kernel<...>(...)` → `multi_tensor_apply_kernel`). A
+/// name without any of them (an Nsight short name, a cuBLAS kernel) comes back as it is; so does one it cannot read.
+pub fn bare_kernel_name(demangled: &str) -> String {
+    let chars: Vec<char> = demangled.trim().chars().collect();
+    let mut out = String::new();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < chars.len() {
+        match chars[i] {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            '(' if depth == 0 => {
+                // `(anonymous namespace)::` is a namespace; any other parenthesis at the top ends the name.
+                let close = chars[i..].iter().position(|&c| c == ')').map(|n| i + n);
+                match close {
+                    Some(c) if chars.get(c + 1) == Some(&':') && chars.get(c + 2) == Some(&':') => {
+                        i = c
+                    }
+                    _ => break,
+                }
+            }
+            ch if depth == 0 => out.push(ch),
+            _ => {}
+        }
+        i += 1;
+    }
+    let out = out.trim();
+    let out = out.rsplit(' ').next().unwrap_or(out);
+    let out = out.rsplit("::").next().unwrap_or(out).trim();
+    if out.is_empty() {
+        demangled.trim().to_string()
+    } else {
+        out.to_string()
+    }
+}
+
+/// [`bare_kernel_name`] cut to at most `max` characters, at an underscore where there is one, marked `...`: where a
+/// line names kernels in passing (a finding's gist), the whole name being one argument away.
+pub fn short_form(name: &str, max: usize) -> String {
+    let r = bare_kernel_name(name);
+    if r.chars().count() <= max {
+        return r;
+    }
+    let head: String = r.chars().take(max.saturating_sub(3)).collect();
+    let cut = match head.rfind('_') {
+        Some(i) if i >= head.len() / 2 => &head[..i],
+        _ => head.as_str(),
+    };
+    format!("{cut}...")
+}
+
 /// Classify a kernel from its demangled and short names and launch configuration.
 pub fn classify(demangled: &str, short: &str, grid: [u32; 3], block: [u32; 3]) -> Classification {
     let name = if demangled.is_empty() {
@@ -417,6 +468,49 @@ pub fn classify(demangled: &str, short: &str, grid: [u32; 3], block: [u32; 3]) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bare_kernel_name_keeps_the_last_name_only() {
+        for (name, want) in [
+            (
+                "void at::native::vectorized_elementwise_kernel<(int)4, at::native::CUDAFunctorOnSelf_add<float>, std::array<char *, (unsigned long)2>>(int, T2, T3)",
+                "vectorized_elementwise_kernel",
+            ),
+            (
+                "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(T1::Params)",
+                "Kernel2",
+            ),
+            (
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)",
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+            ),
+            (
+                "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false>(float *, const float *, int)",
+                "softmax_warp_forward",
+            ),
+            (
+                "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",
+                "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",
+            ),
+            ("Kernel2", "Kernel2"),
+            (
+                "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::TensorListMetadata<(int)1>, float>(T1, T2, T3...)",
+                "multi_tensor_apply_kernel",
+            ),
+            ("", ""),
+            ("<<<", "<<<"),
+        ] {
+            assert_eq!(bare_kernel_name(name), want, "{name}");
+        }
+        assert_eq!(
+            short_form(
+                "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4",
+                40
+            ),
+            "sm80_xmma_gemm_f32f32_f32f32_f32_tn..."
+        );
+        assert_eq!(short_form("Kernel2", 40), "Kernel2");
+    }
 
     fn cls(d: &str) -> Classification {
         classify(d, "", [1, 1, 1], [128, 1, 1])

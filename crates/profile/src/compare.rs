@@ -218,9 +218,13 @@ pub struct WorkMatch {
     /// Share of calls that are identical launches (same kernel, grid, block) on both sides, smaller side, %.
     pub identical_launch_calls_pct: f64,
     /// Kernel names whose count per step changed most.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changed: Vec<KernelCount>,
     /// Findings of the before run whose ledger columns hold the changed kernels: the fixes' own kernels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub explained_by: Vec<String>,
+    /// Why the work per step matches or not (the summary repeats it when the runs compare).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
 }
 
@@ -256,6 +260,12 @@ pub struct Prediction {
     /// Its fix is what changed: a finding of 5 % or more of the steady window that is gone, or whose share fell
     /// by more than half.
     pub applied: bool,
+    /// The finding's measured numbers in the before run, in one line (its `gist`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gist: String,
+    /// The same finding's line in the after run, where it is still found.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub after_gist: String,
 }
 
 /// A finding present in either run (low severity or above on one side).
@@ -665,24 +675,7 @@ fn says(change: f64, lo: f64, hi: f64) -> Verdict {
     }
 }
 
-/// A demangled kernel name without its return type, namespaces, template arguments and parameters:
-/// `void at::native::<unnamed>::multi_tensor_apply_kernel<...>(...)` → `multi_tensor_apply_kernel`.
-pub fn bare_kernel_name(demangled: &str) -> String {
-    let mut depth = 0usize;
-    let mut out = String::new();
-    for ch in demangled.chars() {
-        match ch {
-            '<' => depth += 1,
-            '>' => depth = depth.saturating_sub(1),
-            '(' if depth == 0 => break,
-            _ if depth == 0 => out.push(ch),
-            _ => {}
-        }
-    }
-    let out = out.trim();
-    let out = out.rsplit(' ').next().unwrap_or(out);
-    out.rsplit("::").next().unwrap_or(out).to_string()
-}
+pub use super::classify::bare_kernel_name;
 
 fn unit_of(d: &DeviceLedger) -> String {
     match d.source {
@@ -1089,6 +1082,8 @@ fn predictions(b: &Run, a: &Run) -> Vec<Prediction> {
             },
             after_share_pct: after_share,
             applied: f.share_pct >= APPLIED_MIN_SHARE_PCT && after_share < f.share_pct * 0.5,
+            gist: f.gist.clone(),
+            after_gist: after.map_or(String::new(), |g| g.gist.clone()),
         });
     }
     out
@@ -1449,24 +1444,6 @@ pub fn compare_paths(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernel_names_lose_their_namespaces_templates_and_parameters() {
-        assert_eq!(
-            bare_kernel_name(
-                "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::TensorListMetadata<(int)1>, \
-                 float>(T1, T2, T3...)"
-            ),
-            "multi_tensor_apply_kernel"
-        );
-        assert_eq!(
-            bare_kernel_name(
-                "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096>)"
-            ),
-            "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
-        );
-        assert_eq!(bare_kernel_name("Kernel2"), "Kernel2");
-    }
 
     #[test]
     fn the_interval_of_a_clear_change_excludes_zero_and_a_flat_one_holds_it() {

@@ -71,7 +71,22 @@ pub struct KernelRow {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_device: Vec<DeviceShare>,
     pub launch: Launch,
+    /// Where the step ledger puts the group's time (its largest member's): a compute column (`gemm_tensor_core`,
+    /// `gemm_fp32_simt`, `gemm_other`, `attention`, `elementwise`, `reduction`, `optimizer`, `copy_kernel`,
+    /// `other_kernel`) or `communication`; the vocabulary of `aisp_profile_ledger` and the findings.
+    #[serde(default)]
+    pub ledger_class: String,
     pub class: Classification,
+}
+
+/// Kernel time per ledger class ([`KernelRow::ledger_class`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LedgerClassShare {
+    pub ledger_class: String,
+    pub instances: u64,
+    pub total_ns: i64,
+    /// Share of all kernel time in scope.
+    pub time_pct: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -107,7 +122,12 @@ pub struct Kernels {
     /// Groups before `limit`.
     pub rows_total: usize,
     pub rows: Vec<KernelRow>,
+    /// Time per kernel class (the classifier's: what the name and launch say the kernel is).
     pub classes: Vec<ClassShare>,
+    /// Time per ledger class (where the step ledger puts it: the classes above with the optimizer apart and
+    /// collectives as communication).
+    #[serde(default)]
+    pub ledger_classes: Vec<LedgerClassShare>,
     pub devices: Vec<DeviceKernels>,
 }
 
@@ -218,6 +238,12 @@ pub fn kernels(
                     dynamic_shared_bytes: dsm,
                     configurations: configs.len() as u64,
                 },
+                ledger_class: super::ledger::kernel_ledger_class(
+                    p.string(representative.short_name),
+                    classifier.of(representative).class,
+                    p.string(representative.demangled_name),
+                )
+                .to_string(),
                 class: classifier.of(representative).clone(),
             }
         })
@@ -232,10 +258,23 @@ pub fn kernels(
     rows.truncate(limit);
     // Classes over every kernel (by its own demangled name).
     let mut classes: BTreeMap<KernelClass, (u64, i64)> = BTreeMap::new();
+    let mut ledger_classes: BTreeMap<&'static str, (u64, i64)> = BTreeMap::new();
+    let mut ledger_class_of: HashMap<i64, &'static str> = HashMap::default();
     let mut devices: BTreeMap<i64, DeviceKernels> = BTreeMap::new();
     for k in &ks {
         let c = classifier.of(k).class;
         let e = classes.entry(c).or_default();
+        e.0 += 1;
+        e.1 += k.dur();
+        // Once per demangled name, as the ledger reads it (hundreds of thousands of kernels at 1 GB).
+        let lc = *ledger_class_of.entry(k.demangled_name).or_insert_with(|| {
+            super::ledger::kernel_ledger_class(
+                p.string(k.short_name),
+                c,
+                p.string(k.demangled_name),
+            )
+        });
+        let e = ledger_classes.entry(lc).or_default();
         e.0 += 1;
         e.1 += k.dur();
         let d = devices.entry(k.device).or_insert_with(|| DeviceKernels {
@@ -264,6 +303,16 @@ pub fn kernels(
         })
         .collect();
     classes.sort_by_key(|c| std::cmp::Reverse(c.total_ns));
+    let mut ledger_classes: Vec<LedgerClassShare> = ledger_classes
+        .into_iter()
+        .map(|(c, (n, t))| LedgerClassShare {
+            ledger_class: c.to_string(),
+            instances: n,
+            total_ns: t,
+            time_pct: pct1(t, total),
+        })
+        .collect();
+    ledger_classes.sort_by_key(|c| std::cmp::Reverse(c.total_ns));
     let devices = devices
         .into_values()
         .map(|mut d| {
@@ -280,6 +329,7 @@ pub fn kernels(
         rows_total,
         rows,
         classes,
+        ledger_classes,
         devices,
     })
 }

@@ -33,7 +33,10 @@ pub use chains::{Chain, ChainSummary, tensors_touched};
 pub use collectives::{Arrivals, DECIDED_NS, RankCollectives, WaitSplit, collectives_of, split};
 pub use columns::{Column, Columns, Group};
 pub use idle::{DRAIN_NS, HOST_STRETCH_NS, IdlePiece, SLOW_LAUNCH_NS};
-pub use ops::{DeviceOps, Op, OpKind, compute_column, device_ops, is_optimizer_kernel};
+pub use ops::{
+    DeviceOps, Op, OpKind, compute_column, device_ops, is_optimizer_kernel, kernel_kind,
+    kernel_ledger_class,
+};
 pub use steps::{DeviceSteps, StepSource, StepSpan, device_steps, warmup_steps};
 pub use sweep::StepAccount;
 

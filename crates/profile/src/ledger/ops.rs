@@ -56,6 +56,25 @@ impl DeviceOps {
     }
 }
 
+/// What the ledger makes of a kernel: a collective (its time split later into transfer and waiting) or compute
+/// in a column, from its short name, class and demangled name.
+pub fn kernel_kind(short: &str, class: KernelClass, demangled: &str) -> OpKind {
+    if is_nccl(short) {
+        OpKind::Collective
+    } else {
+        OpKind::Compute(compute_column(class, demangled))
+    }
+}
+
+/// The name of what the ledger makes of a kernel, as kernel answers print it: its compute column, or
+/// `communication` for a collective.
+pub fn kernel_ledger_class(short: &str, class: KernelClass, demangled: &str) -> &'static str {
+    match kernel_kind(short, class, demangled) {
+        OpKind::Compute(c) => c.as_str(),
+        _ => "communication",
+    }
+}
+
 /// The ledger column of a kernel that is not a collective.
 pub fn compute_column(class: KernelClass, demangled: &str) -> Column {
     if is_optimizer_kernel(demangled) {
@@ -145,12 +164,8 @@ fn read_device_ops(p: &Profile, scope: &ResolvedScope) -> Result<Vec<DeviceOps>>
             continue;
         }
         let kind = *columns.entry(k.demangled_name).or_insert_with(|| {
-            if is_nccl(p.string(k.short_name)) {
-                OpKind::Collective
-            } else {
-                let class = classifier.of(k).class;
-                OpKind::Compute(compute_column(class, p.string(k.demangled_name)))
-            }
+            let class = classifier.of(k).class;
+            kernel_kind(p.string(k.short_name), class, p.string(k.demangled_name))
         });
         by_device.entry(k.device).or_default().push(Op {
             start: k.start,

@@ -58,6 +58,8 @@ struct Draft {
     /// How time_at_stake_ns was obtained.
     basis: String,
     window_ns: i64,
+    /// The numbers the stake rests on, in one line ([`Finding::gist`]).
+    gist: String,
     evidence: Vec<String>,
     why: String,
     fix: String,
@@ -78,6 +80,7 @@ fn finding(d: Draft) -> Finding {
         share_pct: sh,
         stake: Stake::Estimate,
         basis: d.basis,
+        gist: d.gist,
         evidence: d.evidence,
         why: d.why,
         fix: d.fix,
@@ -102,6 +105,15 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
                     collective, not overlapped by its own compute; the median over the waiting devices"
                 .into(),
             window_ns: window,
+            gist: format!(
+                "rank {} last at {} of {} matched collectives, by a median {}; a waiting device idled {} for it \
+                 (the median device)",
+                s.rank,
+                s.last_arrivals,
+                s.of_instances,
+                ms(s.lateness_median_ns),
+                ms(s.exposed_wait_caused_ns)
+            ),
             evidence: vec![
                 format!(
                     "rank {} arrived last at {} of {} matched collectives, by a median {} over the next-latest rank ({} in all)",
@@ -169,6 +181,13 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
                     device's own compute (a lower bound of the exposed wait)"
                 .into(),
             window_ns: window,
+            gist: format!(
+                "{} {kind} instances: per device {} waiting for the last arrival ({} not hidden) and {} moving data",
+                k.instances,
+                ms(k.wait_per_device_ns),
+                ms(k.exposed_wait_per_device_ns),
+                ms(k.transfer_ns)
+            ),
             evidence: vec![
                 format!(
                     "over {} {kind} instances each device waited {} for the last arrival and moved data for {}: {:.1} % of the time is skew",
@@ -211,6 +230,13 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
                     other hosts' last) that the device spent idle in the collective; the median over those devices"
                 .into(),
             window_ns: window,
+            gist: format!(
+                "ranks {:?} on {} last at {:.1} % of the collectives; a device of the other hosts idled {} for them",
+                s.ranks,
+                s.hostname,
+                s.last_arrival_share_pct,
+                ms(s.exposed_wait_caused_ns)
+            ),
             evidence: vec![
                 format!(
                     "ranks {:?} on {} ({:.1} % of the ranks) arrived after every other host's ranks at {:.1} % of the collectives with skew above the clock residual, {} of lateness in all",
@@ -251,6 +277,10 @@ pub fn findings(c: &CrossRank) -> Vec<Finding> {
                     from the later start to the later end of matched send/recv kernels)"
                 .into(),
             window_ns: window,
+            gist: format!(
+                "rank {} → rank {}: {:.2} GB/s against a median pair's {:.2} GB/s over {} transfers",
+                l.src, l.dst, l.gb_per_s, l.median_pair_gb_per_s, l.instances
+            ),
             evidence: vec![
                 format!(
                     "rank {} ({}) → rank {} ({}): {} transfers, {} bytes in {}: {:.2} GB/s against a median of {:.2} GB/s over {} rank pairs",

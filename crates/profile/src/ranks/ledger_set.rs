@@ -180,6 +180,9 @@ fn shared(fs: &[(u32, &Finding)], ranks: usize) -> Finding {
         ),
     );
     f.title = format!("{} — {} of {ranks} ranks", f.title, fs.len());
+    if !f.gist.is_empty() {
+        f.gist = format!("rank {rep_rank}, the median: {}", f.gist);
+    }
     f.share_pct = share;
     f.time_at_stake_ns = if fs.len() * 2 > ranks { stake } else { 0 };
     f.severity = if f.stake == Stake::None {
@@ -243,6 +246,11 @@ fn on_critical_rank(fs: &[(u32, &Finding)], critical: u32, ranks: usize) -> Find
         f.title,
         fs.len()
     );
+    if !f.gist.is_empty() {
+        // The figures are the critical rank's, or (where it does not have the finding) the first rank's.
+        let whose = if mine.is_some() { critical } else { fs[0].0 };
+        f.gist = format!("rank {whose}: {}", f.gist);
+    }
     if let serde_json::Value::Object(m) = &mut f.data {
         m.insert(
             "ranks_with".into(),
@@ -365,6 +373,21 @@ fn straggler(
             }
         ),
     ];
+    let gist = format!(
+        "rank {rank} last at {} of {} decided steady collectives (chance allows {:.1}), by a median {}; the others wait \
+         {} per step of a {} step; rank {rank} spends more per step on {}",
+        a.last[r],
+        a.decided,
+        a.chance_limit,
+        ms(a.lead_median_ns[r]),
+        ms(wait_per_step),
+        ms(step),
+        if top.is_empty() {
+            "nothing measurable".to_string()
+        } else {
+            top.join(", ")
+        }
+    );
     let fix = if cause == "more compute" {
         format!(
             "Give rank {rank} the same work as the others: equal batch rows / sequence lengths / shards per rank (the same \
@@ -372,10 +395,10 @@ fn straggler(
              rank-specific work."
         )
     } else {
+        // The columns it spends more on are in the gist and the evidence: named once.
         format!(
-            "Remove the host delay on rank {rank} (what its ledger shows as idle: {}): move logging, checkpointing, \
-             evaluation or data work off rank {rank}'s training thread, or spread it over all ranks.",
-            top.join(", ")
+            "Remove the host delay on rank {rank} (the idle it has more of than the others, per step): move logging, \
+             checkpointing, evaluation or data work off rank {rank}'s training thread, or spread it over all ranks."
         )
     };
     Some(Finding {
@@ -394,6 +417,7 @@ fn straggler(
         device: None,
         rank: None,
         window: Some(Window::new(WindowKind::Steady, 0, window)),
+        gist,
         evidence,
         why: "A collective cannot finish before its last rank arrives: the other ranks' devices sit inside the collective \
               for as long as the straggler is late, every step."

@@ -12,7 +12,7 @@ use super::super::info;
 use super::super::ledger::{self, Column, DeviceLedger};
 use super::super::stats::pct1;
 use super::registry::{RuleSpec, RuleText};
-use super::{Ctx, Draft, Stake, ms};
+use super::{Ctx, Draft, Stake, ms, per_step};
 use aisp_knowledge::dtype::Precision;
 use aisp_knowledge::gpus;
 
@@ -98,11 +98,27 @@ fn elementwise(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             d.share(ch.time_ns),
             d.share(saving)
         );
+        let (chain_step, fused_step) = (per_step(d, ch.time_ns), per_step(d, ch.fused_estimate_ns));
+        let gist = format!(
+            "{} chains in {} steady steps: {} of kernel time per step, fused about {}{}; most time in {}",
+            ch.chains,
+            d.steady.steps,
+            ms(chain_step),
+            ms(fused_step),
+            match d.steady.host_median_ns {
+                Some(h) if saving < raw.min(elem) =>
+                    format!("; the host needs {} to issue a step", ms(h)),
+                _ => String::new(),
+            },
+            ch.top_kernels.first().map_or("-", String::as_str)
+        );
         drafts.push(dr.text(
             title,
+            gist,
             evidence,
             json!({"chains": ch.chains, "kernels": ch.kernels, "median_length": ch.median_length,
                 "chain_time_ns": ch.time_ns, "chain_pct": d.share(ch.time_ns), "fused_estimate_ns": ch.fused_estimate_ns,
+                "steps": d.steady.steps, "chain_time_per_step_ns": chain_step, "fused_per_step_ns": fused_step,
                 "kernel_saving_ns": raw, "saving_ns": saving, "saving_pct": d.share(saving),
                 "host_median_ns": d.steady.host_median_ns, "top_kernels": ch.top_kernels}),
         ));
@@ -219,14 +235,37 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             ratio * 100.0,
             ms(saving)
         ));
+        let t_step = per_step(d, t);
+        let ratio_pct = (ratio * 1000.0).round() / 10.0;
+        // The peaks in short: the catalog's figures, or the assumption.
+        let peaks_short = match (&peaks["fp32_tflops"], &peaks["tf32_tflops"]) {
+            (serde_json::Value::Number(f), serde_json::Value::Number(t)) => {
+                format!("FP32 {f} / TF32 {t} TFLOP/s")
+            }
+            _ => "TF32 assumed twice FP32".to_string(),
+        };
+        let gist = format!(
+            "{count} fp32 SIMT GEMM kernels in {} steady steps, {} per step{}; on TF32 tensor cores {ratio_pct}% of \
+             that ({peaks_short})",
+            d.steady.steps,
+            ms(t_step),
+            match top.first() {
+                Some((n, (c, _))) => format!(
+                    ", most in `{}` ({c} calls)",
+                    super::super::classify::short_form(cx.p()?.string(*n), 48)
+                ),
+                None => String::new(),
+            }
+        );
         drafts.push(dr.text(
             format!(
                 "fp32 GEMMs on CUDA cores take {}% of the steady window; TF32 tensor cores would save about {}%",
                 d.share(t),
                 d.share(saving)
             ),
+            gist,
             evidence,
-            json!({"kernels": count, "time_ns": t, "peaks": peaks, "time_pct": d.share(t), "ratio": ratio, "ratio_pct": (ratio * 1000.0).round() / 10.0,
+            json!({"kernels": count, "time_ns": t, "steps": d.steady.steps, "time_per_step_ns": t_step, "peaks": peaks, "time_pct": d.share(t), "ratio": ratio, "ratio_pct": ratio_pct,
                 "saving_ns": saving, "saving_pct": d.share(saving),
                 "top": top.iter().take(3).map(|(id, (c, t))| json!({"name": p.string(*id), "count": c, "time_ns": t})).collect::<Vec<_>>()}),
         ));
@@ -285,6 +324,7 @@ fn dominant_kernel(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         );
         drafts.push(dr.text(
             format!("One kernel dominates: `{}` is {share}% of steady kernel time", cx.p()?.string(name)),
+            format!("{n} calls, {} of {} kernel time in the steady window", ms(time), ms(all)),
             vec![format!(
                 "`{}` runs {n} times for {} of {} kernel time in the steady window",
                 cx.p()?.string(name),

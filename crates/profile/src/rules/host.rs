@@ -16,7 +16,7 @@ use super::super::model;
 use super::super::regions;
 use super::super::stats::pct1;
 use super::registry::{RuleSpec, RuleText};
-use super::{Ctx, Draft, RegionStake, Stake, ms};
+use super::{Ctx, Draft, RegionStake, Stake, ms, per_step};
 
 /// Shares below this are not findings (noise of any real loop).
 const MIN_SHARE_PCT: f64 = 1.0;
@@ -287,10 +287,24 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             "Launch-bound: the device waits {}% of each steady step for the host to issue {per_step} operations",
             d.share(idle)
         );
+        let idle_step = super::per_step(d, idle);
+        let gist = format!(
+            "per steady step: {per_step} kernels ({}% of kernel time in kernels under 5 us), {} waiting for launches{}",
+            pct1(tiny_time, all_time.max(1)),
+            ms(idle_step),
+            match (dr.regions.first(), &region_json) {
+                (Some(top), serde_json::Value::Object(r)) => format!(
+                    "; {}% of it in `{}`, {} kernels launched per occurrence",
+                    top.pct_of_finding, top.region, r["kernels_per_occurrence"]
+                ),
+                _ => String::new(),
+            }
+        );
         drafts.push(dr.text(
             title,
+            gist,
             evidence,
-            json!({"idle_ns": idle, "idle_pct": d.share(idle), "steps": d.steady.steps, "steps_with_idle": steps_with(d, col),
+            json!({"idle_ns": idle, "idle_pct": d.share(idle), "idle_per_step_ns": idle_step, "steps": d.steady.steps, "steps_with_idle": steps_with(d, col),
                 "kernels": n, "kernels_per_step": per_step, "tiny": tiny, "tiny_time_pct": pct1(tiny_time, all_time.max(1)),
                 "top_region": region_json}),
         ));
@@ -433,10 +447,24 @@ fn idle_with_largest(
             ));
         }
         let pct = d.share(idle);
+        let idle_step = per_step(d, idle);
+        let gist = format!(
+            "{} idle per steady step, in {} stretches over {} of {} steps, the longest {}{}",
+            ms(idle_step),
+            st.len(),
+            steps_with(d, col),
+            d.steady.steps,
+            ms(longest),
+            match dr.regions.first() {
+                Some(r) => format!("; {}% inside `{}`", r.pct_of_finding, r.region),
+                None => String::new(),
+            }
+        );
         drafts.push(dr.text(
             title.replace("{pct}", &pct.to_string()),
+            gist,
             evidence,
-            json!({"idle_ns": idle, "idle_pct": pct, "stretches": st.len(), "longest_ns": longest,
+            json!({"idle_ns": idle, "idle_pct": pct, "idle_per_step_ns": idle_step, "stretches": st.len(), "longest_ns": longest,
                 "steps_with_idle": steps_with(d, col), "steps": d.steady.steps,
                 "largest": largest.iter().map(|(s, l, e)| json!({"start_ns": s, "length_ns": l, "explanation": e})).collect::<Vec<_>>()}),
         ));
@@ -665,10 +693,25 @@ fn blocking_rule(
                 d.share(idle)
             )
         };
+        let (blocked_step, idle_step) = (per_step(d, blocked), per_step(d, idle));
+        // The call made most often, by name: what to look for in the loop.
+        let most = cs
+            .names
+            .iter()
+            .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.0.cmp(a.0)))
+            .map_or(String::new(), |(n, (c, _))| format!(" (most: {n}, {c})"));
+        let gist = format!(
+            "{count} {what}{most} in {} of {} steady steps; per step the host blocked {} and the device idled {}",
+            cs.steps_with,
+            d.steady.steps,
+            ms(blocked_step),
+            ms(idle_step)
+        );
         drafts.push(dr.text(
             title,
+            gist,
             evidence,
-            json!({"idle_ns": idle, "idle_pct": d.share(idle), "calls": cs.names, "count": count, "blocked_ns": blocked,
+            json!({"idle_ns": idle, "idle_pct": d.share(idle), "idle_per_step_ns": idle_step, "calls": cs.names, "count": count, "blocked_ns": blocked, "blocked_per_step_ns": blocked_step,
                 "steps_with_call": cs.steps_with, "steps": d.steady.steps, "patterns": cs.patterns}),
         ));
     }

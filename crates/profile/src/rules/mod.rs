@@ -138,6 +138,10 @@ pub struct Finding {
     /// The window the share is of (the device's steady window on the GPU timeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
+    /// The measured numbers the stake rests on, in one line (mostly per steady step); every figure is one of
+    /// `data`'s, as `evidence` is. Kept in default answers, where `evidence` and `data` are left out.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gist: String,
     /// Facts with numbers, names and timestamps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<String>,
@@ -186,6 +190,9 @@ pub struct LedgerSummary {
     pub rank: Option<u32>,
     /// `nvtx`, `kernel_pattern` or `span`.
     pub steps_from: StepSource,
+    /// What marks a step: the NVTX range (numbering folded) or the kernel whose occurrences delimit the steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_marker: Option<String>,
     pub steady_steps: usize,
     pub warmup_steps: usize,
     /// Median steady step period on the GPU timeline.
@@ -193,6 +200,7 @@ pub struct LedgerSummary {
     /// Share of the steady window per group: compute, communication, copy, idle (sums to 100 up to rounding).
     pub groups_pct: BTreeMap<String, f64>,
     /// The largest ledger columns, share of the steady window (at most 4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub top_columns: Vec<(String, f64)>,
 }
 
@@ -264,6 +272,8 @@ pub(crate) struct Draft {
     /// Advice for the region at fault, put before the rule's generic fix.
     pub fix: Option<String>,
     pub title: String,
+    /// One line of the numbers the stake rests on ([`Finding::gist`]).
+    pub gist: String,
     pub evidence: Vec<String>,
     pub data: serde_json::Value,
 }
@@ -290,6 +300,7 @@ impl Draft {
             regions: Vec::new(),
             fix: None,
             title: String::new(),
+            gist: String::new(),
             evidence: Vec::new(),
             data: serde_json::Value::Null,
         }
@@ -297,8 +308,17 @@ impl Draft {
     pub fn total(&self) -> i64 {
         self.saving.iter().map(|s| s.1).sum()
     }
-    pub fn text(mut self, title: String, evidence: Vec<String>, data: serde_json::Value) -> Draft {
+    /// The finding's words: its title, its evidence in one line (`gist`, from the same figures as `data`) and in
+    /// full (`evidence`), and the figures (`data`).
+    pub fn text(
+        mut self,
+        title: String,
+        gist: String,
+        evidence: Vec<String>,
+        data: serde_json::Value,
+    ) -> Draft {
         self.title = title;
+        self.gist = gist;
         self.evidence = evidence;
         self.data = data;
         self
@@ -398,6 +418,7 @@ impl<'a> Ctx<'a> {
                 device: Some(d.device),
                 rank: None,
                 window: Some(steady_window(d)),
+                gist: dr.gist,
                 evidence: dr.evidence,
                 why: text.why.into(),
                 fix: match dr.fix {
@@ -453,6 +474,11 @@ pub(crate) fn ms(ns: i64) -> String {
     format!("{:.2} ms", ns as f64 / 1e6)
 }
 
+/// `ns` over the device's steady window as a mean per steady step: the unit of a finding's `gist`.
+pub(crate) fn per_step(d: &DeviceLedger, ns: i64) -> i64 {
+    ns / d.steady.steps.max(1) as i64
+}
+
 /// A device's ledger in short.
 pub fn summary(d: &DeviceLedger) -> LedgerSummary {
     let st = &d.steady;
@@ -471,6 +497,15 @@ pub fn summary(d: &DeviceLedger) -> LedgerSummary {
         device: d.device,
         rank: None,
         steps_from: d.source.clone(),
+        // An NVTX range's name as recorded; a kernel's without its template arguments and parameters.
+        step_marker: d
+            .family
+            .as_deref()
+            .map(|f| match d.source {
+                StepSource::Nvtx => f.to_string(),
+                _ => super::classify::bare_kernel_name(f),
+            })
+            .filter(|m| !m.is_empty()),
         steady_steps: st.steps,
         warmup_steps: d.warmup_steps,
         step_ns: st.period_median_ns,

@@ -119,8 +119,19 @@ fn variance(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             evidence.push(format!("that column is finding `{o}`'s: its fix evens the steps out; not counted again here"));
         }
         let ratio = max as f64 / med.max(1.0);
+        let gist = format!(
+            "median {}, slowest {} (`{slowest}`), CV {cv}%; {} above the median in all{}",
+            ms(med as i64),
+            ms(max),
+            ms(excess),
+            match explained {
+                Some((c, share)) => format!("; {share}% of the variance in `{}`", c.as_str()),
+                None => String::new(),
+            }
+        );
         drafts.push(dr.text(
             format!("Step time varies: slowest steady step {ratio:.2}x the median"),
+            gist,
             evidence,
             json!({"steps": periods.len(), "median_ns": med, "max_ns": max, "cv_pct": cv, "slowest": slowest,
                 "ratio": ratio, "excess_ns": excess,
@@ -180,6 +191,13 @@ fn warmup(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 w.len(),
                 ms(total)
             ),
+            format!(
+                "`{}` {} vs a steady {}; module loading {} of the warm-up",
+                w[0].name,
+                ms(first),
+                ms(med),
+                ms(loading)
+            ),
             vec![format!(
                 "`{}` takes {} on the GPU timeline vs a steady median of {}; module loading idles the device {} in the warm-up",
                 w[0].name,
@@ -230,8 +248,9 @@ fn queued(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         );
         drafts.push(dr.text(
             format!("The device idles {}% of the steady window with work already queued", d.share(q)),
+            format!("{} per steady step idle with the next operation already queued", ms(super::per_step(d, q))),
             vec![format!("{} of idle time in the steady window ended with an operation launched before the device ran dry", ms(q))],
-            json!({"queued_ns": q, "queued_pct": d.share(q)}),
+            json!({"queued_ns": q, "queued_pct": d.share(q), "queued_per_step_ns": super::per_step(d, q)}),
         ));
     }
     cx.emit(spec.id, drafts, 0.0, &spec.text);

@@ -10,7 +10,7 @@ use super::super::info;
 use super::super::ledger::{Column, DeviceLedger, Group};
 use super::super::memory;
 use super::registry::{RuleSpec, RuleText};
-use super::{Ctx, Draft, Stake, ms};
+use super::{Ctx, Draft, Stake, ms, per_step};
 use aisp_knowledge::gpus;
 
 const MIN_SHARE_PCT: f64 = 1.0;
@@ -201,13 +201,30 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             d.share(exposed),
             bytes / steps / 1_000_000
         );
+        let (exposed_step, pageable_step) = (per_step(d, exposed), per_step(d, pageable_ns));
+        let gb_per_s: BTreeMap<&str, f64> = [(h2d, "h2d"), (d2h, "d2h")]
+            .iter()
+            .map(|(k, label)| (*label, rates[k]))
+            .collect();
+        let gist = format!(
+            "{n} copies in {} steady steps ({n_pageable} pageable); per step {} exposed ({} of it pageable copies and \
+             staging), {} at pinned bandwidth (H2D {:.1}, D2H {:.1} GB/s)",
+            d.steady.steps,
+            ms(exposed_step),
+            ms(pageable_step),
+            ms(pinned_median),
+            gb_per_s["h2d"],
+            gb_per_s["d2h"]
+        );
         drafts.push(dr.text(
             title,
+            gist,
             evidence,
             json!({"copies": n, "pageable_copies": n_pageable, "bytes": bytes, "mb_per_step": bytes / steps / 1_000_000,
-                "exposed_ns": exposed, "exposed_pct": d.share(exposed), "pageable_ns": pageable_ns,
+                "steps": d.steady.steps, "exposed_ns": exposed, "exposed_pct": d.share(exposed), "exposed_per_step_ns": exposed_step,
+                "pageable_ns": pageable_ns, "pageable_per_step_ns": pageable_step,
                 "hidden_copy_ns": d.steady.hidden_copy_ns, "saving_ns": saving, "pinned_median_ns": pinned_median,
-                "rates": rate_note}),
+                "pinned_gb_per_s": gb_per_s, "rates": rate_note}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
@@ -400,10 +417,30 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 if split { "transfer" } else { "time" }
             )
         };
+        let gist = format!(
+            "per steady step: collectives {}, {} of it hidden behind compute, {} exposed{}",
+            ms(per_step(d, total_comm)),
+            ms(per_step(d, hidden)),
+            ms(per_step(d, exposed_all)),
+            if split {
+                format!(
+                    " ({} transfer, {} waiting for the last rank)",
+                    ms(per_step(d, exposed)),
+                    ms(per_step(d, wait_col))
+                )
+            } else {
+                " (transfer and waiting for other ranks together: their exports are not given)"
+                    .to_string()
+            }
+        );
         drafts.push(dr.text(
             title,
+            gist,
             evidence,
-            json!({"exposed_ns": exposed, "exposed_pct": d.share(exposed), "hidden_ns": hidden, "total_ns": total_comm,
+            json!({"total_per_step_ns": per_step(d, total_comm), "hidden_per_step_ns": per_step(d, hidden),
+                "exposed_all_per_step_ns": per_step(d, exposed_all), "exposed_per_step_ns": per_step(d, exposed),
+                "wait_per_step_ns": per_step(d, wait_col),
+                "exposed_ns": exposed, "exposed_pct": d.share(exposed), "hidden_ns": hidden, "total_ns": total_comm,
                 "wait_ns": wait_col, "exposed_all_ns": exposed_all, "exposed_all_pct": d.share(exposed_all),
                 "split": split, "saving_ns": saving}),
         ));
@@ -474,12 +511,29 @@ fn wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 a.decided,
                 a.chance_limit
             ));
-            late = json!({"last": a.last, "decided": a.decided, "chance_limit": a.chance_limit});
+            let last_of_them: u64 = a.stragglers.iter().map(|&r| a.last[r]).sum();
+            late = json!({"last": a.last, "decided": a.decided, "chance_limit": a.chance_limit,
+                "names": names.join(", "), "last_of_them": last_of_them});
         }
+        let gist = format!(
+            "{} per steady step inside collectives before the last rank arrives{}",
+            ms(per_step(d, w)),
+            match &arrivals {
+                Some(a) if !a.stragglers.is_empty() => format!(
+                    "; last to arrive: {} at {} of {} decided instances (chance allows {:.1})",
+                    late["names"].as_str().unwrap_or("-"),
+                    late["last_of_them"],
+                    a.decided,
+                    a.chance_limit
+                ),
+                _ => String::new(),
+            }
+        );
         drafts.push(dr.text(
             format!("Waiting for other ranks: {}% of the steady window inside collectives before the last rank arrives", d.share(w)),
+            gist,
             evidence,
-            json!({"wait_ns": w, "wait_pct": d.share(w), "arrivals": late}),
+            json!({"wait_ns": w, "wait_pct": d.share(w), "wait_per_step_ns": per_step(d, w), "arrivals": late}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);

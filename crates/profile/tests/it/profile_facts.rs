@@ -1548,3 +1548,62 @@ fn gpu_uuids_from_the_environment_are_labelled_inferred() {
             .all(|g| g.uuid.is_some() && g.inferred_uuid.is_none())
     );
 }
+
+/// Each kernel group says where the step ledger puts it (its compute column, or `communication` for a
+/// collective), the time per ledger class adds up to all kernel time, and the fused optimizer is apart from the
+/// elementwise kernels as in the ledger.
+#[test]
+fn kernel_rows_carry_the_ledgers_class() {
+    use aisp_profile::ledger::Column;
+    let names: Vec<&str> = Column::ALL.iter().map(|c| c.as_str()).collect();
+    for (fixture, expect) in [
+        (
+            "planted/fp32_gemm.sqlite",
+            &[
+                ("Kernel2", "gemm_fp32_simt"),
+                ("multi_tensor_apply_kernel", "optimizer"),
+            ][..],
+        ),
+        (
+            "ddp.sqlite",
+            &[
+                ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "communication"),
+                (
+                    "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",
+                    "gemm_tensor_core",
+                ),
+                ("multi_tensor_apply_kernel", "optimizer"),
+            ][..],
+        ),
+    ] {
+        let p = open(fixture);
+        let k = profile::kernels::kernels(&p, &all(&p), NameKey::Short, 100).unwrap();
+        for (name, class) in expect {
+            let row = k.rows.iter().find(|r| r.name == *name).unwrap();
+            assert_eq!(row.ledger_class, *class, "{fixture} {name}");
+        }
+        for c in &k.ledger_classes {
+            assert!(
+                c.ledger_class == "communication" || names.contains(&c.ledger_class.as_str()),
+                "{fixture}: {}",
+                c.ledger_class
+            );
+        }
+        let n: u64 = k.ledger_classes.iter().map(|c| c.instances).sum();
+        let t: i64 = k.ledger_classes.iter().map(|c| c.total_ns).sum();
+        assert_eq!((n, t), (k.kernels, k.total_ns), "{fixture}");
+        // The classifier's elementwise class holds the optimizer kernels the ledger puts apart.
+        let optimizer = k
+            .ledger_classes
+            .iter()
+            .find(|c| c.ledger_class == "optimizer")
+            .unwrap();
+        let row = k
+            .rows
+            .iter()
+            .find(|r| r.name == "multi_tensor_apply_kernel")
+            .unwrap();
+        assert_eq!(optimizer.total_ns, row.total_ns, "{fixture}");
+        assert_eq!(row.class.class, KernelClass::Elementwise);
+    }
+}

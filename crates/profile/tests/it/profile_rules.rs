@@ -229,7 +229,15 @@ fn check_numbers(label: &str, f: &Finding, problems: &mut Vec<String>) -> usize 
     if f.stake == rules::Stake::None {
         assert_eq!(f.time_at_stake_ns, 0, "{label} {}", f.id);
     }
+    // The line a default answer keeps of the evidence: every finding has one, a short one.
+    assert!(
+        !f.gist.is_empty() && f.gist.chars().count() <= 300,
+        "{label} {}: gist {:?}",
+        f.id,
+        f.gist
+    );
     printed_numbers(&f.title).len()
+        + printed_numbers(&f.gist).len()
         + f.evidence
             .iter()
             .map(|e| printed_numbers(e).len())
@@ -441,7 +449,7 @@ fn number_problems(f: &Finding) -> Vec<String> {
         strings.push(r.region.clone());
     }
     let mut out = Vec::new();
-    let texts = std::iter::once(&f.title).chain(f.evidence.iter());
+    let texts = [&f.title, &f.gist].into_iter().chain(f.evidence.iter());
     for t in texts {
         for (x, d, tok) in printed_numbers(t) {
             let scale = 10f64.powi(d as i32);
@@ -499,5 +507,9 @@ fn every_number_a_finding_prints_comes_from_its_data() {
     let mut f = run_all("mock.sqlite").findings.remove(0);
     f.evidence
         .push("4.21 ms of idle time is in gaps shorter than 1 ms".into());
+    assert_eq!(number_problems(&f).len(), 1, "{:?}", number_problems(&f));
+    // And in the gist.
+    let mut f = run_all("mock.sqlite").findings.remove(0);
+    f.gist.push_str("; 4.21 ms per step elsewhere");
     assert_eq!(number_problems(&f).len(), 1, "{:?}", number_problems(&f));
 }
