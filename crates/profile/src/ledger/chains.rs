@@ -41,6 +41,10 @@ use super::super::Profile;
 use super::columns::Column;
 use super::ops::{DeviceOps, OpKind};
 
+/// The ledger columns a chain's members are counted in: elementwise kernels, the reductions inside a chain and
+/// the casts that feed it. A chain's saving in a step is at most what these columns hold there.
+pub const CHAIN_COLUMNS: [Column; 3] = [Column::Elementwise, Column::Reduction, Column::CopyKernel];
+
 /// Chains shorter than this are left alone (one or two kernels between GEMMs are usual).
 pub const MIN_CHAIN: usize = 3;
 

@@ -29,7 +29,7 @@ use rustc_hash::FxHashMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use chains::{Chain, ChainSummary, tensors_touched};
+pub use chains::{CHAIN_COLUMNS, Chain, ChainSummary, tensors_touched};
 pub use collectives::{Arrivals, DECIDED_NS, RankCollectives, WaitSplit, collectives_of, split};
 pub use columns::{Column, Columns, Group};
 pub use idle::{DRAIN_NS, HOST_STRETCH_NS, IdlePiece, SLOW_LAUNCH_NS};
@@ -79,7 +79,8 @@ pub struct StepLedger {
     pub hidden_communication_ns: i64,
     /// Copy and memset time hidden behind kernels (not in `columns`).
     pub hidden_copy_ns: i64,
-    /// Σ over the step's unfused elementwise chains of (chain time − estimated fused time).
+    /// Σ over the step's unfused elementwise chains of (chain time − estimated fused time), at most the step's
+    /// [`CHAIN_COLUMNS`].
     pub chain_saving_ns: i64,
 }
 
@@ -345,7 +346,9 @@ fn device_ledger(
             warmup: i < warmup,
             ops: s.ops,
             host_ns: s.cpu.map(|(cs, ce, tid)| host_time(host, cs, ce, tid)),
-            chain_saving_ns: saving.min(a.columns.get(Column::Elementwise)),
+            // Chains take in reductions and casts: their saving is bounded by all three columns, not the
+            // elementwise one alone.
+            chain_saving_ns: saving.min(CHAIN_COLUMNS.iter().map(|&c| a.columns.get(c)).sum()),
             columns: a.columns,
             hidden_communication_ns: a.hidden_communication_ns,
             hidden_copy_ns: a.hidden_copy_ns,

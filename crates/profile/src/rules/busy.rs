@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::super::Result;
 use super::super::info;
-use super::super::ledger::{self, Column, DeviceLedger};
+use super::super::ledger::{self, CHAIN_COLUMNS, Column, DeviceLedger};
 use super::super::stats::pct1;
 use super::registry::{RuleSpec, RuleText};
 use super::{Ctx, Draft, Stake, ms, per_step};
@@ -18,9 +18,6 @@ use aisp_knowledge::gpus;
 
 /// Shares below this are not findings.
 const MIN_SHARE_PCT: f64 = 1.0;
-
-/// The columns an elementwise chain's members come from (see `ledger::chains`).
-const CHAIN_COLUMNS: [Column; 3] = [Column::Elementwise, Column::Reduction, Column::CopyKernel];
 
 pub const ELEMENTWISE: RuleSpec = RuleSpec {
     id: "elementwise_unfused",
