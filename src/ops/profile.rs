@@ -275,6 +275,21 @@ pub struct Answer<T> {
     pub left_out: Vec<String>,
 }
 
+impl<T> Answer<T> {
+    /// The same file, export and scope with the result reshaped by `f` (the result and what the answer leaves out
+    /// so far, to what it is now and leaves out).
+    fn reshape<U>(self, f: impl FnOnce(T, Vec<String>) -> (U, Vec<String>)) -> Answer<U> {
+        let (result, left_out) = f(self.result, self.left_out);
+        Answer {
+            path: self.path,
+            export: self.export,
+            scope: self.scope,
+            result,
+            left_out,
+        }
+    }
+}
+
 fn answer<T>(p: &Profile, scope: Option<ResolvedScope>, result: T) -> Answer<T> {
     let scope = scope.filter(|s| s.device.is_some() || s.process.is_some() || s.trim.is_some());
     Answer {
@@ -614,26 +629,20 @@ impl Operation for Kernels {
         let out = scoped(ctx, "kernels", &input, |p, s| {
             profile::kernels::kernels(p, s, names, l)
         })?;
-        let mut left_out = out.left_out;
-        let r = &out.result;
-        if input.limit.is_none() && r.rows.len() < r.rows_total {
-            left_out.push(format!(
-                "kernel groups past the top {} of {} (time_pct and the classes count all): pass \"limit\": {}",
-                r.rows.len(),
-                r.rows_total,
-                r.rows_total
-            ));
-        }
-        let (result, cut) =
-            super::profile_lean::kernels_view(out.result, input.detail.unwrap_or(false));
-        left_out.extend(cut);
-        Ok(Answer {
-            path: out.path,
-            export: out.export,
-            scope: out.scope,
-            result,
-            left_out,
-        })
+        Ok(out.reshape(|r, mut left_out| {
+            if input.limit.is_none() && r.rows.len() < r.rows_total {
+                left_out.push(format!(
+                    "kernel groups past the top {} of {} (time_pct and the classes count all): pass \"limit\": {}",
+                    r.rows.len(),
+                    r.rows_total,
+                    r.rows_total
+                ));
+            }
+            let (result, cut) =
+                super::profile_lean::kernels_view(r, input.detail.unwrap_or(false));
+            left_out.extend(cut);
+            (result, left_out)
+        }))
     }
 }
 
@@ -1220,15 +1229,7 @@ impl Operation for Rules {
             });
         }
         let out = scoped(ctx, "rules", &input, profile::rules::run)?;
-        let (result, left_out) =
-            super::profile_lean::rules_view(out.result, &input.path, detail, false);
-        Ok(Answer {
-            path: out.path,
-            export: out.export,
-            scope: out.scope,
-            result,
-            left_out,
-        })
+        Ok(out.reshape(|r, _| super::profile_lean::rules_view(r, &input.path, detail, false)))
     }
 }
 

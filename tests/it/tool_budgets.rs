@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use aisp::registry::schema::python_json_len;
 use aisp::registry::{CORE_LISTING_BUDGET, DEFAULT_LISTING_BUDGET, TOOL_DEFINITION_BUDGET};
+use aisp_profile::rules::printed_numbers;
 use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion, Tool};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -35,6 +36,22 @@ impl ClientHandler for Client {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.list_changed.fetch_add(1, Ordering::SeqCst);
     }
+}
+
+/// A tool's structured answer (the call must succeed).
+async fn structured(
+    client: &RunningService<RoleClient, Client>,
+    tool: &'static str,
+    args: Value,
+) -> Value {
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new(tool).with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false), "{tool} {r:?}");
+    r.structured_content.unwrap()
 }
 
 async fn stdio(args: &[&str], modern: bool) -> (RunningService<RoleClient, Client>, Client) {
@@ -492,20 +509,7 @@ fn leaves(v: &Value, key: &str, out: &mut std::collections::BTreeSet<(String, St
 async fn compare_and_ranks_answer_lean_by_default_with_the_detailed_figures() {
     use aisp::ops::profile_lean::{LEAN_BUDGET, LEAN_MAX};
     let (client, _) = stdio(&[], false).await;
-    let call = |tool: &'static str, args: Value| {
-        let client = &client;
-        async move {
-            let r = client
-                .call_tool(
-                    CallToolRequestParams::new(tool)
-                        .with_arguments(args.as_object().unwrap().clone()),
-                )
-                .await
-                .unwrap();
-            assert_eq!(r.is_error, Some(false), "{tool} {r:?}");
-            r.structured_content.unwrap()
-        }
-    };
+    let call = |tool: &'static str, args: Value| structured(&client, tool, args);
     let home = std::path::Path::new("/nonexistent-home");
     let mut calls: Vec<(&str, Value)> = compare_cases()
         .into_iter()
@@ -708,45 +712,6 @@ async fn detail_costs_what_its_description_says() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// Numbers printed in `text` with their decimals; digits inside words (fp32, H2D, sm80), `backquoted` names and
-/// "quoted" keys are not numbers.
-fn printed_numbers(text: &str) -> Vec<(f64, usize, String)> {
-    let mut clean = String::new();
-    let (mut tick, mut quote) = (false, false);
-    for c in text.chars() {
-        match c {
-            '`' if !quote => tick = !tick,
-            '"' if !tick => quote = !quote,
-            _ if tick || quote => {}
-            _ => clean.push(c),
-        }
-    }
-    let chars: Vec<char> = clean.chars().collect();
-    let (mut out, mut i) = (Vec::new(), 0);
-    while i < chars.len() {
-        if !chars[i].is_ascii_digit() {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
-            i += 1;
-        }
-        let prev = if start > 0 { chars[start - 1] } else { ' ' };
-        let tok: String = chars[start..i].iter().collect();
-        let tok = tok.trim_end_matches('.').to_string();
-        let next = chars.get(i).copied().unwrap_or(' ');
-        if prev.is_alphanumeric() || prev == '_' || next == '_' || tok.is_empty() {
-            continue;
-        }
-        let decimals = tok.split('.').nth(1).map_or(0, str::len);
-        if let Ok(v) = tok.parse::<f64>() {
-            out.push((v, decimals, tok));
-        }
-    }
-    out
-}
-
 /// Every number and string of `v` (a detailed finding: its fields, window and data).
 fn figures(v: &Value, nums: &mut Vec<f64>, strings: &mut Vec<String>) {
     match v {
@@ -805,20 +770,7 @@ fn detailed<'a>(full: &'a Value, key: &str, f: &Value) -> Option<&'a Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_figure_of_a_findings_line_is_the_detailed_answers() {
     let (client, _) = stdio(&[], false).await;
-    let call = |tool: &'static str, args: Value| {
-        let client = &client;
-        async move {
-            let r = client
-                .call_tool(
-                    CallToolRequestParams::new(tool)
-                        .with_arguments(args.as_object().unwrap().clone()),
-                )
-                .await
-                .unwrap();
-            assert_eq!(r.is_error, Some(false), "{tool} {r:?}");
-            r.structured_content.unwrap()
-        }
-    };
+    let call = |tool: &'static str, args: Value| structured(&client, tool, args);
     let (files, sets, pairs) = size_cases();
     let mut problems = Vec::new();
     let (mut lines, mut numbers) = (0, 0);

@@ -712,6 +712,47 @@ fn overlaps(cx: &Ctx) -> Vec<StakeOverlap> {
     out
 }
 
+/// The numbers a finding's sentence prints, with their decimals (for the findings contract's check that each is one
+/// of the numbers behind it): digits inside words (fp32, H2D, sm80), `backquoted` names and "quoted" keys are not
+/// numbers.
+pub fn printed_numbers(text: &str) -> Vec<(f64, usize, String)> {
+    let mut clean = String::new();
+    let (mut tick, mut quote) = (false, false);
+    for c in text.chars() {
+        match c {
+            '`' if !quote => tick = !tick,
+            '"' if !tick => quote = !quote,
+            _ if tick || quote => {}
+            _ => clean.push(c),
+        }
+    }
+    let chars: Vec<char> = clean.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_ascii_digit() {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
+                i += 1;
+            }
+            let prev = if start > 0 { chars[start - 1] } else { ' ' };
+            let tok: String = chars[start..i].iter().collect();
+            let tok = tok.trim_end_matches('.').to_string();
+            let next = chars.get(i).copied().unwrap_or(' ');
+            if prev.is_alphanumeric() || prev == '_' || next == '_' || tok.is_empty() {
+                continue;
+            }
+            let decimals = tok.split('.').nth(1).map_or(0, str::len);
+            if let Ok(v) = tok.parse::<f64>() {
+                out.push((v, decimals, tok));
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

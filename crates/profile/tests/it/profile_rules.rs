@@ -5,7 +5,7 @@ use crate::profile_common;
 
 use aisp_profile::Scope;
 use aisp_profile::WindowKind;
-use aisp_profile::rules::{self, Finding, Severity};
+use aisp_profile::rules::{self, Finding, Severity, printed_numbers};
 use profile_common::{close, open};
 
 fn find<'a>(f: &'a [Finding], id: &str) -> Option<&'a Finding> {
@@ -371,46 +371,6 @@ fn copies_per_step_follow_the_detected_iterations() {
         assert_eq!(h.stake, rules::Stake::Estimate);
         assert!(h.title.contains("771 MB per step"), "{}", h.title);
     }
-}
-
-/// Numbers printed in `text`, with their decimals; digits inside words (fp32, H2D, sm80),
-/// `backquoted` names and "quoted" keys are not numbers.
-fn printed_numbers(text: &str) -> Vec<(f64, usize, String)> {
-    let mut clean = String::new();
-    let (mut tick, mut quote) = (false, false);
-    for c in text.chars() {
-        match c {
-            '`' if !quote => tick = !tick,
-            '"' if !tick => quote = !quote,
-            _ if tick || quote => {}
-            _ => clean.push(c),
-        }
-    }
-    let chars: Vec<char> = clean.chars().collect();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        if chars[i].is_ascii_digit() {
-            let start = i;
-            while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
-                i += 1;
-            }
-            let prev = if start > 0 { chars[start - 1] } else { ' ' };
-            let tok: String = chars[start..i].iter().collect();
-            let tok = tok.trim_end_matches('.').to_string();
-            let next = chars.get(i).copied().unwrap_or(' ');
-            if prev.is_alphanumeric() || prev == '_' || next == '_' || tok.is_empty() {
-                continue;
-            }
-            let decimals = tok.split('.').nth(1).map_or(0, str::len);
-            if let Ok(v) = tok.parse::<f64>() {
-                out.push((v, decimals, tok));
-            }
-        } else {
-            i += 1;
-        }
-    }
-    out
 }
 
 fn collect_numbers(v: &serde_json::Value, nums: &mut Vec<f64>, strings: &mut Vec<String>) {
