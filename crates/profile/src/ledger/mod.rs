@@ -194,18 +194,34 @@ pub fn build(p: &Profile, scope: &ResolvedScope, marker: Option<&str>) -> Result
 /// Start building the whole export's ledger on another thread, through another handle on the export, and keep
 /// it with the export's tables, so that a later question finds it made (a question asking for it meanwhile
 /// waits for this build instead of making another). Nothing starts when nothing may be kept, when it is kept
-/// already or when another handle cannot be had. A server calls this once an export is open; the answer of
-/// the question that opened it does not wait for it.
+/// already, when another handle cannot be had, or while another export's ledger is being built ahead: one
+/// build ahead at a time per process, so a server asked about many exports at once holds one extra working set
+/// at most. A server calls this once an export is open; the answer of the question that opened it does not
+/// wait for it.
 pub fn prefetch(p: &Profile) -> Option<std::thread::JoinHandle<()>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static BUILDING: AtomicBool = AtomicBool::new(false);
+    /// Clears the flag when the build ends, however it ends.
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            BUILDING.store(false, Ordering::Release);
+        }
+    }
     if !p.may_keep() || p.kept::<Ledger>(TableKind::Ledger).is_some() {
         return None;
     }
+    if BUILDING.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    let done = Done;
     let mut q = p.sibling().ok()?;
     // Progress belongs to the question that opened the export, which has its answer by now.
     q.progress = None;
     std::thread::Builder::new()
         .name("aisp-ledger-prefetch".into())
         .spawn(move || {
+            let _done = done;
             // A failure here is met again, and reported, by the question that needs the ledger.
             if let Ok(scope) = q.resolve(&crate::Scope::default()) {
                 let _ = build(&q, &scope, None);
