@@ -49,7 +49,7 @@ use aisp_base::Cancel;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::classify;
+use super::classify::{self, bare_kernel_name};
 use super::info;
 use super::ledger::{self, Column, DeviceLedger, StepSource};
 use super::ranks;
@@ -674,8 +674,6 @@ fn says(change: f64, lo: f64, hi: f64) -> Verdict {
         Verdict::NoChange
     }
 }
-
-pub use super::classify::bare_kernel_name;
 
 fn unit_of(d: &DeviceLedger) -> String {
     match d.source {

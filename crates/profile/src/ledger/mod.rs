@@ -289,6 +289,9 @@ fn device_ledgers(
     if rest.is_empty() {
         return serial();
     }
+    // The OS runtime table is the largest the build may read: decoded here once, the handles share it, where a
+    // cache that keeps nothing would have each decode its own.
+    p.osrt()?;
     let Ok(siblings) = rest.iter().map(|_| p.sibling()).collect::<Result<Vec<_>>>() else {
         return serial();
     };

@@ -226,7 +226,7 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             }
         }
         let steps = d.steady.steps.max(1);
-        let per_step = n / steps;
+        let kernels_per_step = n / steps;
         let idle = dr.total();
         let mut evidence = vec![
             format!(
@@ -237,7 +237,7 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 steps_with(d, col)
             ),
             format!(
-                "{n} kernels in the steady window ({per_step} per step), {tiny} of them under 5 us ({}% of kernel time)",
+                "{n} kernels in the steady window ({kernels_per_step} per step), {tiny} of them under 5 us ({}% of kernel time)",
                 pct1(tiny_time, all_time.max(1))
             ),
         ];
@@ -284,12 +284,12 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             dr.fix = Some(advice);
         }
         let title = format!(
-            "Launch-bound: the device waits {}% of each steady step for the host to issue {per_step} operations",
+            "Launch-bound: the device waits {}% of each steady step for the host to issue {kernels_per_step} operations",
             d.share(idle)
         );
-        let idle_step = super::per_step(d, idle);
+        let idle_step = per_step(d, idle);
         let gist = format!(
-            "per steady step: {per_step} kernels ({}% of kernel time in kernels under 5 us), {} waiting for launches{}",
+            "per steady step: {kernels_per_step} kernels ({}% of kernel time in kernels under 5 us), {} waiting for launches{}",
             pct1(tiny_time, all_time.max(1)),
             ms(idle_step),
             match (dr.regions.first(), &region_json) {
@@ -305,7 +305,7 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             gist,
             evidence,
             json!({"idle_ns": idle, "idle_pct": d.share(idle), "idle_per_step_ns": idle_step, "steps": d.steady.steps, "steps_with_idle": steps_with(d, col),
-                "kernels": n, "kernels_per_step": per_step, "tiny": tiny, "tiny_time_pct": pct1(tiny_time, all_time.max(1)),
+                "kernels": n, "kernels_per_step": kernels_per_step, "tiny": tiny, "tiny_time_pct": pct1(tiny_time, all_time.max(1)),
                 "top_region": region_json}),
         ));
     }

@@ -246,11 +246,12 @@ fn queued(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             &[Column::IdleQueued],
             |_| 0,
         );
+        let q_step = super::per_step(d, q);
         drafts.push(dr.text(
             format!("The device idles {}% of the steady window with work already queued", d.share(q)),
-            format!("{} per steady step idle with the next operation already queued", ms(super::per_step(d, q))),
+            format!("{} per steady step idle with the next operation already queued", ms(q_step)),
             vec![format!("{} of idle time in the steady window ended with an operation launched before the device ran dry", ms(q))],
-            json!({"queued_ns": q, "queued_pct": d.share(q), "queued_per_step_ns": super::per_step(d, q)}),
+            json!({"queued_ns": q, "queued_pct": d.share(q), "queued_per_step_ns": q_step}),
         ));
     }
     cx.emit(spec.id, drafts, 0.0, &spec.text);
