@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
-# capture operation on a 4-GPU H100/H200 host (SET=heldout2 or SET=heldout3: a 2-GPU host), in two phases that
-# each end inside 540 s of wall time.
+# capture operation on a 4-GPU H100/H200 host (SET=heldout2, SET=heldout3 or SET=heldout4: a 2-GPU host), in two
+# phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
 #   scripts/capture-planted.sh CARRY single     all one-GPU cases, four at a time, one per GPU
@@ -29,6 +29,16 @@
 #       command="SET=heldout3 bash scripts/capture-planted.sh CARRY single")    # 5 captures, two at a time, ~2-3 min
 #   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout3 bash scripts/capture-planted.sh CARRY multi")     # 1 two-rank capture, ~1-1.5 min
+#
+# The fourth held-out set (workloads/planted/heldout4: 5 one-GPU captures, one a before/after pair, and one 2-rank
+# case) runs the same way on the same 2-GPU host, with SET=heldout4:
+#
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout4 bash scripts/capture-planted.sh CARRY smoke")     # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout4 bash scripts/capture-planted.sh CARRY single")    # 5 captures, two at a time, ~2-3 min
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout4 bash scripts/capture-planted.sh CARRY multi")     # ddp2_history, torchrun --nproc_per_node=2, ~1-1.5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:

@@ -2,10 +2,10 @@
 """Runner behind scripts/capture-planted.sh (read that file's header for how it is called).
 
 Every case is a manifest (workloads/planted/manifests/*.json, workloads/planted/heldout/manifests/*.json,
-workloads/planted/heldout2/manifests/*.json, workloads/planted/heldout3/manifests/*.json) holding the program,
-its arguments and its rank count. --set (or SET=) picks the sets: "tuned,heldout" by default (the 4-GPU
-captures), "heldout2" or "heldout3" for the second and third held-out sets (one-GPU and 2-rank cases, made for
-a 2-GPU host). Each capture goes through aisp's own capture
+workloads/planted/heldout2/manifests/*.json, workloads/planted/heldout3/manifests/*.json,
+workloads/planted/heldout4/manifests/*.json) holding the program, its arguments and its rank count. --set (or
+SET=) picks the sets: "tuned,heldout" by default (the 4-GPU captures), "heldout2", "heldout3" or "heldout4" for
+the second, third and fourth held-out sets (one-GPU and 2-rank cases, made for a 2-GPU host). Each capture goes through aisp's own capture
 operation, `aisp --allow-exec --format json profile nsys --json {...}` ("launcher": torchrun for the
 4-rank cases), with "analyze": false; the SQLite exports it lists under `artifacts` (`sqlite`,
 `sqlite_rank_N`) are kept.
@@ -44,7 +44,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLANTED = os.path.join(REPO, "workloads", "planted")
 MANIFEST_DIRS = [("tuned", os.path.join(PLANTED, "manifests")), ("heldout", os.path.join(PLANTED, "heldout", "manifests")),
                  ("heldout2", os.path.join(PLANTED, "heldout2", "manifests")),
-                 ("heldout3", os.path.join(PLANTED, "heldout3", "manifests"))]
+                 ("heldout3", os.path.join(PLANTED, "heldout3", "manifests")),
+                 ("heldout4", os.path.join(PLANTED, "heldout4", "manifests"))]
 DEFAULT_SETS = "tuned,heldout"
 # workloads with pageable or host-heavy copies: one GPU slot, one at a time
 PCIE_HEAVY = ("copy_bound", "d2h_sync", "fp32_head", "host_augment", "small_copies")
