@@ -1168,9 +1168,10 @@ scoped_input! {
     /// Arguments of `rules`.
     RulesInput {
         /// The evidence behind each finding (basis, columns, regions, window, evidence, why, verify, data), the
-        /// ledger's largest columns, the windows, how the stakes add up and the rules that found nothing: about 3.6×
-        /// the characters. The default already carries the verdict, each finding's stake, predicted step, measured
-        /// numbers in one line (gist) and fix, and each device's step in short.
+        /// windows, how the stakes add up, the rules that found nothing and, on several devices, their kernels:
+        /// about 3× the characters. The default already carries the verdict, each finding's stake, predicted step,
+        /// measured numbers in one line (gist) and fix, and each device's step in short (on one device with its top
+        /// kernels).
         #[serde(default)]
         detail: Option<bool>,
     }

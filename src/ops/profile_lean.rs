@@ -243,62 +243,66 @@ fn pass_detail(cut: &[String]) -> Option<String> {
     (!cut.is_empty()).then(|| format!("{}: pass \"detail\": true", cut.join("; ")))
 }
 
-/// Where to look next after the findings: the ledger always, and the reader of what the top finding is made of.
+/// Where to look next after the findings: the reader of what the top finding is made of, then the ledger (each
+/// column of each steady step).
 fn next_calls(path: &str, findings: &[Finding], set: bool) -> Vec<String> {
-    let mut next = vec![format!(
-        "aisp_profile_ledger {}: where each steady step goes, column by column{}",
+    let ledger = format!(
+        "aisp_profile_ledger {}: each steady step, column by column{}",
         path_arg(path),
         if set { ", per rank" } else { "" }
-    )];
-    let top = findings.iter().find(|f| f.severity > Severity::Info);
-    let Some(top) = top else {
-        return next;
-    };
+    );
+    let mut next = Vec::new();
+    if let Some(top) = findings.iter().find(|f| f.severity > Severity::Info) {
+        next.push(reader_of(path, top, set));
+    }
+    next.push(ledger);
+    next
+}
+
+/// The call that shows what a finding is made of.
+fn reader_of(path: &str, top: &Finding, set: bool) -> String {
     let id = top.id.as_str();
-    let reader = if set {
-        Some((
+    let (tool, what) = if set {
+        (
             "aisp_profile_ranks",
             "the set: clock alignment, stragglers, skew vs transfer per collective",
-        ))
+        )
     } else if id.contains("nccl") || id.contains("communication") || id.contains("collective") {
-        Some((
+        (
             "aisp_profile_overlap",
             "communication hidden behind compute, per device",
-        ))
+        )
     } else if id.contains("fp32")
         || id.contains("gemm")
         || id.contains("kernel")
         || id.contains("elementwise")
     {
-        Some((
+        (
             "aisp_profile_kernels",
             "the kernels by time with their class and precision",
-        ))
+        )
     } else if id.contains("copy")
         || id.contains("pageable")
         || id.contains("h2d")
         || id.contains("d2h")
         || id.contains("memcpy")
     {
-        Some((
+        (
             "aisp_profile_memory",
             "copies by direction and memory kind, pageable ones listed",
-        ))
+        )
     } else if id.contains("step") || id.contains("variance") {
-        Some((
+        (
             "aisp_profile_iterations",
             "each step's CPU and GPU time, the slowest steps",
-        ))
+        )
     } else {
-        Some((
+        (
             "aisp_profile_gaps",
             "the idle gaps with what the launching thread did meanwhile",
-        ))
+        )
     };
-    if let Some((tool, what)) = reader {
-        next.push(format!("{tool} {}: {what}", path_arg(path)));
-    }
-    next
+    format!("{tool} {}: {what}", path_arg(path))
 }
 
 /// Present `rules` for `path`: in full with `detail`, else lean; the notes for `left_out`.
@@ -347,18 +351,16 @@ pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesVi
             (ledger, windows, overlaps, checked);
     } else {
         let lean = lean_findings(findings, DEFAULT_FINDINGS);
-        // The step in short stays (the period, how steps were found, the busy split: what a finding's share is
-        // of); its largest columns are one call away (`next` names aisp_profile_ledger).
-        let mut cut = vec!["the ledger summary's largest columns".to_string()];
+        // The step in short stays (the period, how steps were found, the busy split, the largest columns: what a
+        // finding's share is of) and, on one device, the kernels the step runs; on several, what sets devices
+        // apart is in the findings, and the kernels are one argument away.
+        let mut cut = Vec::new();
         let devices = ledger.len();
-        view.ledger = ledger
-            .into_iter()
-            .take(DEFAULT_LEDGER_ROWS)
-            .map(|mut s| {
-                s.top_columns.clear();
-                s
-            })
-            .collect();
+        view.ledger = ledger.into_iter().take(DEFAULT_LEDGER_ROWS).collect();
+        if devices > 1 && view.ledger.iter().any(|s| !s.top_kernels.is_empty()) {
+            view.ledger.iter_mut().for_each(|s| s.top_kernels.clear());
+            cut.push("each device's largest kernels per step".to_string());
+        }
         if devices > view.ledger.len() {
             cut.push(format!(
                 "the step ledger in short of {} more device(s) or rank(s)",
@@ -622,9 +624,10 @@ pub struct KernelBrief {
     pub total_ns: i64,
     pub instances: u64,
     pub avg_ns: f64,
-    /// The most frequent launch: blocks per grid and threads per block (x, y, z).
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
+    /// The most frequent launch: blocks per grid and threads per block, `XxYxZ` (one string each: an array
+    /// takes a line per number where a client indents its JSON).
+    pub grid: String,
+    pub block: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub precision: Option<Precision>,
@@ -661,6 +664,11 @@ pub struct KernelsView {
     pub ledger_classes: Vec<LedgerClassShare>,
     /// Per device: kernels, time, and those under 5 us.
     pub devices: Vec<DeviceKernels>,
+}
+
+/// A launch dimension as `XxYxZ`.
+fn dims([x, y, z]: [u32; 3]) -> String {
+    format!("{x}x{y}x{z}")
 }
 
 /// Present `k` (grouped by `names`): in full with `detail`, else each row in brief; what was cut, for `left_out`.
@@ -710,8 +718,8 @@ pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
                 total_ns: r.total_ns,
                 instances: r.instances,
                 avg_ns: r.avg_ns,
-                grid: r.launch.grid,
-                block: r.launch.block,
+                grid: dims(r.launch.grid),
+                block: dims(r.launch.block),
                 precision: r.class.precision,
             })
         })

@@ -1,6 +1,6 @@
 //! Result cache: answers keyed by the profile's file identity (size, mtime,
 //! hash of the header pages), the operation, its arguments (without the path)
-//! and the aisp version, kept in the store (component `profile_cache`). A
+//! and the build of aisp that answered, kept in the store (component `profile_cache`). A
 //! repeated question on an unchanged profile is answered without reading it.
 //! Cache failures are never errors: they only cost the recomputation.
 
@@ -13,6 +13,27 @@ use aisp_store::Store;
 
 /// Rows kept; the oldest are dropped beyond this.
 const MAX_ROWS: i64 = 5000;
+
+/// The build that answers: the package version, and the size and modification time of the running executable. A
+/// rebuild with other rules keeps the version number, so the version alone would hand back the old build's answers.
+fn build_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let exe = std::env::current_exe()
+            .and_then(std::fs::metadata)
+            .ok()
+            .map(|m| {
+                let secs = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                format!("+{}-{secs}", m.len())
+            })
+            .unwrap_or_default();
+        format!("{}{exe}", env!("CARGO_PKG_VERSION"))
+    })
+}
 
 fn args_key(args: &str) -> String {
     match serde_json::from_str::<serde_json::Value>(args) {
@@ -35,7 +56,7 @@ pub fn lookup_in<T: DeserializeOwned>(
     let text: Option<String> = conn
         .query_row(
             "SELECT result FROM profile_results WHERE file_key = ?1 AND op = ?2 AND args = ?3 AND aisp_version = ?4",
-            rusqlite::params![p.identity().key(), op, args_key(args), env!("CARGO_PKG_VERSION")],
+            rusqlite::params![p.identity().key(), op, args_key(args), build_id()],
             |r| r.get(0),
         )
         .optional()
@@ -55,7 +76,7 @@ pub fn store_in<T: Serialize>(store: &Store, p: &Profile, op: &str, args: &str, 
     let res = conn.execute(
         "INSERT OR REPLACE INTO profile_results (file_key, op, args, aisp_version, result, created_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, strftime('%Y-%m-%dT%H:%M:%fZ','now'))",
-        rusqlite::params![p.identity().key(), op, args_key(args), env!("CARGO_PKG_VERSION"), text],
+        rusqlite::params![p.identity().key(), op, args_key(args), build_id(), text],
     );
     if let Err(e) = res {
         tracing::debug!(error = %e, "profile cache write failed");

@@ -179,6 +179,54 @@ pub fn bare_kernel_name(demangled: &str) -> String {
     }
 }
 
+/// What a kernel is, in a few words: its bare name, and for PyTorch's generic launchers (the elementwise, reduce and
+/// multi-tensor templates, whose bare name says nothing of the operation) the operation they carry, in brackets:
+/// `vectorized_elementwise_kernel[CUDAFunctor_add]`, `unrolled_elementwise_kernel[direct_copy_kernel_cuda]`.
+pub fn kernel_label(demangled: &str) -> String {
+    let bare = bare_kernel_name(demangled);
+    const LAUNCHERS: [&str; 3] = [
+        "elementwise_kernel",
+        "reduce_kernel",
+        "multi_tensor_apply_kernel",
+    ];
+    if !LAUNCHERS.iter().any(|l| bare.contains(l)) {
+        return bare;
+    }
+    // Its template arguments: after the name itself (a namespace such as `<unnamed>` may come before it).
+    let args = demangled
+        .find(&format!("{bare}<"))
+        .map_or("", |i| &demangled[i + bare.len()..]);
+    match carried_operation(args) {
+        Some(op) => format!("{bare}[{op}]"),
+        None => bare,
+    }
+}
+
+/// The first name in a launcher's template arguments that says what it computes: a `*_kernel_cuda` or `*KernelImpl`
+/// function, a functor (not a generic wrapper such as `BinaryFunctor`), a reduction's `*Ops`, or an `*_out` op.
+fn carried_operation(args: &str) -> Option<&str> {
+    const WRAPPERS: [&str; 6] = [
+        "BinaryFunctor",
+        "UnaryFunctor",
+        "AUnaryFunctor",
+        "BUnaryFunctor",
+        "gpu_kernel_impl_nocast",
+        "gpu_kernel_impl",
+    ];
+    args.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty() && !WRAPPERS.contains(w))
+        .find(|w| {
+            w.ends_with("_kernel_cuda")
+                || w.ends_with("KernelImpl")
+                || w.ends_with("Functor")
+                || w.ends_with("_functor")
+                || w.ends_with("Ops")
+                || w.starts_with("CUDAFunctor")
+                || w.ends_with("_out")
+                || w.ends_with("_kernel")
+        })
+}
+
 /// [`bare_kernel_name`] cut to at most `max` characters, at an underscore where there is one, marked `...`: where a
 /// line names kernels in passing (a finding's gist), the whole name being one argument away.
 pub fn short_form(name: &str, max: usize) -> String {
@@ -468,6 +516,48 @@ pub fn classify(demangled: &str, short: &str, grid: [u32; 3], block: [u32; 3]) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_generic_launcher_is_labelled_with_the_operation_it_carries() {
+        let cases = [
+            (
+                "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>, (int)4>(int, T1, T2)",
+                "unrolled_elementwise_kernel[direct_copy_kernel_cuda]",
+            ),
+            (
+                "void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char *, (unsigned long)3>>(int, T2, T3)",
+                "vectorized_elementwise_kernel[CUDAFunctor_add]",
+            ),
+            (
+                "void at::native::elementwise_kernel<(int)128, (int)2, void at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase &)::[lambda(long) (instance 1)]>(at::TensorIteratorBase &, const T1 &)::[lambda(int) (instance 1)]>(int, T3)",
+                "elementwise_kernel[direct_copy_kernel_cuda]",
+            ),
+            (
+                "void at::native::vectorized_elementwise_kernel<(int)4, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float>>, std::array<char *, (unsigned long)3>>(int, T2, T3)",
+                "vectorized_elementwise_kernel[MulFunctor]",
+            ),
+            (
+                "void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, (int)4>>(T3)",
+                "reduce_kernel[MeanOps]",
+            ),
+            (
+                "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::FusedOptimizerTensorListMetadata<(int)4>, at::native::<unnamed>::FusedAdamMathFunctor<c10::BFloat16, (int)4, (at::native::ADAM_MODE)1, (bool)0>, const float *>(T1, T2, T3...)",
+                "multi_tensor_apply_kernel[FusedAdamMathFunctor]",
+            ),
+            // Not a launcher: the bare name already says what it is.
+            (
+                "void at::native::<unnamed>::cunn_SoftMaxBackward<(int)4, float, float, float, at::native::<unnamed>::LogSoftMaxBackwardEpilogue>(T2 *, const T4 *, const T4 *, long)",
+                "cunn_SoftMaxBackward",
+            ),
+            (
+                "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN",
+                "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN",
+            ),
+        ];
+        for (demangled, want) in cases {
+            assert_eq!(kernel_label(demangled), want, "{demangled}");
+        }
+    }
 
     #[test]
     fn a_bare_kernel_name_keeps_the_last_name_only() {

@@ -327,6 +327,26 @@ pub struct Compare {
     pub after: Side,
 }
 
+/// What still limits the after run, in one clause: its findings above info (the first three, as its rules rank them).
+fn what_is_left(after: &[Finding]) -> String {
+    let left: Vec<String> = after
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .take(3)
+        .map(|f| {
+            let device = f
+                .device
+                .map_or(String::new(), |d| format!(" on device {d}"));
+            format!("{} {} {}%{device}", f.id, f.severity.as_str(), f.share_pct)
+        })
+        .collect();
+    if left.is_empty() {
+        "After: no finding above info (nothing would save 1% of a steady step)".into()
+    } else {
+        format!("After, still: {}", left.join("; "))
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // What compare reads of one run
 
@@ -1400,6 +1420,7 @@ pub fn compare_runs(b: &Run, a: &Run, limit: usize) -> Compare {
         if !applied.is_empty() {
             summary.push_str(&format!(". Fixed: {}", applied.join("; ")));
         }
+        summary.push_str(&format!(". {}", what_is_left(&a.findings)));
     }
     Compare {
         verdict,

@@ -572,6 +572,7 @@ fn sync(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         "synchronizing calls",
         "measured: the ledger's idle_sync — device idle while the host blocked in a synchronizing call (after the \
          device ran dry) and the refill after it returned, at most 1 ms",
+        Recurs::AsSeen,
     )
 }
 
@@ -603,6 +604,7 @@ fn allocator(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         "allocation/release calls",
         "measured: the ledger's idle_allocator — device idle while the host was in an allocation or release call \
          and the refill after it, at most 1 ms",
+        Recurs::AsSeen,
     )
 }
 
@@ -635,8 +637,24 @@ fn module_loading(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         },
         "module-loading calls (and launches over 1 ms: lazy loading inside the launch)",
         "measured: the ledger's idle_module_loading — device idle while the host loaded CUDA modules",
+        Recurs::OnceByNature,
     )
 }
+
+/// Whether a blocking cause seen in the steady window is taken to recur at the rate it was seen.
+#[derive(Clone, Copy, PartialEq)]
+enum Recurs {
+    /// A sync or an allocation seen once in the window may come back every N steps (a checkpoint, a log line):
+    /// its time over the window is the best estimate of its cost per step.
+    AsSeen,
+    /// Lazy loading loads each module once per process: loads in one steady step of many are a first use (a late
+    /// code path, a new shape), a cost a longer run does not pay again. Loads in several steps mean new kernels
+    /// keep appearing, and count as seen.
+    OnceByNature,
+}
+
+/// Steady steps needed before loads in one of them count as a one-time first use rather than a periodic cost.
+const ONE_TIME_MIN_STEPS: usize = 5;
 
 /// An idle-cause finding whose cause is a kind of CUDA call: names, counts, the call pattern before them.
 fn blocking_rule(
@@ -646,6 +664,7 @@ fn blocking_rule(
     want: impl Fn(CallKind, i64) -> bool + Copy,
     what: &str,
     basis: &str,
+    recurs: Recurs,
 ) -> Result<()> {
     let mut drafts = Vec::new();
     let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
@@ -663,6 +682,13 @@ fn blocking_rule(
         let idle = dr.total();
         let count: u64 = cs.names.values().map(|v| v.0).sum();
         let blocked: i64 = cs.names.values().map(|v| v.1).sum();
+        if recurs == Recurs::OnceByNature
+            && cs.steps_with == 1
+            && d.steady.steps >= ONE_TIME_MIN_STEPS
+        {
+            drafts.push(one_time(i, d, &cs, col, what, (count, blocked, idle)));
+            continue;
+        }
         let mut evidence = vec![
             format!(
                 "{count} {what} in the steady window (count, total ns per name: {:?}), in {} of {} steady steps",
@@ -717,6 +743,52 @@ fn blocking_rule(
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
     Ok(())
+}
+
+/// A cause that happened in one steady step only and does not recur by nature: reported at its one-time cost, with
+/// nothing at stake per step (a fix saves the typical step nothing).
+fn one_time(
+    i: usize,
+    d: &DeviceLedger,
+    cs: &CallSummary,
+    col: Column,
+    what: &str,
+    (count, blocked, idle): (u64, i64, i64),
+) -> Draft {
+    let dr = Draft::new(
+        i,
+        d,
+        Stake::None,
+        "none per step: a one-time cost (in one steady step of many; a longer run does not pay it again)",
+        &[col],
+        |_| 0,
+    );
+    let title = format!(
+        "{} in 1 of {} steady steps: a one-time {} of device idle, not a per-step cost",
+        capitalize(what),
+        d.steady.steps,
+        ms(idle)
+    );
+    let gist = format!(
+        "{count} {what} in 1 of {} steady steps: the host blocked {} and the device idled {} once ({}% of this \
+         window); the other steps pay nothing",
+        d.steady.steps,
+        ms(blocked),
+        ms(idle),
+        d.share(idle)
+    );
+    let evidence = vec![format!(
+        "{count} {what} in the steady window (count, total ns per name: {:?}), all in 1 of {} steady steps: a \
+         first use inside the window (warm-up did not reach this code path or shape)",
+        cs.names, d.steady.steps
+    )];
+    dr.text(
+        title,
+        gist,
+        evidence,
+        json!({"one_time": true, "idle_ns": idle, "idle_pct": d.share(idle), "calls": cs.names, "count": count,
+            "blocked_ns": blocked, "steps_with_call": cs.steps_with, "steps": d.steady.steps}),
+    )
 }
 
 fn capitalize(s: &str) -> String {

@@ -26,8 +26,11 @@
 mod busy;
 mod host;
 pub mod registry;
+mod step_kernels;
 mod steps;
 mod transfer;
+
+pub use step_kernels::{STEP_KERNELS, StepKernel};
 
 use std::collections::BTreeMap;
 
@@ -66,6 +69,17 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// Its name as answers spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        }
+    }
+
     /// The severity of a share (0–100) of the analysis window.
     pub fn from_share(share_pct: f64) -> Severity {
         match share_pct {
@@ -199,9 +213,51 @@ pub struct LedgerSummary {
     pub step_ns: i64,
     /// Share of the steady window per group: compute, communication, copy, idle (sums to 100 up to rounding).
     pub groups_pct: BTreeMap<String, f64>,
-    /// The largest ledger columns, share of the steady window (at most 4).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The largest ledger columns, share of the steady window (at most 4), largest first.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "ordered_shares"
+    )]
+    #[schemars(with = "BTreeMap<String, f64>")]
     pub top_columns: Vec<(String, f64)>,
+    /// The kernels with the most time in the steady window, per steady step (read beside the export; none for a
+    /// rank's digest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top_kernels: Vec<StepKernel>,
+}
+
+/// `[(name, share)]` as a JSON object in that order (`{"gemm_tensor_core": 61.2, ...}`): a line per column where a
+/// client indents its JSON, where pairs take four.
+mod ordered_shares {
+    use serde::de::{Deserializer, MapAccess, Visitor};
+    use serde::ser::{SerializeMap, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[(String, f64)], s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(v.len()))?;
+        for (k, x) in v {
+            m.serialize_entry(k, x)?;
+        }
+        m.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, f64)>, D::Error> {
+        struct InOrder;
+        impl<'de> Visitor<'de> for InOrder {
+            type Value = Vec<(String, f64)>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of shares")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(e) = a.next_entry()? {
+                    out.push(e);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(InOrder)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -383,7 +439,8 @@ impl<'a> Ctx<'a> {
             if total <= 0 && dr.stake != Stake::None {
                 continue;
             }
-            if share < min_share_pct {
+            // A stake of none (a dominant kernel, a one-time cost) is information, whatever the threshold.
+            if share < min_share_pct && dr.stake != Stake::None {
                 below.push(format!("device {}: {share}%", d.device));
                 continue;
             }
@@ -515,6 +572,7 @@ pub fn summary(d: &DeviceLedger) -> LedgerSummary {
             .take(4)
             .map(|(c, v)| (c.as_str().to_string(), d.share(v)))
             .collect(),
+        top_kernels: Vec::new(),
     }
 }
 
@@ -570,8 +628,12 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
         .devices
         .iter()
         .filter(|d| d.steady.steps > 0)
-        .map(summary)
-        .collect();
+        .map(|d| {
+            let mut s = summary(d);
+            s.top_kernels = step_kernels::step_kernels(p, d, STEP_KERNELS)?;
+            Ok(s)
+        })
+        .collect::<Result<_>>()?;
     if windows.is_empty() {
         return Ok(Rules {
             findings: Vec::new(),

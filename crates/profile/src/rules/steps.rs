@@ -8,7 +8,7 @@ use super::super::iterations;
 use super::super::ledger::{Column, Columns};
 use super::super::stats;
 use super::registry::{self, RuleSpec, RuleText};
-use super::{Ctx, Draft, Severity, Stake, ms};
+use super::{Ctx, Draft, Stake, ms};
 
 pub const VARIANCE: RuleSpec = RuleSpec {
     id: "step_time_variance",
@@ -68,15 +68,16 @@ fn variance(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         }
         let per: Vec<(i64, Columns)> = d.steady_steps().map(|s| (s.period_ns, s.columns)).collect();
         let explained = explaining_column(&per);
-        // When the varying column is another rule's finding on this device, the variation is that finding's.
+        // When the varying column is another rule's finding on this device, the variation is that finding's, at
+        // the severity that rule judged (a one-time cost, say, is information, however uneven it made the steps).
         let owner = explained.and_then(|(c, _)| {
             registry::RULES
                 .iter()
                 .find(|r| r.columns.contains(&c))
                 .filter(|r| {
-                    cx.findings.iter().any(|f| {
-                        f.id == r.id && f.device == Some(d.device) && f.severity > Severity::Info
-                    })
+                    cx.findings
+                        .iter()
+                        .any(|f| f.id == r.id && f.device == Some(d.device))
                 })
                 .map(|r| r.id)
         });
