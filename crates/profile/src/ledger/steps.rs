@@ -197,12 +197,13 @@ fn pattern_steps(p: &Profile, d: &DeviceOps) -> Result<Option<DeviceSteps>> {
     }
     let launch = p.launch_index()?;
     let call = |k: usize| launch.kernel_launch[k].map(|a| &api[a as usize]);
+    let issuer = loop_thread(&idx, |k| call(k).map(|a| a.global_tid));
     let mut steps = Vec::new();
     for (n, w) in anchors.windows(2).enumerate() {
-        let cpu = match (call(w[0]), call(w[1])) {
-            (Some(a), Some(b)) if a.global_tid == b.global_tid && b.start > a.start => {
-                Some((a.start, b.start, a.global_tid))
-            }
+        // The host's time is the loop thread's between the two anchors' launches: the anchor may be launched by
+        // another thread (autograd's backward thread), which waits, outside any CUDA call, most of the step.
+        let cpu = match (call(w[0]), call(w[1]), issuer) {
+            (Some(a), Some(b), Some(tid)) if b.start > a.start => Some((a.start, b.start, tid)),
             _ => None,
         };
         steps.push(StepSpan {
@@ -219,6 +220,20 @@ fn pattern_steps(p: &Profile, d: &DeviceOps) -> Result<Option<DeviceSteps>> {
         sequence_length,
         steps,
     }))
+}
+
+/// The thread that launched most of these kernels: the loop's own thread.
+fn loop_thread(kernels: &[usize], thread_of: impl Fn(usize) -> Option<i64>) -> Option<i64> {
+    let mut count: std::collections::HashMap<i64, usize> = Default::default();
+    for &k in kernels {
+        if let Some(t) = thread_of(k) {
+            *count.entry(t).or_default() += 1;
+        }
+    }
+    count
+        .into_iter()
+        .max_by_key(|&(t, n)| (n, std::cmp::Reverse(t)))
+        .map(|(t, _)| t)
 }
 
 /// The leading steps that are warm-up: always the first (lazy module loading, handle creation, allocator
