@@ -24,6 +24,7 @@
 //! the ledger columns each reads.
 
 mod busy;
+mod forward;
 mod host;
 pub mod registry;
 mod step_kernels;

@@ -5,7 +5,7 @@
 
 use super::super::Result;
 use super::super::ledger::Column;
-use super::{Ctx, busy, host, steps, transfer};
+use super::{Ctx, busy, forward, host, steps, transfer};
 
 /// What a rule prints besides its numbers.
 pub struct RuleText {
@@ -42,6 +42,7 @@ pub static RULES: &[RuleSpec] = &[
     host::MODULE_LOADING,
     busy::ELEMENTWISE,
     busy::FP32_GEMM,
+    forward::FORWARD_REPEATED,
     transfer::COPIES,
     transfer::COMMUNICATION,
     transfer::WAIT,

@@ -1,0 +1,190 @@
+//! A forward that runs again in each training step: activation checkpointing
+//! recomputing checkpointed blocks in the backward, or a second forward of the
+//! same batch (metrics, logging). The trace shows it as forward kernels of a
+//! kind that has a one-to-one backward kernel (attention, layer norm, softmax)
+//! running more often than that backward kernel.
+
+use serde_json::json;
+
+use super::super::Result;
+use super::super::ledger::{self, Column, DeviceLedger, Group};
+use super::registry::{RuleSpec, RuleText};
+use super::{Ctx, Draft, Stake, ms, per_step};
+
+/// Shares below this are not findings.
+const MIN_SHARE_PCT: f64 = 1.0;
+
+/// A family's forward kernels run at least this many times per backward kernel before the excess counts as a
+/// repeated forward: recomputing or re-running whole blocks doubles them; one odd call does not.
+const REPEAT_RATIO: f64 = 1.5;
+
+/// Kernel kinds whose forward and backward kernels are launched once per call each, so their counts pair up in a
+/// training step: (name, is a forward kernel, is a backward kernel), on the kernel's short name.
+struct Family {
+    name: &'static str,
+    forward: fn(&str) -> bool,
+    backward: fn(&str) -> bool,
+}
+
+const FAMILIES: [Family; 3] = [
+    Family {
+        name: "attention",
+        forward: |n| {
+            n.contains("flash_fwd")
+                || (n.contains("sdpa") && n.contains("fprop"))
+                || n.contains("fmha_cutlassF")
+        },
+        backward: |n| {
+            n.contains("flash_bwd_dq_dk_dv")
+                || (n.contains("sdpa") && n.contains("bprop"))
+                || n.contains("fmha_cutlassB")
+        },
+    },
+    Family {
+        name: "layer norm",
+        forward: |n| {
+            n.contains("vectorized_layer_norm_kernel") || n.contains("LayerNormForwardCUDAKernel")
+        },
+        backward: |n| n.contains("layer_norm_grad_input_kernel"),
+    },
+    Family {
+        name: "softmax",
+        forward: |n| n.contains("softmax_warp_forward") || n.contains("cunn_SoftMaxForward"),
+        backward: |n| n.contains("softmax_warp_backward") || n.contains("cunn_SoftMaxBackward"),
+    },
+];
+
+pub const FORWARD_REPEATED: RuleSpec = RuleSpec {
+    id: "forward_repeated",
+    doc: "In a training step, forward kernels whose backward kernel runs once per call (attention, layer norm, \
+          softmax) run at least 1.5 times as often as that backward kernel: part of the forward runs twice.",
+    what_if: "the repeated part of the forward not run again: with a fraction f of the forward repeated, the step's \
+              compute (optimizer apart) is forward × (3 + f) (the backward costs about twice the forward), so f / (3 + \
+              f) of it goes, bounded by the host's issue time",
+    columns: &[],
+    text: RuleText {
+        why: "A forward run twice costs its GEMMs, attention and elementwise work again: activation checkpointing trades \
+              that time for activation memory; a second forward of the same batch for metrics or logging buys nothing \
+              the first forward did not already compute.",
+        fix: "If activation checkpointing is on: checkpoint fewer blocks, or only the cheap-to-recompute parts (selective \
+              checkpointing), as far as memory allows (the trace does not record memory headroom). If the loop runs a \
+              second forward of the same batch (accuracy, logging, an EMA model): take the metric from the training \
+              forward's outputs (detached), or compute it every N steps. If part of the model runs without gradients \
+              (a frozen encoder), its forward is not repeated and this finding does not apply.",
+        verify: "Re-profile: aisp_profile_rules should no longer report forward_repeated, and the step should shrink by \
+                 about the time at stake.",
+        quiet: "in the training steps, no forward kernel runs 1.5 times as often as its backward kernel",
+    },
+    needs_profile: true,
+    eval: forward_repeated,
+};
+
+/// Per family: (forward calls, backward calls) in the device's steady window.
+fn family_counts(cx: &Ctx, d: &DeviceLedger) -> Result<Vec<(&'static str, u64, u64)>> {
+    let p = cx.p()?;
+    let mut counts = [(0u64, 0u64); FAMILIES.len()];
+    for k in p.kernels()?.iter().filter(|k| {
+        k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
+    }) {
+        let name = p.string(k.short_name);
+        for (c, f) in counts.iter_mut().zip(&FAMILIES) {
+            if (f.forward)(name) {
+                c.0 += 1;
+            } else if (f.backward)(name) {
+                c.1 += 1;
+            }
+        }
+    }
+    Ok(FAMILIES
+        .iter()
+        .zip(counts)
+        .filter(|(_, (fw, bw))| *fw > 0 && *bw > 0)
+        .map(|(f, (fw, bw))| (f.name, fw, bw))
+        .collect())
+}
+
+fn forward_repeated(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    let mut drafts = Vec::new();
+    let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
+    for i in devs {
+        let d = &cx.ledger.devices[i];
+        let families = family_counts(cx, d)?;
+        let repeated: Vec<&(&str, u64, u64)> = families
+            .iter()
+            .filter(|(_, fw, bw)| *fw as f64 >= REPEAT_RATIO * *bw as f64)
+            .collect();
+        if repeated.is_empty() {
+            continue;
+        }
+        let (fw, bw): (u64, u64) = repeated
+            .iter()
+            .fold((0, 0), |(a, b), (_, f, w)| (a + f, b + w));
+        // The repeated fraction of the forward, from the families that show it (at most one whole forward).
+        let f = ((fw - bw) as f64 / bw as f64).min(1.0);
+        let share_of_compute = f / (3.0 + f);
+        let compute = |s: &ledger::StepLedger| {
+            s.columns.group(Group::Compute) - s.columns.get(Column::Optimizer)
+        };
+        let dr = Draft::new(
+            i,
+            d,
+            Stake::Estimate,
+            format!(
+                "estimate per steady step: {:.3} (f / (3 + f), f = {f:.2} of the forward repeated) of the step's \
+                 compute without the optimizer, no more than the step's period minus the host's issue time",
+                share_of_compute
+            ),
+            &[
+                Column::GemmTensorCore,
+                Column::Attention,
+                Column::Elementwise,
+            ],
+            |s| ledger::bounded_by_host(s, (compute(s) as f64 * share_of_compute) as i64),
+        );
+        let saving = dr.total();
+        let steps = d.steady.steps.max(1) as f64;
+        let per = |n: u64| (n as f64 / steps * 10.0).round() / 10.0;
+        let pairs: Vec<String> = families
+            .iter()
+            .map(|(n, fw, bw)| format!("{n} {} forward / {} backward", per(*fw), per(*bw)))
+            .collect();
+        let compute_step = per_step(d, d.steady_steps().map(compute).sum());
+        let f_pct = (f * 1000.0).round() / 10.0;
+        let gist = format!(
+            "per steady step: {}; {f_pct}% of the forward runs twice, about {} of {} of compute",
+            pairs.join(", "),
+            ms(per_step(d, saving)),
+            ms(compute_step)
+        );
+        drafts.push(dr.text(
+            format!(
+                "Forward repeated: {f_pct}% of the forward runs again each step (recomputation or a second forward); \
+                 not running it saves about {}%",
+                d.share(saving)
+            ),
+            gist,
+            vec![
+                format!(
+                    "in {} steady steps, per step: {} (a kernel of these kinds runs once per forward and once per \
+                     backward call)",
+                    d.steady.steps,
+                    pairs.join(", ")
+                ),
+                format!(
+                    "so {f_pct}% of the forward runs twice; the step's compute without the optimizer is {} per step, \
+                     and a repeated fraction f of the forward is f / (3 + f) = {:.1}% of it",
+                    ms(compute_step),
+                    share_of_compute * 100.0
+                ),
+            ],
+            json!({"families": families.iter().map(|(n, fw, bw)| json!({"family": n, "forward": fw, "backward": bw,
+                    "forward_per_step": per(*fw), "backward_per_step": per(*bw)})).collect::<Vec<_>>(),
+                "steps": d.steady.steps, "repeated_fraction": f, "repeated_pct": f_pct,
+                "share_of_compute": share_of_compute, "share_of_compute_pct": (share_of_compute * 1000.0).round() / 10.0,
+                "compute_per_step_ns": compute_step, "saving_ns": saving, "saving_per_step_ns": per_step(d, saving),
+                "saving_pct": d.share(saving)}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
