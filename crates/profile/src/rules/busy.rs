@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use serde_json::json;
 
 use super::super::Result;
+use super::super::classify::KernelClass;
 use super::super::info;
 use super::super::ledger::{self, CHAIN_COLUMNS, Column, DeviceLedger};
 use super::super::stats::pct1;
@@ -265,6 +266,145 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             json!({"kernels": count, "time_ns": t, "steps": d.steady.steps, "time_per_step_ns": t_step, "peaks": peaks, "time_pct": d.share(t), "ratio": ratio, "ratio_pct": ratio_pct,
                 "saving_ns": saving, "saving_pct": d.share(saving),
                 "top": top.iter().take(3).map(|(id, (c, t))| json!({"name": p.string(*id), "count": c, "time_ns": t})).collect::<Vec<_>>()}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
+
+pub const FP64_GEMM: RuleSpec = RuleSpec {
+    id: "fp64_gemm",
+    doc: "Matrix multiplies in FP64 (double precision, by the kernel's name: dgemm, f64f64, dmma) in the steady window.",
+    what_if: "the GEMMs in fp32 on TF32 tensor cores: their time × (1 − FP64/TF32 peak ratio of this GPU), bounded by \
+              the host's issue time",
+    columns: &[],
+    text: RuleText {
+        why: "FP64 runs at a small fraction of the tensor-core rate of TF32 or BF16 (H100/H200: 67 against 495 dense \
+              TFLOP/s; most other GPUs 1/32–1/64 of their FP32 rate). Training rarely needs it; it usually arrives by \
+              accident: NumPy float64 arrays through torch.from_numpy, or model.double().",
+        fix: "If the model does not need double precision: cast the inputs and the model to float32 (tensor.float(), \
+              model.float(); float32 NumPy arrays before torch.from_numpy) and allow TF32 \
+              (torch.set_float32_matmul_precision(\"high\")) or run under torch.autocast(\"cuda\", dtype=torch.bfloat16); \
+              keep FP64 only where the numerics need it.",
+        verify: "Re-profile: aisp_profile_kernels should show no f64 GEMM, and the step shrink by about the time at stake.",
+        quiet: "no FP64 GEMM, or its saving under 1% of the steady window",
+    },
+    needs_profile: true,
+    eval: fp64_gemm,
+};
+
+/// FP64 over TF32 dense peak of the device's GPU, where it came from.
+fn fp64_ratio(gpu: Option<&str>) -> (f64, String) {
+    if let Some(g) = gpu.and_then(gpus::match_device_name)
+        && let (Some(f), Some(t)) = (
+            g.peak_tflops(Precision::Fp64),
+            g.peak_tflops(Precision::Tf32),
+        )
+        && t > 0.0
+    {
+        return (
+            f / t,
+            format!("{}: FP64 {f} / TF32 {t} TFLOP/s dense (datasheet)", g.name),
+        );
+    }
+    // Unknown GPU: FP64 assumed as fast as FP32, TF32 twice that (the smallest advantage a tensor-core GPU has).
+    (
+        0.5,
+        "GPU model not recorded or not in the catalog: FP64 assumed half the TF32 rate (the smallest advantage of a \
+         tensor-core GPU)"
+            .into(),
+    )
+}
+
+fn fp64_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    let p = cx.p()?;
+    let gpus_info = info::gpus(p)?;
+    let kernels = p.kernels()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devices() {
+        // The FP64 GEMMs of the steady window: (start, duration), in start order; calls and time per name.
+        let mut runs: Vec<(i64, i64)> = Vec::new();
+        let mut names: HashMap<i64, (u64, i64)> = HashMap::new();
+        for k in kernels.iter().filter(|k| {
+            k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
+        }) {
+            let c = super::super::classify::classify(
+                p.string(k.demangled_name),
+                p.string(k.short_name),
+                k.grid,
+                k.block,
+            );
+            let gemm = matches!(
+                c.class,
+                KernelClass::GemmTensorCore | KernelClass::GemmSimtFp32 | KernelClass::GemmUnknown
+            );
+            if gemm && c.precision == Some(Precision::Fp64) {
+                runs.push((k.start, k.dur()));
+                let e = names.entry(k.short_name).or_default();
+                e.0 += 1;
+                e.1 += k.dur();
+            }
+        }
+        if runs.is_empty() {
+            continue;
+        }
+        runs.sort_unstable();
+        let t: i64 = runs.iter().map(|r| r.1).sum();
+        let (ratio, source) = fp64_ratio(info::gpu_name(&gpus_info, d.device).as_deref());
+        let in_step = |s: &ledger::StepLedger| -> i64 {
+            let lo = runs.partition_point(|r| r.0 < s.start_ns);
+            let hi = runs.partition_point(|r| r.0 < s.start_ns + s.period_ns);
+            runs[lo..hi].iter().map(|r| r.1).sum()
+        };
+        let dr = Draft::new(
+            i,
+            d,
+            Stake::Estimate,
+            format!(
+                "estimate per steady step: its FP64 GEMM time × (1 − {ratio:.3}), the FP64/TF32 peak ratio ({source}), \
+                 no more than the step's period minus the host's issue time"
+            ),
+            &[Column::GemmOther, Column::GemmTensorCore],
+            |s| ledger::bounded_by_host(s, (in_step(s) as f64 * (1.0 - ratio)) as i64),
+        );
+        let saving = dr.total();
+        let count = runs.len();
+        let top = names
+            .iter()
+            .max_by_key(|(id, (_, t))| (*t, std::cmp::Reverse(**id)))
+            .map(|(n, (c, _))| (super::super::classify::short_form(p.string(*n), 48), *c));
+        let ratio_pct = (ratio * 1000.0).round() / 10.0;
+        let t_step = per_step(d, t);
+        let gist = format!(
+            "{count} FP64 GEMM kernels in {} steady steps, {} per step{}; in fp32 on TF32 tensor cores {ratio_pct}% of \
+             that",
+            d.steady.steps,
+            ms(t_step),
+            top.as_ref().map_or(String::new(), |(n, c)| format!(
+                ", most in `{n}` ({c} calls)"
+            ))
+        );
+        drafts.push(dr.text(
+            format!(
+                "FP64 GEMMs take {}% of the steady window; in fp32 on TF32 tensor cores they would save about {}%",
+                d.share(t),
+                d.share(saving)
+            ),
+            gist,
+            vec![
+                format!(
+                    "{count} FP64 GEMM kernels hold {} of the steady window ({}%)",
+                    ms(t),
+                    d.share(t)
+                ),
+                format!(
+                    "on TF32 tensor cores they would take {ratio_pct}% of that ({source}): {} saved",
+                    ms(saving)
+                ),
+            ],
+            json!({"kernels": count, "time_ns": t, "time_pct": d.share(t), "steps": d.steady.steps,
+                "time_per_step_ns": t_step, "ratio": ratio, "ratio_pct": ratio_pct, "saving_ns": saving,
+                "saving_pct": d.share(saving)}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);

@@ -227,6 +227,8 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         }
         let steps = d.steady.steps.max(1);
         let kernels_per_step = n / steps;
+        // Steps that also wait in a synchronizing call: no CUDA graph can be captured across one.
+        let synced = steps_with(d, Column::IdleSync);
         let idle = dr.total();
         let mut evidence = vec![
             format!(
@@ -264,6 +266,13 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                      implementation (torch.optim.Adam/AdamW/SGD with foreach=True, or fused=True), which launches a \
                      handful of kernels per step instead of {per_occ}.",
                     top.region
+                )
+            } else if synced * 5 >= d.steady.steps * 4 {
+                format!(
+                    "In `{}`: fuse its small kernels (torch.compile) or give each kernel more work. A CUDA graph \
+                     cannot be captured across a synchronizing call, and {synced} of the {} steady steps have one: \
+                     remove those syncs first (keep the values on the GPU, read them once per step or every N steps).",
+                    top.region, d.steady.steps
                 )
             } else if occ >= 3 && per_occ >= 10 {
                 format!(
@@ -306,6 +315,7 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             evidence,
             json!({"idle_ns": idle, "idle_pct": d.share(idle), "idle_per_step_ns": idle_step, "steps": d.steady.steps, "steps_with_idle": steps_with(d, col),
                 "kernels": n, "kernels_per_step": kernels_per_step, "tiny": tiny, "tiny_time_pct": pct1(tiny_time, all_time.max(1)),
+                "steps_with_sync": synced,
                 "top_region": region_json}),
         ));
     }

@@ -42,6 +42,7 @@ pub static RULES: &[RuleSpec] = &[
     host::MODULE_LOADING,
     busy::ELEMENTWISE,
     busy::FP32_GEMM,
+    busy::FP64_GEMM,
     forward::FORWARD_REPEATED,
     transfer::COPIES,
     transfer::COMMUNICATION,
