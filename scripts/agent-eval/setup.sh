@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lays out evaluation cases under OUT (default /tmp/eval) with neutral names, from a cases file (default
 # scripts/agent-eval/cases.json, the first held-out set; cases2.json the second, cases3.json the third,
-# cases4.json the fourth, cases5.json the fifth): each case's `source` exports (under tests/data/planted/) become its `files`
+# cases4.json the fourth, cases5.json the fifth, cases6.json the sixth): each case's `source` exports (under tests/data/planted/) become its `files`
 # (profile.sqlite, rank<N>.sqlite, before/after.sqlite), plus OUT/questions.md (what the assistant is given; the
 # answer key stays in the cases file).
 #   bash scripts/agent-eval/setup.sh [OUT] [CASES_JSON]
