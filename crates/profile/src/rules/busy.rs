@@ -144,19 +144,20 @@ pub const FP32_GEMM: RuleSpec = RuleSpec {
     eval: fp32_gemm,
 };
 
+/// The catalog's dense peaks of the device's GPU for two precisions: (GPU name, `slow`, `fast`) TFLOP/s.
+fn catalog_peaks(gpu: Option<&str>, slow: Precision, fast: Precision) -> Option<(String, f64, f64)> {
+    let g = gpu.and_then(gpus::match_device_name)?;
+    let (s, f) = (g.peak_tflops(slow)?, g.peak_tflops(fast)?);
+    (f > 0.0).then(|| (g.name.to_string(), s, f))
+}
+
 /// FP32 over TF32 dense peak of the device's GPU, where it came from, and the catalog entry's figures.
 fn fp32_ratio(gpu: Option<&str>) -> (f64, String, serde_json::Value) {
-    if let Some(g) = gpu.and_then(gpus::match_device_name)
-        && let (Some(f), Some(t)) = (
-            g.peak_tflops(Precision::Fp32),
-            g.peak_tflops(Precision::Tf32),
-        )
-        && t > 0.0
-    {
+    if let Some((name, f, t)) = catalog_peaks(gpu, Precision::Fp32, Precision::Tf32) {
         return (
             f / t,
-            format!("{}: FP32 {f} / TF32 {t} TFLOP/s dense (datasheet)", g.name),
-            json!({"gpu": g.name, "fp32_tflops": f, "tf32_tflops": t}),
+            format!("{name}: FP32 {f} / TF32 {t} TFLOP/s dense (datasheet)"),
+            json!({"gpu": name, "fp32_tflops": f, "tf32_tflops": t}),
         );
     }
     // Unknown GPU: the smallest ratio advantage of the catalog's tensor-core GPUs (A10: 31.2 / 62.5).
@@ -295,16 +296,10 @@ pub const FP64_GEMM: RuleSpec = RuleSpec {
 
 /// FP64 over TF32 dense peak of the device's GPU, where it came from.
 fn fp64_ratio(gpu: Option<&str>) -> (f64, String) {
-    if let Some(g) = gpu.and_then(gpus::match_device_name)
-        && let (Some(f), Some(t)) = (
-            g.peak_tflops(Precision::Fp64),
-            g.peak_tflops(Precision::Tf32),
-        )
-        && t > 0.0
-    {
+    if let Some((name, f, t)) = catalog_peaks(gpu, Precision::Fp64, Precision::Tf32) {
         return (
             f / t,
-            format!("{}: FP64 {f} / TF32 {t} TFLOP/s dense (datasheet)", g.name),
+            format!("{name}: FP64 {f} / TF32 {t} TFLOP/s dense (datasheet)"),
         );
     }
     // Unknown GPU: FP64 assumed as fast as FP32, TF32 twice that (the smallest advantage a tensor-core GPU has).
