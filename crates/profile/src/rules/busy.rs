@@ -145,7 +145,11 @@ pub const FP32_GEMM: RuleSpec = RuleSpec {
 };
 
 /// The catalog's dense peaks of the device's GPU for two precisions: (GPU name, `slow`, `fast`) TFLOP/s.
-fn catalog_peaks(gpu: Option<&str>, slow: Precision, fast: Precision) -> Option<(String, f64, f64)> {
+fn catalog_peaks(
+    gpu: Option<&str>,
+    slow: Precision,
+    fast: Precision,
+) -> Option<(String, f64, f64)> {
     let g = gpu.and_then(gpus::match_device_name)?;
     let (s, f) = (g.peak_tflops(slow)?, g.peak_tflops(fast)?);
     (f > 0.0).then(|| (g.name.to_string(), s, f))
