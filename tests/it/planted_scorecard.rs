@@ -32,6 +32,7 @@ fn causes_of(f: &Value) -> Vec<&'static str> {
         "elementwise_unfused" => vec!["elementwise_unfused"],
         "fp32_gemm_on_cuda_cores" => vec!["fp32_gemm_simt"],
         "fp64_gemm" => vec!["fp64_compute"],
+        "growing_concat" => vec!["quadratic_concat"],
         "exposed_copies" => vec!["copy_bound_pageable", "copy_not_overlapped"],
         "cuda_api_sync" => vec!["host_sync"],
         "communication_not_overlapped" => vec!["exposed_communication"],
@@ -363,19 +364,21 @@ fn the_fourth_held_out_set_keeps_its_first_score() {
 /// `ddp2_buffers`' per-forward broadcast of a constant buffer (21.6 % of each rank's window in the ledger's `comm`
 /// column, which no rule reads: the communication rules read its transfer and wait columns). After the score, FP64
 /// GEMMs got a rule of their own (`fp64_gemm`: their time × (1 − the GPU's FP64/TF32 peak ratio)):
-/// `tabular_fp64` critical 80.02 % (manifest critical 86–92 %), 3 of 5; no other set moved.
+/// `tabular_fp64` critical 80.02 % (manifest critical 86–92 %), 3 of 5; and a tensor grown by concatenation one
+/// (`growing_concat`: runs of concatenations that each copy more than the last): `embed_collect` high 24.4 %
+/// (manifest high 20–28 %), 4 of 5; no other set moved.
 #[test]
 fn the_fifth_held_out_set_keeps_its_first_score() {
     let (planted, found, false_findings) = scorecard("heldout5");
     assert_eq!(
         (planted, found, false_findings.len()),
-        (5, 3, 0),
+        (5, 4, 0),
         "fifth held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
     );
 }
 
 /// The sixth held-out set (2×H200, written without reading the rules, captured after the work it tests was done,
-/// every rule of this stop included), scored once at the end (BENCHMARKS.md, "Planted workloads"): 3 of 5 planted
+/// every rule of this stop but `growing_concat` included), scored once at the end (BENCHMARKS.md, "Planted workloads"): 3 of 5 planted
 /// problems found, 2 false findings at medium or above. Found: `ckpt_save`'s `torch.save` every step and
 /// `text_tagger`'s tokenisation on the main thread (both `gpu_starvation` critical, 83.1 % and 85.08 %), and
 /// `ddp2_manual`'s 100 per-tensor all-reduces (`communication_not_overlapped` medium 7.75 %, manifest high).

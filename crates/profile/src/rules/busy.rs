@@ -410,6 +410,136 @@ fn fp64_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     Ok(())
 }
 
+pub const GROWING_CONCAT: RuleSpec = RuleSpec {
+    id: "growing_concat",
+    doc: "A tensor grown by concatenation inside the step (`out = torch.cat([out, x])` in a loop): runs of 4 or more \
+          concatenation kernels in a step, each at least as long as the one before (5 % jitter allowed) and the last \
+          at least 3× the first. Each re-copies everything concatenated so far: the copies grow quadratically.",
+    what_if: "the pieces collected and concatenated once (or written into a preallocated tensor): the run's time less \
+              its longest copy, bounded by the host's issue time",
+    columns: &[],
+    text: RuleText {
+        why: "torch.cat allocates a new tensor and copies every input into it: growing a tensor by one piece per \
+              iteration copies the first piece n times, the second n − 1 times, and so on, O(n²) bytes for O(n) data.",
+        fix: "Collect the pieces in a Python list and torch.cat them once after the loop, or preallocate the output \
+              (torch.empty of the final size) and write each piece into its slice (out[i * k:(i + 1) * k] = x).",
+        verify: "Re-profile: aisp_profile_kernels should show one concatenation per step instead of a growing run.",
+        quiet: "no growing run of concatenations in a steady step",
+    },
+    needs_profile: true,
+    eval: growing_concat,
+};
+
+/// A concatenation kernel, by its short name (PyTorch's `CatArrayBatchedCopy*`).
+fn is_concat(short: &str) -> bool {
+    short.starts_with("CatArrayBatchedCopy")
+}
+
+/// Concatenations a growing run needs: fewer could be a handful of pieces of different sizes.
+const MIN_GROWING_RUN: usize = 4;
+/// How much longer a growing run's last copy is than its first, at least.
+const MIN_GROWTH: i64 = 3;
+
+/// Runs of [`MIN_GROWING_RUN`] or more concatenations, in order, each at least 95 % as long as the one before and
+/// the last at least [`MIN_GROWTH`]× the first: (kernels, time, longest) of each.
+fn growing_runs(durations: &[i64]) -> Vec<(usize, i64, i64)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=durations.len() {
+        let grows = i < durations.len() && durations[i] * 100 >= durations[i - 1] * 95;
+        if grows {
+            continue;
+        }
+        let run = &durations[start..i];
+        if run.len() >= MIN_GROWING_RUN && run[run.len() - 1] >= MIN_GROWTH * run[0].max(1) {
+            out.push((run.len(), run.iter().sum(), *run.iter().max().unwrap_or(&0)));
+        }
+        start = i;
+    }
+    out
+}
+
+fn growing_concat(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    let p = cx.p()?;
+    let kernels = p.kernels()?;
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devices() {
+        // Per steady step (by index): the runs found in it.
+        let mut runs_by_step: HashMap<u32, Vec<(usize, i64, i64)>> = HashMap::new();
+        for s in d.steady_steps() {
+            let (lo, hi) = (s.start_ns, s.start_ns + s.period_ns);
+            let first = kernels.partition_point(|k| k.start < lo);
+            let cats: Vec<i64> = kernels[first..]
+                .iter()
+                .take_while(|k| k.start < hi)
+                .filter(|k| k.device == d.device && is_concat(p.string(k.short_name)))
+                .map(|k| k.dur())
+                .collect();
+            let runs = growing_runs(&cats);
+            if !runs.is_empty() {
+                runs_by_step.insert(s.index, runs);
+            }
+        }
+        if runs_by_step.is_empty() {
+            continue;
+        }
+        let saving_of = |runs: &Vec<(usize, i64, i64)>| runs.iter().map(|r| r.1 - r.2).sum::<i64>();
+        let dr = Draft::new(
+            i,
+            d,
+            Stake::Estimate,
+            "estimate per steady step: Σ over its growing runs of concatenations of (the run's time − its longest \
+             copy), no more than the step's period minus the host's issue time",
+            &[Column::CopyKernel],
+            |s| {
+                runs_by_step
+                    .get(&s.index)
+                    .map_or(0, |runs| ledger::bounded_by_host(s, saving_of(runs)))
+            },
+        );
+        let saving = dr.total();
+        let runs: Vec<&(usize, i64, i64)> = runs_by_step.values().flatten().collect();
+        let (count, time) = runs
+            .iter()
+            .fold((0usize, 0i64), |(c, t), r| (c + r.0, t + r.1));
+        let longest_run = runs.iter().map(|r| r.0).max().unwrap_or(0);
+        let steps_with = runs_by_step.len();
+        let time_step = per_step(d, time);
+        let gist = format!(
+            "{} growing runs of concatenations in {steps_with} of {} steady steps (up to {longest_run} kernels a run): \
+             {} of copies per step, of which concatenating once would keep about {}",
+            runs.len(),
+            d.steady.steps,
+            ms(time_step),
+            ms(time_step - per_step(d, saving))
+        );
+        drafts.push(dr.text(
+            format!(
+                "A tensor grown by concatenation in a loop: {count} copies in growing runs take {}% of the steady \
+                 window; concatenating once saves about {}%",
+                d.share(time),
+                d.share(saving)
+            ),
+            gist,
+            vec![format!(
+                "{} runs of at least {MIN_GROWING_RUN} concatenation kernels (`CatArrayBatchedCopy`), each copy at \
+                 least as long as the one before and the last at least {MIN_GROWTH}× the first: {count} kernels, {} in \
+                 the steady window ({}%)",
+                runs.len(),
+                ms(time),
+                d.share(time)
+            )],
+            json!({"runs": runs.len(), "kernels": count, "longest_run": longest_run, "steps_with": steps_with,
+                "min_run": MIN_GROWING_RUN, "growth": MIN_GROWTH,
+                "steps": d.steady.steps, "time_ns": time, "time_pct": d.share(time), "time_per_step_ns": time_step,
+                "kept_per_step_ns": time_step - per_step(d, saving), "saving_ns": saving,
+                "saving_pct": d.share(saving)}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
+
 pub const DOMINANT_KERNEL: RuleSpec = RuleSpec {
     id: "dominant_kernel",
     doc: "One kernel holds more than half of the steady window's compute time.",
@@ -480,4 +610,23 @@ pub fn host_bound(d: &DeviceLedger) -> bool {
     d.steady
         .host_median_ns
         .is_some_and(|h| h * 10 >= d.steady.period_median_ns * 9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::growing_runs;
+
+    #[test]
+    fn a_growing_run_of_concatenations_is_found_and_even_ones_are_not() {
+        // out = cat([out, x]) eight times: each copy one piece longer.
+        let growing: Vec<i64> = (1..=8).map(|i| i * 100).collect();
+        assert_eq!(growing_runs(&growing), vec![(8, 3600, 800)]);
+        // Attention's per-layer q/k/v concatenations: the same size each time, a little jitter.
+        assert!(growing_runs(&[284, 284, 283, 284, 318, 339, 345]).is_empty());
+        // Too short a run, however it grows.
+        assert!(growing_runs(&[100, 400, 900]).is_empty());
+        // Two runs, split where a copy shrinks.
+        let two = [100, 200, 300, 400, 50, 100, 150, 200];
+        assert_eq!(growing_runs(&two), vec![(4, 1000, 400), (4, 500, 200)]);
+    }
 }

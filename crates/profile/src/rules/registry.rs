@@ -43,6 +43,7 @@ pub static RULES: &[RuleSpec] = &[
     busy::ELEMENTWISE,
     busy::FP32_GEMM,
     busy::FP64_GEMM,
+    busy::GROWING_CONCAT,
     forward::FORWARD_REPEATED,
     transfer::COPIES,
     transfer::COMMUNICATION,
