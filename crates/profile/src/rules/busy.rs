@@ -324,20 +324,26 @@ fn fp64_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         // The FP64 GEMMs of the steady window: (start, duration), in start order; calls and time per name.
         let mut runs: Vec<(i64, i64)> = Vec::new();
         let mut names: HashMap<i64, (u64, i64)> = HashMap::new();
+        // Per demangled name: whether it is an FP64 GEMM (classified once per name, not per launch).
+        let mut fp64: HashMap<i64, bool> = HashMap::new();
         for k in kernels.iter().filter(|k| {
             k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
         }) {
-            let c = super::super::classify::classify(
-                p.string(k.demangled_name),
-                p.string(k.short_name),
-                k.grid,
-                k.block,
-            );
-            let gemm = matches!(
-                c.class,
-                KernelClass::GemmTensorCore | KernelClass::GemmSimtFp32 | KernelClass::GemmUnknown
-            );
-            if gemm && c.precision == Some(Precision::Fp64) {
+            let is_fp64_gemm = *fp64.entry(k.demangled_name).or_insert_with(|| {
+                let c = super::super::classify::classify(
+                    p.string(k.demangled_name),
+                    p.string(k.short_name),
+                    k.grid,
+                    k.block,
+                );
+                matches!(
+                    c.class,
+                    KernelClass::GemmTensorCore
+                        | KernelClass::GemmSimtFp32
+                        | KernelClass::GemmUnknown
+                ) && c.precision == Some(Precision::Fp64)
+            });
+            if is_fp64_gemm {
                 runs.push((k.start, k.dur()));
                 let e = names.entry(k.short_name).or_default();
                 e.0 += 1;

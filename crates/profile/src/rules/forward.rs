@@ -83,16 +83,27 @@ pub const FORWARD_REPEATED: RuleSpec = RuleSpec {
 fn family_counts(cx: &Ctx, d: &DeviceLedger) -> Result<Vec<(&'static str, u64, u64)>> {
     let p = cx.p()?;
     let mut counts = [(0u64, 0u64); FAMILIES.len()];
+    // Per short name: the family and direction it counts for (matched once per name, not per launch).
+    let mut kind: std::collections::HashMap<i64, Option<(usize, bool)>> = Default::default();
     for k in p.kernels()?.iter().filter(|k| {
         k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
     }) {
-        let name = p.string(k.short_name);
-        for (c, f) in counts.iter_mut().zip(&FAMILIES) {
-            if (f.forward)(name) {
-                c.0 += 1;
-            } else if (f.backward)(name) {
-                c.1 += 1;
-            }
+        let counted = *kind.entry(k.short_name).or_insert_with(|| {
+            let name = p.string(k.short_name);
+            FAMILIES.iter().enumerate().find_map(|(i, f)| {
+                if (f.forward)(name) {
+                    Some((i, true))
+                } else if (f.backward)(name) {
+                    Some((i, false))
+                } else {
+                    None
+                }
+            })
+        });
+        match counted {
+            Some((i, true)) => counts[i].0 += 1,
+            Some((i, false)) => counts[i].1 += 1,
+            None => {}
         }
     }
     Ok(FAMILIES
