@@ -10,10 +10,11 @@ use serde_json::json;
 use super::super::Result;
 use super::super::classify::KernelClass;
 use super::super::info;
+use super::super::kernels::Classifier;
 use super::super::ledger::{self, CHAIN_COLUMNS, Column, DeviceLedger};
 use super::super::stats::pct1;
 use super::registry::{RuleSpec, RuleText};
-use super::{Ctx, Draft, Stake, ms, per_step};
+use super::{Ctx, Draft, Stake, ms, per_step, steady_kernels};
 use aisp_knowledge::dtype::Precision;
 use aisp_knowledge::gpus;
 
@@ -203,9 +204,7 @@ fn fp32_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let saving = dr.total();
         // The kernels behind the column, by name.
         let mut names: HashMap<i64, (u64, i64)> = HashMap::new();
-        for k in kernels.iter().filter(|k| {
-            k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
-        }) {
+        for (_, k) in steady_kernels(kernels, d) {
             let cls = super::super::classify::classify(
                 cx.p()?.string(k.demangled_name),
                 cx.p()?.string(k.short_name),
@@ -324,26 +323,15 @@ fn fp64_gemm(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         // The FP64 GEMMs of the steady window: (start, duration), in start order; calls and time per name.
         let mut runs: Vec<(i64, i64)> = Vec::new();
         let mut names: HashMap<i64, (u64, i64)> = HashMap::new();
-        // Per demangled name: whether it is an FP64 GEMM (classified once per name, not per launch).
-        let mut fp64: HashMap<i64, bool> = HashMap::new();
-        for k in kernels.iter().filter(|k| {
-            k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
-        }) {
-            let is_fp64_gemm = *fp64.entry(k.demangled_name).or_insert_with(|| {
-                let c = super::super::classify::classify(
-                    p.string(k.demangled_name),
-                    p.string(k.short_name),
-                    k.grid,
-                    k.block,
-                );
-                matches!(
-                    c.class,
-                    KernelClass::GemmTensorCore
-                        | KernelClass::GemmSimtFp32
-                        | KernelClass::GemmUnknown
-                ) && c.precision == Some(Precision::Fp64)
-            });
-            if is_fp64_gemm {
+        // Classified once per demangled name, not per launch.
+        let mut classifier = Classifier::new(p);
+        for (_, k) in steady_kernels(kernels, d) {
+            let c = classifier.of(k);
+            let gemm = matches!(
+                c.class,
+                KernelClass::GemmTensorCore | KernelClass::GemmSimtFp32 | KernelClass::GemmUnknown
+            );
+            if gemm && c.precision == Some(Precision::Fp64) {
                 runs.push((k.start, k.dur()));
                 let e = names.entry(k.short_name).or_default();
                 e.0 += 1;
@@ -568,9 +556,7 @@ fn dominant_kernel(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     for (i, d) in cx.devices() {
         let mut t: HashMap<i64, (u64, i64)> = HashMap::new();
         let mut all = 0i64;
-        for k in kernels.iter().filter(|k| {
-            k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
-        }) {
+        for (_, k) in steady_kernels(kernels, d) {
             all += k.dur();
             let e = t.entry(k.short_name).or_default();
             e.0 += 1;

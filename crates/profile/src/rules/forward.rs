@@ -9,7 +9,7 @@ use serde_json::json;
 use super::super::Result;
 use super::super::ledger::{self, Column, DeviceLedger, Group};
 use super::registry::{RuleSpec, RuleText};
-use super::{Ctx, Draft, Stake, ms, per_step};
+use super::{Ctx, Draft, Stake, ms, per_step, steady_kernels};
 
 /// Shares below this are not findings.
 const MIN_SHARE_PCT: f64 = 1.0;
@@ -85,9 +85,7 @@ fn family_counts(cx: &Ctx, d: &DeviceLedger) -> Result<Vec<(&'static str, u64, u
     let mut counts = [(0u64, 0u64); FAMILIES.len()];
     // Per short name: the family and direction it counts for (matched once per name, not per launch).
     let mut kind: std::collections::HashMap<i64, Option<(usize, bool)>> = Default::default();
-    for k in p.kernels()?.iter().filter(|k| {
-        k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
-    }) {
+    for (_, k) in steady_kernels(p.kernels()?, d) {
         let counted = *kind.entry(k.short_name).or_insert_with(|| {
             let name = p.string(k.short_name);
             FAMILIES.iter().enumerate().find_map(|(i, f)| {

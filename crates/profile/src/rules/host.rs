@@ -229,6 +229,7 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let kernels_per_step = n / steps;
         // Steps that also wait in a synchronizing call: no CUDA graph can be captured across one.
         let synced = steps_with(d, Column::IdleSync);
+        let graph_blocked = synced * 5 >= d.steady.steps * 4;
         let idle = dr.total();
         let mut evidence = vec![
             format!(
@@ -267,14 +268,7 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                      handful of kernels per step instead of {per_occ}.",
                     top.region
                 )
-            } else if synced * 5 >= d.steady.steps * 4 {
-                format!(
-                    "In `{}`: fuse its small kernels (torch.compile) or give each kernel more work. A CUDA graph \
-                     cannot be captured across a synchronizing call, and {synced} of the {} steady steps have one: \
-                     remove those syncs first (keep the values on the GPU, read them once per step or every N steps).",
-                    top.region, d.steady.steps
-                )
-            } else if occ >= 3 && per_occ >= 10 {
+            } else if occ >= 3 && per_occ >= 10 && !graph_blocked {
                 format!(
                     "In `{}`: the same region runs {occ} times, launching {per_occ} kernels each while the device waits; \
                      capture one occurrence in a CUDA graph (torch.cuda.CUDAGraph with static input buffers, or \
@@ -291,6 +285,19 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 "occurrences": occ, "kernels_launched": launched, "kernels_per_occurrence": per_occ,
                 "per_tensor_optimizer_kernels": optim});
             dr.fix = Some(advice);
+        }
+        if graph_blocked {
+            // Whatever the region says: the rule's general fix starts with a CUDA graph.
+            let caveat = format!(
+                "A CUDA graph cannot be captured across a synchronizing call, and {synced} of the {} steady steps \
+                 have one: remove those syncs first (keep the values on the GPU, read them once per step or every N \
+                 steps), then fuse or capture.",
+                d.steady.steps
+            );
+            dr.fix = Some(match dr.fix.take() {
+                Some(advice) => format!("{advice} {caveat}"),
+                None => caveat,
+            });
         }
         let title = format!(
             "Launch-bound: the device waits {}% of each steady step for the host to issue {kernels_per_step} operations",

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::ledger::{self, Column, DeviceLedger, Group, Ledger, StepLedger, StepSource};
+use super::model::Kernel;
 use super::regions::RegionIndex;
 use super::stats::pct2;
 use super::windows::{Window, WindowKind};
@@ -530,6 +531,21 @@ fn limited_after(d: &DeviceLedger, from: &[Column], saved: i64) -> Option<String
 
 pub(crate) fn ms(ns: i64) -> String {
     format!("{:.2} ms", ns as f64 / 1e6)
+}
+
+/// The kernels of `d` that start in its steady window, with their index into `kernels` (which is in start order:
+/// the window is a slice, not a scan of the whole export).
+pub(crate) fn steady_kernels<'k>(
+    kernels: &'k [Kernel],
+    d: &'k DeviceLedger,
+) -> impl Iterator<Item = (usize, &'k Kernel)> + 'k {
+    let first = kernels.partition_point(|k| k.start < d.steady.start_ns);
+    kernels[first..]
+        .iter()
+        .enumerate()
+        .take_while(|(_, k)| k.start < d.steady.end_ns)
+        .filter(|(_, k)| k.device == d.device)
+        .map(move |(i, k)| (first + i, k))
 }
 
 /// `ns` over the device's steady window as a mean per steady step: the unit of a finding's `gist`.

@@ -40,9 +40,7 @@ pub struct StepKernel {
 pub fn step_kernels(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepKernel>> {
     let kernels = p.kernels()?;
     let mut by_name: HashMap<i64, (u64, i64, usize)> = HashMap::new();
-    for (i, k) in kernels.iter().enumerate().filter(|(_, k)| {
-        k.device == d.device && k.start >= d.steady.start_ns && k.start < d.steady.end_ns
-    }) {
+    for (i, k) in super::steady_kernels(kernels, d) {
         let e = by_name.entry(k.demangled_name).or_insert((0, 0, i));
         e.0 += 1;
         e.1 += k.dur();
