@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
-# capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout6: a 2-GPU host), in two
+# capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout7: a 2-GPU host), in two
 # phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -61,6 +61,18 @@
 #       command="SET=heldout6 bash scripts/capture-planted.sh CARRY single")    # 5 captures, two at a time, ~2-4 min
 #   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout6 bash scripts/capture-planted.sh CARRY multi")     # ddp2_manual, torchrun --nproc_per_node=2, ~1-1.5 min
+#
+# The seventh held-out set (workloads/planted/heldout7: 5 one-GPU captures, one a before/after pair, and one 2-rank
+# case) runs the same way on the same 2-GPU host, with SET=heldout7 (offload_adam, whose optimizer runs on the CPU
+# with pageable copies, and tower_cache, which frees and reallocates device memory every step, share the host-heavy
+# slot; score_loop holds 4.3 GB of bf16 weights):
+#
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout7 bash scripts/capture-planted.sh CARRY smoke")     # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout7 bash scripts/capture-planted.sh CARRY single")    # 5 captures, two at a time, ~2-4 min
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout7 bash scripts/capture-planted.sh CARRY multi")     # pipe2_split, torchrun --nproc_per_node=2, ~1-1.5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
