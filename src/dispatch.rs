@@ -40,6 +40,9 @@ pub struct CallOptions {
     /// Where the call may write files: under the output roots (MCP, HTTP:
     /// the default) or wherever it says (the CLI and the Python API).
     pub writes: WriteScope,
+    /// The most characters an answer takes when the call gives no `max_chars`: [`crate::answer_cap::MCP_ANSWER_CAP`]
+    /// over MCP, none for the CLI, the HTTP API and Python.
+    pub answer_cap: Option<usize>,
 }
 
 /// The arguments every long-running operation takes besides its own.
@@ -47,9 +50,12 @@ pub struct CallOptions {
 pub struct RunControl {
     pub timeout: Option<Duration>,
     pub run_async: bool,
+    /// `max_chars`, for operations whose answers say what they leave out.
+    pub max_chars: Option<usize>,
 }
 
-/// Split `timeout_s` and `async` off a long-running operation's arguments.
+/// Split `timeout_s` and `async` off a long-running operation's arguments, and `max_chars` off those of an
+/// operation whose answers say what they leave out.
 pub fn split_run_control(tool: &ToolDef, args: Value) -> Result<(Value, RunControl), OpError> {
     let mut obj = match args {
         Value::Null => Map::new(),
@@ -62,6 +68,11 @@ pub fn split_run_control(tool: &ToolDef, args: Value) -> Result<(Value, RunContr
         }
     };
     let mut control = RunControl::default();
+    if tool.caps_answers
+        && let Some(v) = obj.remove(crate::answer_cap::MAX_CHARS)
+    {
+        control.max_chars = max_chars(v)?;
+    }
     if tool.spec().long_running {
         if let Some(v) = obj.remove("async") {
             control.run_async = match v {
@@ -99,6 +110,26 @@ pub fn split_run_control(tool: &ToolDef, args: Value) -> Result<(Value, RunContr
         }
     }
     Ok((Value::Object(obj), control))
+}
+
+fn max_chars(v: Value) -> Result<Option<usize>, OpError> {
+    use crate::answer_cap::MIN_ANSWER_CAP;
+    match v {
+        Value::Null => Ok(None),
+        Value::Number(n) => match n.as_u64() {
+            Some(c) if c >= MIN_ANSWER_CAP as u64 => {
+                Ok(Some(usize::try_from(c).unwrap_or(usize::MAX)))
+            }
+            _ => Err(OpError::invalid_input(
+                format!("`max_chars` must be a whole number of at least {MIN_ANSWER_CAP}, not {n}"),
+                "Pass e.g. \"max_chars\": 20000 (left_out names the number that gives a whole answer).",
+            )),
+        },
+        other => Err(OpError::invalid_input(
+            format!("`max_chars` must be a number, not {other}"),
+            "Pass e.g. \"max_chars\": 20000.",
+        )),
+    }
 }
 
 /// Echoed input strings longer than this are cut in answers and errors.
@@ -333,7 +364,8 @@ async fn invoke_inner(
         return start_job(app, tool, args, control.timeout, opts.writes);
     }
     let deadline = control.timeout.map(|t| Instant::now() + t);
-    run(
+    let cap = control.max_chars.or(opts.answer_cap);
+    let mut answer = run(
         app,
         tool,
         args,
@@ -342,7 +374,13 @@ async fn invoke_inner(
         opts.progress,
         opts.writes,
     )
-    .await
+    .await?;
+    if tool.caps_answers
+        && let Some(cap) = cap
+    {
+        crate::answer_cap::fit(&mut answer, cap);
+    }
+    Ok(answer)
 }
 
 /// Operations that only look at the server's own state (status, jobs,
@@ -787,6 +825,7 @@ mod tests {
             name: "aisp_test_panics".into(),
             op: &OP,
             input_schema: Default::default(),
+            caps_answers: false,
             output_schema: Default::default(),
         }))
     }

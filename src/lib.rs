@@ -6,6 +6,7 @@
 //! (`aisp_profile`, `aisp_hw`, `aisp_planner`, ...), which know nothing of
 //! those front ends. See ARCHITECTURE.md for the map.
 
+pub mod answer_cap;
 pub mod app;
 pub mod cli;
 pub mod config;

@@ -161,6 +161,7 @@ impl Engine {
             progress: sink,
             // In process, for a local user, like the CLI: writes go where they say.
             writes: aisp::outputs::WriteScope::Anywhere,
+            answer_cap: None,
         };
         let app = Arc::clone(&self.app);
         self.runtime.spawn(async move {

@@ -616,6 +616,7 @@ fn run_op(
             progress: show_progress.then(progress_printer),
             // A person at a terminal writes where they say.
             writes: crate::outputs::WriteScope::Anywhere,
+            answer_cap: None,
         };
         let cancel = opts.cancel.clone();
         tokio::spawn(async move {

@@ -590,10 +590,8 @@ scoped_input! {
         /// Kernel groups to list (default 8).
         #[serde(default)]
         limit: Option<usize>,
-        /// Each group in full (duration statistics, per-device split, registers and shared memory, launch
-        /// configurations, class evidence, demangled name) and the time per kernel class: about 2.9× the characters.
-        /// The default already gives each group's name, ledger class, share, total, calls, mean, grid, block and
-        /// precision.
+        /// Each group in full (duration statistics, per-device split, launch configuration, class evidence,
+        /// demangled name) and the time per class: about 2.9× the characters.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -1167,11 +1165,8 @@ pub struct Rules;
 scoped_input! {
     /// Arguments of `rules`.
     RulesInput {
-        /// The evidence behind each finding (basis, columns, regions, window, evidence, why, verify, data), the
-        /// windows, how the stakes add up, the rules that found nothing and, on several devices, their kernels:
-        /// about 3× the characters. The default already carries the verdict, each finding's stake, predicted step,
-        /// measured numbers in one line (gist) and fix, and each device's step in short (on one device with its top
-        /// kernels).
+        /// Each finding's evidence (basis, columns, regions, window, why, verify, data), the windows, how the
+        /// stakes add up and the rules that found nothing: about 3× the characters.
         #[serde(default)]
         detail: Option<bool>,
     }
@@ -1641,9 +1636,8 @@ pub struct CompareInput {
     /// Ledger columns (and kernels, with detail) per delta list (default 3).
     #[serde(default)]
     pub limit: Option<usize>,
-    /// Also every fact, the kernels that moved, each basis, both runs' GPUs, hosts and steps, and every
-    /// prediction's measured lines: about 2.5× the characters. The default already carries the verdict with its
-    /// interval, the facts that differ, the predictions (the first applied one with its measured lines) and what moved.
+    /// Also every fact, the kernels that moved, each basis, both runs' steps and every prediction's measured
+    /// lines: about 2.5× the characters.
     #[serde(default)]
     pub detail: Option<bool>,
 }

@@ -307,6 +307,9 @@ pub struct ToolDef {
     pub name: String,
     pub op: &'static dyn DynOperation,
     pub input_schema: Arc<JsonObject>,
+    /// Whether its answers say what they leave out (a top-level `left_out`): those take `max_chars` and are held
+    /// to a size over MCP ([`crate::answer_cap`]).
+    pub caps_answers: bool,
     /// Made on first use: only `tools/list` and `aisp schemas` need output
     /// schemas, and generating all of them is most of a CLI call's start-up.
     pub(crate) output_schema: OnceLock<Arc<JsonObject>>,
@@ -382,10 +385,15 @@ pub fn tools() -> &'static [ToolDef] {
                 if spec.long_running {
                     schema::add_long_running_inputs(&mut input);
                 }
+                let caps_answers = crate::answer_cap::says_left_out(&op.output_schema());
+                if caps_answers {
+                    crate::answer_cap::add_input(&mut input);
+                }
                 ToolDef {
                     name: spec.tool_name(),
                     op: *op,
                     input_schema: Arc::new(input),
+                    caps_answers,
                     output_schema: OnceLock::new(),
                 }
             })

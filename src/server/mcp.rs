@@ -348,6 +348,8 @@ impl ServerHandler for AispServer {
             progress: forwarder.as_ref().map(|f| Arc::clone(&f.sink)),
             // A model may follow instructions planted in a file: writes stay under the output roots.
             writes: crate::outputs::WriteScope::Roots,
+            // A model pays for every character it reads: answers stop at a size, `left_out` says what is cut.
+            answer_cap: Some(crate::answer_cap::MCP_ANSWER_CAP),
         };
         let mut outcome = dispatch::invoke(&self.app, tool, args, opts).await;
         let cancelled = context.ct.is_cancelled();

@@ -26,6 +26,9 @@ use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioC
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
 
+/// `max_chars` that holds any answer of the fixtures whole.
+const WHOLE: usize = 10_000_000;
+
 /// Counts `notifications/tools/list_changed`.
 #[derive(Clone, Default)]
 struct Client {
@@ -535,6 +538,8 @@ async fn compare_and_ranks_answer_lean_by_default_with_the_detailed_figures() {
         let lean = call(tool, args.clone()).await;
         let mut full_args = args.clone();
         full_args["detail"] = json!(true);
+        // Complete on request: a detailed answer whole, past the MCP answer cap.
+        full_args["max_chars"] = json!(WHOLE);
         let full = call(tool, full_args).await;
         let text = crate::profile_output::at_a_standard_place(&lean.to_string(), home);
         let n = python_json_len(&serde_json::from_str(&text).unwrap());
@@ -650,6 +655,8 @@ async fn detail_costs_what_its_description_says() {
     for (tool, args) in calls {
         let mut full_args = args.clone();
         full_args["detail"] = json!(true);
+        // Complete on request: a detailed answer whole, past the MCP answer cap.
+        full_args["max_chars"] = json!(WHOLE);
         let mut both = Vec::new();
         for a in [args.clone(), full_args] {
             let r = client
@@ -788,7 +795,11 @@ async fn every_figure_of_a_findings_line_is_the_detailed_answers() {
     runs.extend(sets.iter().map(|s| ("aisp_profile_ranks", s)));
     for (tool, path) in runs {
         let lean = call(tool, json!({ "path": path })).await;
-        let full = call(tool, json!({"path": path, "detail": true})).await;
+        let full = call(
+            tool,
+            json!({"path": path, "detail": true, "max_chars": WHOLE}),
+        )
+        .await;
         for f in lean["findings"].as_array().unwrap() {
             let line = f["gist"].as_str().unwrap_or_default();
             assert!(
@@ -816,7 +827,7 @@ async fn every_figure_of_a_findings_line_is_the_detailed_answers() {
         .await;
         let full = call(
             "aisp_profile_compare",
-            json!({"before": before, "after": after, "detail": true}),
+            json!({"before": before, "after": after, "detail": true, "max_chars": WHOLE}),
         )
         .await;
         for p in lean["predictions"].as_array().unwrap() {
@@ -854,4 +865,98 @@ async fn every_figure_of_a_findings_line_is_the_detailed_answers() {
         "only {lines} lines, {numbers} figures"
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Over MCP every answer that says what it leaves out stops at [`MCP_ANSWER_CAP`] characters as a client shows it
+/// (`json.dumps(indent=1)`), the cut named in `left_out` with the `max_chars` that brings it whole; the rows kept
+/// are the whole answer's first rows, unchanged; the CLI answers whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_stop_at_the_cap_and_max_chars_brings_them_whole() {
+    use crate::profile_common::{fixture, planted};
+    use aisp::answer_cap::{MCP_ANSWER_CAP, printed_len};
+    let (client, _) = stdio(&["--tools", "all"], false).await;
+    let ranks = planted("ddp_straggler", 4).display().to_string();
+    let one = fixture("train_good.sqlite").display().to_string();
+    let calls = [
+        ("aisp_profile_ledger", json!({"path": ranks, "steps": 50})),
+        ("aisp_profile_rules", json!({"path": ranks, "detail": true})),
+        (
+            "aisp_profile_kernels",
+            json!({"path": one, "detail": true, "limit": 40}),
+        ),
+    ];
+    for (tool, args) in calls {
+        let capped = structured(&client, tool, args.clone()).await;
+        let mut whole_args = args.clone();
+        whole_args["max_chars"] = json!(WHOLE);
+        let whole = structured(&client, tool, whole_args).await;
+        let whole_len = printed_len(&whole);
+        assert!(
+            whole_len > MCP_ANSWER_CAP,
+            "{tool}: the case must be over the cap ({whole_len})"
+        );
+        // The answer without the cap's own note fits.
+        let notes = capped["left_out"].as_array().unwrap();
+        let note = notes.last().unwrap().as_str().unwrap();
+        assert!(
+            note.contains(&format!("({whole_len} whole)")) && note.contains("`max_chars: "),
+            "{tool}: {note}"
+        );
+        let mut body = capped.clone();
+        body["left_out"].as_array_mut().unwrap().pop();
+        if body["left_out"].as_array().unwrap().is_empty() {
+            body.as_object_mut().unwrap().remove("left_out");
+        }
+        assert!(
+            printed_len(&body) <= MCP_ANSWER_CAP,
+            "{tool}: {}",
+            printed_len(&body)
+        );
+        // Every kept row is the whole answer's, in place: only the last rows of lists went.
+        assert!(
+            is_prefix(&body, &whole),
+            "{tool}: a kept value differs from the whole answer's"
+        );
+        // The CLI answers whole.
+        let out = std::process::Command::new(common::aisp_bin())
+            .args([
+                "--format",
+                "json",
+                "profile",
+                tool.trim_start_matches("aisp_profile_"),
+                "--json",
+                &args.to_string(),
+            ])
+            .env(
+                "AISP_HOME",
+                std::env::temp_dir().join(format!("aisp-cap-{}", std::process::id())),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            printed_len(&cli),
+            whole_len,
+            "{tool}: the CLI answers whole"
+        );
+    }
+    client.cancel().await.unwrap();
+}
+
+/// `part` is `whole` with some lists shortened at their ends (and `left_out` aside).
+fn is_prefix(part: &Value, whole: &Value) -> bool {
+    match (part, whole) {
+        (Value::Array(p), Value::Array(w)) => {
+            p.len() <= w.len() && p.iter().zip(w).all(|(a, b)| is_prefix(a, b))
+        }
+        (Value::Object(p), Value::Object(w)) => p
+            .iter()
+            .all(|(k, v)| k == "left_out" || w.get(k).is_some_and(|x| is_prefix(v, x))),
+        (a, b) => a == b,
+    }
 }

@@ -967,6 +967,8 @@ fn work_match(b: &Run, a: &Run, sb: &Side, sa: &Side) -> WorkMatch {
             true,
             format!("{shared_pct}% of the kernels per step shared (GEMMs per step {gb} vs {ga})"),
         )
+    } else if let Some(removed) = removed_work(shared, sb, sa) {
+        (true, removed)
     } else {
         (
             false,
@@ -991,6 +993,28 @@ fn work_match(b: &Run, a: &Run, sb: &Side, sa: &Side) -> WorkMatch {
         explained_by: explained,
         reason,
     }
+}
+
+/// Kernels of the after run's step that must be the before run's (%) for the after run to count as the before
+/// run's work with some removed.
+const SUBSET_PCT: f64 = 95.0;
+
+/// When the after run's step is the before run's with work taken out — its kernels (nearly) all the before run's,
+/// fewer of them, its GEMMs no more — the change removed work (a merged adapter, a redundant pass, a dropped
+/// copy) and the steps compare: why, with what was removed. A different model or code path launches kernels of its
+/// own and is not this.
+fn removed_work(shared: f64, sb: &Side, sa: &Side) -> Option<String> {
+    let (kb, ka) = (sb.kernels_per_step, sa.kernels_per_step);
+    let (gb, ga) = (sb.gemms_per_step, sa.gemms_per_step);
+    let subset_pct = if ka > 0.0 { 100.0 * shared / ka } else { 0.0 };
+    (ka > 0.0 && ka < kb && ga <= gb && (ga > 0.0 || gb == 0.0) && subset_pct >= SUBSET_PCT).then(|| {
+        format!(
+            "the before run's work with some removed: {} of the after run's {ka} kernels per step are the before \
+             run's, which launched {kb} ({gb} GEMMs, {ga} after); the change took out {} kernels per step",
+            round2(shared),
+            round2(kb - ka)
+        )
+    })
 }
 
 /// The findings of a run keyed by (id, device).
