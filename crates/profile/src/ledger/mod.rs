@@ -42,6 +42,7 @@ pub use sweep::StepAccount;
 
 use super::calls::CallKind;
 use super::loaded::TableKind;
+use super::nccl::Collective;
 use super::stats;
 use super::{Profile, ResolvedScope, Result};
 
@@ -152,6 +153,10 @@ pub struct CommPiece {
     /// Thread blocks of the collective kernel (NCCL runs one per channel, each on an SM of its own).
     #[serde(default)]
     pub ctas: u32,
+    /// A point-to-point kernel (send, receive, or both): it ends when its peer's data has moved, not when every
+    /// rank has arrived, so the collective split leaves it in `comm`.
+    #[serde(default)]
+    pub point_to_point: bool,
 }
 
 impl CommPiece {
@@ -350,6 +355,12 @@ fn device_ledger(
                 ctas: kernels
                     .get(k as usize)
                     .map_or(0, |x| x.blocks().min(u32::MAX as u64) as u32),
+                point_to_point: kernels.get(k as usize).is_some_and(|x| {
+                    matches!(
+                        Collective::of(p.string(x.short_name)),
+                        Collective::SendRecv | Collective::Send | Collective::Recv
+                    )
+                }),
             }
         }));
         let saving: i64 = all_chains

@@ -48,6 +48,7 @@ pub static RULES: &[RuleSpec] = &[
     transfer::COPIES,
     transfer::COMMUNICATION,
     transfer::WAIT,
+    transfer::PIPELINE,
     steps::VARIANCE,
     busy::DOMINANT_KERNEL,
     steps::WARMUP,

@@ -540,9 +540,122 @@ fn wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     Ok(())
 }
 
+pub const PIPELINE: RuleSpec = RuleSpec {
+    id: "pipeline_bubble",
+    doc: "Point-to-point kernels (send/recv) that run far longer than their transfer, with no compute beside them: a \
+          pipeline stage waiting inside the receive for its neighbouring stage to finish its part (comm).",
+    what_if: "the stages kept busy together (micro-batches interleaved, or data parallelism where the model fits one \
+              GPU): the wait inside send/recv goes, the transfers stay",
+    columns: &[Column::Comm],
+    text: RuleText {
+        why: "With one batch per step and no micro-batches, pipeline stages compute in turn: a stage that has passed \
+              its activations on (or waits for their gradients) sits inside the receive kernel until its neighbour \
+              has done its part, so each GPU idles for the others' compute.",
+        fix: "Keep the stages busy together: split the batch into micro-batches and interleave them (GPipe or 1F1B \
+              schedules, torch.distributed.pipelining): with m micro-batches over p stages the bubble is about \
+              (p-1)/(m+p-1) of the step; or, where the whole model fits one GPU, use data parallelism (DDP) instead \
+              of the split. Not NCCL tuning or a faster link: the time is waiting, not transfer.",
+        verify: "Re-profile every rank: aisp_profile_ledger comm per step should shrink to the transfers.",
+        quiet: "waiting inside point-to-point kernels under 1% of the steady window",
+    },
+    needs_profile: false,
+    eval: pipeline,
+};
+
+/// One step's point-to-point kernels as (their exposed time each): the wait is what each runs beyond the step's
+/// shortest, taken as one transfer (a lower bound on the wait: the shortest may wait too, and a message no larger
+/// than the others moves no slower). Returns (exposed, wait).
+pub(crate) fn point_to_point_wait(exposed: &[i64]) -> (i64, i64) {
+    let total: i64 = exposed.iter().sum();
+    let Some(&shortest) = exposed.iter().min() else {
+        return (0, 0);
+    };
+    (total, exposed.iter().map(|e| e - shortest).sum())
+}
+
+fn pipeline(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    let mut drafts = Vec::new();
+    for (i, d) in cx.devices() {
+        // Per steady step, per point-to-point kernel: its exposed time.
+        let mut by_step: BTreeMap<u32, BTreeMap<u32, i64>> = BTreeMap::new();
+        for c in d.comm.iter().filter(|c| c.point_to_point) {
+            *by_step
+                .entry(c.step)
+                .or_default()
+                .entry(c.kernel)
+                .or_default() += c.end - c.start;
+        }
+        let split: BTreeMap<u32, (i64, i64, usize)> = by_step
+            .iter()
+            .map(|(&step, k)| {
+                let exposed: Vec<i64> = k.values().copied().collect();
+                let (total, wait) = point_to_point_wait(&exposed);
+                (step, (total, wait, exposed.len()))
+            })
+            .collect();
+        let dr = Draft::new(
+            i,
+            d,
+            Stake::Estimate,
+            "estimate per steady step: the exposed time of each point-to-point kernel (send/recv, no compute beside \
+             it) beyond the step's shortest one, taken as a transfer",
+            &[Column::Comm],
+            |s| split.get(&s.index).map_or(0, |v| v.1),
+        );
+        let wait = dr.total();
+        let steady: Vec<&(i64, i64, usize)> = d
+            .steady_steps()
+            .filter_map(|s| split.get(&s.index))
+            .collect();
+        let exposed: i64 = steady.iter().map(|v| v.0).sum();
+        if wait == 0 || steady.is_empty() {
+            continue;
+        }
+        let kernels = steady.iter().map(|v| v.2).max().unwrap_or(0);
+        let gist = format!(
+            "per steady step: send/recv {} with no compute beside it, about {} of it waiting for the other stage (up to \
+             {kernels} point-to-point kernels a step, each beyond the step's shortest)",
+            ms(per_step(d, exposed)),
+            ms(per_step(d, wait))
+        );
+        drafts.push(dr.text(
+            format!(
+                "Pipeline stages waiting for each other: {}% of the steady window inside send/recv, waiting for the \
+                 neighbouring stage",
+                d.share(wait)
+            ),
+            gist,
+            vec![format!(
+                "point-to-point kernels run {} with no compute beside them in the steady window ({}%), {} of it beyond \
+                 each step's shortest send/recv: waiting, not transfer",
+                ms(exposed),
+                d.share(exposed),
+                ms(wait)
+            )],
+            json!({"exposed_ns": exposed, "exposed_pct": d.share(exposed), "wait_ns": wait, "wait_pct": d.share(wait),
+                "exposed_per_step_ns": per_step(d, exposed), "wait_per_step_ns": per_step(d, wait),
+                "kernels_per_step": kernels}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stage_waits_for_what_its_send_recv_runs_beyond_the_shortest() {
+        // Rank 0 of two stages: its send of activations 0.10 ms, its receive of gradients 10.99 ms.
+        assert_eq!(
+            point_to_point_wait(&[100_000, 10_990_000]),
+            (11_090_000, 10_890_000)
+        );
+        // Transfers of equal length wait for nothing; no kernels, nothing.
+        assert_eq!(point_to_point_wait(&[100_000, 100_000]), (200_000, 0));
+        assert_eq!(point_to_point_wait(&[]), (0, 0));
+    }
 
     #[test]
     fn an_overlapped_backward_hides_what_it_can_and_pays_for_the_sms() {
