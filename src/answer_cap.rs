@@ -34,7 +34,9 @@ pub fn says_left_out(output_schema: &Map<String, Value>) -> bool {
         })
 }
 
-/// The `max_chars` input, added to the schema of each operation that says what it leaves out.
+/// The `max_chars` input, added to the schema of each operation that says what it leaves out. Its description says
+/// to raise it only when `left_out` names a cut: an assistant that reads "a cap" raises it on every call first
+/// (the fourth evaluation's rerun: 20,000-60,000 on each of its 12 calls, 29,042 characters a case).
 pub fn add_input(schema: &mut Map<String, Value>) {
     if let Some(props) = schema
         .entry("properties")
@@ -44,7 +46,7 @@ pub fn add_input(schema: &mut Map<String, Value>) {
         // `MIN_ANSWER_CAP` is checked by the dispatcher; the listing carries only what a caller needs.
         props.entry(MAX_CHARS).or_insert(json!({
             "type": "integer",
-            "description": format!("Answer size cap (MCP default {MCP_ANSWER_CAP})")
+            "description": format!("Only as left_out advises; default {MCP_ANSWER_CAP} over MCP")
         }));
     }
 }

@@ -547,7 +547,7 @@ fn profile_situation(s: &mut Situation, u: &aisp_profile::usage::Usage) {
         ("optimizer_step", &["optimizer"][..], "the optimizer column"),
         (
             "communication",
-            &["comm_transfer", "comm"][..],
+            &["comm_transfer", "comm", "comm_p2p"][..],
             "the exposed communication columns",
         ),
         (

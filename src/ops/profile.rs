@@ -603,7 +603,7 @@ impl Operation for Kernels {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Top kernels with classes",
         summary: "Top kernels with the step ledger's class (tensor-core GEMM, fp32 SIMT GEMM, attention, optimizer, ...), share, calls, mean and grid × block; detail: p50/p90/p99, per-device split, full launch configuration.",
-        description: "Which kernels take the most GPU time in an Nsight Systems export: per kernel its name, where the step ledger puts it (tensor-core or FP32 GEMM, attention, elementwise, reduction, optimizer, copy, communication), share, count, mean, grid and block, precision; time per class and the share of kernels under 5 us; detail adds duration statistics and the full launch configuration. Use to find what to optimize and whether GEMMs use tensor cores. Milliseconds to a second.",
+        description: "Which kernels take the most GPU time in an Nsight Systems export: per kernel its name, where the step ledger puts it (tensor-core or FP32 GEMM, attention, elementwise, reduction, optimizer, copy, communication), share, count, mean, grid and block, precision; time per class and the share of kernels under 5 us; Use to find what to optimize and whether GEMMs use tensor cores. Milliseconds to a second.",
         positional: &["path"],
         intents: &[
             "top kernels",
@@ -1178,7 +1178,7 @@ impl Operation for Rules {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
         summary: "Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance.",
-        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, what would then limit it, the measured numbers it rests on in one line (gist) and the fix; each device's step in short; next names the call to make next. detail: true adds evidence, why, verify, regions and data. Under a second; seconds on 1 GB.",
+        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, what would then limit it, the measured numbers it rests on in one line (gist) and the fix; each device's step in short; next names the call to make next. Under a second; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "why is my training slow",
@@ -1648,7 +1648,7 @@ impl Operation for Compare {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Compare two profiles",
         summary: "Did the fix work: the step change with a 95% interval on the step ledger, comparability fact by fact, predicted vs measured step per finding, and what moved.",
-        description: "Did the change help: compares two runs (exports, aisp run ids, or folders of per-rank exports) on the step ledger. Per-step GPU periods (NVTX steps, else a repeating unit of identical work) give the change with a 95% interval and a verdict (improved, regressed, no_change, not_comparable) with its basis; the facts that block or qualify the comparison (GPU, host, driver, world size, work per step); each before-run finding's predicted step beside the measured one; the findings and ledger columns that moved; next. detail: true adds every fact, the kernels that moved, each basis and each run's steps.",
+        description: "Did the change help: compares two runs (exports, aisp run ids, or folders of per-rank exports) on the step ledger. Per-step GPU periods (NVTX steps, else a repeating unit of identical work) give the change with a 95% interval and a verdict (improved, regressed, no_change, not_comparable) with its basis; the facts that block or qualify the comparison (GPU, host, driver, world size, work per step); each before-run finding's predicted step beside the measured one; the findings and ledger columns that moved; next.",
         positional: &["before", "after"],
         intents: &[
             "compare profiles",

@@ -38,6 +38,9 @@ pub enum Column {
     CommWait,
     /// Collective kernel time that cannot be split into wait and transfer (the other ranks' exports are not given).
     Comm,
+    /// Point-to-point kernels (send, receive): a pipeline stage's exchange with its neighbour, whose wait no split
+    /// can tell from its transfer.
+    CommP2p,
     /// Host-to-device copies from pageable memory (staged through a bounce buffer).
     H2dPageable,
     /// Host-to-device copies from pinned (or unrecorded) memory.
@@ -90,7 +93,7 @@ pub enum Group {
 }
 
 impl Column {
-    pub const COUNT: usize = 29;
+    pub const COUNT: usize = 30;
 
     pub const ALL: [Column; Column::COUNT] = [
         Column::GemmTensorCore,
@@ -105,6 +108,7 @@ impl Column {
         Column::CommTransfer,
         Column::CommWait,
         Column::Comm,
+        Column::CommP2p,
         Column::H2dPageable,
         Column::H2dPinned,
         Column::D2hPageable,
@@ -142,6 +146,7 @@ impl Column {
             Column::CommTransfer => "comm_transfer",
             Column::CommWait => "comm_wait",
             Column::Comm => "comm",
+            Column::CommP2p => "comm_p2p",
             Column::H2dPageable => "h2d_pageable",
             Column::H2dPinned => "h2d_pinned",
             Column::D2hPageable => "d2h_pageable",
@@ -165,8 +170,8 @@ impl Column {
     pub fn group(self) -> Group {
         match self.index() {
             0..=8 => Group::Compute,
-            9..=11 => Group::Communication,
-            12..=18 => Group::Copy,
+            9..=12 => Group::Communication,
+            13..=19 => Group::Copy,
             _ => Group::Idle,
         }
     }

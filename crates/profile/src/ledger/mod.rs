@@ -42,7 +42,6 @@ pub use sweep::StepAccount;
 
 use super::calls::CallKind;
 use super::loaded::TableKind;
-use super::nccl::Collective;
 use super::stats;
 use super::{Profile, ResolvedScope, Result};
 
@@ -153,8 +152,8 @@ pub struct CommPiece {
     /// Thread blocks of the collective kernel (NCCL runs one per channel, each on an SM of its own).
     #[serde(default)]
     pub ctas: u32,
-    /// A point-to-point kernel (send, receive, or both): it ends when its peer's data has moved, not when every
-    /// rank has arrived, so the collective split leaves it in `comm`.
+    /// A point-to-point kernel (send, receive, or both), in `comm_p2p`: it ends when its peer's data has moved, not
+    /// when every rank has arrived, so the collective split leaves it alone.
     #[serde(default)]
     pub point_to_point: bool,
 }
@@ -344,7 +343,7 @@ fn device_ledger(
         if i >= warmup {
             steady_idle.append(&mut a.idle);
         }
-        comm.extend(a.comm.iter().map(|&(k, ks, s, e)| {
+        comm.extend(a.comm.iter().map(|&(k, ks, s, e, point_to_point)| {
             CommPiece {
                 step: i as u32,
                 kernel: k,
@@ -355,12 +354,7 @@ fn device_ledger(
                 ctas: kernels
                     .get(k as usize)
                     .map_or(0, |x| x.blocks().min(u32::MAX as u64) as u32),
-                point_to_point: kernels.get(k as usize).is_some_and(|x| {
-                    matches!(
-                        Collective::of(p.string(x.short_name)),
-                        Collective::SendRecv | Collective::Send | Collective::Recv
-                    )
-                }),
+                point_to_point,
             }
         }));
         let saving: i64 = all_chains
@@ -488,7 +482,7 @@ impl DeviceLedger {
     pub fn apply_waits(&mut self, waits: &CollectiveWaits) {
         // A piece is split once: a second call leaves it alone.
         for piece in self.comm.iter_mut() {
-            let Some(&w) = waits.get(&piece.kernel) else {
+            let Some(&w) = waits.get(&piece.kernel).filter(|_| !piece.point_to_point) else {
                 continue;
             };
             if piece.wait_ns.is_some() {

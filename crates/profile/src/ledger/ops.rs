@@ -10,7 +10,7 @@ use super::super::classify::KernelClass;
 use super::super::kernels::Classifier;
 use super::super::loaded::TableKind;
 use super::super::model::PID_MASK;
-use super::super::nccl::is_nccl;
+use super::super::nccl::{Collective, is_nccl};
 use super::super::{Profile, ResolvedScope, Result};
 use super::columns::Column;
 
@@ -21,6 +21,8 @@ pub enum OpKind {
     Compute(Column),
     /// A collective (NCCL) kernel.
     Collective,
+    /// A point-to-point NCCL kernel (send, receive or both): it ends when its peer's data has moved.
+    PointToPoint,
     /// A memcpy or memset, with its column.
     Copy(Column),
 }
@@ -60,7 +62,10 @@ impl DeviceOps {
 /// in a column, from its short name, class and demangled name.
 pub fn kernel_kind(short: &str, class: KernelClass, demangled: &str) -> OpKind {
     if is_nccl(short) {
-        OpKind::Collective
+        match Collective::of(short) {
+            Collective::SendRecv | Collective::Send | Collective::Recv => OpKind::PointToPoint,
+            _ => OpKind::Collective,
+        }
     } else {
         OpKind::Compute(compute_column(class, demangled))
     }

@@ -24,7 +24,7 @@ pub struct StepAccount {
     /// The idle pieces of the step's period, with their causes.
     pub idle: Vec<idle::IdlePiece>,
     /// Exposed collective time: (kernel index, kernel start, piece start, piece end), for the wait/transfer split.
-    pub comm: Vec<(u32, i64, i64, i64)>,
+    pub comm: Vec<(u32, i64, i64, i64, bool)>,
     /// Collective kernel time hidden behind compute kernels.
     pub hidden_communication_ns: i64,
     /// Copy and memset time hidden behind kernels.
@@ -101,6 +101,7 @@ pub fn partition(host: &Host, d: &DeviceOps, steps: &[StepSpan]) -> Result<Vec<S
     let comm = frontier(d.ops.iter().filter(|o| within(o.start, o.end)).filter_map(
         |o| match o.kind {
             OpKind::Collective => Some((o.start, o.end, Column::Comm, o.index)),
+            OpKind::PointToPoint => Some((o.start, o.end, Column::CommP2p, o.index)),
             _ => None,
         },
     ));
@@ -126,20 +127,20 @@ pub fn partition(host: &Host, d: &DeviceOps, steps: &[StepSpan]) -> Result<Vec<S
     let kernel_start: FxHashMap<u32, i64> = d
         .ops
         .iter()
-        .filter(|o| o.kind == OpKind::Collective)
+        .filter(|o| matches!(o.kind, OpKind::Collective | OpKind::PointToPoint))
         .map(|o| (o.index, o.start))
         .collect();
     let mut segs: Vec<Seg> =
         Vec::with_capacity(compute.len() + comm_exposed.len() + idle_pieces.len());
     segs.extend(compute.iter().map(|s| (s.0, s.1, s.2)));
-    segs.extend(comm_exposed.iter().map(|s| (s.0, s.1, Column::Comm)));
+    segs.extend(comm_exposed.iter().map(|s| (s.0, s.1, s.2)));
     segs.extend(copy_exposed.iter().map(|s| (s.0, s.1, s.2)));
     segs.extend(idle_pieces.iter().map(|p| (p.start, p.end, p.column)));
     segs.sort_unstable_by_key(|s| (s.0, s.1));
     accumulate(&segs, steps, &mut accounts, |a, c, ns| a.columns.add(c, ns));
     // Exposed collective pieces, cut at step boundaries, with their kernel.
     let mut i = 0;
-    for &(s, e, _, idx) in &comm_exposed {
+    for &(s, e, col, idx) in &comm_exposed {
         while i < steps.len() && steps[i].end <= s {
             i += 1;
         }
@@ -148,7 +149,9 @@ pub fn partition(host: &Host, d: &DeviceOps, steps: &[StepSpan]) -> Result<Vec<S
             let (a, b) = (s.max(steps[j].start), e.min(steps[j].end));
             if b > a {
                 let ks = kernel_start.get(&idx).copied().unwrap_or(s);
-                accounts[j].comm.push((idx, ks, a, b));
+                accounts[j]
+                    .comm
+                    .push((idx, ks, a, b, col == Column::CommP2p));
             }
             j += 1;
         }

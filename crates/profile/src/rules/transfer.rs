@@ -307,7 +307,7 @@ fn comm_savings(d: &DeviceLedger, col: Column) -> BTreeMap<u32, (i64, i64)> {
     // Per step, per collective kernel in launch order (kernel start, kernel): (exposed transfer, thread blocks).
     type Units = BTreeMap<(i64, u32), (i64, u32)>;
     let mut kernels: BTreeMap<u32, Units> = BTreeMap::new();
-    for c in &d.comm {
+    for c in d.comm.iter().filter(|c| !c.point_to_point) {
         let e = kernels
             .entry(c.step)
             .or_default()
@@ -543,10 +543,10 @@ fn wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
 pub const PIPELINE: RuleSpec = RuleSpec {
     id: "pipeline_bubble",
     doc: "Point-to-point kernels (send/recv) that run far longer than their transfer, with no compute beside them: a \
-          pipeline stage waiting inside the receive for its neighbouring stage to finish its part (comm).",
+          pipeline stage waiting inside the receive for its neighbouring stage to finish its part (comm_p2p).",
     what_if: "the stages kept busy together (micro-batches interleaved, or data parallelism where the model fits one \
               GPU): the wait inside send/recv goes, the transfers stay",
-    columns: &[Column::Comm],
+    columns: &[Column::CommP2p],
     text: RuleText {
         why: "With one batch per step and no micro-batches, pipeline stages compute in turn: a stage that has passed \
               its activations on (or waits for their gradients) sits inside the receive kernel until its neighbour \
@@ -555,7 +555,7 @@ pub const PIPELINE: RuleSpec = RuleSpec {
               schedules, torch.distributed.pipelining): with m micro-batches over p stages the bubble is about \
               (p-1)/(m+p-1) of the step; or, where the whole model fits one GPU, use data parallelism (DDP) instead \
               of the split. Not NCCL tuning or a faster link: the time is waiting, not transfer.",
-        verify: "Re-profile every rank: aisp_profile_ledger comm per step should shrink to the transfers.",
+        verify: "Re-profile every rank: aisp_profile_ledger comm_p2p per step should shrink to the transfers.",
         quiet: "waiting inside point-to-point kernels under 1% of the steady window",
     },
     needs_profile: false,
@@ -599,7 +599,7 @@ fn pipeline(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             Stake::Estimate,
             "estimate per steady step: the exposed time of each point-to-point kernel (send/recv, no compute beside \
              it) beyond the step's shortest one, taken as a transfer",
-            &[Column::Comm],
+            &[Column::CommP2p],
             |s| split.get(&s.index).map_or(0, |v| v.1),
         );
         let wait = dr.total();
