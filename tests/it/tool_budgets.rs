@@ -101,42 +101,16 @@ fn listing_len(tools: &[Tool]) -> usize {
     tools.iter().map(|t| listed_len(&wire(t))).sum()
 }
 
-/// `len(json.dumps(v, indent=1))` of `v` at `depth`: `../shared/agent-eval/mcp_view.py` prints the listing
-/// so, one key or item a line. The budgets count without that whitespace (a newline and one space per level
-/// for every key and item: 14 % more on the default listing): a client hands a model the schemas as data (and
-/// a tool result as rmcp's compact text), not pretty-printed. Printed beside the budget's count.
-fn indented_len(v: &Value, depth: usize) -> usize {
-    let line = |d: usize| 1 + d;
-    match v {
-        Value::Array(items) if !items.is_empty() => {
-            2 + items.len() * line(depth + 1)
-                + items
-                    .iter()
-                    .map(|x| indented_len(x, depth + 1))
-                    .sum::<usize>()
-                + (items.len() - 1)
-                + line(depth)
-        }
-        Value::Object(m) if !m.is_empty() => {
-            2 + m.len() * line(depth + 1)
-                + m.iter()
-                    .map(|(k, x)| python_json_len(&json!(k)) + 2 + indented_len(x, depth + 1))
-                    .sum::<usize>()
-                + (m.len() - 1)
-                + line(depth)
-        }
-        other => python_json_len(other),
-    }
-}
-
-/// The default listing as the agent-eval harness prints and counts it.
+/// The default listing as the agent-eval harness prints and counts it (`json.dumps(indent=1)`: one key or item a
+/// line). The budgets count without that whitespace (14 % more on the default listing): a client hands a model the
+/// schemas as data, not pretty-printed. Printed beside the budget's count.
 fn harness_len(tools: &[Tool]) -> usize {
     let listed: Vec<Value> = tools
         .iter()
         .map(wire)
         .map(|t| json!({"name": t["name"], "description": t["description"], "inputSchema": t["inputSchema"]}))
         .collect();
-    indented_len(&Value::Array(listed), 0)
+    aisp::answer_cap::printed_len(&Value::Array(listed))
 }
 
 fn check_definitions(tools: &[Tool]) {
@@ -673,7 +647,7 @@ async fn detail_costs_what_its_description_says() {
                 home,
             );
             let v: Value = serde_json::from_str(&text).unwrap();
-            both.push((python_json_len(&v), indented_len(&v, 0)));
+            both.push((python_json_len(&v), aisp::answer_cap::printed_len(&v)));
         }
         // An export a tool has nothing to say of (no NVTX, no steps) is not counted.
         let [(lean, lean_i), (full, full_i)] = both[..] else {
