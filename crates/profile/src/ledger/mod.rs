@@ -42,6 +42,7 @@ pub use sweep::StepAccount;
 
 use super::calls::CallKind;
 use super::loaded::TableKind;
+use super::nccl::Collective;
 use super::stats;
 use super::{Profile, ResolvedScope, Result};
 
@@ -156,6 +157,9 @@ pub struct CommPiece {
     /// when every rank has arrived, so the collective split leaves it alone.
     #[serde(default)]
     pub point_to_point: bool,
+    /// A broadcast: one rank's data sent to all, needed only when what it sends has changed.
+    #[serde(default)]
+    pub broadcast: bool,
 }
 
 impl CommPiece {
@@ -355,6 +359,9 @@ fn device_ledger(
                     .get(k as usize)
                     .map_or(0, |x| x.blocks().min(u32::MAX as u64) as u32),
                 point_to_point,
+                broadcast: kernels.get(k as usize).is_some_and(|x| {
+                    Collective::of(p.string(x.short_name)) == Collective::Broadcast
+                }),
             }
         }));
         let saving: i64 = all_chains

@@ -27,6 +27,7 @@ mod busy;
 mod forward;
 mod host;
 pub mod registry;
+mod repeats;
 mod step_kernels;
 mod steps;
 mod transfer;
@@ -329,6 +330,8 @@ pub(crate) struct Draft {
     pub regions: Vec<RegionStake>,
     /// Advice for the region at fault, put before the rule's generic fix.
     pub fix: Option<String>,
+    /// The advice is the whole fix: the rule's generic one does not apply to what this finding measured.
+    pub fix_replaces: bool,
     pub title: String,
     /// One line of the numbers the stake rests on ([`Finding::gist`]).
     pub gist: String,
@@ -357,6 +360,7 @@ impl Draft {
             from: from.to_vec(),
             regions: Vec::new(),
             fix: None,
+            fix_replaces: false,
             title: String::new(),
             gist: String::new(),
             evidence: Vec::new(),
@@ -481,6 +485,7 @@ impl<'a> Ctx<'a> {
                 evidence: dr.evidence,
                 why: text.why.into(),
                 fix: match dr.fix {
+                    Some(f) if dr.fix_replaces => f,
                     Some(f) => format!("{f} In general: {}", text.fix),
                     None => text.fix.into(),
                 },

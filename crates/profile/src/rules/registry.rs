@@ -5,7 +5,7 @@
 
 use super::super::Result;
 use super::super::ledger::Column;
-use super::{Ctx, busy, forward, host, steps, transfer};
+use super::{Ctx, busy, forward, host, repeats, steps, transfer};
 
 /// What a rule prints besides its numbers.
 pub struct RuleText {
@@ -45,6 +45,7 @@ pub static RULES: &[RuleSpec] = &[
     busy::FP64_GEMM,
     busy::GROWING_CONCAT,
     forward::FORWARD_REPEATED,
+    repeats::UNBATCHED,
     transfer::COPIES,
     transfer::COMMUNICATION,
     transfer::WAIT,

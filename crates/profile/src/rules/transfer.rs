@@ -299,15 +299,17 @@ pub(crate) fn overlapped_backward(
     (backward_ns + total, t.round() as i64)
 }
 
-/// Per steady step: its exposed collective time and what overlap saves. A step whose collectives all run with
-/// no compute beside them (a hand-rolled all-reduce after the backward) is simulated ([`overlapped_backward`]);
-/// a step that already overlaps some (DDP) can save the exposed time except its last collective's, at most its
-/// compute time.
-fn comm_savings(d: &DeviceLedger, col: Column) -> BTreeMap<u32, (i64, i64)> {
+/// Per steady step: its exposed collective time (the columns `cols`) and what a fix saves. An exposed broadcast
+/// is saved whole: it re-sends the same data every step (DDP's buffer broadcast), needed only when that data
+/// changed. Of the rest, a step whose collectives all run with no compute beside them (a hand-rolled all-reduce
+/// after the backward) is simulated ([`overlapped_backward`]); a step that already overlaps some (DDP) can save the
+/// exposed time except its last collective's, at most its compute time.
+fn comm_savings(d: &DeviceLedger, cols: &[Column]) -> BTreeMap<u32, (i64, i64)> {
     // Per step, per collective kernel in launch order (kernel start, kernel): (exposed transfer, thread blocks).
     type Units = BTreeMap<(i64, u32), (i64, u32)>;
     let mut kernels: BTreeMap<u32, Units> = BTreeMap::new();
-    for c in d.comm.iter().filter(|c| !c.point_to_point) {
+    let broadcasts = broadcast_per_step(d);
+    for c in d.comm.iter().filter(|c| !c.point_to_point && !c.broadcast) {
         let e = kernels
             .entry(c.step)
             .or_default()
@@ -317,7 +319,9 @@ fn comm_savings(d: &DeviceLedger, col: Column) -> BTreeMap<u32, (i64, i64)> {
     }
     let mut out = BTreeMap::new();
     for s in d.steady_steps() {
-        let exposed = s.columns.get(col);
+        let all: i64 = cols.iter().map(|&c| s.columns.get(c)).sum();
+        let broadcast = broadcasts.get(&s.index).copied().unwrap_or(0).min(all);
+        let exposed = all - broadcast;
         let units: Vec<(i64, u32)> = kernels
             .get(&s.index)
             .map(|k| k.values().copied().filter(|u| u.0 > 0).collect())
@@ -332,7 +336,16 @@ fn comm_savings(d: &DeviceLedger, col: Column) -> BTreeMap<u32, (i64, i64)> {
             let tail = units.last().map_or(0, |u| u.0).min(exposed);
             (exposed - tail).min(compute)
         };
-        out.insert(s.index, (exposed, saving));
+        out.insert(s.index, (all, broadcast + saving));
+    }
+    out
+}
+
+/// Per step: the exposed time of its broadcasts (their transfer: a broadcast is never split into wait).
+fn broadcast_per_step(d: &DeviceLedger) -> BTreeMap<u32, i64> {
+    let mut out = BTreeMap::new();
+    for c in d.comm.iter().filter(|c| c.broadcast) {
+        *out.entry(c.step).or_default() += c.transfer_ns();
     }
     out
 }
@@ -342,16 +355,22 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     for (i, d) in cx.devices() {
         let split = d.steady.columns.get(Column::CommTransfer) > 0
             || d.steady.columns.get(Column::CommWait) > 0;
-        let col = if split {
-            Column::CommTransfer
+        // In a set, collectives the split cannot divide (broadcasts, reductions to one rank) stay in `comm`.
+        let cols: &[Column] = if split {
+            &[Column::CommTransfer, Column::Comm]
         } else {
-            Column::Comm
+            &[Column::Comm]
         };
-        let parts = comm_savings(d, col);
-        let exposed = d.steady.columns.get(col);
+        let parts = comm_savings(d, cols);
+        let exposed: i64 = cols.iter().map(|&c| d.steady.columns.get(c)).sum();
         if exposed == 0 {
             continue;
         }
+        let broadcast: i64 = broadcast_per_step(d)
+            .iter()
+            .filter(|(step, _)| d.steps.get(**step as usize).is_some_and(|s| !s.warmup))
+            .map(|(_, ns)| ns)
+            .sum();
         let dr = Draft::new(
             i,
             d,
@@ -362,7 +381,8 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                  compute outside the optimizer) overlapped with its collectives, ready last-launched first in \
                  proportion to their transfer, one at a time, the overlapped compute slowed by the SMs the \
                  collectives' thread blocks take; else the exposed transfer minus the last collective's, at most the \
-                 step's compute time"
+                 step's compute time; collectives the split cannot divide (comm) counted whole; an exposed broadcast \
+                 saved whole (not sent when its data has not changed)"
             } else {
                 "estimate per steady step of its exposed collective time (comm): where every collective of the step \
                  runs alone, the step's backward (2/3 of its compute outside the optimizer) overlapped with its \
@@ -371,9 +391,10 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                  collective's, at most the step's compute time — an upper bound: without the other ranks' exports, the \
                  time waiting for them inside the collectives is counted too, and overlap cannot remove waiting"
             },
-            &[col],
+            cols,
             |s| parts.get(&s.index).map_or(0, |p| p.1),
         );
+        let mut dr = dr;
         let saving = dr.total();
         let hidden = d.steady.hidden_communication_ns;
         let wait_col = if split {
@@ -391,6 +412,25 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             ms(exposed_all),
             d.share(exposed_all)
         )];
+        if broadcast > 0 {
+            evidence.push(format!(
+                "{} of the exposed time ({} per steady step) is broadcasts: the same data sent to every rank again each \
+                 step",
+                ms(broadcast),
+                ms(per_step(d, broadcast))
+            ));
+            if broadcast * 2 >= exposed {
+                dr.fix = Some(
+                    "Most of it is a broadcast every step: DistributedDataParallel re-sends every registered buffer at \
+                     each forward (broadcast_buffers=True, the default). If the buffers do not change in training \
+                     (constant tables, masks), pass broadcast_buffers=False or keep constant tensors out of the \
+                     module's buffers; otherwise broadcast them only when they change. Not bucket or NCCL tuning: \
+                     the data need not move at all."
+                        .into(),
+                );
+                dr.fix_replaces = true;
+            }
+        }
         if split {
             evidence.push(format!(
                 "of the exposed time, {} is transfer after the last rank arrived and {} waiting for it (collective_wait)",
@@ -442,7 +482,7 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 "wait_per_step_ns": per_step(d, wait_col),
                 "exposed_ns": exposed, "exposed_pct": d.share(exposed), "hidden_ns": hidden, "total_ns": total_comm,
                 "wait_ns": wait_col, "exposed_all_ns": exposed_all, "exposed_all_pct": d.share(exposed_all),
-                "split": split, "saving_ns": saving}),
+                "split": split, "saving_ns": saving, "broadcast_ns": broadcast}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
