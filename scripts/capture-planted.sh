@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
-# capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout7: a 2-GPU host), in two
+# capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host), in two
 # phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -73,6 +73,18 @@
 #       command="SET=heldout7 bash scripts/capture-planted.sh CARRY single")    # 5 captures, two at a time, ~2-4 min
 #   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout7 bash scripts/capture-planted.sh CARRY multi")     # pipe2_split, torchrun --nproc_per_node=2, ~1-1.5 min
+#
+# The eighth held-out set (workloads/planted/heldout8: 5 one-GPU captures, one a before/after pair, and one 2-rank
+# case) runs the same way on the same 2-GPU host, with SET=heldout8 (emb_loop and its fixed variant, whose step is set
+# by the host, and layer_timer, which synchronizes around every layer, share the host-heavy slot; full_logits writes
+# 6 GB of logits per step):
+#
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout8 bash scripts/capture-planted.sh CARRY smoke")     # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout8 bash scripts/capture-planted.sh CARRY single")    # 5 captures, two at a time, ~2-4 min
+#   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout8 bash scripts/capture-planted.sh CARRY multi")     # accum_ddp, torchrun --nproc_per_node=2, ~1-1.5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
