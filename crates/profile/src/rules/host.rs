@@ -227,9 +227,12 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         }
         let steps = d.steady.steps.max(1);
         let kernels_per_step = n / steps;
-        // Steps that also wait in a synchronizing call: no CUDA graph can be captured across one.
+        // Steps that also wait in a synchronizing or an allocation call: no CUDA graph can be captured across
+        // either (a captured graph may not sync, and cudaMalloc/cudaFree are not allowed while capturing).
         let synced = steps_with(d, Column::IdleSync);
-        let graph_blocked = synced * 5 >= d.steady.steps * 4;
+        let allocating = steps_with(d, Column::IdleAllocator);
+        let most = |n: usize| n * 5 >= d.steady.steps * 4;
+        let graph_blocked = most(synced) || most(allocating);
         let idle = dr.total();
         let mut evidence = vec![
             format!(
@@ -288,16 +291,34 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         }
         if graph_blocked {
             // Whatever the region says: the rule's general fix starts with a CUDA graph.
+            let mut blockers = Vec::new();
+            if most(synced) {
+                blockers.push(format!(
+                    "{synced} of the {} steady steps have a synchronizing call: remove those syncs first (keep the \
+                     values on the GPU, read them once per step or every N steps)",
+                    d.steady.steps
+                ));
+            }
+            if most(allocating) {
+                blockers.push(format!(
+                    "{allocating} of the {} steady steps allocate or free device memory (cudaMalloc/cudaFree: \
+                     torch.cuda.empty_cache() in the loop, or shapes the caching allocator cannot reuse): stop that \
+                     first; the host's time in those calls also delays the launches after them",
+                    d.steady.steps
+                ));
+            }
             let caveat = format!(
-                "A CUDA graph cannot be captured across a synchronizing call, and {synced} of the {} steady steps \
-                 have one: remove those syncs first (keep the values on the GPU, read them once per step or every N \
-                 steps), then fuse or capture.",
-                d.steady.steps
+                "A CUDA graph cannot be captured across a synchronizing or an allocation call, and {}. Then fuse \
+                 small kernels (torch.compile), use fused optimizers (fused=True / foreach=True), give each kernel \
+                 more work, or capture the step in a CUDA graph once nothing in it syncs or allocates.",
+                blockers.join("; and ")
             );
             dr.fix = Some(match dr.fix.take() {
                 Some(advice) => format!("{advice} {caveat}"),
                 None => caveat,
             });
+            // The rule's general fix leads with a CUDA graph: it does not apply until the blockers are gone.
+            dr.fix_replaces = true;
         }
         let title = format!(
             "Launch-bound: the device waits {}% of each steady step for the host to issue {kernels_per_step} operations",
@@ -322,7 +343,7 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             evidence,
             json!({"idle_ns": idle, "idle_pct": d.share(idle), "idle_per_step_ns": idle_step, "steps": d.steady.steps, "steps_with_idle": steps_with(d, col),
                 "kernels": n, "kernels_per_step": kernels_per_step, "tiny": tiny, "tiny_time_pct": pct1(tiny_time, all_time.max(1)),
-                "steps_with_sync": synced,
+                "steps_with_sync": synced, "steps_with_allocation": allocating,
                 "top_region": region_json}),
         ));
     }
