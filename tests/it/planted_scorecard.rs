@@ -414,7 +414,7 @@ fn the_sixth_held_out_set_keeps_its_first_score() {
     );
 }
 
-/// First score (2026-11-28 07:15 UTC, 2×H200, this stop's build with the answer cap): 2 of 5 and one false finding.
+/// First score (2026-11-28 07:13 UTC, 2×H200, this stop's build with the answer cap): 2 of 5 and one false finding.
 /// Found: `offload_adam`'s AdamW on the CPU as GPU starvation (critical 80.52 %) and `tower_cache`'s `empty_cache`
 /// every step as allocator churn (critical 45.32 %). Missed: `probe_head`'s frozen backbone left trainable (its
 /// backward runs through the backbone: nothing in the trace says the gradients are not wanted), `pipe2_split`'s
@@ -440,7 +440,7 @@ fn the_seventh_held_out_set_keeps_its_first_score() {
 }
 
 /// The eighth held-out set (2×H200, written without reading the rules and captured after every rule of this stop,
-/// `unbatched_repeats` and the broadcast reading included), scored once (2026-11-28 08:25 UTC): 3 of 5, three false.
+/// `unbatched_repeats` and the broadcast reading included), scored once (2026-11-28 08:12 UTC): 3 of 5, three false.
 /// Found: `emb_loop`'s 26 embedding bags in a Python loop (launch-bound critical 57.94 %), `accum_ddp`'s all-reduce
 /// every micro-step (`communication_not_overlapped` high 20.52 %), `layer_timer`'s synchronize around every block
 /// (`cuda_api_sync` medium 11.75 %: one band under the manifest's high). Missed: `full_logits`' LM head over every
