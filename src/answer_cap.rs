@@ -93,9 +93,11 @@ struct Cut {
     kept: usize,
 }
 
-/// Hold `answer` to `cap` characters: the longest list (most rows, then the first found) loses its last row until
-/// the answer fits or every list is down to one row; `left_out` then names each list cut. Returns whether anything
-/// was cut.
+/// Hold `answer` to `cap` characters. Lists are cut deepest first, each losing its last rows; at one depth the
+/// longest lose rows first, one row at a time, so lists of one depth end within a row of each other, and a list
+/// loses no row it need not (found at once: the row count all of them can keep, then one list at a time). Only
+/// when one row each is still too much does the next depth up lose rows. `left_out` then names each list cut.
+/// Returns whether anything was cut. One walk of the answer per depth, whatever its size.
 pub fn fit(answer: &mut Value, cap: usize) -> bool {
     let whole = printed_len(answer);
     if whole <= cap || !answer.is_object() {
@@ -103,24 +105,47 @@ pub fn fit(answer: &mut Value, cap: usize) -> bool {
     }
     let mut len = whole;
     let mut cuts: Vec<Cut> = Vec::new();
-    while len > cap {
-        let Some((pointer, depth)) = longest_list(answer) else {
+    for depth in (0..=deepest_list(answer, 0)).rev() {
+        if len <= cap {
             break;
+        }
+        let mut lists = Vec::new();
+        lists_at(answer, depth, 0, &mut String::new(), &mut lists);
+        let Some(keep) = rows_to_keep(&lists, len - cap) else {
+            continue;
         };
-        let Some(Value::Array(items)) = answer.pointer_mut(&pointer) else {
-            break;
-        };
-        let total = items.len();
-        let Some(last) = items.pop() else { break };
-        // The row, its line, and the comma before it.
-        len -= indented_len(&last, depth + 1) + 1 + (depth + 1) + 1;
-        match cuts.iter_mut().find(|c| c.pointer == pointer) {
-            Some(c) => c.kept = total - 1,
-            None => cuts.push(Cut {
-                pointer,
-                total,
-                kept: total - 1,
-            }),
+        // Every list down to one row more than `keep` (that does not fit yet), then, in order, one list at a time
+        // down to `keep` until it fits: lists whose rows are few lose only what they must.
+        let mut kept: Vec<usize> = lists
+            .iter()
+            .map(|l| l.row_chars.len().min(keep + 1))
+            .collect();
+        len -= lists
+            .iter()
+            .zip(&kept)
+            .map(|(l, &k)| l.row_chars[k..].iter().sum::<usize>())
+            .sum::<usize>();
+        for (l, k) in lists.iter().zip(kept.iter_mut()) {
+            if len <= cap {
+                break;
+            }
+            if *k > keep {
+                *k = keep;
+                len -= l.row_chars[keep];
+            }
+        }
+        for (list, &k) in lists.iter().zip(&kept) {
+            if k == list.row_chars.len() {
+                continue;
+            }
+            if let Some(Value::Array(items)) = answer.pointer_mut(&list.pointer) {
+                items.truncate(k);
+            }
+            cuts.push(Cut {
+                pointer: list.pointer.clone(),
+                total: list.row_chars.len(),
+                kept: k,
+            });
         }
     }
     if cuts.is_empty() {
@@ -130,45 +155,89 @@ pub fn fit(answer: &mut Value, cap: usize) -> bool {
     true
 }
 
-/// The list to cut next: the deepest with at least two rows, then the one with the most rows (the first found
-/// on a tie), never `left_out` itself; with its depth. Deepest first: rows inside a device's or a finding's entry
-/// are detail, and every device and finding keeps its place as long as anything else can go.
-fn longest_list(v: &Value) -> Option<(String, usize)> {
-    type Best = Option<(String, usize, usize)>;
-    fn walk(v: &Value, pointer: &mut String, depth: usize, best: &mut Best) {
-        match v {
-            Value::Array(items) => {
-                let better = best
-                    .as_ref()
-                    .is_none_or(|(_, n, d)| (depth, items.len()) > (*d, *n));
-                if items.len() >= 2 && better {
-                    *best = Some((pointer.clone(), items.len(), depth));
-                }
-                for (i, x) in items.iter().enumerate() {
-                    let at = pointer.len();
-                    pointer.push_str(&format!("/{i}"));
-                    walk(x, pointer, depth + 1, best);
-                    pointer.truncate(at);
-                }
-            }
-            Value::Object(m) => {
-                for (k, x) in m {
-                    if depth == 0 && k == "left_out" {
-                        continue;
-                    }
-                    let at = pointer.len();
-                    pointer.push('/');
-                    pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                    walk(x, pointer, depth + 1, best);
-                    pointer.truncate(at);
-                }
-            }
-            _ => {}
+/// A list that may be cut: where it is and what each of its rows costs (the row, its line and its comma).
+struct List {
+    pointer: String,
+    row_chars: Vec<usize>,
+}
+
+/// The rows each list keeps so that cutting the rest saves at least `excess` characters: the largest such count
+/// (at least one row). `None` when no list has two rows.
+fn rows_to_keep(lists: &[List], excess: usize) -> Option<usize> {
+    let longest = lists.iter().map(|l| l.row_chars.len()).max()?;
+    let saved = |keep: usize| -> usize {
+        lists
+            .iter()
+            .map(|l| l.row_chars.iter().skip(keep).sum::<usize>())
+            .sum()
+    };
+    // What is saved shrinks as more rows are kept: the largest count that still saves enough.
+    let (mut lo, mut hi) = (1, longest);
+    if saved(1) < excess {
+        return Some(1);
+    }
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if saved(mid) >= excess {
+            lo = mid;
+        } else {
+            hi = mid - 1;
         }
     }
-    let mut best = None;
-    walk(v, &mut String::new(), 0, &mut best);
-    best.map(|(p, _, d)| (p, d))
+    Some(lo)
+}
+
+/// The depth of the deepest list of at least two rows (the answer's own fields are at depth 1).
+fn deepest_list(v: &Value, depth: usize) -> usize {
+    let below = match v {
+        Value::Array(items) => items.iter().map(|x| deepest_list(x, depth + 1)).max(),
+        Value::Object(m) => m
+            .iter()
+            .filter(|(k, _)| depth != 0 || k.as_str() != "left_out")
+            .map(|(_, x)| deepest_list(x, depth + 1))
+            .max(),
+        _ => None,
+    };
+    let here = match v {
+        Value::Array(items) if items.len() >= 2 => depth,
+        _ => 0,
+    };
+    below.unwrap_or(0).max(here)
+}
+
+/// The lists of at least two rows at `depth`, never `left_out` itself, with their rows' costs.
+fn lists_at(v: &Value, depth: usize, at: usize, pointer: &mut String, out: &mut Vec<List>) {
+    match v {
+        Value::Array(items) if at == depth && items.len() >= 2 => out.push(List {
+            pointer: pointer.clone(),
+            // A row at depth + 1: its text, its line (a newline and its indent) and the comma before it.
+            row_chars: items
+                .iter()
+                .map(|x| indented_len(x, depth + 1) + 1 + (depth + 1) + 1)
+                .collect(),
+        }),
+        Value::Array(items) if at < depth => {
+            for (i, x) in items.iter().enumerate() {
+                let mark = pointer.len();
+                pointer.push_str(&format!("/{i}"));
+                lists_at(x, depth, at + 1, pointer, out);
+                pointer.truncate(mark);
+            }
+        }
+        Value::Object(m) if at < depth => {
+            for (k, x) in m {
+                if at == 0 && k == "left_out" {
+                    continue;
+                }
+                let mark = pointer.len();
+                pointer.push('/');
+                pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                lists_at(x, depth, at + 1, pointer, out);
+                pointer.truncate(mark);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A cut list's name with its positions in outer lists as `[]`: `/devices/0/steps` is `devices[].steps`.
@@ -296,6 +365,38 @@ mod tests {
             line.contains(&format!("`devices[].steps` {} of 50 (in 2 lists)", a + b)),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_large_answer_is_cut_in_one_walk_per_depth() {
+        // 200,000 rows: cut row by row with a walk each, this would take hours.
+        let rows: Vec<Value> = (0..200_000).map(|i| json!({"i": i})).collect();
+        let mut v = json!({"rows": rows});
+        assert!(fit(&mut v, 6_000));
+        let mut body = v.clone();
+        body.as_object_mut().unwrap().remove("left_out");
+        let kept = v["rows"].as_array().unwrap().len();
+        assert!(printed_len(&body) <= 6_000 && kept > 100, "{kept}");
+        // One more row would not have fitted.
+        body["rows"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"i": kept}));
+        assert!(printed_len(&body) > 6_000);
+    }
+
+    #[test]
+    fn lists_of_few_rows_lose_only_what_they_must() {
+        let row = |c: char| Value::String(c.to_string().repeat(400));
+        let mut v = json!({"a": [row('a'), row('b')], "b": [row('c'), row('d')], "c": [row('e'), row('f')]});
+        // One row less fits: only the first list (in order) gives one up.
+        let cap = printed_len(&v) - 300;
+        assert!(fit(&mut v, cap));
+        let lens: Vec<usize> = ["a", "b", "c"]
+            .iter()
+            .map(|k| v[*k].as_array().unwrap().len())
+            .collect();
+        assert_eq!(lens, vec![1, 2, 2]);
     }
 
     #[test]

@@ -450,6 +450,7 @@ impl Operation for Info {
         ],
         example: r#"{"path": "train.sqlite"}"#,
         tier: crate::registry::Tier::Default,
+        leaves_out: true,
         ..OpSpec::new("profile", "info")
     };
 
@@ -515,6 +516,7 @@ impl Operation for Summary {
         ],
         example: r#"{"path": "train.sqlite", "limit": 10}"#,
         tier: crate::registry::Tier::Core,
+        leaves_out: true,
         ..OpSpec::new("profile", "summary")
     };
 
@@ -618,6 +620,7 @@ impl Operation for Kernels {
         ],
         example: r#"{"path": "train.sqlite", "limit": 10, "names": "demangled"}"#,
         tier: crate::registry::Tier::Default,
+        leaves_out: true,
         ..OpSpec::new("profile", "kernels")
     };
 
@@ -680,6 +683,7 @@ impl Operation for Utilization {
         ],
         example: r#"{"path": "train.sqlite", "device": 0}"#,
         tier: crate::registry::Tier::Default,
+        leaves_out: true,
         ..OpSpec::new("profile", "utilization")
     };
 
@@ -761,6 +765,7 @@ impl Operation for Gaps {
         ],
         example: r#"{"path": "train.sqlite", "min_gap_ms": 1.0, "limit": 10}"#,
         tier: crate::registry::Tier::Default,
+        leaves_out: true,
         ..OpSpec::new("profile", "gaps")
     };
 
@@ -862,6 +867,7 @@ impl Operation for Memory {
         ],
         example: r#"{"path": "train.sqlite"}"#,
         tier: crate::registry::Tier::Default,
+        leaves_out: true,
         ..OpSpec::new("profile", "memory")
     };
 
@@ -946,6 +952,7 @@ impl Operation for Nvtx {
         ],
         example: r#"{"path": "train.sqlite", "limit": 10}"#,
         tier: crate::registry::Tier::Default,
+        leaves_out: true,
         ..OpSpec::new("profile", "nvtx")
     };
 
@@ -1032,6 +1039,7 @@ slowest steps with what differs (longest API calls, GPU idle, kernels with extra
             "is training host bound",
         ],
         example: r#"{"path": "train.sqlite"}"#,
+        leaves_out: true,
         ..OpSpec::new("profile", "iterations")
     };
 
@@ -1111,6 +1119,7 @@ message sizes are recorded (otherwise it says so). Use it for distributed-traini
             "time in communication",
         ],
         example: r#"{"path": "ddp.sqlite"}"#,
+        leaves_out: true,
         ..OpSpec::new("profile", "nccl")
     };
 
@@ -1149,6 +1158,7 @@ training. Milliseconds.",
             "compute communication overlap",
         ],
         example: r#"{"path": "ddp.sqlite", "device": 0}"#,
+        leaves_out: true,
         ..OpSpec::new("profile", "overlap")
     };
 
@@ -1192,6 +1202,7 @@ impl Operation for Rules {
         ],
         example: r#"{"path": "train.sqlite"}"#,
         tier: crate::registry::Tier::Core,
+        leaves_out: true,
         ..OpSpec::new("profile", "rules")
     };
 
@@ -1309,6 +1320,7 @@ impl Operation for LedgerOp {
         ],
         example: r#"{"path": "train.sqlite"}"#,
         tier: crate::registry::Tier::Default,
+        leaves_out: true,
         ..OpSpec::new("profile", "ledger")
     };
 
@@ -1444,6 +1456,7 @@ window (start_ns/end_ns). Milliseconds.",
             "grep the trace",
         ],
         example: r#"{"path": "train.sqlite", "pattern": "gemm", "kinds": ["kernel"], "limit": 10}"#,
+        leaves_out: true,
         ..OpSpec::new("profile", "search")
     };
 
@@ -1517,6 +1530,7 @@ then. Milliseconds.",
             "trace view",
         ],
         example: r#"{"path": "train.sqlite", "limit": 30}"#,
+        leaves_out: true,
         ..OpSpec::new("profile", "timeline")
     };
 
@@ -1589,6 +1603,7 @@ timeline uses it; for reading a step, aisp_profile_timeline is more compact. Mil
         positional: &["path"],
         intents: &["events in a window", "draw the timeline", "zoomable trace"],
         example: r#"{"path": "train.sqlite", "start_ns": 7784516463, "end_ns": 7794516463, "buckets": 1200}"#,
+        leaves_out: true,
         ..OpSpec::new("profile", "events")
     };
 
@@ -1660,6 +1675,7 @@ impl Operation for Compare {
         ],
         example: r#"{"before": "baseline.sqlite", "after": "optimized.sqlite"}"#,
         tier: crate::registry::Tier::Default,
+        leaves_out: true,
         ..OpSpec::new("profile", "compare")
     };
 
@@ -1750,6 +1766,7 @@ overwrite is true. Returns the path, size and record count. Seconds on large pro
             idempotent: true,
             open_world: false,
         },
+        leaves_out: true,
         ..OpSpec::new("profile", "export")
     };
 

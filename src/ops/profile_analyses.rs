@@ -382,6 +382,7 @@ compile time costs). Capture both at once with aisp_profile_torch compile_logs: 
             "torch compile slow",
         ],
         example: r#"{"log": "compile.log", "trace": "compile.kineto.json"}"#,
+        leaves_out: true,
         ..OpSpec::new("profile", "compile")
     };
 
@@ -583,6 +584,7 @@ verdict (waits over 10 % of the time) with its basis, how much faster loading mu
             "is data loading the bottleneck",
         ],
         example: r#"{"path": "trace.json"}"#,
+        leaves_out: true,
         ..OpSpec::new("analyze", "dataloader")
     };
 

@@ -657,6 +657,7 @@ reports made elsewhere or to look again at a capture. Milliseconds for CSV; a fe
             "ncu rules",
         ],
         example: r#"{"path": "profile.ncu-rep"}"#,
+        leaves_out: true,
         ..OpSpec::new("profile", "ncu_summary")
     };
 
@@ -814,6 +815,7 @@ exactly the counters needed (needs --allow-exec and a GPU). Cache hit rates: ais
             "sectors per request",
         ],
         example: r#"{"path": "profile.ncu-rep"}"#,
+        leaves_out: true,
         ..OpSpec::new("analyze", "memory_patterns")
     };
 
@@ -1139,6 +1141,7 @@ the JSON text. Under a second for traces of tens of MB.",
             "per rank",
         ],
         example: r#"{"paths": ["trace.json"]}"#,
+        leaves_out: true,
         ..OpSpec::new("profile", "trace")
     };
 

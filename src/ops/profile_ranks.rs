@@ -443,6 +443,7 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
             "align clocks across ranks",
         ],
         example: r#"{"path": "runs/job42/"}"#,
+        leaves_out: true,
         ..OpSpec::new("profile", "ranks")
     };
 

@@ -107,6 +107,10 @@ pub struct OpSpec {
     pub long_running: bool,
     /// Runs a command the user supplies; refused unless execution is allowed.
     pub executes_commands: bool,
+    /// Its answer names what it leaves out (a top-level `left_out` list of sentences): it takes `max_chars` and is
+    /// held to a size over MCP ([`crate::answer_cap`]). Set beside the output type, not read from its schema, so
+    /// start-up builds no output schema; `answer_caps_are_the_output_schemas` holds the two together.
+    pub leaves_out: bool,
     /// Input fields that the CLI also accepts as positional arguments, in order.
     pub positional: &'static [&'static str],
     /// Phrases a user might type for this tool (`aisp_suggest_tools` uses them).
@@ -133,6 +137,7 @@ impl OpSpec {
             needs_gpu: false,
             long_running: false,
             executes_commands: false,
+            leaves_out: false,
             positional: &[],
             intents: &[],
             example: "{}",
@@ -385,7 +390,7 @@ pub fn tools() -> &'static [ToolDef] {
                 if spec.long_running {
                     schema::add_long_running_inputs(&mut input);
                 }
-                let caps_answers = crate::answer_cap::says_left_out(&op.output_schema());
+                let caps_answers = spec.leaves_out;
                 if caps_answers {
                     crate::answer_cap::add_input(&mut input);
                 }
@@ -643,6 +648,29 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// `leaves_out` is set beside each operation so that start-up builds no output schema; the output schema is the
+    /// truth it must match, tool by tool, and only those tools take `max_chars`.
+    #[test]
+    fn answer_caps_are_the_output_schemas() {
+        let mut wrong = Vec::new();
+        for tool in tools() {
+            let says = crate::answer_cap::says_left_out(&tool.op.output_schema());
+            if tool.spec().leaves_out != says {
+                wrong.push(format!(
+                    "{}: leaves_out {} but its output says {says}",
+                    tool.name,
+                    tool.spec().leaves_out
+                ));
+            }
+            let takes = tool.input_schema["properties"]
+                .get(crate::answer_cap::MAX_CHARS)
+                .is_some();
+            assert_eq!(takes, tool.caps_answers, "{}", tool.name);
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        assert!(tools().iter().filter(|t| t.caps_answers).count() >= 20);
     }
 
     #[test]

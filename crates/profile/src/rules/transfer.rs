@@ -304,11 +304,14 @@ pub(crate) fn overlapped_backward(
 /// changed. Of the rest, a step whose collectives all run with no compute beside them (a hand-rolled all-reduce
 /// after the backward) is simulated ([`overlapped_backward`]); a step that already overlaps some (DDP) can save the
 /// exposed time except its last collective's, at most its compute time.
-fn comm_savings(d: &DeviceLedger, cols: &[Column]) -> BTreeMap<u32, (i64, i64)> {
+fn comm_savings(
+    d: &DeviceLedger,
+    cols: &[Column],
+    broadcasts: &BTreeMap<u32, i64>,
+) -> BTreeMap<u32, (i64, i64)> {
     // Per step, per collective kernel in launch order (kernel start, kernel): (exposed transfer, thread blocks).
     type Units = BTreeMap<(i64, u32), (i64, u32)>;
     let mut kernels: BTreeMap<u32, Units> = BTreeMap::new();
-    let broadcasts = broadcast_per_step(d);
     for c in d.comm.iter().filter(|c| !c.point_to_point && !c.broadcast) {
         let e = kernels
             .entry(c.step)
@@ -361,17 +364,17 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         } else {
             &[Column::Comm]
         };
-        let parts = comm_savings(d, cols);
+        let broadcasts = broadcast_per_step(d);
+        let parts = comm_savings(d, cols, &broadcasts);
         let exposed: i64 = cols.iter().map(|&c| d.steady.columns.get(c)).sum();
         if exposed == 0 {
             continue;
         }
-        let broadcast: i64 = broadcast_per_step(d)
-            .iter()
-            .filter(|(step, _)| d.steps.get(**step as usize).is_some_and(|s| !s.warmup))
-            .map(|(_, ns)| ns)
+        let broadcast: i64 = d
+            .steady_steps()
+            .filter_map(|s| broadcasts.get(&s.index))
             .sum();
-        let dr = Draft::new(
+        let mut dr = Draft::new(
             i,
             d,
             Stake::Estimate,
@@ -394,7 +397,6 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             cols,
             |s| parts.get(&s.index).map_or(0, |p| p.1),
         );
-        let mut dr = dr;
         let saving = dr.total();
         let hidden = d.steady.hidden_communication_ns;
         let wait_col = if split {
