@@ -8,9 +8,13 @@
 //! top-level `left_out`) therefore stops at [`MCP_ANSWER_CAP`] characters: the
 //! longest lists lose their last rows (they are ranked, most important first)
 //! until it fits, and `left_out` names every list cut, how many rows it kept, and
-//! the `max_chars` that brings the whole answer back. The CLI, the HTTP API and
-//! the Python API answer in full unless `max_chars` is given. Numbers are never
-//! rounded: only whole rows go.
+//! the `max_chars` that brings the whole answer back. Before any row goes, an
+//! operation may name parts an assistant can best spare ([`Shed`]: findings under
+//! 1 %, a finding's `data` that repeats its evidence as fields, the standing
+//! text of its rule): they go first, in order, and only while the answer is too
+//! long. The CLI, the HTTP API and the Python API answer in full unless
+//! `max_chars` is given. Numbers are never rounded: only whole fields and rows
+//! go.
 
 use serde_json::{Map, Value, json};
 
@@ -85,6 +89,51 @@ fn indented_len(v: &Value, depth: usize) -> usize {
     }
 }
 
+/// A part of an answer that goes before any row is cut, named as an operation declares it
+/// (`OpSpec::sheds`): `field` (a top-level field, or `a.b.field` inside objects), `list[].field` (that field of every row of a top-level list), or
+/// `list[key=value]` (the rows of a top-level list whose `key` is the string `value`).
+pub type Shed = &'static str;
+
+/// What one shed removed: its name as told in `left_out`, and how many fields or rows.
+struct Shedded {
+    name: &'static str,
+    count: usize,
+}
+
+/// Remove `shed` from `answer`; how many fields or rows went.
+fn shed_one(answer: &mut Value, shed: Shed) -> usize {
+    let Some(obj) = answer.as_object_mut() else {
+        return 0;
+    };
+    let Some((list, rest)) = shed.split_once('[') else {
+        // `a.b.c`: the field `c` of the object at `a.b`.
+        let (parents, field) = shed.rsplit_once('.').unwrap_or(("", shed));
+        let mut at = obj;
+        for key in parents.split('.').filter(|k| !k.is_empty()) {
+            match at.get_mut(key).and_then(Value::as_object_mut) {
+                Some(inner) => at = inner,
+                None => return 0,
+            }
+        }
+        return usize::from(at.remove(field).is_some());
+    };
+    let Some(Value::Array(rows)) = obj.get_mut(list) else {
+        return 0;
+    };
+    let rest = rest.trim_end_matches(']');
+    if let Some((key, value)) = rest.split_once('=') {
+        let before = rows.len();
+        rows.retain(|r| r.get(key).and_then(Value::as_str) != Some(value));
+        return before - rows.len();
+    }
+    let field = rest.trim_start_matches("].").trim_start_matches('.');
+    rows.iter_mut()
+        .filter_map(Value::as_object_mut)
+        .map(|r| r.remove(field).is_some())
+        .filter(|&removed| removed)
+        .count()
+}
+
 /// A list the cap shortened: where, how many rows it had and how many it kept.
 #[derive(Debug, Clone, PartialEq)]
 struct Cut {
@@ -97,13 +146,24 @@ struct Cut {
 /// longest lose rows first, one row at a time, so lists of one depth end within a row of each other, and a list
 /// loses no row it need not (found at once: the row count all of them can keep, then one list at a time). Only
 /// when one row each is still too much does the next depth up lose rows. `left_out` then names each list cut.
-/// Returns whether anything was cut. One walk of the answer per depth, whatever its size.
-pub fn fit(answer: &mut Value, cap: usize) -> bool {
+/// Returns whether anything was cut. One walk of the answer per depth, whatever its size. `sheds` go first, in
+/// order, each only while the answer is still too long.
+pub fn fit(answer: &mut Value, cap: usize, sheds: &[Shed]) -> bool {
     let whole = printed_len(answer);
     if whole <= cap || !answer.is_object() {
         return false;
     }
-    let mut len = whole;
+    let mut shedded = Vec::new();
+    for &shed in sheds {
+        let count = shed_one(answer, shed);
+        if count > 0 {
+            shedded.push(Shedded { name: shed, count });
+            if printed_len(answer) <= cap {
+                break;
+            }
+        }
+    }
+    let mut len = printed_len(answer);
     let mut cuts: Vec<Cut> = Vec::new();
     for depth in (0..=deepest_list(answer, 0)).rev() {
         if len <= cap {
@@ -148,10 +208,10 @@ pub fn fit(answer: &mut Value, cap: usize) -> bool {
             });
         }
     }
-    if cuts.is_empty() {
+    if cuts.is_empty() && shedded.is_empty() {
         return false;
     }
-    note(answer, &cuts, whole, cap);
+    note(answer, &shedded, &cuts, whole, cap);
     true
 }
 
@@ -256,8 +316,8 @@ fn list_name(pointer: &str) -> String {
     name
 }
 
-/// The `left_out` line: each list cut (`rows`: 7 of 30 kept) and how to get the rest.
-fn note(answer: &mut Value, cuts: &[Cut], whole: usize, cap: usize) {
+/// The `left_out` line: each part shed, each list cut (`rows`: 7 of 30 kept) and how to get the rest.
+fn note(answer: &mut Value, shedded: &[Shedded], cuts: &[Cut], whole: usize, cap: usize) {
     // Lists of one name (`devices[].steps`) are told together: their rows kept of their rows in all.
     let mut named: Vec<(String, usize, usize, usize)> = Vec::new();
     for c in cuts {
@@ -278,12 +338,26 @@ fn note(answer: &mut Value, cuts: &[Cut], whole: usize, cap: usize) {
             n => format!("`{name}` {kept} of {total} (in {n} lists)"),
         })
         .collect();
+    let mut how = Vec::new();
+    if !shedded.is_empty() {
+        let parts: Vec<String> = shedded
+            .iter()
+            .map(|s| match s.name.contains('[') {
+                true => format!("`{}` ({})", s.name, s.count),
+                false => format!("`{}`", s.name),
+            })
+            .collect();
+        how.push(format!("leaving out {}", parts.join(", ")));
+    }
+    if !lists.is_empty() {
+        how.push(format!("cutting the last rows of: {}", lists.join(", ")));
+    }
     // The whole answer plus room for the note, rounded up to a thousand.
     let all = whole.div_ceil(1000) * 1000;
     let line = format!(
-        "Held to {cap} characters ({whole} whole) by cutting the last rows of: {}. \
+        "Held to {cap} characters ({whole} whole) by {}. \
          `{MAX_CHARS}: {all}` gives all of it; or ask a narrower question (`limit`, a device, steps or a window).",
-        lists.join(", ")
+        how.join(" and ")
     );
     if let Some(obj) = answer.as_object_mut() {
         match obj.entry("left_out").or_insert_with(|| json!([])) {
@@ -316,7 +390,7 @@ mod tests {
     fn an_answer_under_the_cap_is_untouched() {
         let mut v = json!({"rows": [1, 2, 3]});
         let before = v.clone();
-        assert!(!fit(&mut v, 1_000));
+        assert!(!fit(&mut v, 1_000, &[]));
         assert_eq!(v, before);
     }
 
@@ -327,7 +401,7 @@ mod tests {
             .collect();
         let mut v = json!({"devices": [0, 1], "rows": rows, "left_out": ["earlier note"]});
         let whole = printed_len(&v);
-        assert!(fit(&mut v, 1_500));
+        assert!(fit(&mut v, 1_500, &[]));
         let kept = v["rows"].as_array().unwrap();
         assert!(kept.len() < 40 && kept.len() >= 2);
         // The first rows stay, in order; the two-row list of devices is untouched.
@@ -355,7 +429,7 @@ mod tests {
                 .collect()
         };
         let mut v = json!({"devices": [{"steps": steps(25)}, {"steps": steps(25)}]});
-        assert!(fit(&mut v, 2_000));
+        assert!(fit(&mut v, 2_000, &[]));
         let a = v["devices"][0]["steps"].as_array().unwrap().len();
         let b = v["devices"][1]["steps"].as_array().unwrap().len();
         assert!(a.abs_diff(b) <= 1, "{a} {b}");
@@ -372,7 +446,7 @@ mod tests {
         // 200,000 rows: cut row by row with a walk each, this would take hours.
         let rows: Vec<Value> = (0..200_000).map(|i| json!({"i": i})).collect();
         let mut v = json!({"rows": rows});
-        assert!(fit(&mut v, 6_000));
+        assert!(fit(&mut v, 6_000, &[]));
         let mut body = v.clone();
         body.as_object_mut().unwrap().remove("left_out");
         let kept = v["rows"].as_array().unwrap().len();
@@ -391,7 +465,7 @@ mod tests {
         let mut v = json!({"a": [row('a'), row('b')], "b": [row('c'), row('d')], "c": [row('e'), row('f')]});
         // One row less fits: only the first list (in order) gives one up.
         let cap = printed_len(&v) - 300;
-        assert!(fit(&mut v, cap));
+        assert!(fit(&mut v, cap, &[]));
         let lens: Vec<usize> = ["a", "b", "c"]
             .iter()
             .map(|k| v[*k].as_array().unwrap().len())
@@ -400,9 +474,48 @@ mod tests {
     }
 
     #[test]
+    fn sheds_go_first_in_order_and_only_while_too_long() {
+        let finding = |sev: &str| {
+            json!({"id": format!("rule_{sev}"), "severity": sev, "evidence": ["e".repeat(300)],
+                   "why": "w".repeat(400), "data": {"x": "d".repeat(900)}})
+        };
+        let mut v = json!({"findings": [finding("high"), finding("medium"), finding("info")],
+                           "checked": ["c".repeat(500)]});
+        let sheds = [
+            "findings[severity=info]",
+            "findings[].data",
+            "findings[].why",
+            "checked",
+        ];
+        // Room for everything but the info finding and the data: the why and the checks stay.
+        let mut enough = v.clone();
+        enough["findings"].as_array_mut().unwrap().pop();
+        for f in enough["findings"].as_array_mut().unwrap() {
+            f.as_object_mut().unwrap().remove("data");
+        }
+        let cap = printed_len(&enough) + 10;
+        assert!(fit(&mut v, cap, &sheds));
+        let findings = v["findings"].as_array().unwrap();
+        assert_eq!(findings.len(), 2);
+        assert!(
+            findings
+                .iter()
+                .all(|f| f.get("data").is_none() && f.get("why").is_some())
+        );
+        assert_eq!(findings[0]["evidence"].as_array().unwrap().len(), 1);
+        assert!(v.get("checked").is_some());
+        let line = v["left_out"][0].as_str().unwrap();
+        assert!(
+            line.contains("leaving out `findings[severity=info]` (1), `findings[].data` (2)"),
+            "{line}"
+        );
+        assert!(!line.contains("cutting"), "{line}");
+    }
+
+    #[test]
     fn a_list_keeps_one_row_at_least() {
         let mut v = json!({"rows": ["a".repeat(3000), "b".repeat(3000)]});
-        assert!(fit(&mut v, 1_000));
+        assert!(fit(&mut v, 1_000, &[]));
         assert_eq!(v["rows"].as_array().unwrap().len(), 1);
     }
 }

@@ -378,7 +378,7 @@ async fn invoke_inner(
     if tool.caps_answers
         && let Some(cap) = cap
     {
-        crate::answer_cap::fit(&mut answer, cap);
+        crate::answer_cap::fit(&mut answer, cap, tool.spec().sheds);
     }
     Ok(answer)
 }

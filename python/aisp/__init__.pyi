@@ -176,7 +176,7 @@ class ProfileDomain:
     def events(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., buckets: Optional[int] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Every event of a window per GPU stream and CPU thread (NVTX lanes, CUDA API), clustered to the drawing's resolution."""
         ...
-    def rules(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., detail: Optional[bool] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def rules(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., detail: Optional[bool] = ..., finding: Optional[str] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance."""
         ...
     def ledger(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., steps: Optional[int] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:

@@ -290,6 +290,22 @@ impl<T> Answer<T> {
     }
 }
 
+impl<T> Answer<T> {
+    fn try_reshape<U>(
+        self,
+        f: impl FnOnce(T, Vec<String>) -> Result<(U, Vec<String>), OpError>,
+    ) -> Result<Answer<U>, OpError> {
+        let (result, left_out) = f(self.result, self.left_out)?;
+        Ok(Answer {
+            path: self.path,
+            export: self.export,
+            scope: self.scope,
+            result,
+            left_out,
+        })
+    }
+}
+
 fn answer<T>(p: &Profile, scope: Option<ResolvedScope>, result: T) -> Answer<T> {
     let scope = scope.filter(|s| s.device.is_some() || s.process.is_some() || s.trim.is_some());
     Answer {
@@ -1179,6 +1195,9 @@ scoped_input! {
         /// stakes add up and the rules that found nothing: about 3× the characters.
         #[serde(default)]
         detail: Option<bool>,
+        /// One finding whole, by id, on each device it fired on.
+        #[serde(default)]
+        finding: Option<String>,
     }
 }
 
@@ -1203,11 +1222,16 @@ impl Operation for Rules {
         example: r#"{"path": "train.sqlite"}"#,
         tier: crate::registry::Tier::Core,
         leaves_out: true,
+        sheds: super::profile_lean::FINDING_SHEDS,
         ..OpSpec::new("profile", "rules")
     };
 
     fn run(&self, ctx: &OpContext, input: RulesInput) -> Result<Self::Output, OpError> {
-        let detail = input.detail.unwrap_or(false);
+        let detail = match input.finding.as_deref() {
+            Some(id) => super::profile_lean::Detail::Finding(id),
+            None if input.detail.unwrap_or(false) => super::profile_lean::Detail::All,
+            None => super::profile_lean::Detail::Lean,
+        };
         // A folder or glob of exports: the cross-rank findings of the set (profile::ranks).
         if profile::ranks::is_set(&input.path) {
             let rules = super::profile_ranks::rules_for_set(ctx, &input.path)?;
@@ -1226,7 +1250,7 @@ impl Operation for Rules {
                 },
             };
             let (result, left_out) =
-                super::profile_lean::rules_view(rules, &input.path, detail, true);
+                super::profile_lean::rules_view(rules, &input.path, detail, true)?;
             return Ok(Answer {
                 path: input.path.clone(),
                 export,
@@ -1236,7 +1260,7 @@ impl Operation for Rules {
             });
         }
         let out = scoped(ctx, "rules", &input, profile::rules::run)?;
-        Ok(out.reshape(|r, _| super::profile_lean::rules_view(r, &input.path, detail, false)))
+        out.try_reshape(|r, _| super::profile_lean::rules_view(r, &input.path, detail, false))
     }
 }
 

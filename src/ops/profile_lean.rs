@@ -305,8 +305,61 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
     format!("{tool} {}: {what}", path_arg(path))
 }
 
-/// Present `rules` for `path`: in full with `detail`, else lean; the notes for `left_out`.
-pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesView, Vec<String>) {
+/// What an answer of findings parts with under the MCP size cap before any row is cut
+/// ([`crate::answer_cap::Shed`]), in order: findings under 1 %, each finding's `data` (the numbers its evidence
+/// states, as fields), its rule's standing `why` and `verify`, its window (the device's, in `windows`), its ledger
+/// column names, the rules that found nothing, and its NVTX regions (the top one is named in its evidence). What
+/// stays longest is what an assistant repeats: each finding's stake, basis, gist, evidence and fix. `finding`
+/// brings any one finding back whole.
+pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
+    "findings[severity=info]",
+    "findings[].data",
+    "findings[].why",
+    "findings[].verify",
+    "findings[].window",
+    "findings[].columns",
+    "checked",
+    "findings[].regions",
+];
+
+/// `aisp_profile_ranks` is read for the set (alignment, stragglers, skew): under the cap its findings go back to
+/// what a default answer gives of them (the rules of the same set give each in full), then the set parts with its
+/// heat map (the per-rank, per-step periods a chart draws), the GPUs' identities and the ledger in short (the
+/// rules answer's), before any of its lists loses a row.
+pub const RANKS_SHEDS: &[crate::answer_cap::Shed] = &[
+    "findings[severity=info]",
+    "findings[].data",
+    "findings[].why",
+    "findings[].verify",
+    "findings[].window",
+    "findings[].columns",
+    "findings[].regions",
+    "findings[].evidence",
+    "findings[].basis",
+    "set.cross_rank.heat_map",
+    "set.identities",
+    "set.ledger",
+];
+
+/// How much of the findings a rules answer gives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Detail<'a> {
+    /// The lead: the first findings in brief.
+    Lean,
+    /// Every finding in full, with the windows, overlaps and rule checks.
+    All,
+    /// The findings of one rule (on each device it fired on) in full, nothing else of the others.
+    Finding(&'a str),
+}
+
+/// Present `rules` for `path` as `detail` asks; the notes for `left_out`. A `finding` no rule of this profile
+/// raised is an error that lists those it did.
+pub fn rules_view(
+    rules: Rules,
+    path: &str,
+    detail: Detail,
+    set: bool,
+) -> Result<(RulesView, Vec<String>), crate::error::OpError> {
     let Rules {
         findings,
         overlaps,
@@ -330,7 +383,41 @@ pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesVi
         overlaps: Vec::new(),
         checked: Vec::new(),
     };
-    if detail {
+    if let Detail::Finding(id) = detail {
+        let ids: Vec<String> = findings.iter().map(|f| f.id.clone()).collect();
+        let mut findings: Vec<Finding> = findings.into_iter().filter(|f| f.id == id).collect();
+        if findings.is_empty() {
+            let check = checked.iter().find(|c| c.id == id);
+            return Err(crate::error::OpError::invalid_input(
+                match check {
+                    Some(c) => format!("rule `{id}` raised no finding here: {}", c.detail),
+                    None => format!("no rule `{id}`"),
+                },
+                format!(
+                    "Pass one of this profile's findings: {}.",
+                    if ids.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        ids.join(", ")
+                    }
+                ),
+            ));
+        }
+        said_once(&mut findings);
+        view.lead.findings = findings;
+        let devices: Vec<Option<i64>> = view.lead.findings.iter().map(|f| f.device).collect();
+        view.windows = windows
+            .into_iter()
+            .filter(|w| devices.contains(&Some(w.device)))
+            .collect();
+        left_out.push(format!(
+            "the other {} finding(s), the step ledger, overlaps and rule checks: the call without \"finding\"",
+            ids.len() - view.lead.findings.len()
+        ));
+        view.lead.next = next_calls(path, &view.lead.findings, set);
+        return Ok((view, left_out));
+    }
+    if detail == Detail::All {
         let mut findings = findings;
         said_once(&mut findings);
         view.lead.findings = findings;
@@ -370,10 +457,15 @@ pub fn rules_view(rules: Rules, path: &str, detail: bool, set: bool) -> (RulesVi
         cut.push("the windows, overlaps and rule checks".into());
         let cut: Vec<&str> = cut.iter().map(String::as_str).collect();
         lean.left_out(&cut, &mut left_out);
+        if !lean.findings.is_empty() {
+            left_out.push(
+                "one finding whole (all of the above of it, on every device): pass \"finding\": its id".into(),
+            );
+        }
         (view.lead.findings, view.lead.minor) = (lean.findings, lean.minor);
     }
     view.lead.next = next_calls(path, &view.lead.findings, set);
-    (view, left_out)
+    Ok((view, left_out))
 }
 
 /// `aisp_profile_compare`'s answer: the verdict and its basis first, predicted vs measured per finding of the

@@ -444,6 +444,7 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
         ],
         example: r#"{"path": "runs/job42/"}"#,
         leaves_out: true,
+        sheds: super::profile_lean::RANKS_SHEDS,
         ..OpSpec::new("profile", "ranks")
     };
 

@@ -111,6 +111,8 @@ pub struct OpSpec {
     /// held to a size over MCP ([`crate::answer_cap`]). Set beside the output type, not read from its schema, so
     /// start-up builds no output schema; `answer_caps_are_the_output_schemas` holds the two together.
     pub leaves_out: bool,
+    /// Parts of its answer that go first, in order, when the answer is over its size ([`crate::answer_cap::Shed`]).
+    pub sheds: &'static [crate::answer_cap::Shed],
     /// Input fields that the CLI also accepts as positional arguments, in order.
     pub positional: &'static [&'static str],
     /// Phrases a user might type for this tool (`aisp_suggest_tools` uses them).
@@ -138,6 +140,7 @@ impl OpSpec {
             long_running: false,
             executes_commands: false,
             leaves_out: false,
+            sheds: &[],
             positional: &[],
             intents: &[],
             example: "{}",

@@ -922,6 +922,93 @@ async fn answers_stop_at_the_cap_and_max_chars_brings_them_whole() {
     client.cancel().await.unwrap();
 }
 
+/// Under the cap a detailed rules answer parts first with what an assistant can best spare (findings under 1 %, each
+/// finding's `data`, `why` and `verify`, ...): every finding above low keeps its stake, basis, gist, fix and first
+/// line of evidence, as the whole answer gives them. `finding` gives one finding whole, and a rule that raised
+/// nothing is told with the findings there are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capped_detailed_answer_keeps_every_significant_finding_and_finding_gives_one_whole() {
+    use crate::profile_common::{fixture, planted};
+    let (client, _) = stdio(&[], false).await;
+    for path in [
+        planted("ddp_straggler", 4).display().to_string(),
+        fixture("train_good.sqlite").display().to_string(),
+    ] {
+        let capped = structured(
+            &client,
+            "aisp_profile_rules",
+            json!({"path": path, "detail": true}),
+        )
+        .await;
+        let whole = structured(
+            &client,
+            "aisp_profile_rules",
+            json!({"path": path, "detail": true, "max_chars": WHOLE}),
+        )
+        .await;
+        let kept = capped["findings"].as_array().unwrap();
+        let significant: Vec<&Value> = whole["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| !matches!(f["severity"].as_str(), Some("info" | "low")))
+            .collect();
+        assert!(!significant.is_empty(), "{path}: no finding above low");
+        for f in &significant {
+            let k = detailed(&capped, "findings", f)
+                .unwrap_or_else(|| panic!("{path}: {} ({}) was cut", f["id"], f["device"]));
+            for field in ["time_at_stake_ns", "share_pct", "basis", "gist", "fix"] {
+                assert_eq!(k[field], f[field], "{path} {} {field}", f["id"]);
+            }
+            assert_eq!(k["evidence"][0], f["evidence"][0], "{path} {}", f["id"]);
+        }
+        // Only what had to go went: a finding's data stays unless every finding under 1 % went first.
+        let note = capped["left_out"].as_array().unwrap().last().unwrap();
+        assert!(
+            note.as_str().unwrap().starts_with("Held to"),
+            "{path}: {note}"
+        );
+        if kept.iter().any(|f| f.get("data").is_none()) {
+            assert!(kept.iter().all(|f| f["severity"] != "info"), "{path}");
+        }
+        // One finding whole: the whole answer's findings of that rule, field for field.
+        let id = significant[0]["id"].as_str().unwrap();
+        let one = structured(
+            &client,
+            "aisp_profile_rules",
+            json!({"path": path, "finding": id}),
+        )
+        .await;
+        let mine: Vec<&Value> = whole["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["id"] == id)
+            .collect();
+        let got: Vec<&Value> = one["findings"].as_array().unwrap().iter().collect();
+        assert_eq!(got, mine, "{path}: finding {id}");
+        assert!(aisp::answer_cap::printed_len(&one) < aisp::answer_cap::printed_len(&whole));
+    }
+    let r = client
+        .call_tool(CallToolRequestParams::new("aisp_profile_rules").with_arguments(
+            json!({"path": fixture("train_good.sqlite").display().to_string(), "finding": "fp64_gemm"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    let text = serde_json::to_string(&r.content).unwrap();
+    assert!(
+        text.contains("invalid_input")
+            && text.contains("raised no finding here")
+            && text.contains("Pass one of"),
+        "{text}"
+    );
+    client.cancel().await.unwrap();
+}
+
 /// `part` is `whole` with some lists shortened at their ends (and `left_out` aside).
 fn is_prefix(part: &Value, whole: &Value) -> bool {
     match (part, whole) {
