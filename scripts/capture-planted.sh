@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
-# capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host), in two
+# capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9: one H200), in two
 # phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -85,6 +85,16 @@
 #       command="SET=heldout8 bash scripts/capture-planted.sh CARRY single")    # 5 captures, two at a time, ~2-4 min
 #   run(kind="nvidia-h100-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout8 bash scripts/capture-planted.sh CARRY multi")     # accum_ddp, torchrun --nproc_per_node=2, ~1-1.5 min
+#
+# The ninth held-out set (workloads/planted/heldout9: 6 one-GPU captures, one of them a before/after pair, no
+# multi-rank case) is made for ONE H200: only the smoke and single phases, with SET=heldout9 on kind nvidia-h200
+# (anomaly_fit, whose step is set by the host, runs alone in the host-heavy slot; with one GPU every case runs in
+# turn anyway; tower_serve holds 3.2 GB of fp32 weights, onehot_tagger builds a 2.1 GB one-hot matrix per step):
+#
+#   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout9 bash scripts/capture-planted.sh CARRY smoke")     # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout9 bash scripts/capture-planted.sh CARRY single")    # 6 captures, one at a time, ~4-6 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
