@@ -8,7 +8,8 @@
 //! top-level `left_out`) therefore stops at [`MCP_ANSWER_CAP`] characters: the
 //! longest lists lose their last rows (they are ranked, most important first)
 //! until it fits, and `left_out` names every list cut, how many rows it kept, and
-//! the `max_chars` that brings the whole answer back. Before any row goes, an
+//! the `max_chars` that brings the whole answer back (`max_chars` is listed in
+//! no schema: the note is where an assistant learns of it). Before any row goes, an
 //! operation may name parts an assistant can best spare ([`Shed`]: findings under
 //! 1 %, a finding's `data` that repeats its evidence as fields, the standing
 //! text of its rule): they go first, in order, and only while the answer is too
@@ -16,7 +17,7 @@
 //! `max_chars` is given. Numbers are never rounded: only whole fields and rows
 //! go.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// The most characters (indented as a client shows them) an answer takes over MCP by default.
 pub const MCP_ANSWER_CAP: usize = 6_000;
@@ -24,11 +25,14 @@ pub const MCP_ANSWER_CAP: usize = 6_000;
 /// The smallest `max_chars` accepted: below it even a verdict and its first finding do not fit.
 pub const MIN_ANSWER_CAP: usize = 1_000;
 
-/// The input every operation with a `left_out` takes (added to its schema by the registry).
+/// The input every operation with a `left_out` takes. It is in no tool's listed schema: an assistant that reads of a
+/// size it may raise raises it on its first call (the fourth evaluation's rerun: 20,000-60,000 on each of its 12
+/// calls; the ninth: 12,000-40,000 on 15 of 16). A cut answer's `left_out` names it with the value that brings the
+/// answer whole, and the dispatcher takes it from any caller.
 pub const MAX_CHARS: &str = "max_chars";
 
 /// Whether an operation's output says what it leaves out: an object whose `left_out` is a list of sentences.
-pub fn says_left_out(output_schema: &Map<String, Value>) -> bool {
+pub fn says_left_out(output_schema: &serde_json::Map<String, Value>) -> bool {
     output_schema
         .get("properties")
         .and_then(|p| p.get("left_out"))
@@ -36,23 +40,6 @@ pub fn says_left_out(output_schema: &Map<String, Value>) -> bool {
             l.get("type") == Some(&json!("array"))
                 && l.pointer("/items/type") == Some(&json!("string"))
         })
-}
-
-/// The `max_chars` input, added to the schema of each operation that says what it leaves out. Its description says
-/// to raise it only when `left_out` names a cut: an assistant that reads "a cap" raises it on every call first
-/// (the fourth evaluation's rerun: 20,000-60,000 on each of its 12 calls, 29,042 characters a case).
-pub fn add_input(schema: &mut Map<String, Value>) {
-    if let Some(props) = schema
-        .entry("properties")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-    {
-        // `MIN_ANSWER_CAP` is checked by the dispatcher; the listing carries only what a caller needs.
-        props.entry(MAX_CHARS).or_insert(json!({
-            "type": "integer",
-            "description": format!("Only as left_out advises; default {MCP_ANSWER_CAP} over MCP")
-        }));
-    }
 }
 
 /// `len(json.dumps(v, indent=1))` (ASCII-escaped): what a client shows a model of an answer.

@@ -137,58 +137,58 @@ class SystemDomain:
 
 class ProfileDomain:
     """Nsight Systems, Nsight Compute and PyTorch profiles: read them exactly, find what costs time, compare captures, and capture new ones."""
-    def info(self, *, path: str, raw: Optional[bool] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def info(self, *, path: str, raw: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """What an Nsight Systems export holds: versions, capture settings, GPUs, processes/threads, streams, event counts."""
         ...
-    def summary(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., reports: Optional[List[str]] = ..., names: Optional[Literal['short', 'demangled']] = ..., limit: Optional[int] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def summary(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., reports: Optional[List[str]] = ..., names: Optional[Literal['short', 'demangled']] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """The nsys stats reports: kernels, CUDA API, memcpy time/size, NVTX and OS runtime, with exact nsys semantics."""
         ...
-    def kernels(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., names: Optional[Literal['short', 'demangled']] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def kernels(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., names: Optional[Literal['short', 'demangled']] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Top kernels with the step ledger's class (tensor-core GEMM, fp32 SIMT GEMM, attention, optimizer, ...), share, calls, mean and grid × block; detail: p50/p90/p99, per-device split, full launch configuration."""
         ...
-    def utilization(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., chunks: Optional[int] = ..., threshold_pct: Optional[float] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def utilization(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., chunks: Optional[int] = ..., threshold_pct: Optional[float] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Per-device busy time as the union of kernel intervals over the span, steps and steady windows, plus time-utilization chunks."""
         ...
-    def gaps(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., min_gap_ms: Optional[float] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def gaps(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., min_gap_ms: Optional[float] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Idle gaps per device, steady state first, each with what the launching CPU thread was doing (sync, module loading, sleep, NVTX range)."""
         ...
-    def memory(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def memory(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Memcpy/memset by direction and memory kind, achieved bandwidth, pageable async copies, blocking copy APIs, GPU memory over time."""
         ...
-    def nvtx(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., limit: Optional[int] = ..., max_depth: Optional[int] = ..., max_children: Optional[int] = ..., group_numbered: Optional[bool] = ..., detail: Optional[bool] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def nvtx(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., limit: Optional[int] = ..., max_depth: Optional[int] = ..., max_children: Optional[int] = ..., group_numbered: Optional[bool] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """NVTX range tree per thread and GPU time projected onto each range name (process-wide attribution, same-thread beside it)."""
         ...
-    def iterations(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., marker: Optional[str] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def iterations(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., marker: Optional[str] = ..., limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Detects steps (NVTX step_N, numbered ranges or a repeating kernel) and reports per-step CPU time, GPU-projected time, kernels, variance, slowest steps."""
         ...
-    def nccl(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def nccl(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Communication kernels per device and stream by collective: counts, time, share, bandwidth when sizes are known, rank imbalance."""
         ...
-    def overlap(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def overlap(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Per device: compute only, communication only, both, idle; overlap_pct = communication hidden behind compute."""
         ...
-    def search(self, *, path: str, pattern: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., kinds: Optional[List[Literal['kernel', 'nvtx', 'api']]] = ..., limit: Optional[int] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def search(self, *, path: str, pattern: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., kinds: Optional[List[Literal['kernel', 'nvtx', 'api']]] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Finds kernels, NVTX ranges and CUDA API calls by name (substring or glob), with timestamps, counts and totals."""
         ...
-    def timeline(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., limit: Optional[int] = ..., merge_gap_ns: Optional[int] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def timeline(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., limit: Optional[int] = ..., merge_gap_ns: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Events of a window per device/stream and per CPU thread, with runs of identical kernels merged, compact enough to read."""
         ...
-    def events(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., buckets: Optional[int] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def events(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., buckets: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Every event of a window per GPU stream and CPU thread (NVTX lanes, CUDA API), clustered to the drawing's resolution."""
         ...
-    def rules(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., detail: Optional[bool] = ..., finding: Optional[str] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def rules(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., detail: Optional[bool] = ..., finding: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance."""
         ...
-    def ledger(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., steps: Optional[int] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def ledger(self, *, path: str, device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., steps: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Where each nanosecond of each step goes, per device or rank: compute by kernel class, communication (transfer vs waiting for ranks), copies, idle by cause; sums to the step exactly."""
         ...
-    def compare(self, *, before: str, after: str, limit: Optional[int] = ..., detail: Optional[bool] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def compare(self, *, before: str, after: str, limit: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Did the fix work: the step change with a 95% interval on the step ledger, comparability fact by fact, predicted vs measured step per finding, and what moved."""
         ...
-    def export(self, *, path: str, kind: Literal['perfetto', 'csv'], device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., output: Optional[str] = ..., report: Optional[str] = ..., names: Optional[Literal['short', 'demangled']] = ..., overwrite: Optional[bool] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def export(self, *, path: str, kind: Literal['perfetto', 'csv'], device: Optional[int] = ..., process: Optional[int] = ..., start_ns: Optional[int] = ..., end_ns: Optional[int] = ..., nvtx_range: Optional[str] = ..., output: Optional[str] = ..., report: Optional[str] = ..., names: Optional[Literal['short', 'demangled']] = ..., overwrite: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Writes a Perfetto/Chrome trace JSON or a CSV of any report of a profile."""
         ...
-    def ranks(self, *, path: Optional[str] = '', paths: Optional[List[str]] = ..., write_digests: Optional[str] = ..., overwrite: Optional[bool] = False, digest_only: Optional[bool] = False, threads: Optional[int] = ..., each: Optional[str] = ..., each_args: Optional[Dict[str, Any]] = ..., detail: Optional[bool] = False, timeout_s: Optional[float] = ..., async_: Optional[bool] = False, max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
+    def ranks(self, *, path: Optional[str] = '', paths: Optional[List[str]] = ..., write_digests: Optional[str] = ..., overwrite: Optional[bool] = False, digest_only: Optional[bool] = False, threads: Optional[int] = ..., each: Optional[str] = ..., each_args: Optional[Dict[str, Any]] = ..., detail: Optional[bool] = False, timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """Many ranks as one run: per-rank identity, clock alignment, step time, busy, exposed communication, stragglers, arrival skew vs transfer, imbalance, rank x step heat map."""
         ...
     def nsys(self, *, command: List[str], cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., preset: Optional[Literal['light', 'full']] = ..., trace: Optional[List[str]] = ..., capture_range: Optional[Literal['none', 'nvtx', 'cuda_profiler_api']] = ..., nvtx_range: Optional[str] = ..., duration_s: Optional[int] = ..., delay_s: Optional[int] = ..., force_overwrite: Optional[bool] = ..., analyze: Optional[bool] = ..., launcher: Optional[List[str]] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
@@ -197,7 +197,7 @@ class ProfileDomain:
     def ncu(self, *, command: List[str], cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., set: Optional[Literal['basic', 'detailed', 'full', 'roofline']] = ..., sections: Optional[List[str]] = ..., metrics: Optional[List[str]] = ..., kernel_regex: Optional[str] = ..., launch_skip: Optional[int] = ..., launch_count: Optional[int] = ..., nvtx_include: Optional[List[str]] = ..., replay_mode: Optional[Literal['kernel', 'application', 'range', 'app_range']] = ..., clock_control: Optional[Literal['none', 'base']] = ..., limit: Optional[int] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """Runs a command under ncu (section set, kernel filter, launch skip/count, NVTX filter) and returns per-kernel speed of light, occupancy, memory and rule findings."""
         ...
-    def ncu_summary(self, *, path: str, details_path: Optional[str] = ..., limit: Optional[int] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def ncu_summary(self, *, path: str, details_path: Optional[str] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Per-kernel speed of light, occupancy and limiter, DRAM bandwidth, cache hit rates, roofline, warp stalls and rule messages from an existing .ncu-rep or ncu CSV."""
         ...
     def ncu_compare(self, *, before: str, after: str, before_details: Optional[str] = ..., after_details: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
@@ -206,13 +206,13 @@ class ProfileDomain:
     def flame(self, *, path: str, output_dir: Optional[str] = ..., overwrite: Optional[bool] = ..., top: Optional[int] = ..., operators: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Aggregated call stacks as folded text and an SVG flame graph, plus the frames with the most self time, from a PyTorch trace recorded with stacks or an Nsight Systems export with CPU samples."""
         ...
-    def compile(self, *, log: Optional[str] = ..., trace: Optional[str] = ..., run_id: Optional[str] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def compile(self, *, log: Optional[str] = ..., trace: Optional[str] = ..., run_id: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Graph breaks and recompilations with their reasons and fixes from TORCH_LOGS output, and compile time vs run time from a trace of a torch.compile run."""
         ...
     def torch(self, *, command: List[str], cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., wait: Optional[int] = ..., warmup: Optional[int] = ..., active: Optional[int] = ..., step_on: Optional[Literal['optimizer', 'none']] = ..., record_shapes: Optional[bool] = ..., profile_memory: Optional[bool] = ..., with_stack: Optional[bool] = ..., with_flops: Optional[bool] = ..., top: Optional[int] = ..., compile_logs: Optional[bool] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """Runs a Python script under torch.profiler (schedule, shapes, memory, stack, FLOPs), writes the Kineto trace and analyses it."""
         ...
-    def trace(self, *, paths: List[str], top: Optional[int] = ..., steps: Optional[int] = ..., findings: Optional[int] = ..., detail: Optional[bool] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def trace(self, *, paths: List[str], top: Optional[int] = ..., steps: Optional[int] = ..., findings: Optional[int] = ..., detail: Optional[bool] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """HTA-style analysis of Kineto traces (one per rank): temporal and idle breakdown, top kernels and operators, launch statistics, overlap, per-step GPU time, findings."""
         ...
     def list(self, *, kind: Optional[Literal['nsys', 'ncu', 'torch']] = ..., state: Optional[Literal['running', 'succeeded', 'failed', 'cancelled', 'timed_out']] = ..., limit: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
@@ -302,10 +302,10 @@ class AnalyzeDomain:
     def power(self, *, target: Optional[str] = ..., device: Optional[str] = ..., run_id: Optional[str] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Energy per run, mean power and performance per watt (GB/s/W, TFLOP/s/W) for benchmark results, and energy relative to each target's baseline."""
         ...
-    def memory_patterns(self, *, path: Optional[str] = ..., details_path: Optional[str] = ..., command: Optional[List[str]] = ..., cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., kernel_regex: Optional[str] = ..., launch_skip: Optional[int] = ..., launch_count: Optional[int] = ..., limit: Optional[int] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
+    def memory_patterns(self, *, path: Optional[str] = ..., details_path: Optional[str] = ..., command: Optional[List[str]] = ..., cwd: Optional[str] = ..., env: Optional[Dict[str, Any]] = ..., kernel_regex: Optional[str] = ..., launch_skip: Optional[int] = ..., launch_count: Optional[int] = ..., limit: Optional[int] = ..., timeout_s: Optional[float] = ..., async_: Optional[bool] = False, progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Union[Result, Job]:
         """Per kernel: uncoalesced global loads/stores (sectors per request, bytes used), branch efficiency (active threads per instruction) and shared-memory wavefronts per request, each with a verdict and the fix, from ncu counters."""
         ...
-    def dataloader(self, *, path: str, limit: Optional[int] = ..., wait_source: Optional[Literal['auto', 'osrt']] = ..., max_chars: Optional[int] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
+    def dataloader(self, *, path: str, limit: Optional[int] = ..., wait_source: Optional[Literal['auto', 'osrt']] = ..., progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Result:
         """Time the training loop loses waiting on its DataLoader, whether the loader workers keep up (prefetch, worker utilisation) and the fix, from a PyTorch profiler trace or an Nsight Systems export."""
         ...
 

@@ -394,9 +394,6 @@ pub fn tools() -> &'static [ToolDef] {
                     schema::add_long_running_inputs(&mut input);
                 }
                 let caps_answers = spec.leaves_out;
-                if caps_answers {
-                    crate::answer_cap::add_input(&mut input);
-                }
                 ToolDef {
                     name: spec.tool_name(),
                     op: *op,
@@ -654,7 +651,8 @@ mod tests {
     }
 
     /// `leaves_out` is set beside each operation so that start-up builds no output schema; the output schema is the
-    /// truth it must match, tool by tool, and only those tools take `max_chars`.
+    /// truth it must match, tool by tool. Those tools take `max_chars` (from a cut answer's note), which no schema
+    /// lists.
     #[test]
     fn answer_caps_are_the_output_schemas() {
         let mut wrong = Vec::new();
@@ -667,10 +665,11 @@ mod tests {
                     tool.spec().leaves_out
                 ));
             }
-            let takes = tool.input_schema["properties"]
+            let lists = tool.input_schema["properties"]
                 .get(crate::answer_cap::MAX_CHARS)
                 .is_some();
-            assert_eq!(takes, tool.caps_answers, "{}", tool.name);
+            assert!(!lists, "{} lists max_chars", tool.name);
+            assert_eq!(tool.spec().leaves_out, tool.caps_answers, "{}", tool.name);
         }
         assert!(wrong.is_empty(), "{wrong:#?}");
         assert!(tools().iter().filter(|t| t.caps_answers).count() >= 20);
