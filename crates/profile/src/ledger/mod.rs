@@ -560,6 +560,15 @@ pub fn bounded_by_host(step: &StepLedger, saving: i64) -> i64 {
     }
 }
 
+/// A saving of busy time by a fix that also removes that share of the host's work (the launches of the kernels it
+/// removes): the step cannot become shorter than what is left of the host's issue time, `host_kept` (0-1) of it.
+pub fn bounded_by_remaining_host(step: &StepLedger, saving: i64, host_kept: f64) -> i64 {
+    match step.host_ns {
+        Some(h) => saving.min((step.period_ns - (h as f64 * host_kept) as i64).max(0)),
+        None => saving,
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use std::sync::Arc;

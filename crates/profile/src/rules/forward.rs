@@ -1,8 +1,11 @@
-//! A forward that runs again in each training step: activation checkpointing
-//! recomputing checkpointed blocks in the backward, or a second forward of the
-//! same batch (metrics, logging). The trace shows it as forward kernels of a
-//! kind that has a one-to-one backward kernel (attention, layer norm, softmax)
-//! running more often than that backward kernel.
+//! A forward or a backward that runs again in each training step. The trace
+//! shows it through kernel kinds whose forward and backward kernels pair one to
+//! one (attention, layer norm, softmax, GELU): forward kernels running more
+//! often than their backward ones are a forward run twice (activation
+//! checkpointing recomputing blocks, or a second forward of the same batch for
+//! metrics); backward kernels running more often than their forward ones are a
+//! backward run more than once through the same graph (several losses each
+//! back-propagated with `retain_graph=True`).
 
 use serde_json::json;
 
@@ -19,16 +22,19 @@ const MIN_SHARE_PCT: f64 = 1.0;
 const REPEAT_RATIO: f64 = 1.5;
 
 /// Kernel kinds whose forward and backward kernels are launched once per call each, so their counts pair up in a
-/// training step: (name, is a forward kernel, is a backward kernel), on the kernel's short name.
+/// training step: (name, is a forward kernel, is a backward kernel), on the kernel's short name, or on its
+/// demangled name where the kind is a functor of a generic elementwise kernel.
 struct Family {
     name: &'static str,
+    demangled: bool,
     forward: fn(&str) -> bool,
     backward: fn(&str) -> bool,
 }
 
-const FAMILIES: [Family; 3] = [
+const FAMILIES: [Family; 4] = [
     Family {
         name: "attention",
+        demangled: false,
         forward: |n| {
             n.contains("flash_fwd")
                 || (n.contains("sdpa") && n.contains("fprop"))
@@ -42,6 +48,7 @@ const FAMILIES: [Family; 3] = [
     },
     Family {
         name: "layer norm",
+        demangled: false,
         forward: |n| {
             n.contains("vectorized_layer_norm_kernel") || n.contains("LayerNormForwardCUDAKernel")
         },
@@ -49,8 +56,15 @@ const FAMILIES: [Family; 3] = [
     },
     Family {
         name: "softmax",
+        demangled: false,
         forward: |n| n.contains("softmax_warp_forward") || n.contains("cunn_SoftMaxForward"),
         backward: |n| n.contains("softmax_warp_backward") || n.contains("cunn_SoftMaxBackward"),
+    },
+    Family {
+        name: "GELU",
+        demangled: true,
+        forward: |n| n.contains("GeluCUDAKernelImpl"),
+        backward: |n| n.contains("GeluBackwardCUDAKernelImpl"),
     },
 ];
 
@@ -83,16 +97,18 @@ pub const FORWARD_REPEATED: RuleSpec = RuleSpec {
 fn family_counts(cx: &Ctx, d: &DeviceLedger) -> Result<Vec<(&'static str, u64, u64)>> {
     let p = cx.p()?;
     let mut counts = [(0u64, 0u64); FAMILIES.len()];
-    // Per short name: the family and direction it counts for (matched once per name, not per launch).
+    // Per kernel name: the family and direction it counts for (matched once per name, not per launch).
     let mut kind: std::collections::HashMap<i64, Option<(usize, bool)>> = Default::default();
     for (_, k) in steady_kernels(p.kernels()?, d) {
-        let counted = *kind.entry(k.short_name).or_insert_with(|| {
-            let name = p.string(k.short_name);
+        let counted = *kind.entry(k.demangled_name).or_insert_with(|| {
+            let short = p.string(k.short_name);
+            let demangled = p.string(k.demangled_name);
             FAMILIES.iter().enumerate().find_map(|(i, f)| {
-                if (f.forward)(name) {
-                    Some((i, true))
-                } else if (f.backward)(name) {
+                let name = if f.demangled { demangled } else { short };
+                if (f.backward)(name) {
                     Some((i, false))
+                } else if (f.forward)(name) {
+                    Some((i, true))
                 } else {
                     None
                 }
@@ -140,7 +156,8 @@ fn forward_repeated(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             Stake::Estimate,
             format!(
                 "estimate per steady step: {:.3} (f / (3 + f), f = {f:.2} of the forward repeated) of the step's \
-                 compute without the optimizer, no more than the step's period minus the host's issue time",
+                 compute without the optimizer, no more than the step's period minus the host's issue time left \
+                 once the repeated forward's launches go (the same share of it)",
                 share_of_compute
             ),
             &[
@@ -148,7 +165,11 @@ fn forward_repeated(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 Column::Attention,
                 Column::Elementwise,
             ],
-            |s| ledger::bounded_by_host(s, (compute(s) as f64 * share_of_compute) as i64),
+            // The repeated forward's launches go with it: the host's issue time shrinks by the same share.
+            |s| {
+                let saving = (compute(s) as f64 * share_of_compute) as i64;
+                ledger::bounded_by_remaining_host(s, saving, 1.0 - share_of_compute)
+            },
         );
         let saving = dr.total();
         let steps = d.steady.steps.max(1) as f64;
@@ -189,6 +210,125 @@ fn forward_repeated(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             json!({"families": families.iter().map(|(n, fw, bw)| json!({"family": n, "forward": fw, "backward": bw,
                     "forward_per_step": per(*fw), "backward_per_step": per(*bw)})).collect::<Vec<_>>(),
                 "steps": d.steady.steps, "repeated_fraction": f, "repeated_pct": f_pct,
+                "share_of_compute": share_of_compute, "share_of_compute_pct": (share_of_compute * 1000.0).round() / 10.0,
+                "compute_per_step_ns": compute_step, "saving_ns": saving, "saving_per_step_ns": per_step(d, saving),
+                "saving_pct": d.share(saving)}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
+
+/// A family's backward kernels run at least this many times per forward kernel before the excess counts as a
+/// repeated backward: a second pass through the graph doubles them; one odd call does not.
+const BACKWARD_REPEAT_RATIO: f64 = 1.5;
+
+/// At most this many extra backward passes are read from the counts (a larger ratio is not a repeated pass).
+const MAX_EXTRA_BACKWARDS: f64 = 8.0;
+
+pub const BACKWARD_REPEATED: RuleSpec = RuleSpec {
+    id: "backward_repeated",
+    doc: "In a training step, backward kernels whose forward kernel runs once per call (attention, layer norm, \
+          softmax, GELU) run at least 1.5 times as often as that forward kernel: part of the backward runs more than \
+          once through the same graph.",
+    what_if: "the repeated backward passes run once: with b extra passes through the repeated part, the step's \
+              compute (optimizer apart) is forward × (3 + 2b) (the backward costs about twice the forward), so 2b / (3 \
+              + 2b) of it goes, bounded by the host's issue time",
+    columns: &[],
+    text: RuleText {
+        why: "Each backward call through a shared part of the graph recomputes that part's gradients: several losses \
+              back-propagated one by one (loss.backward(retain_graph=True) per loss) run the shared trunk's backward \
+              once per loss, and accumulate into the same .grad the single backward of their sum would produce.",
+        fix: "Back-propagate once: sum the losses (weighted as needed) and call backward on the sum, or \
+              torch.autograd.backward([loss_a, loss_b, ...]); drop retain_graph=True. If the extra backward is \
+              intended (a gradient penalty or other double backward with create_graph=True), this finding does not \
+              apply.",
+        verify: "Re-profile: aisp_profile_rules should no longer report backward_repeated, and the step should shrink \
+                 by about the time at stake.",
+        quiet: "in the training steps, no backward kernel runs 1.5 times as often as its forward kernel",
+    },
+    needs_profile: true,
+    eval: backward_repeated,
+};
+
+fn backward_repeated(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    let mut drafts = Vec::new();
+    let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
+    for i in devs {
+        let d = &cx.ledger.devices[i];
+        let families = family_counts(cx, d)?;
+        let repeated: Vec<&(&str, u64, u64)> = families
+            .iter()
+            .filter(|(_, fw, bw)| *bw as f64 >= BACKWARD_REPEAT_RATIO * *fw as f64)
+            .collect();
+        if repeated.is_empty() {
+            continue;
+        }
+        let (fw, bw): (u64, u64) = repeated
+            .iter()
+            .fold((0, 0), |(a, b), (_, f, w)| (a + f, b + w));
+        // Extra backward passes per backward, from the families that show them.
+        let b = ((bw - fw) as f64 / fw as f64).min(MAX_EXTRA_BACKWARDS);
+        let share_of_compute = 2.0 * b / (3.0 + 2.0 * b);
+        let compute = |s: &ledger::StepLedger| {
+            s.columns.group(Group::Compute) - s.columns.get(Column::Optimizer)
+        };
+        let dr = Draft::new(
+            i,
+            d,
+            Stake::Estimate,
+            format!(
+                "estimate per steady step: {:.3} (2b / (3 + 2b), b = {b:.2} extra backward passes) of the step's \
+                 compute without the optimizer, no more than the step's period minus the host's issue time left \
+                 once the repeated passes' launches go (the same share of it)",
+                share_of_compute
+            ),
+            &[Column::GemmTensorCore, Column::Elementwise],
+            // The repeated passes' launches go with them: the host's issue time shrinks by the same share.
+            |s| {
+                let saving = (compute(s) as f64 * share_of_compute) as i64;
+                ledger::bounded_by_remaining_host(s, saving, 1.0 - share_of_compute)
+            },
+        );
+        let saving = dr.total();
+        let steps = d.steady.steps.max(1) as f64;
+        let per = |n: u64| (n as f64 / steps * 10.0).round() / 10.0;
+        let pairs: Vec<String> = families
+            .iter()
+            .map(|(n, fw, bw)| format!("{n} {} forward / {} backward", per(*fw), per(*bw)))
+            .collect();
+        let compute_step = per_step(d, d.steady_steps().map(compute).sum());
+        let passes = format!("{:.2}", b + 1.0);
+        let gist = format!(
+            "per steady step: {}; the repeated part's backward runs {passes} times, about {} of {} of compute extra",
+            pairs.join(", "),
+            ms(per_step(d, saving)),
+            ms(compute_step)
+        );
+        drafts.push(dr.text(
+            format!(
+                "Backward repeated: part of the backward runs {passes} times each step (a backward per loss); one \
+                 backward saves about {}%",
+                d.share(saving)
+            ),
+            gist,
+            vec![
+                format!(
+                    "in {} steady steps, per step: {} (a kernel of these kinds runs once per forward and once per \
+                     backward call)",
+                    d.steady.steps,
+                    pairs.join(", ")
+                ),
+                format!(
+                    "so the repeated part's backward runs {passes} times; the step's compute without the optimizer is \
+                     {} per step, and b = {b:.2} extra passes are 2b / (3 + 2b) = {:.1}% of it",
+                    ms(compute_step),
+                    share_of_compute * 100.0
+                ),
+            ],
+            json!({"families": families.iter().map(|(n, fw, bw)| json!({"family": n, "forward": fw, "backward": bw,
+                    "forward_per_step": per(*fw), "backward_per_step": per(*bw)})).collect::<Vec<_>>(),
+                "steps": d.steady.steps, "extra_passes": b, "passes": passes,
                 "share_of_compute": share_of_compute, "share_of_compute_pct": (share_of_compute * 1000.0).round() / 10.0,
                 "compute_per_step_ns": compute_step, "saving_ns": saving, "saving_per_step_ns": per_step(d, saving),
                 "saving_pct": d.share(saving)}),

@@ -24,6 +24,7 @@
 //! the ledger columns each reads.
 
 mod busy;
+mod casts;
 mod forward;
 mod host;
 pub mod registry;

@@ -5,7 +5,7 @@
 
 use super::super::Result;
 use super::super::ledger::Column;
-use super::{Ctx, busy, forward, host, repeats, steps, transfer};
+use super::{Ctx, busy, casts, forward, host, repeats, steps, transfer};
 
 /// What a rule prints besides its numbers.
 pub struct RuleText {
@@ -45,7 +45,9 @@ pub static RULES: &[RuleSpec] = &[
     busy::FP64_GEMM,
     busy::GROWING_CONCAT,
     forward::FORWARD_REPEATED,
+    forward::BACKWARD_REPEATED,
     repeats::UNBATCHED,
+    casts::WEIGHT_CASTS,
     transfer::COPIES,
     transfer::COMMUNICATION,
     transfer::WAIT,
