@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
-# capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9: one H200), in two
+# capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200), in two
 # phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -95,6 +95,16 @@
 #       command="SET=heldout9 bash scripts/capture-planted.sh CARRY smoke")     # 6 programs, no profiler, ~2-3 min
 #   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout9 bash scripts/capture-planted.sh CARRY single")    # 6 captures, one at a time, ~4-6 min
+#
+# The tenth held-out set (workloads/planted/heldout10: 6 one-GPU captures, one of them a before/after pair, no
+# multi-rank case) is made for ONE H200 too: only the smoke and single phases, with SET=heldout10 on kind nvidia-h200
+# (pixel_stream, copying 1.23 GB of pinned float32 images per step, and resmlp_fit, whose launches block, run in the
+# host-heavy slot; pixel_stream pins ~2.5 GB of host memory and monitored_lm's step is the longest, ~18-25 ms):
+#
+#   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout10 bash scripts/capture-planted.sh CARRY smoke")    # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout10 bash scripts/capture-planted.sh CARRY single")   # 6 captures, one at a time, ~4-6 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
