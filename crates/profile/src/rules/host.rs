@@ -179,6 +179,10 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         if d.steady.columns.get(col) == 0 {
             continue;
         }
+        // Launches that wait for their kernels: `synchronous_launches` reads this column on this device.
+        if launch_waits(cx, d)?.is_some_and(|w| w.blocking()) {
+            continue;
+        }
         let basis = "measured: the ledger's idle_launch_overhead of each steady step — idle stretches under 1 ms \
                      that end when an operation arrives whose launch call had not returned when the device ran dry";
         if let Some(bare) = under_bar(i, d, col, basis) {
@@ -345,6 +349,130 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 "kernels": n, "kernels_per_step": kernels_per_step, "tiny": tiny, "tiny_time_pct": pct1(tiny_time, all_time.max(1)),
                 "steps_with_sync": synced, "steps_with_allocation": allocating,
                 "top_region": region_json}),
+        ));
+    }
+    cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// A kernel at least this long cannot have ended before an asynchronous launch of it returned (a launch call takes
+/// microseconds).
+const LONG_KERNEL_NS: i64 = 20_000;
+
+/// At least this many such kernels before their launches are judged.
+const MIN_LONG_KERNELS: usize = 50;
+
+/// Of a device's steady kernels of at least [`LONG_KERNEL_NS`] with a recorded launch: how many, and how many of
+/// their launch calls returned only after the kernel had ended.
+#[derive(Debug, Clone, Copy)]
+struct LaunchWaits {
+    long: usize,
+    waited: usize,
+}
+
+impl LaunchWaits {
+    /// Nine launches in ten or more wait for their kernel: launches are synchronous (one odd launch that blocks on
+    /// a full queue does not make them so).
+    fn blocking(self) -> bool {
+        self.long >= MIN_LONG_KERNELS && self.waited * 10 >= self.long * 9
+    }
+
+    fn pct(self) -> f64 {
+        pct1(self.waited as i64, self.long.max(1) as i64)
+    }
+}
+
+fn launch_waits(cx: &Ctx, d: &DeviceLedger) -> Result<Option<LaunchWaits>> {
+    let p = cx.p()?;
+    let (kernels, api) = (p.kernels()?, p.api()?);
+    let launches = &p.launch_index()?.kernel_launch;
+    let mut w = LaunchWaits { long: 0, waited: 0 };
+    for (k, kk) in super::steady_kernels(kernels, d) {
+        if kk.dur() < LONG_KERNEL_NS {
+            continue;
+        }
+        let Some(a) = launches[k].map(|a| &api[a as usize]) else {
+            continue;
+        };
+        w.long += 1;
+        if a.end >= kk.end {
+            w.waited += 1;
+        }
+    }
+    Ok((w.long > 0).then_some(w))
+}
+
+pub const LAUNCH_BLOCKING: RuleSpec = RuleSpec {
+    id: "synchronous_launches",
+    doc: "Kernel launches return only after their kernel has ended (nine in ten launches of kernels of 20 us or \
+          more): the host cannot queue work ahead, so its whole time between launches is device idle. On such a \
+          device this rule, not launch_bound_tiny_kernels, reads the ledger column idle_launch_overhead.",
+    what_if: "launches asynchronous again: the host queues ahead of the device and the launch-overhead idle goes \
+              (as far as the host, freed of the waits, keeps ahead)",
+    columns: &[],
+    text: RuleText {
+        why: "An asynchronous launch returns in microseconds and the host runs ahead of the device; when every launch \
+              waits for its kernel (CUDA_LAUNCH_BLOCKING=1, a debugging switch, or a tool that serializes launches), \
+              the device idles through all the host's Python and dispatch between kernels.",
+        fix: "Unset CUDA_LAUNCH_BLOCKING (check the environment, the launch script, and os.environ in the program and \
+              its imports) and any debugging tool that serializes kernels (compute-sanitizer, a profiler in a \
+              serializing mode); then profile again: what is left of the launch waits is the host's own pace.",
+        verify: "Re-profile: launch calls should return before their kernels end, and aisp_profile_ledger \
+                 idle_launch_overhead should shrink.",
+        quiet: "launch calls return before their kernels end",
+    },
+    needs_profile: true,
+    eval: launch_blocking,
+};
+
+fn launch_blocking(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    let col = Column::IdleLaunchOverhead;
+    let mut drafts = Vec::new();
+    let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
+    for i in devs {
+        let d = &cx.ledger.devices[i];
+        let Some(w) = launch_waits(cx, d)?.filter(|w| w.blocking()) else {
+            continue;
+        };
+        let basis = "measured: the ledger's idle_launch_overhead of each steady step, on a device whose launch calls \
+                     return after their kernels end";
+        let dr = idle_draft(cx, i, d, col, basis);
+        let idle = dr.total();
+        let idle_step = per_step(d, idle);
+        drafts.push(dr.text(
+            format!(
+                "Synchronous launches: {}% of launches return only after their kernel ends; the device idles {}% \
+                 waiting for the next launch",
+                w.pct(),
+                d.share(idle)
+            ),
+            format!(
+                "{} of {} launches of kernels of 20 us or more return after the kernel ends; {} a step waiting for \
+                 launches",
+                w.waited,
+                w.long,
+                ms(idle_step)
+            ),
+            vec![
+                format!(
+                    "{} steady steps: {} of the {} kernels of at least 20 us ({}%) ended before their launch call \
+                     returned: the launches waited for them",
+                    d.steady.steps,
+                    w.waited,
+                    w.long,
+                    w.pct()
+                ),
+                format!(
+                    "the device waited for launches {} in all ({}% of the steady window), {} a step",
+                    ms(idle),
+                    d.share(idle),
+                    ms(idle_step)
+                ),
+            ],
+            json!({"long_kernels": w.long, "launches_waited": w.waited, "waited_pct": w.pct(),
+                "idle_ns": idle, "idle_pct": d.share(idle), "idle_per_step_ns": idle_step, "steps": d.steady.steps}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);

@@ -34,6 +34,7 @@ pub struct RuleSpec {
 
 pub static RULES: &[RuleSpec] = &[
     host::LAUNCH_BOUND,
+    host::LAUNCH_BLOCKING,
     host::HOST_COMPUTE,
     host::SYNC,
     host::DATA_LOADING,

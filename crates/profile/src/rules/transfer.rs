@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::super::Result;
 use super::super::info;
-use super::super::ledger::{Column, DeviceLedger, Group};
+use super::super::ledger::{Column, DeviceLedger, Group, StepLedger};
 use super::super::memory;
 use super::registry::{RuleSpec, RuleText};
 use super::{Ctx, Draft, Stake, ms, per_step};
@@ -146,21 +146,45 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 n_pageable += 1;
             }
         }
-        let dr = Draft::new(
+        // A step whose copies, even at pinned bandwidth, outlast the rest of it is bound by the bytes it moves: no
+        // overlap hides them, and only moving fewer bytes (a narrower dtype, the data kept on the device) shortens it.
+        let exposed_of =
+            |s: &StepLedger| -> i64 { COPY_COLUMNS.iter().map(|&c| s.columns.get(c)).sum() };
+        let bound_by_bytes =
+            |s: &StepLedger| pinned_time[s.index as usize] > s.period_ns - exposed_of(s);
+        let bytes_bound_steps = d.steady_steps().filter(|s| bound_by_bytes(s)).count();
+        let bytes_bound = bytes_bound_steps * 2 > d.steady.steps;
+        let mut dr = Draft::new(
             i,
             d,
             Stake::Estimate,
             format!(
-                "estimate per steady step: its exposed copy time (h2d_*, d2h_*, idle_pageable_staging) minus nothing \
-                 the overlap cannot hide: saving = min(exposed, period − the step's copies at pinned bandwidth) [{}]",
+                "estimate per steady step: its exposed copy time (h2d_*, d2h_*, idle_pageable_staging) minus what \
+                 the overlap cannot hide: saving = min(exposed, period − the step's copies at pinned bandwidth); in a \
+                 step whose copies at pinned bandwidth outlast the rest of it, the exposed copy time itself (only \
+                 fewer bytes shorten it) [{}]",
                 rate_note.join("; ")
             ),
             COPY_COLUMNS,
             |s| {
-                let e: i64 = COPY_COLUMNS.iter().map(|&c| s.columns.get(c)).sum();
-                e.min(s.period_ns - pinned_time[s.index as usize])
+                let e = exposed_of(s);
+                if bound_by_bytes(s) {
+                    e
+                } else {
+                    e.min(s.period_ns - pinned_time[s.index as usize])
+                }
             },
         );
+        if bytes_bound {
+            dr.fix = Some(
+                "The copies outlast the rest of the step even at pinned bandwidth, so overlapping them cannot hide \
+                 them: move fewer bytes. Keep the data (or a cache of it) on the device across steps where it fits; \
+                 copy the narrowest dtype the data has (uint8 images, bf16/fp16 features, int32 ids) and convert, \
+                 normalize or decode on the device; send only the rows a step uses."
+                    .into(),
+            );
+            dr.fix_replaces = true;
+        }
         let saving = dr.total();
         let steps = d.steady.steps.max(1) as i64;
         let pinned_median = {
@@ -196,6 +220,13 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 ms(d.steady.hidden_copy_ns)
             ));
         }
+        if bytes_bound {
+            evidence.push(format!(
+                "in {bytes_bound_steps} of the {} steady steps the copies at pinned bandwidth outlast the rest of the \
+                 step: the step is bound by the bytes it moves",
+                d.steady.steps
+            ));
+        }
         let title = format!(
             "Copies on the critical path: {}% of the steady window moves data over PCIe with nothing else running ({} MB per step)",
             d.share(exposed),
@@ -224,7 +255,7 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 "steps": d.steady.steps, "exposed_ns": exposed, "exposed_pct": d.share(exposed), "exposed_per_step_ns": exposed_step,
                 "pageable_ns": pageable_ns, "pageable_per_step_ns": pageable_step,
                 "hidden_copy_ns": d.steady.hidden_copy_ns, "saving_ns": saving, "pinned_median_ns": pinned_median,
-                "pinned_gb_per_s": gb_per_s, "rates": rate_note}),
+                "pinned_gb_per_s": gb_per_s, "rates": rate_note, "bytes_bound_steps": bytes_bound_steps}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
