@@ -153,7 +153,7 @@ async fn h100_2gpu_answer_cites_exactly_the_serious_rule_findings() {
         check_cites_exactly_the_serious_rules("h100_2gpu_1s.sqlite", &["exposed_copies"]).await;
     let answer = out["answer"].as_str().unwrap();
     assert!(
-        answer.contains("**medium** `exposed_copies` (device 1)"),
+        answer.contains("**critical** `exposed_copies` (device 1)"),
         "{answer}"
     );
     assert!(!answer.contains("`cuda_api_sync` ("), "{answer}");

@@ -128,92 +128,154 @@ fn family_counts(cx: &Ctx, d: &DeviceLedger) -> Result<Vec<(&'static str, u64, u
         .collect())
 }
 
+/// Which way a pass repeats: a forward run again (forward kernels outnumber their backward ones), or a backward run
+/// again (the other way round).
+#[derive(Clone, Copy, PartialEq)]
+enum Repeated {
+    Forward,
+    Backward,
+}
+
+/// What the counts say of a device whose passes repeat, and the draft of the time its repeats take.
+struct Repeats {
+    draft: Draft,
+    /// Forward: the fraction f of the forward run again (at most 1); backward: the extra passes b.
+    extra: f64,
+    share_of_compute: f64,
+    families: Vec<(&'static str, u64, u64)>,
+    /// "attention 4 forward / 4 backward, ..." per steady step.
+    pairs: String,
+    compute_step: i64,
+}
+
+/// The repeats of device `i` in the `way` asked, or `None` when no family shows them. A repeated fraction f of the
+/// forward is f / (3 + f) of the step's compute without the optimizer (the backward costs about twice the forward);
+/// b extra backward passes are 2b / (3 + 2b) of it. Either fix also removes the repeats' launches, so the saving is
+/// bounded by the host's issue time less the same share.
+fn repeats_of(cx: &Ctx, i: usize, way: Repeated) -> Result<Option<Repeats>> {
+    let d = &cx.ledger.devices[i];
+    let families = family_counts(cx, d)?;
+    let (ratio, cap) = match way {
+        Repeated::Forward => (REPEAT_RATIO, 1.0),
+        Repeated::Backward => (BACKWARD_REPEAT_RATIO, MAX_EXTRA_BACKWARDS),
+    };
+    // (more, fewer): the direction that repeats first.
+    let oriented = |fw: u64, bw: u64| match way {
+        Repeated::Forward => (fw, bw),
+        Repeated::Backward => (bw, fw),
+    };
+    let (more, fewer) = families
+        .iter()
+        .map(|&(_, fw, bw)| oriented(fw, bw))
+        .filter(|&(more, fewer)| more as f64 >= ratio * fewer as f64)
+        .fold((0u64, 0u64), |(a, b), (m, f)| (a + m, b + f));
+    if fewer == 0 {
+        return Ok(None);
+    }
+    let extra = ((more - fewer) as f64 / fewer as f64).min(cap);
+    let share_of_compute = match way {
+        Repeated::Forward => extra / (3.0 + extra),
+        Repeated::Backward => 2.0 * extra / (3.0 + 2.0 * extra),
+    };
+    let compute =
+        |s: &ledger::StepLedger| s.columns.group(Group::Compute) - s.columns.get(Column::Optimizer);
+    let basis = match way {
+        Repeated::Forward => format!(
+            "estimate per steady step: {share_of_compute:.3} (f / (3 + f), f = {extra:.2} of the forward repeated) of \
+             the step's compute without the optimizer, no more than the step's period minus the host's issue time \
+             left once the repeated forward's launches go (the same share of it)"
+        ),
+        Repeated::Backward => format!(
+            "estimate per steady step: {share_of_compute:.3} (2b / (3 + 2b), b = {extra:.2} extra backward passes) of \
+             the step's compute without the optimizer, no more than the step's period minus the host's issue time \
+             left once the repeated passes' launches go (the same share of it)"
+        ),
+    };
+    let draft = Draft::new(
+        i,
+        d,
+        Stake::Estimate,
+        basis,
+        &[
+            Column::GemmTensorCore,
+            Column::Attention,
+            Column::Elementwise,
+        ],
+        |s| {
+            let saving = (compute(s) as f64 * share_of_compute) as i64;
+            ledger::bounded_by_remaining_host(s, saving, 1.0 - share_of_compute)
+        },
+    );
+    let steps = d.steady.steps.max(1) as f64;
+    let per = |n: u64| (n as f64 / steps * 10.0).round() / 10.0;
+    let pairs: Vec<String> = families
+        .iter()
+        .map(|(n, fw, bw)| format!("{n} {} forward / {} backward", per(*fw), per(*bw)))
+        .collect();
+    Ok(Some(Repeats {
+        draft,
+        extra,
+        share_of_compute,
+        pairs: pairs.join(", "),
+        compute_step: per_step(d, d.steady_steps().map(compute).sum()),
+        families,
+    }))
+}
+
+/// The families' counts as a finding's data gives them.
+fn families_json(r: &Repeats, steps: usize) -> serde_json::Value {
+    let per = |n: u64| (n as f64 / steps.max(1) as f64 * 10.0).round() / 10.0;
+    json!(
+        r.families
+            .iter()
+            .map(
+                |(n, fw, bw)| json!({"family": n, "forward": fw, "backward": bw,
+        "forward_per_step": per(*fw), "backward_per_step": per(*bw)})
+            )
+            .collect::<Vec<_>>()
+    )
+}
+
 fn forward_repeated(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     let mut drafts = Vec::new();
     let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
     for i in devs {
-        let d = &cx.ledger.devices[i];
-        let families = family_counts(cx, d)?;
-        let repeated: Vec<&(&str, u64, u64)> = families
-            .iter()
-            .filter(|(_, fw, bw)| *fw as f64 >= REPEAT_RATIO * *bw as f64)
-            .collect();
-        if repeated.is_empty() {
+        let Some(r) = repeats_of(cx, i, Repeated::Forward)? else {
             continue;
-        }
-        let (fw, bw): (u64, u64) = repeated
-            .iter()
-            .fold((0, 0), |(a, b), (_, f, w)| (a + f, b + w));
-        // The repeated fraction of the forward, from the families that show it (at most one whole forward).
-        let f = ((fw - bw) as f64 / bw as f64).min(1.0);
-        let share_of_compute = f / (3.0 + f);
-        let compute = |s: &ledger::StepLedger| {
-            s.columns.group(Group::Compute) - s.columns.get(Column::Optimizer)
         };
-        let dr = Draft::new(
-            i,
-            d,
-            Stake::Estimate,
-            format!(
-                "estimate per steady step: {:.3} (f / (3 + f), f = {f:.2} of the forward repeated) of the step's \
-                 compute without the optimizer, no more than the step's period minus the host's issue time left \
-                 once the repeated forward's launches go (the same share of it)",
-                share_of_compute
-            ),
-            &[
-                Column::GemmTensorCore,
-                Column::Attention,
-                Column::Elementwise,
-            ],
-            // The repeated forward's launches go with it: the host's issue time shrinks by the same share.
-            |s| {
-                let saving = (compute(s) as f64 * share_of_compute) as i64;
-                ledger::bounded_by_remaining_host(s, saving, 1.0 - share_of_compute)
-            },
-        );
-        let saving = dr.total();
-        let steps = d.steady.steps.max(1) as f64;
-        let per = |n: u64| (n as f64 / steps * 10.0).round() / 10.0;
-        let pairs: Vec<String> = families
-            .iter()
-            .map(|(n, fw, bw)| format!("{n} {} forward / {} backward", per(*fw), per(*bw)))
-            .collect();
-        let compute_step = per_step(d, d.steady_steps().map(compute).sum());
-        let f_pct = (f * 1000.0).round() / 10.0;
+        let d = &cx.ledger.devices[i];
+        let saving = r.draft.total();
+        let f_pct = (r.extra * 1000.0).round() / 10.0;
         let gist = format!(
             "per steady step: {}; {f_pct}% of the forward runs twice, about {} of {} of compute",
-            pairs.join(", "),
+            r.pairs,
             ms(per_step(d, saving)),
-            ms(compute_step)
+            ms(r.compute_step)
         );
-        drafts.push(dr.text(
+        let data = json!({"families": families_json(&r, d.steady.steps), "steps": d.steady.steps,
+            "repeated_fraction": r.extra, "repeated_pct": f_pct, "share_of_compute": r.share_of_compute,
+            "share_of_compute_pct": (r.share_of_compute * 1000.0).round() / 10.0,
+            "compute_per_step_ns": r.compute_step, "saving_ns": saving, "saving_per_step_ns": per_step(d, saving),
+            "saving_pct": d.share(saving)});
+        let evidence = vec![
             format!(
-                "Forward repeated: {f_pct}% of the forward runs again each step (recomputation or a second forward); \
-                 not running it saves about {}%",
-                d.share(saving)
+                "in {} steady steps, per step: {} (a kernel of these kinds runs once per forward and once per \
+                 backward call)",
+                d.steady.steps, r.pairs
             ),
-            gist,
-            vec![
-                format!(
-                    "in {} steady steps, per step: {} (a kernel of these kinds runs once per forward and once per \
-                     backward call)",
-                    d.steady.steps,
-                    pairs.join(", ")
-                ),
-                format!(
-                    "so {f_pct}% of the forward runs twice; the step's compute without the optimizer is {} per step, \
-                     and a repeated fraction f of the forward is f / (3 + f) = {:.1}% of it",
-                    ms(compute_step),
-                    share_of_compute * 100.0
-                ),
-            ],
-            json!({"families": families.iter().map(|(n, fw, bw)| json!({"family": n, "forward": fw, "backward": bw,
-                    "forward_per_step": per(*fw), "backward_per_step": per(*bw)})).collect::<Vec<_>>(),
-                "steps": d.steady.steps, "repeated_fraction": f, "repeated_pct": f_pct,
-                "share_of_compute": share_of_compute, "share_of_compute_pct": (share_of_compute * 1000.0).round() / 10.0,
-                "compute_per_step_ns": compute_step, "saving_ns": saving, "saving_per_step_ns": per_step(d, saving),
-                "saving_pct": d.share(saving)}),
-        ));
+            format!(
+                "so {f_pct}% of the forward runs twice; the step's compute without the optimizer is {} per step, \
+                 and a repeated fraction f of the forward is f / (3 + f) = {:.1}% of it",
+                ms(r.compute_step),
+                r.share_of_compute * 100.0
+            ),
+        ];
+        let title = format!(
+            "Forward repeated: {f_pct}% of the forward runs again each step (recomputation or a second forward); \
+             not running it saves about {}%",
+            d.share(saving)
+        );
+        drafts.push(r.draft.text(title, gist, evidence, data));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
     Ok(())
@@ -255,84 +317,43 @@ fn backward_repeated(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     let mut drafts = Vec::new();
     let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
     for i in devs {
-        let d = &cx.ledger.devices[i];
-        let families = family_counts(cx, d)?;
-        let repeated: Vec<&(&str, u64, u64)> = families
-            .iter()
-            .filter(|(_, fw, bw)| *bw as f64 >= BACKWARD_REPEAT_RATIO * *fw as f64)
-            .collect();
-        if repeated.is_empty() {
+        let Some(r) = repeats_of(cx, i, Repeated::Backward)? else {
             continue;
-        }
-        let (fw, bw): (u64, u64) = repeated
-            .iter()
-            .fold((0, 0), |(a, b), (_, f, w)| (a + f, b + w));
-        // Extra backward passes per backward, from the families that show them.
-        let b = ((bw - fw) as f64 / fw as f64).min(MAX_EXTRA_BACKWARDS);
-        let share_of_compute = 2.0 * b / (3.0 + 2.0 * b);
-        let compute = |s: &ledger::StepLedger| {
-            s.columns.group(Group::Compute) - s.columns.get(Column::Optimizer)
         };
-        let dr = Draft::new(
-            i,
-            d,
-            Stake::Estimate,
-            format!(
-                "estimate per steady step: {:.3} (2b / (3 + 2b), b = {b:.2} extra backward passes) of the step's \
-                 compute without the optimizer, no more than the step's period minus the host's issue time left \
-                 once the repeated passes' launches go (the same share of it)",
-                share_of_compute
-            ),
-            &[Column::GemmTensorCore, Column::Elementwise],
-            // The repeated passes' launches go with them: the host's issue time shrinks by the same share.
-            |s| {
-                let saving = (compute(s) as f64 * share_of_compute) as i64;
-                ledger::bounded_by_remaining_host(s, saving, 1.0 - share_of_compute)
-            },
-        );
-        let saving = dr.total();
-        let steps = d.steady.steps.max(1) as f64;
-        let per = |n: u64| (n as f64 / steps * 10.0).round() / 10.0;
-        let pairs: Vec<String> = families
-            .iter()
-            .map(|(n, fw, bw)| format!("{n} {} forward / {} backward", per(*fw), per(*bw)))
-            .collect();
-        let compute_step = per_step(d, d.steady_steps().map(compute).sum());
+        let d = &cx.ledger.devices[i];
+        let saving = r.draft.total();
+        let b = r.extra;
         let passes = format!("{:.2}", b + 1.0);
         let gist = format!(
             "per steady step: {}; the repeated part's backward runs {passes} times, about {} of {} of compute extra",
-            pairs.join(", "),
+            r.pairs,
             ms(per_step(d, saving)),
-            ms(compute_step)
+            ms(r.compute_step)
         );
-        drafts.push(dr.text(
+        let data = json!({"families": families_json(&r, d.steady.steps), "steps": d.steady.steps,
+            "extra_passes": b, "passes": passes, "share_of_compute": r.share_of_compute,
+            "share_of_compute_pct": (r.share_of_compute * 1000.0).round() / 10.0,
+            "compute_per_step_ns": r.compute_step, "saving_ns": saving, "saving_per_step_ns": per_step(d, saving),
+            "saving_pct": d.share(saving)});
+        let evidence = vec![
             format!(
-                "Backward repeated: part of the backward runs {passes} times each step (a backward per loss); one \
-                 backward saves about {}%",
-                d.share(saving)
+                "in {} steady steps, per step: {} (a kernel of these kinds runs once per forward and once per \
+                 backward call)",
+                d.steady.steps, r.pairs
             ),
-            gist,
-            vec![
-                format!(
-                    "in {} steady steps, per step: {} (a kernel of these kinds runs once per forward and once per \
-                     backward call)",
-                    d.steady.steps,
-                    pairs.join(", ")
-                ),
-                format!(
-                    "so the repeated part's backward runs {passes} times; the step's compute without the optimizer is \
-                     {} per step, and b = {b:.2} extra passes are 2b / (3 + 2b) = {:.1}% of it",
-                    ms(compute_step),
-                    share_of_compute * 100.0
-                ),
-            ],
-            json!({"families": families.iter().map(|(n, fw, bw)| json!({"family": n, "forward": fw, "backward": bw,
-                    "forward_per_step": per(*fw), "backward_per_step": per(*bw)})).collect::<Vec<_>>(),
-                "steps": d.steady.steps, "extra_passes": b, "passes": passes,
-                "share_of_compute": share_of_compute, "share_of_compute_pct": (share_of_compute * 1000.0).round() / 10.0,
-                "compute_per_step_ns": compute_step, "saving_ns": saving, "saving_per_step_ns": per_step(d, saving),
-                "saving_pct": d.share(saving)}),
-        ));
+            format!(
+                "so the repeated part's backward runs {passes} times; the step's compute without the optimizer is \
+                 {} per step, and b = {b:.2} extra passes are 2b / (3 + 2b) = {:.1}% of it",
+                ms(r.compute_step),
+                r.share_of_compute * 100.0
+            ),
+        ];
+        let title = format!(
+            "Backward repeated: part of the backward runs {passes} times each step (a backward per loss); one \
+             backward saves about {}%",
+            d.share(saving)
+        );
+        drafts.push(r.draft.text(title, gist, evidence, data));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
     Ok(())

@@ -145,9 +145,15 @@ fn ddp_splits_its_collectives_into_transfer_and_waiting_and_h100_is_copy_bound()
         let c = on_device(&r, "exposed_copies", dev).unwrap();
         assert_eq!(c.data["pageable_copies"], 0);
         assert!(c.data["exposed_pct"].as_f64().unwrap() > 93.0, "{c:?}");
-        // They are pinned already: overlapping them with compute saves only the compute beside them.
-        assert_eq!(c.severity, Severity::Medium, "{c:?}");
-        assert_eq!(c.then_limited_by.as_deref(), Some("h2d_pinned"));
+        // They are pinned already and outlast everything else in the step even at pinned bandwidth: no overlap
+        // hides them, the step is bound by the bytes it moves, and fewer bytes (the data kept on the device) is the
+        // fix: their whole exposed time is at stake (it was medium when only the overlap what-if was read).
+        assert_eq!(c.severity, Severity::Critical, "{c:?}");
+        assert_eq!(c.data["bytes_bound_steps"], c.data["steps"], "{c:?}");
+        assert!(
+            c.fix.starts_with("The copies outlast the rest of the step"),
+            "{c:?}"
+        );
     }
     assert!(
         r.ledger
