@@ -234,7 +234,7 @@ fn rows_to_keep(lists: &[List], excess: usize) -> Option<usize> {
     Some(lo)
 }
 
-/// The depth of the deepest list of at least two rows (the answer's own fields are at depth 1).
+/// The depth of the deepest list the cap may shorten ([`cuttable`]; the answer's own fields are at depth 1).
 fn deepest_list(v: &Value, depth: usize) -> usize {
     let below = match v {
         Value::Array(items) => items.iter().map(|x| deepest_list(x, depth + 1)).max(),
@@ -246,16 +246,23 @@ fn deepest_list(v: &Value, depth: usize) -> usize {
         _ => None,
     };
     let here = match v {
-        Value::Array(items) if items.len() >= 2 => depth,
+        Value::Array(items) if cuttable(items) => depth,
         _ => 0,
     };
     below.unwrap_or(0).max(here)
 }
 
-/// The lists of at least two rows at `depth`, never `left_out` itself, with their rows' costs.
+/// Whether the cap may shorten a list: it has two rows or more, and they are not all numbers. A list of numbers is a
+/// tuple (a window's `[start, end]`) or a series indexed by position (a value per rank or step): a shorter one says
+/// something else, and its rows cost a few characters each.
+fn cuttable(items: &[Value]) -> bool {
+    items.len() >= 2 && !items.iter().all(|x| x.is_number() || x.is_null())
+}
+
+/// The lists the cap may shorten at `depth`, never `left_out` itself, with their rows' costs.
 fn lists_at(v: &Value, depth: usize, at: usize, pointer: &mut String, out: &mut Vec<List>) {
     match v {
-        Value::Array(items) if at == depth && items.len() >= 2 => out.push(List {
+        Value::Array(items) if at == depth && cuttable(items) => out.push(List {
             pointer: pointer.clone(),
             // A row at depth + 1: its text, its line (a newline and its indent) and the comma before it.
             row_chars: items
@@ -497,6 +504,20 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("cutting"), "{line}");
+    }
+
+    #[test]
+    fn lists_of_numbers_are_never_cut() {
+        // A window's [start, end] (the output schema says two items) and a value per rank keep every number.
+        let rows: Vec<Value> = (0..60)
+            .map(|i| json!({"name": format!("kernel_{i}")}))
+            .collect();
+        let mut v = json!({"scope": {"trim": [10_800_000_000i64, 11_100_000_000i64]},
+                           "wait_ns": [40_399_663, 55_469_998], "rows": rows});
+        assert!(fit(&mut v, 500, &[]));
+        assert_eq!(v["scope"]["trim"].as_array().unwrap().len(), 2);
+        assert_eq!(v["wait_ns"].as_array().unwrap().len(), 2);
+        assert!(v["rows"].as_array().unwrap().len() < 60);
     }
 
     #[test]

@@ -858,6 +858,11 @@ async fn answers_stop_at_the_cap_and_max_chars_brings_them_whole() {
             "aisp_profile_kernels",
             json!({"path": one, "detail": true, "limit": 40}),
         ),
+        // A window: its [start, end] is a pair the output schema requires whole (the Python SDK rejected a cut one).
+        (
+            "aisp_profile_kernels",
+            json!({"path": one, "detail": true, "limit": 40, "start_ns": 7_600_000_000i64, "end_ns": 8_100_000_000i64}),
+        ),
     ];
     for (tool, args) in calls {
         let capped = structured(&client, tool, args.clone()).await;
@@ -891,6 +896,9 @@ async fn answers_stop_at_the_cap_and_max_chars_brings_them_whole() {
             is_prefix(&body, &whole),
             "{tool}: a kept value differs from the whole answer's"
         );
+        if let Some(trim) = capped["scope"]["trim"].as_array() {
+            assert_eq!(trim.len(), 2, "{tool}: the window is cut");
+        }
         // The CLI answers whole.
         let out = std::process::Command::new(common::aisp_bin())
             .args([
