@@ -31,7 +31,9 @@ pub const MIN_ANSWER_CAP: usize = 1_000;
 /// answer whole, and the dispatcher takes it from any caller.
 pub const MAX_CHARS: &str = "max_chars";
 
-/// Whether an operation's output says what it leaves out: an object whose `left_out` is a list of sentences.
+/// Whether an operation's output says what it leaves out: an object whose `left_out` is a list of sentences (the
+/// test that holds `OpSpec::leaves_out` to the output schemas reads it).
+#[cfg(test)]
 pub fn says_left_out(output_schema: &serde_json::Map<String, Value>) -> bool {
     output_schema
         .get("properties")
@@ -107,13 +109,14 @@ fn shed_one(answer: &mut Value, shed: Shed) -> usize {
     let Some(Value::Array(rows)) = obj.get_mut(list) else {
         return 0;
     };
-    let rest = rest.trim_end_matches(']');
-    if let Some((key, value)) = rest.split_once('=') {
+    // `[key=value]` selects rows; `[].field` names a field of every row.
+    let (selector, field) = rest.split_once(']').unwrap_or((rest, ""));
+    if let Some((key, value)) = selector.split_once('=') {
         let before = rows.len();
         rows.retain(|r| r.get(key).and_then(Value::as_str) != Some(value));
         return before - rows.len();
     }
-    let field = rest.trim_start_matches("].").trim_start_matches('.');
+    let field = field.trim_start_matches('.');
     rows.iter_mut()
         .filter_map(Value::as_object_mut)
         .map(|r| r.remove(field).is_some())

@@ -68,7 +68,7 @@ pub fn split_run_control(tool: &ToolDef, args: Value) -> Result<(Value, RunContr
         }
     };
     let mut control = RunControl::default();
-    if tool.caps_answers
+    if tool.spec().leaves_out
         && let Some(v) = obj.remove(crate::answer_cap::MAX_CHARS)
     {
         control.max_chars = max_chars(v)?;
@@ -375,7 +375,7 @@ async fn invoke_inner(
         opts.writes,
     )
     .await?;
-    if tool.caps_answers
+    if tool.spec().leaves_out
         && let Some(cap) = cap
     {
         crate::answer_cap::fit(&mut answer, cap, tool.spec().sheds);
@@ -825,7 +825,6 @@ mod tests {
             name: "aisp_test_panics".into(),
             op: &OP,
             input_schema: Default::default(),
-            caps_answers: false,
             output_schema: Default::default(),
         }))
     }

@@ -288,9 +288,7 @@ impl<T> Answer<T> {
             left_out,
         }
     }
-}
 
-impl<T> Answer<T> {
     fn try_reshape<U>(
         self,
         f: impl FnOnce(T, Vec<String>) -> Result<(U, Vec<String>), OpError>,

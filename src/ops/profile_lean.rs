@@ -384,7 +384,22 @@ pub fn rules_view(
         checked: Vec::new(),
     };
     if let Detail::Finding(id) = detail {
-        let ids: Vec<String> = findings.iter().map(|f| f.id.clone()).collect();
+        let all = findings.len();
+        // Each rule once, in the answer's order (a rule may fire on several devices).
+        let mut ids: Vec<&str> = Vec::new();
+        for f in &findings {
+            if !ids.contains(&f.id.as_str()) {
+                ids.push(&f.id);
+            }
+        }
+        let hint = format!(
+            "Pass one of this profile's findings: {}.",
+            if ids.is_empty() {
+                "(none)".to_string()
+            } else {
+                ids.join(", ")
+            }
+        );
         let mut findings: Vec<Finding> = findings.into_iter().filter(|f| f.id == id).collect();
         if findings.is_empty() {
             let check = checked.iter().find(|c| c.id == id);
@@ -393,14 +408,7 @@ pub fn rules_view(
                     Some(c) => format!("rule `{id}` raised no finding here: {}", c.detail),
                     None => format!("no rule `{id}`"),
                 },
-                format!(
-                    "Pass one of this profile's findings: {}.",
-                    if ids.is_empty() {
-                        "(none)".to_string()
-                    } else {
-                        ids.join(", ")
-                    }
-                ),
+                hint,
             ));
         }
         said_once(&mut findings);
@@ -412,7 +420,7 @@ pub fn rules_view(
             .collect();
         left_out.push(format!(
             "the other {} finding(s), the step ledger, overlaps and rule checks: the call without \"finding\"",
-            ids.len() - view.lead.findings.len()
+            all - view.lead.findings.len()
         ));
         view.lead.next = next_calls(path, &view.lead.findings, set);
         return Ok((view, left_out));

@@ -315,9 +315,6 @@ pub struct ToolDef {
     pub name: String,
     pub op: &'static dyn DynOperation,
     pub input_schema: Arc<JsonObject>,
-    /// Whether its answers say what they leave out (a top-level `left_out`): those take `max_chars` and are held
-    /// to a size over MCP ([`crate::answer_cap`]).
-    pub caps_answers: bool,
     /// Made on first use: only `tools/list` and `aisp schemas` need output
     /// schemas, and generating all of them is most of a CLI call's start-up.
     pub(crate) output_schema: OnceLock<Arc<JsonObject>>,
@@ -393,12 +390,10 @@ pub fn tools() -> &'static [ToolDef] {
                 if spec.long_running {
                     schema::add_long_running_inputs(&mut input);
                 }
-                let caps_answers = spec.leaves_out;
                 ToolDef {
                     name: spec.tool_name(),
                     op: *op,
                     input_schema: Arc::new(input),
-                    caps_answers,
                     output_schema: OnceLock::new(),
                 }
             })
@@ -669,10 +664,9 @@ mod tests {
                 .get(crate::answer_cap::MAX_CHARS)
                 .is_some();
             assert!(!lists, "{} lists max_chars", tool.name);
-            assert_eq!(tool.spec().leaves_out, tool.caps_answers, "{}", tool.name);
         }
         assert!(wrong.is_empty(), "{wrong:#?}");
-        assert!(tools().iter().filter(|t| t.caps_answers).count() >= 20);
+        assert!(tools().iter().filter(|t| t.spec().leaves_out).count() >= 20);
     }
 
     #[test]

@@ -433,6 +433,9 @@ fn launch_blocking(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
     for i in devs {
         let d = &cx.ledger.devices[i];
+        if d.steady.columns.get(col) == 0 {
+            continue;
+        }
         let Some(w) = launch_waits(cx, d)?.filter(|w| w.blocking()) else {
             continue;
         };
