@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
-# capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200), in two
+# capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200;
+# SET=heldout11: 2 H200s), in two
 # phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -105,6 +106,19 @@
 #       command="SET=heldout10 bash scripts/capture-planted.sh CARRY smoke")    # 6 programs, no profiler, ~2-3 min
 #   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout10 bash scripts/capture-planted.sh CARRY single")   # 6 captures, one at a time, ~4-6 min
+#
+# The eleventh held-out set (workloads/planted/heldout11: 5 one-GPU captures, one of them a before/after pair, and one
+# 2-rank DDP case) is made for 2 H200s: all three phases, with SET=heldout11 on kind nvidia-h200-x2 (chat_decode and its
+# fixed variant, whose fixed step is set by the host, share the host-heavy slot; resnet_ddp's planted step is host-paced
+# by SyncBatchNorm's synchronizations, ~45-145 ms, and its first step runs cuDNN's benchmark; chat_decode holds 2.2 GB
+# of bf16 weights; long_lm keeps an 8192 x 8192 bias per block for its backward):
+#
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout11 bash scripts/capture-planted.sh CARRY smoke")    # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout11 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~3-5 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout11 bash scripts/capture-planted.sh CARRY multi")    # resnet_ddp, torchrun --nproc_per_node=2, ~1.5-2 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
