@@ -30,9 +30,10 @@ fn main() {
         "summary" => {
             serde_json::to_value(profile::summary::summary(&p, &r, &Default::default()).unwrap())
         }
-        "kernels" => {
-            serde_json::to_value(profile::kernels::kernels(&p, &r, Default::default(), 10).unwrap())
-        }
+        "kernels" => serde_json::to_value(
+            profile::kernels::kernels(&p, &r, profile::kernels::KernelNames::default(), 10)
+                .unwrap(),
+        ),
         "utilization" => {
             serde_json::to_value(profile::utilization::utilization(&p, &r, 30, 50.0).unwrap())
         }

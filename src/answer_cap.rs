@@ -20,7 +20,7 @@
 use serde_json::{Value, json};
 
 /// The most characters (indented as a client shows them) an answer takes over MCP by default.
-pub const MCP_ANSWER_CAP: usize = 6_000;
+pub const MCP_ANSWER_CAP: usize = 4_500;
 
 /// The smallest `max_chars` accepted: below it even a verdict and its first finding do not fit.
 pub const MIN_ANSWER_CAP: usize = 1_000;
@@ -143,6 +143,8 @@ pub fn fit(answer: &mut Value, cap: usize, sheds: &[Shed]) -> bool {
     if whole <= cap || !answer.is_object() {
         return false;
     }
+    // What the answer is held to before its `left_out` note, so that with the note it stays within the cap.
+    let cap = cap.saturating_sub(NOTE_ROOM).max(MIN_ANSWER_CAP / 2);
     let mut shedded = Vec::new();
     for &shed in sheds {
         let count = shed_one(answer, shed);
@@ -201,9 +203,12 @@ pub fn fit(answer: &mut Value, cap: usize, sheds: &[Shed]) -> bool {
     if cuts.is_empty() && shedded.is_empty() {
         return false;
     }
-    note(answer, &shedded, &cuts, whole, cap);
+    note(answer, &shedded, &cuts, whole, cap + NOTE_ROOM);
     true
 }
+
+/// The characters a cut answer keeps free for the note that says what went (a few parts and lists named).
+const NOTE_ROOM: usize = 300;
 
 /// A list that may be cut: where it is and what each of its rows costs (the row, its line and its comma).
 struct List {
@@ -297,6 +302,33 @@ fn lists_at(v: &Value, depth: usize, at: usize, pointer: &mut String, out: &mut 
     }
 }
 
+/// The parts shed, told in short: fields of one list's rows shed from as many rows are named together
+/// (`findings[].{data, why} (2 each)`).
+fn shed_parts(shedded: &[Shedded]) -> Vec<String> {
+    // (list, fields, rows) for `list[].field`; (name, [], count) for any other part.
+    let mut groups: Vec<(&str, Vec<&str>, usize)> = Vec::new();
+    for s in shedded {
+        match s.name.split_once("[].") {
+            Some((list, field)) => match groups.last_mut() {
+                Some((l, fields, n)) if *l == list && *n == s.count && !fields.is_empty() => {
+                    fields.push(field)
+                }
+                _ => groups.push((list, vec![field], s.count)),
+            },
+            None => groups.push((s.name, Vec::new(), s.count)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(name, fields, n)| match fields.as_slice() {
+            [] if name.contains('[') => format!("`{name}` ({n})"),
+            [] => format!("`{name}`"),
+            [one] => format!("`{name}[].{one}` ({n})"),
+            many => format!("`{name}[].{{{}}}` ({n} each)", many.join(", ")),
+        })
+        .collect()
+}
+
 /// A cut list's name with its positions in outer lists as `[]`: `/devices/0/steps` is `devices[].steps`.
 fn list_name(pointer: &str) -> String {
     let mut name = String::new();
@@ -337,14 +369,7 @@ fn note(answer: &mut Value, shedded: &[Shedded], cuts: &[Cut], whole: usize, cap
         .collect();
     let mut how = Vec::new();
     if !shedded.is_empty() {
-        let parts: Vec<String> = shedded
-            .iter()
-            .map(|s| match s.name.contains('[') {
-                true => format!("`{}` ({})", s.name, s.count),
-                false => format!("`{}`", s.name),
-            })
-            .collect();
-        how.push(format!("leaving out {}", parts.join(", ")));
+        how.push(format!("leaving out {}", shed_parts(shedded).join(", ")));
     }
     if !lists.is_empty() {
         how.push(format!("cutting the last rows of: {}", lists.join(", ")));
@@ -352,8 +377,7 @@ fn note(answer: &mut Value, shedded: &[Shedded], cuts: &[Cut], whole: usize, cap
     // The whole answer plus room for the note, rounded up to a thousand.
     let all = whole.div_ceil(1000) * 1000;
     let line = format!(
-        "Held to {cap} characters ({whole} whole) by {}. \
-         `{MAX_CHARS}: {all}` gives all of it; or ask a narrower question (`limit`, a device, steps or a window).",
+        "Held to {cap} characters ({whole} whole) by {}. `{MAX_CHARS}: {all}` gives all of it.",
         how.join(" and ")
     );
     if let Some(obj) = answer.as_object_mut() {
@@ -447,21 +471,26 @@ mod tests {
         let mut body = v.clone();
         body.as_object_mut().unwrap().remove("left_out");
         let kept = v["rows"].as_array().unwrap().len();
-        assert!(printed_len(&body) <= 6_000 && kept > 100, "{kept}");
+        // The rows fill what the note leaves free, and the note fits in the rest.
+        assert!(
+            printed_len(&body) <= 6_000 - NOTE_ROOM && kept > 100,
+            "{kept}"
+        );
+        assert!(printed_len(&v) <= 6_000, "{}", printed_len(&v));
         // One more row would not have fitted.
         body["rows"]
             .as_array_mut()
             .unwrap()
             .push(json!({"i": kept}));
-        assert!(printed_len(&body) > 6_000);
+        assert!(printed_len(&body) > 6_000 - NOTE_ROOM);
     }
 
     #[test]
     fn lists_of_few_rows_lose_only_what_they_must() {
         let row = |c: char| Value::String(c.to_string().repeat(400));
         let mut v = json!({"a": [row('a'), row('b')], "b": [row('c'), row('d')], "c": [row('e'), row('f')]});
-        // One row less fits: only the first list (in order) gives one up.
-        let cap = printed_len(&v) - 300;
+        // One row less fits (with room for the note): only the first list (in order) gives one up.
+        let cap = printed_len(&v) - 300 + NOTE_ROOM - 1;
         assert!(fit(&mut v, cap, &[]));
         let lens: Vec<usize> = ["a", "b", "c"]
             .iter()
@@ -490,7 +519,7 @@ mod tests {
         for f in enough["findings"].as_array_mut().unwrap() {
             f.as_object_mut().unwrap().remove("data");
         }
-        let cap = printed_len(&enough) + 10;
+        let cap = printed_len(&enough) + 10 + NOTE_ROOM;
         assert!(fit(&mut v, cap, &sheds));
         let findings = v["findings"].as_array().unwrap();
         assert_eq!(findings.len(), 2);

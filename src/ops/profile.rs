@@ -600,9 +600,11 @@ pub struct Kernels;
 scoped_input! {
     /// Arguments of `kernels`.
     KernelsInput {
-        /// Group by `short` (default) or `demangled` kernel names.
+        /// Group by `operation` (default: the short name, and for PyTorch's generic launchers the operation
+        /// they carry, e.g. `vectorized_elementwise_kernel[CUDAFunctor_add]`), `short` (nsys's short name) or
+        /// `demangled` (whole C++ signatures, hundreds of characters each).
         #[serde(default)]
-        names: Option<profile::summary::NameKey>,
+        names: Option<profile::kernels::KernelNames>,
         /// Kernel groups to list (default 8).
         #[serde(default)]
         limit: Option<usize>,
@@ -632,7 +634,7 @@ impl Operation for Kernels {
             "kernel launch configuration",
             "tiny kernels",
         ],
-        example: r#"{"path": "train.sqlite", "limit": 10, "names": "demangled"}"#,
+        example: r#"{"path": "train.sqlite", "limit": 10}"#,
         tier: crate::registry::Tier::Default,
         leaves_out: true,
         ..OpSpec::new("profile", "kernels")

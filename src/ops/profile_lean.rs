@@ -17,12 +17,13 @@ use aisp_profile::compare::{
     Basis, ColumnChange, Comparability, Compare, Evidence, FindingChange, KernelChange, Prediction,
     Side, StepChange, Verdict,
 };
-use aisp_profile::kernels::{ClassShare, DeviceKernels, KernelRow, Kernels, LedgerClassShare};
+use aisp_profile::kernels::{
+    ClassShare, DeviceKernels, KernelNames, KernelRow, Kernels, LedgerClassShare,
+};
 use aisp_profile::ranks::RankSet;
 use aisp_profile::rules::{
     DeviceWindow, Finding, LedgerSummary, RuleCheck, Rules, Severity, StakeOverlap,
 };
-use aisp_profile::summary::NameKey;
 
 /// About this many characters (Python `json.dumps`) for a default profile answer, on average.
 pub const LEAN_BUDGET: usize = 4_000;
@@ -83,12 +84,26 @@ pub struct RulesView {
     /// With `detail`: the analysis window per device.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<DeviceWindow>,
-    /// With `detail`: per device, how the findings' shares add up.
+    /// With `detail`: per device with two findings or more above info, how their shares add up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overlaps: Vec<StakeOverlap>,
-    /// With `detail`: every rule that found nothing, and why (below its threshold, or not applicable).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checked: Vec<RuleCheck>,
+    /// With `detail`: every rule that found nothing, by id, and why (`below threshold: ...` or
+    /// `not applicable: ...`).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "aisp_profile::rules::ordered_map"
+    )]
+    #[schemars(with = "std::collections::BTreeMap<String, String>")]
+    pub checked: Vec<(String, String)>,
+}
+
+/// A rule that found nothing, as `checked` gives it: its id, and its status in words before why.
+fn check_line(c: RuleCheck) -> (String, String) {
+    (
+        c.id,
+        format!("{}: {}", c.status.replace('_', " "), c.detail),
+    )
 }
 
 /// What an assistant repeats to a user of a finding: its stake, the predicted step, the numbers it rests on in one
@@ -243,20 +258,18 @@ fn pass_detail(cut: &[String]) -> Option<String> {
     (!cut.is_empty()).then(|| format!("{}: pass \"detail\": true", cut.join("; ")))
 }
 
-/// Where to look next after the findings: the reader of what the top finding is made of, then the ledger (each
-/// column of each steady step).
+/// The one call to make next: the reader of what the top finding is made of, or, with no finding above info, the
+/// ledger (each column of each steady step). One line, not a menu: the answer already holds the step ledger in
+/// short, and each suggested call is one an assistant tends to make.
 fn next_calls(path: &str, findings: &[Finding], set: bool) -> Vec<String> {
-    let ledger = format!(
-        "aisp_profile_ledger {}: each steady step, column by column{}",
-        path_arg(path),
-        if set { ", per rank" } else { "" }
-    );
-    let mut next = Vec::new();
-    if let Some(top) = findings.iter().find(|f| f.severity > Severity::Info) {
-        next.push(reader_of(path, top, set));
+    match findings.iter().find(|f| f.severity > Severity::Info) {
+        Some(top) => vec![reader_of(path, top, set)],
+        None => vec![format!(
+            "aisp_profile_ledger {}: each steady step, column by column{}",
+            path_arg(path),
+            if set { ", per rank" } else { "" }
+        )],
     }
-    next.push(ledger);
-    next
 }
 
 /// The call that shows what a finding is made of.
@@ -308,7 +321,8 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
 /// What an answer of findings parts with under the MCP size cap before any row is cut
 /// ([`crate::answer_cap::Shed`]), in order: findings under 1 %, each finding's `data` (the numbers its evidence
 /// states, as fields), its rule's standing `why` and `verify`, its window (the device's, in `windows`), its ledger
-/// column names, the rules that found nothing, and its NVTX regions (the top one is named in its evidence). What
+/// column names, the rules that found nothing, the windows (each device's is in its ledger's steps), how shares
+/// add up, and its NVTX regions (the top one is named in its evidence). What
 /// stays longest is what an assistant repeats: each finding's stake, basis, gist, evidence and fix. `finding`
 /// brings any one finding back whole.
 pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
@@ -319,6 +333,8 @@ pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "findings[].window",
     "findings[].columns",
     "checked",
+    "windows",
+    "overlaps",
     "findings[].regions",
 ];
 
@@ -433,6 +449,19 @@ pub fn rules_view(
         let checked = checked
             .into_iter()
             .filter(|c| c.status != "finding")
+            .map(check_line)
+            .collect();
+        // How shares add up matters where they could be added: two findings or more above info on a device.
+        let overlaps = overlaps
+            .into_iter()
+            .filter(|o| {
+                view.lead
+                    .findings
+                    .iter()
+                    .filter(|f| f.device == Some(o.device) && f.severity > Severity::Info)
+                    .count()
+                    > 1
+            })
             .collect();
         // Devices whose steps were found alike (every rank of a set, each GPU of one process): the reason once.
         let mut windows = windows;
@@ -745,7 +774,7 @@ pub enum KernelRowView {
 /// `aisp_profile_kernels`' answer.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct KernelsView {
-    pub names: NameKey,
+    pub names: KernelNames,
     /// With `detail`: how the per-row statistics are defined.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub statistics: String,
@@ -760,9 +789,19 @@ pub struct KernelsView {
     /// With `detail`: time per kernel class (the classifier's: what the name and launch say).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassShare>,
-    /// Time per ledger class (the rows' `ledger_class`).
+    /// Share of all kernel time per ledger class (the rows' `ledger_class`), largest first.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "aisp_profile::rules::ordered_map"
+    )]
+    #[schemars(with = "std::collections::BTreeMap<String, f64>")]
+    pub ledger_class_pct: Vec<(String, f64)>,
+    /// With `detail`: per ledger class its kernels, time and share.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ledger_classes: Vec<LedgerClassShare>,
-    /// Per device: kernels, time, and those under 5 us.
+    /// Per device: kernels, time, and those under 5 us (by default only when there are several devices).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceKernels>,
 }
 
@@ -792,12 +831,18 @@ pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
         rows_total,
         rows: Vec::new(),
         classes: Vec::new(),
-        ledger_classes,
-        devices,
+        ledger_class_pct: ledger_classes
+            .iter()
+            .map(|c| (c.ledger_class.clone(), c.time_pct))
+            .collect(),
+        ledger_classes: Vec::new(),
+        devices: Vec::new(),
     };
     if detail {
         view.statistics = statistics;
         view.classes = classes;
+        view.ledger_classes = ledger_classes;
+        view.devices = devices;
         view.rows = rows
             .into_iter()
             .map(|r| KernelRowView::Full(Box::new(r)))
@@ -810,8 +855,8 @@ pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
             KernelRowView::Brief(KernelBrief {
                 // Grouped by demangled name on request: the name asked for, whole.
                 name: match names {
-                    NameKey::Short => bare_kernel_name(&r.name),
-                    NameKey::Demangled => r.name,
+                    KernelNames::Short => bare_kernel_name(&r.name),
+                    KernelNames::Operation | KernelNames::Demangled => r.name,
                 },
                 ledger_class: r.ledger_class,
                 time_pct: r.time_pct,
@@ -825,14 +870,25 @@ pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
         })
         .collect();
     let what = match names {
-        NameKey::Short => "each group's demangled name, ",
-        NameKey::Demangled => "",
+        KernelNames::Short | KernelNames::Operation => "each group's demangled name, ",
+        KernelNames::Demangled => "",
+    };
+    // One device: its count of kernels under 5 us is a detail; several: how they differ is the answer.
+    let one_device = devices.len() <= 1;
+    if !one_device {
+        view.devices = devices;
+    }
+    let kernels_under_5us = if one_device {
+        "the count and time of kernels under 5 us, "
+    } else {
+        ""
     };
     (
         view,
         pass_detail(&[format!(
             "{what}duration statistics (median, min, max, stddev, p50/p90/p99), per-device split, registers and \
-             shared memory, launch configurations, class evidence, and the time per kernel class"
+             shared memory, launch configurations, class evidence, {kernels_under_5us}the calls and time per \
+             ledger class, and the time per kernel class"
         )]),
     )
 }
@@ -848,6 +904,59 @@ mod tests {
             "device": device, "evidence": ["seen"], "why": "because", "fix": format!("fix {id}"),
         }))
         .unwrap()
+    }
+
+    /// A detailed answer: how shares add up only where two findings above info share a device; each rule that
+    /// found nothing as one `id: status: why` entry; one call named next.
+    #[test]
+    fn a_detailed_answer_adds_up_shares_only_where_findings_share_a_device() {
+        let overlap = |device: i64| StakeOverlap {
+            device,
+            sum_share_pct: 1.0,
+            idle_union_ns: 0,
+            idle_union_pct: 0.0,
+            estimated_ns: 0,
+            note: String::new(),
+        };
+        let check = |id: &str, status: &str| RuleCheck {
+            id: id.into(),
+            status: status.into(),
+            detail: format!("{id} detail"),
+        };
+        let rules = Rules {
+            findings: vec![
+                finding("a", "high", 0, 20.0),
+                finding("b", "medium", 0, 6.5),
+                finding("a", "high", 1, 18.0),
+                finding("d", "info", 1, 0.5),
+            ],
+            overlaps: vec![overlap(0), overlap(1)],
+            highest: Severity::High,
+            verdict: "v".into(),
+            ledger: Vec::new(),
+            windows: Vec::new(),
+            checked: vec![
+                check("a", "finding"),
+                check("x", "below_threshold"),
+                check("y", "not_applicable"),
+            ],
+        };
+        let (view, _) = rules_view(rules, "p.sqlite", Detail::All, false).unwrap();
+        assert_eq!(
+            view.overlaps.iter().map(|o| o.device).collect::<Vec<_>>(),
+            vec![0]
+        );
+        let v = serde_json::to_value(&view).unwrap();
+        assert_eq!(
+            v["checked"],
+            serde_json::json!({"x": "below threshold: x detail", "y": "not applicable: y detail"})
+        );
+        assert_eq!(view.lead.next.len(), 1);
+        assert!(
+            view.lead.next[0].starts_with("aisp_profile_gaps"),
+            "{:?}",
+            view.lead.next
+        );
     }
 
     #[test]

@@ -162,7 +162,10 @@ fn cli_spellings_are_consistent() {
     );
     let (code, _, err) = run(&["profile", "kernels", train, "--names", "long"]);
     assert_eq!(code, 2);
-    assert!(err.contains("[possible values: short, demangled]"), "{err}");
+    assert!(
+        err.contains("[possible values: operation, short, demangled]"),
+        "{err}"
+    );
     // 16 GPUs at 8 per node are 2 nodes.
     let (code, v, err) = run(&[
         "distributed",

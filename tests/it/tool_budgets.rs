@@ -626,11 +626,11 @@ async fn detail_costs_what_its_description_says() {
     ));
     // tool → (cases, Σ default, Σ detail, Σ default indented, Σ detail indented)
     let mut sums: std::collections::BTreeMap<&str, [usize; 5]> = Default::default();
-    for (tool, args) in calls {
+    for (tool, mut args) in calls {
+        // Both answers whole, past the MCP answer cap: what `detail` adds to the default, not what the cap keeps.
+        args["max_chars"] = json!(WHOLE);
         let mut full_args = args.clone();
         full_args["detail"] = json!(true);
-        // Complete on request: a detailed answer whole, past the MCP answer cap.
-        full_args["max_chars"] = json!(WHOLE);
         let mut both = Vec::new();
         for a in [args.clone(), full_args] {
             let r = client

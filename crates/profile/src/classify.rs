@@ -202,8 +202,8 @@ pub fn kernel_label(demangled: &str) -> String {
     }
 }
 
-/// The first name in a launcher's template arguments that says what it computes: a `*_kernel_cuda` or `*KernelImpl`
-/// function, a functor (not a generic wrapper such as `BinaryFunctor`), a reduction's `*Ops`, or an `*_out` op.
+/// The first name in a launcher's template arguments that says what it computes: a `*_kernel_cuda`, `*_kernel_impl`
+/// or `*KernelImpl` function, a functor (not a generic wrapper such as `BinaryFunctor`), a reduction's `*Ops`, or an `*_out` op.
 fn carried_operation(args: &str) -> Option<&str> {
     const WRAPPERS: [&str; 6] = [
         "BinaryFunctor",
@@ -217,6 +217,7 @@ fn carried_operation(args: &str) -> Option<&str> {
         .filter(|w| !w.is_empty() && !WRAPPERS.contains(w))
         .find(|w| {
             w.ends_with("_kernel_cuda")
+                || w.ends_with("_kernel_impl")
                 || w.ends_with("KernelImpl")
                 || w.ends_with("Functor")
                 || w.ends_with("_functor")
@@ -543,6 +544,10 @@ mod tests {
             (
                 "void at::native::<unnamed>::multi_tensor_apply_kernel<at::native::<unnamed>::FusedOptimizerTensorListMetadata<(int)4>, at::native::<unnamed>::FusedAdamMathFunctor<c10::BFloat16, (int)4, (at::native::ADAM_MODE)1, (bool)0>, const float *>(T1, T2, T3...)",
                 "multi_tensor_apply_kernel[FusedAdamMathFunctor]",
+            ),
+            (
+                "void at::native::vectorized_elementwise_kernel<(int)4, void at::native::<unnamed>::pow_tensor_scalar_kernel_impl<float, float>(at::TensorIteratorBase &, T2)::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)",
+                "vectorized_elementwise_kernel[pow_tensor_scalar_kernel_impl]",
             ),
             // Not a launcher: the bare name already says what it is.
             (

@@ -347,6 +347,28 @@ fn what_is_left(after: &[Finding]) -> String {
     }
 }
 
+/// Where the after run's steady step goes, in one clause (the device or rank that stands for the run): the period,
+/// the groups above 1 % largest first, and the largest columns, so that "what bounds it now" needs no second call.
+fn after_split(a: &Run) -> Option<String> {
+    let d = a.lead()?;
+    let s = crate::rules::summary(&d.ledger);
+    let mut groups: Vec<(&String, &f64)> =
+        s.groups_pct.iter().filter(|(_, v)| **v >= 1.0).collect();
+    groups.sort_by(|x, y| y.1.total_cmp(x.1).then(x.0.cmp(y.0)));
+    let groups: Vec<String> = groups.iter().map(|(g, v)| format!("{g} {v}%")).collect();
+    let columns: Vec<String> = s
+        .top_columns
+        .iter()
+        .map(|(c, v)| format!("{c} {v}%"))
+        .collect();
+    Some(format!(
+        "After, the steady window is {}; largest columns: {} (median step {})",
+        groups.join(", "),
+        columns.join(", "),
+        ms(d.median_ns() as f64)
+    ))
+}
+
 // ---------------------------------------------------------------------------------------------
 // What compare reads of one run
 
@@ -1445,6 +1467,9 @@ pub fn compare_runs(b: &Run, a: &Run, limit: usize) -> Compare {
             summary.push_str(&format!(". Fixed: {}", applied.join("; ")));
         }
         summary.push_str(&format!(". {}", what_is_left(&a.findings)));
+        if let Some(split) = after_split(a) {
+            summary.push_str(&format!(". {split}"));
+        }
     }
     Compare {
         verdict,

@@ -112,9 +112,33 @@ pub struct DeviceKernels {
     pub short_time_pct: f64,
 }
 
+/// How `kernels` groups and names kernels.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelNames {
+    /// The short name, with the operation PyTorch's generic launchers carry in brackets
+    /// (`vectorized_elementwise_kernel[pow_tensor_scalar_kernel_impl]`): what a kernel computes without its
+    /// template arguments, so that an add and a cast through the same launcher are two rows.
+    #[default]
+    Operation,
+    /// `shortName` (nsys `:base`), e.g. `vectorized_elementwise_kernel`.
+    Short,
+    /// `demangledName` (the `nsys stats` default), with template arguments.
+    Demangled,
+}
+
+impl From<NameKey> for KernelNames {
+    fn from(k: NameKey) -> Self {
+        match k {
+            NameKey::Short => KernelNames::Short,
+            NameKey::Demangled => KernelNames::Demangled,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Kernels {
-    pub names: NameKey,
+    pub names: KernelNames,
     /// How the per-row statistics are defined (the median and p50 differ by method).
     pub statistics: String,
     pub kernels: u64,
@@ -160,23 +184,37 @@ impl<'p> Classifier<'p> {
 pub fn kernels(
     p: &Profile,
     scope: &ResolvedScope,
-    names: NameKey,
+    names: impl Into<KernelNames>,
     limit: usize,
 ) -> Result<Kernels> {
+    let names = names.into();
     let ks: Vec<&Kernel> = p
         .kernels()?
         .iter()
         .filter(|k| scope.admits(k.device, k.global_pid, k.start, k.end))
         .collect();
     let mut classifier = Classifier::new(p);
-    let mut groups: HashMap<i64, Vec<&Kernel>> = HashMap::default();
+    let mut groups: HashMap<String, Vec<&Kernel>> = HashMap::default();
+    // A label per demangled name, made once (hundreds of thousands of kernels at 1 GB).
+    let mut labels: HashMap<i64, String> = HashMap::default();
     for k in &ks {
-        groups.entry(names.of(k)).or_default().push(k);
+        let name = match names {
+            KernelNames::Short => p.string(k.short_name).to_string(),
+            KernelNames::Demangled => p.string(k.demangled_name).to_string(),
+            KernelNames::Operation => labels
+                .entry(k.demangled_name)
+                .or_insert_with(|| match p.string(k.demangled_name) {
+                    "" => p.string(k.short_name).to_string(),
+                    d => classify::kernel_label(d),
+                })
+                .clone(),
+        };
+        groups.entry(name).or_default().push(k);
     }
     let total: i64 = ks.iter().map(|k| k.dur()).sum();
     let mut rows: Vec<KernelRow> = groups
         .into_iter()
-        .map(|(id, members)| {
+        .map(|(name, members)| {
             let mut d: Vec<i64> = members.iter().map(|k| k.dur()).collect();
             let s = stats::stats(&mut d);
             d.sort_unstable();
@@ -196,21 +234,22 @@ pub fn kernels(
                 .iter()
                 .max_by_key(|(id, t)| (**t, std::cmp::Reverse(**id)))
                 .map(|(id, _)| *id)
-                .unwrap_or(id);
+                .unwrap_or(members[0].demangled_name);
             let representative = members
                 .iter()
                 .find(|k| k.demangled_name == main_demangled)
                 .copied()
                 .unwrap_or(members[0]);
+            let main_demangled = p.string(main_demangled);
             let ((grid, block, regs, ssm, dsm), _) = configs
                 .iter()
                 .max_by_key(|(cfg, n)| (**n, std::cmp::Reverse(**cfg)))
                 .map(|(c, n)| (*c, *n))
                 .unwrap_or((([0; 3], [0; 3], 0, 0, 0), 0));
             KernelRow {
-                name: p.string(id).to_string(),
-                demangled: (names == NameKey::Short && main_demangled != id)
-                    .then(|| p.string(main_demangled).to_string()),
+                demangled: (names != KernelNames::Demangled && main_demangled != name)
+                    .then(|| main_demangled.to_string()),
+                name,
                 time_pct: pct1(s.total, total),
                 total_ns: s.total,
                 instances: s.count,

@@ -218,11 +218,7 @@ pub struct LedgerSummary {
     /// Share of the steady window per group: compute, communication, copy, idle (sums to 100 up to rounding).
     pub groups_pct: BTreeMap<String, f64>,
     /// The largest ledger columns, share of the steady window (at most 4), largest first.
-    #[serde(
-        default,
-        skip_serializing_if = "Vec::is_empty",
-        with = "ordered_shares"
-    )]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "ordered_map")]
     #[schemars(with = "BTreeMap<String, f64>")]
     pub top_columns: Vec<(String, f64)>,
     /// The kernels with the most time in the steady window, per steady step (read beside the export; none for a
@@ -231,13 +227,17 @@ pub struct LedgerSummary {
     pub top_kernels: Vec<StepKernel>,
 }
 
-/// `[(name, share)]` as a JSON object in that order (`{"gemm_tensor_core": 61.2, ...}`): a line per column where a
-/// client indents its JSON, where pairs take four.
-mod ordered_shares {
-    use serde::de::{Deserializer, MapAccess, Visitor};
-    use serde::ser::{SerializeMap, Serializer};
+/// `[(key, value)]` as a JSON object in that order (`{"gemm_tensor_core": 61.2, ...}`): a line per entry where a
+/// client indents its JSON, where a list of pairs or of objects takes four or more.
+pub mod ordered_map {
+    use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+    use serde::ser::{Serialize, SerializeMap, Serializer};
+    use std::marker::PhantomData;
 
-    pub fn serialize<S: Serializer>(v: &[(String, f64)], s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer, V: Serialize>(
+        v: &[(String, V)],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(v.len()))?;
         for (k, x) in v {
             m.serialize_entry(k, x)?;
@@ -245,12 +245,14 @@ mod ordered_shares {
         m.end()
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, f64)>, D::Error> {
-        struct InOrder;
-        impl<'de> Visitor<'de> for InOrder {
-            type Value = Vec<(String, f64)>;
+    pub fn deserialize<'de, D: Deserializer<'de>, V: Deserialize<'de>>(
+        d: D,
+    ) -> Result<Vec<(String, V)>, D::Error> {
+        struct InOrder<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for InOrder<V> {
+            type Value = Vec<(String, V)>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an object of shares")
+                f.write_str("an object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
                 let mut out = Vec::new();
@@ -260,7 +262,7 @@ mod ordered_shares {
                 Ok(out)
             }
         }
-        d.deserialize_map(InOrder)
+        d.deserialize_map(InOrder(PhantomData))
     }
 }
 

@@ -435,3 +435,37 @@ fn findings_come_largest_predicted_saving_first_with_what_then_limits_the_step()
         );
     }
 }
+
+/// The summary's last sentence says where the after run's steady step goes: each group above 1 % and the largest
+/// columns, the same figures the after run's own rules give in its ledger in short, and the median step compare
+/// measured.
+#[test]
+fn the_summary_says_where_the_after_run_step_goes_as_its_ledger_does() {
+    let c = compare_cases("copy_bound", "copy_bound.fixed", 1);
+    let p = profile_common::open("planted/copy_bound.fixed.sqlite");
+    let r =
+        aisp_profile::rules::run(&p, &p.resolve(&aisp_profile::Scope::default()).unwrap()).unwrap();
+    let s = &r.ledger[0];
+    let split = c
+        .summary
+        .split(". After, the steady window is ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no split in {}", c.summary));
+    for (group, pct) in &s.groups_pct {
+        let said = format!("{group} {pct}%");
+        assert_eq!(split.contains(&said), *pct >= 1.0, "{said} in {split}");
+    }
+    let (groups, _) = split.split_once("; largest columns: ").unwrap();
+    assert!(groups.starts_with("compute "), "{groups}");
+    let columns: Vec<String> = s
+        .top_columns
+        .iter()
+        .map(|(c, v)| format!("{c} {v}%"))
+        .collect();
+    assert!(split.contains(&columns.join(", ")), "{split}");
+    let median = c.after.step_median_ns as f64 / 1e6;
+    assert!(
+        split.ends_with(&format!("(median step {median:.2} ms)")),
+        "{split}"
+    );
+}

@@ -1607,3 +1607,48 @@ fn kernel_rows_carry_the_ledgers_class() {
         assert_eq!(row.class.class, KernelClass::Elementwise);
     }
 }
+
+/// Grouped by operation (the kernels tool's default), PyTorch's generic launchers split by what they carry: on
+/// train_good the 120 `multi_tensor_apply_kernel` launches are 80 fused-Adam launches and the rest, each row's
+/// figures those SQL counts over the demangled names, and the rows add up to the short-name grouping.
+#[test]
+fn kernels_by_operation_split_a_launcher_by_what_it_carries() {
+    use aisp_profile::kernels::KernelNames;
+    let p = open("train_good.sqlite");
+    let by_op =
+        profile::kernels::kernels(&p, &all(&p), KernelNames::Operation, usize::MAX).unwrap();
+    let by_short = profile::kernels::kernels(&p, &all(&p), NameKey::Short, usize::MAX).unwrap();
+    assert_eq!(by_op.total_ns, by_short.total_ns);
+    assert_eq!(
+        by_op.rows.iter().map(|r| r.total_ns).sum::<i64>(),
+        by_op.total_ns
+    );
+    let adam = by_op
+        .rows
+        .iter()
+        .find(|r| r.name == "multi_tensor_apply_kernel[FusedAdamMathFunctor]")
+        .unwrap();
+    let sql = sql_rows(
+        "train_good.sqlite",
+        "SELECT count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k \
+         JOIN StringIds s ON s.id = k.demangledName \
+         WHERE s.value LIKE '%multi_tensor_apply_kernel%FusedAdamMathFunctor%'",
+    );
+    assert_eq!(vec![adam.instances as i64, adam.total_ns], sql[0]);
+    // Every launcher row of the short grouping is the sum of its operation rows.
+    for short in &by_short.rows {
+        let (n, t) = by_op
+            .rows
+            .iter()
+            .filter(|r| r.name == short.name || r.name.starts_with(&format!("{}[", short.name)))
+            .fold((0, 0), |(n, t), r| (n + r.instances, t + r.total_ns));
+        assert_eq!((n, t), (short.instances, short.total_ns), "{}", short.name);
+    }
+    // The group's largest demangled name stays one field away.
+    assert!(
+        adam.demangled
+            .as_deref()
+            .unwrap()
+            .contains("FusedAdamMathFunctor")
+    );
+}
