@@ -134,6 +134,11 @@ fn set_of(name: &str) -> Set {
             manifests: "workloads/planted/heldout9/manifests",
             h200: true,
         },
+        "heldout11" => Set {
+            exports: "planted/heldout11",
+            manifests: "workloads/planted/heldout11/manifests",
+            h200: true,
+        },
         other => panic!("unknown set {other}"),
     }
 }
@@ -185,9 +190,11 @@ fn score_case(manifest: &Value, answer: &Value, h200: bool) -> Score {
             .as_array()
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_else(|| vec![p["cause"].as_str().unwrap()]);
-        let want = p["severity_h200"]
+        // A manifest written with other bands also gives the severity in the findings contract's bands (1, 5, 15,
+        // 40 %) as `severity_legacy` (heldout11): the one a finding is held to.
+        let want = p["severity_legacy"]
             .as_str()
-            .filter(|_| h200)
+            .or(p["severity_h200"].as_str().filter(|_| h200))
             .or(p["severity"].as_str())
             .unwrap();
         let rank_wanted = p["where"]["rank"].as_u64();
@@ -540,6 +547,32 @@ fn the_tenth_held_out_set_keeps_its_first_score() {
         (planted, found, false_findings.len()),
         (5, 4, 0),
         "tenth held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
+    );
+}
+
+/// The eleventh held-out set (2×H200, written without reading the rules), scored once (2026-11-28 13:20 UTC): 1 of 5,
+/// one false. Found: `vit_embed`'s inference in training mode, as an elementwise chain (medium 13.99 %; the manifest
+/// accepts the class, though the chain's fix is fusion, not `model.eval()`). Missed: `chat_decode`'s generation
+/// without a KV cache (the capture is host-bound: the cache removed 20 ms of GPU work per token and the token got
+/// slower, `heldout11/measured.json`; the host time before cuDNN's attention kernel is the finding, critical 61.01 %),
+/// `long_lm`'s explicit causal mask (a fused attention kernel at 60 % of the step: nothing in its name says it computes
+/// the masked half), `pano_field`'s randperm per batch (its radix sort read as an elementwise chain, medium 9.57 %),
+/// `resnet_ddp`'s SyncBatchNorm (read as launch-bound, critical 51.06 %, with its syncs named as what blocks a CUDA
+/// graph; the per-layer syncs themselves low 4.37 %). False: `cross_rank_straggler` on rank 1 (high 22.22 % at the
+/// score: the whole wait of rank 0).
+///
+/// After the score: a straggler's stake is its own lateness, its leads beyond the median other rank's (every rank is
+/// late by turns; on `resnet_ddp` rank 0 leads 19.1 ms a step too), so the straggler there is medium 7.38 %, still
+/// counted false; the host-compute and other idle-cause findings name the kernel most of their idle comes just before
+/// (`chat_decode`: 99.7 % before cuDNN's attention kernel, in both runs); and the launch-bound and host-compute idle
+/// of `chat_decode`, `chat_decode.fixed` and `resnet_ddp` joined the truth, measured by `scripts/host_late_idle.py`.
+#[test]
+fn the_eleventh_held_out_set_keeps_its_first_score() {
+    let (planted, found, false_findings) = scorecard("heldout11");
+    assert_eq!(
+        (planted, found, false_findings.len()),
+        (5, 1, 1),
+        "eleventh held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
     );
 }
 

@@ -262,6 +262,18 @@ fn on_critical_rank(fs: &[(u32, &Finding)], critical: u32, ranks: usize) -> Find
     f
 }
 
+/// Of the rank at position `r`: the median other rank's total lead when last, and the rank's own lead beyond it
+/// (every rank is late by turns; only the lateness it shows beyond the others' is the straggler's).
+fn own_lead(a: &Arrivals, r: usize) -> (i64, i64) {
+    let others = median(
+        (0..a.lead_total_ns.len())
+            .filter(|&i| i != r)
+            .map(|i| a.lead_total_ns[i])
+            .collect(),
+    );
+    (others, (a.lead_total_ns[r] - others).max(0))
+}
+
 /// The straggler at position `r` of the arrivals: the others' wait is at stake, its ledger says why it is late.
 fn straggler(
     ledgers: &[(u32, &DeviceLedger, &[Finding])],
@@ -283,7 +295,11 @@ fn straggler(
     let waited = median(waits.clone());
     // Were this rank on time, the others would still wait for the next-latest one: the fix removes at most
     // its lead over that rank (a slow host's ranks are all late, and each leads the next by microseconds).
-    let wait = waited.min(a.lead_total_ns[r]);
+    // And every rank is late by turns (host jitter, uneven small kernels): with the straggler on time, the ranks
+    // would still lead one another about as much as the other ranks lead now, so only its lead beyond the
+    // median other rank's is its own.
+    let (others_lead, own_lead) = own_lead(a, r);
+    let wait = waited.min(own_lead);
     let window = median(others.iter().map(|l| l.steady.length_ns).collect());
     let step = median(others.iter().map(|l| l.steady.period_median_ns).collect());
     let steps = median(others.iter().map(|l| l.steady.steps as i64).collect()).max(1);
@@ -320,7 +336,7 @@ fn straggler(
             format!(
                 "the {} other ranks' comm_wait (time inside collectives before the last rank arrived, no compute beside \
                  it) over the steady window, at the median waiting rank, at most the rank's total lead over the next-latest \
-                 rank; the step after rebalancing the extra work over \
+                 rank beyond the median other rank's; the step after rebalancing the extra work over \
                  all {n} ranks: the median step minus (n − 1)/n of the wait per step",
                 n - 1
             ),
@@ -331,7 +347,7 @@ fn straggler(
             step - wait_per_step,
             format!(
                 "the {} other ranks' comm_wait over the steady window, at the median waiting rank, at most the rank's total \
-                 lead over the next-latest rank; the step once the late \
+                 lead over the next-latest rank beyond the median other rank's; the step once the late \
                  rank's host delay is gone: the median step minus the wait per step",
                 ledgers.len() - 1
             ),
@@ -356,6 +372,12 @@ fn straggler(
             a.chance_limit,
             a.ranks,
             ms(a.lead_median_ns[r])
+        ),
+        format!(
+            "its leads when last add up to {}, the median other rank's to {}: {} of lateness is its own",
+            ms(a.lead_total_ns[r]),
+            ms(others_lead),
+            ms(own_lead)
         ),
         format!(
             "the other ranks wait {} per step for it inside collectives with no compute beside it (median waiting rank; \
@@ -427,7 +449,8 @@ fn straggler(
                  every rank."
             .into(),
         data: json!({"rank": rank, "cause": cause, "last": a.last[r], "decided": a.decided, "chance_limit": a.chance_limit,
-            "lead_median_ns": a.lead_median_ns[r], "lead_total_ns": a.lead_total_ns[r], "waited_ns": waited, "wait_ns": wait, "wait_per_step_ns": wait_per_step, "waits_ns": waits,
+            "lead_median_ns": a.lead_median_ns[r], "lead_total_ns": a.lead_total_ns[r], "others_lead_total_ns": others_lead,
+            "own_lead_ns": own_lead, "waited_ns": waited, "wait_ns": wait, "wait_per_step_ns": wait_per_step, "waits_ns": waits,
             "window_ns": window, "step_ns": step, "predicted_step_ns": predicted,
             "compute_delta_per_step_ns": compute_delta, "host_idle_delta_per_step_ns": host_delta,
             "deltas": deltas.iter().filter(|d| d.1 > 0).take(3).map(|(c, v)| json!({"column": c.as_str(), "per_step_ns": v})).collect::<Vec<_>>()}),
@@ -511,8 +534,8 @@ pub fn replace_stragglers(
                 .filter_map(|o| by_rank.get(&o.identity.rank))
                 .map(|o| o.steady.columns.get(Column::CommWait))
                 .collect();
-            // What the others would stop waiting were it on time: at most its lead over the next-latest rank.
-            let lead = a.lead_total_ns[r];
+            // What the others would stop waiting were it on time: at most its own lead over the next-latest rank.
+            let lead = own_lead(a, r).1;
             Some(super::analysis::Straggler {
                 rank: d.identity.rank,
                 hostname: d.identity.hostname.clone(),

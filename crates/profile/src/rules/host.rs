@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::super::Result;
 use super::super::calls::{self, CallKind};
+use super::super::classify;
 use super::super::gaps::{self, GapGroup};
 use super::super::kernels::SHORT_KERNEL_NS;
 use super::super::ledger::{Column, DeviceLedger, IdlePiece};
@@ -180,7 +181,7 @@ fn launch_bound(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             continue;
         }
         // Launches that wait for their kernels: `synchronous_launches` reads this column on this device.
-        if launch_waits(cx, d)?.is_some_and(|w| w.blocking()) {
+        if launch_waits(cx, i)?.is_some_and(|w| w.blocking()) {
             continue;
         }
         let basis = "measured: the ledger's idle_launch_overhead of each steady step — idle stretches under 1 ms \
@@ -367,7 +368,7 @@ const MIN_LONG_KERNELS: usize = 50;
 /// Of a device's steady kernels of at least [`LONG_KERNEL_NS`] with a recorded launch: how many, and how many of
 /// their launch calls returned only after the kernel had ended.
 #[derive(Debug, Clone, Copy)]
-struct LaunchWaits {
+pub(super) struct LaunchWaits {
     long: usize,
     waited: usize,
 }
@@ -384,24 +385,40 @@ impl LaunchWaits {
     }
 }
 
-fn launch_waits(cx: &Ctx, d: &DeviceLedger) -> Result<Option<LaunchWaits>> {
+/// The launch waits of the device at `i` (none without long kernels), read once per rules run for every device
+/// with launch-overhead idle: both `launch_bound_tiny_kernels` (to step aside) and `synchronous_launches` ask.
+fn launch_waits(cx: &Ctx, i: usize) -> Result<Option<LaunchWaits>> {
+    if let Some(all) = cx.launch_waits.get() {
+        return Ok(all.get(&i).copied());
+    }
     let p = cx.p()?;
     let (kernels, api) = (p.kernels()?, p.api()?);
     let launches = &p.launch_index()?.kernel_launch;
-    let mut w = LaunchWaits { long: 0, waited: 0 };
-    for (k, kk) in super::steady_kernels(kernels, d) {
-        if kk.dur() < LONG_KERNEL_NS {
+    let mut all = BTreeMap::new();
+    for (j, d) in cx.devices() {
+        if d.steady.columns.get(Column::IdleLaunchOverhead) == 0 {
             continue;
         }
-        let Some(a) = launches[k].map(|a| &api[a as usize]) else {
-            continue;
-        };
-        w.long += 1;
-        if a.end >= kk.end {
-            w.waited += 1;
+        let mut w = LaunchWaits { long: 0, waited: 0 };
+        for (k, kk) in super::steady_kernels(kernels, d) {
+            if kk.dur() < LONG_KERNEL_NS {
+                continue;
+            }
+            let Some(a) = launches[k].map(|a| &api[a as usize]) else {
+                continue;
+            };
+            w.long += 1;
+            if a.end >= kk.end {
+                w.waited += 1;
+            }
+        }
+        if w.long > 0 {
+            all.insert(j, w);
         }
     }
-    Ok((w.long > 0).then_some(w))
+    let w = all.get(&i).copied();
+    let _ = cx.launch_waits.set(all);
+    Ok(w)
 }
 
 pub const LAUNCH_BLOCKING: RuleSpec = RuleSpec {
@@ -436,7 +453,7 @@ fn launch_blocking(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         if d.steady.columns.get(col) == 0 {
             continue;
         }
-        let Some(w) = launch_waits(cx, d)?.filter(|w| w.blocking()) else {
+        let Some(w) = launch_waits(cx, i)?.filter(|w| w.blocking()) else {
             continue;
         };
         let basis = "measured: the ledger's idle_launch_overhead of each steady step, on a device whose launch calls \
@@ -495,7 +512,10 @@ pub const HOST_COMPUTE: RuleSpec = RuleSpec {
               takes as long as the host side.",
         fix: "Find the host work named in the evidence and take it off the critical path: move data preparation into \
               DataLoader workers (num_workers, pin_memory=True, prefetch), precompute what can be, avoid per-step \
-              Python work between launches, or overlap it with device work (let the CPU run ahead: no syncs).",
+              Python work between launches, or overlap it with device work (let the CPU run ahead: no syncs). Where \
+              the idle comes before one kernel in every step, look at what prepares that call: a kernel planned or \
+              built for each new input shape (cuDNN attention, cudnn.benchmark, Triton autotuning, torch.compile \
+              recompiles: keep shapes fixed or bucketed), or a mask or index built on the host.",
         verify: "Re-profile: aisp_profile_ledger idle_host_compute should shrink and the steady step with it.",
         quiet: "host-compute idle under 1% of the steady window",
     },
@@ -573,6 +593,78 @@ fn os_wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     )
 }
 
+/// What most of the stretches' time comes before: the next kernel after each stretch's idle run, where one kernel
+/// (a family of names alike but for numbers) follows at least half of the idle time. Host work just before one kernel in every step
+/// points at what prepares that call (a plan or module built per input shape, a mask or index built on the host).
+fn before_kernel(cx: &Ctx, d: &DeviceLedger, st: &[Stretch]) -> Result<Option<BeforeKernel>> {
+    let p = cx.p()?;
+    let kernels = p.kernels()?;
+    let starts: Vec<(i64, usize)> = super::steady_kernels(kernels, d)
+        .map(|(i, k)| (k.start, i))
+        .collect();
+    // The device stays idle past a stretch through the pieces of other causes that follow it (the launch call's
+    // own overhead, say): the idle run ends where no piece continues it.
+    let next: std::collections::HashMap<i64, i64> =
+        d.idle.iter().map(|p| (p.start, p.end)).collect();
+    let total: i64 = st.iter().map(|s| s.end - s.start).sum();
+    // family → (idle ns, stretches, its kernels' names with how many stretches each ends)
+    let mut by_family: BTreeMap<String, (i64, usize, BTreeMap<String, usize>)> = BTreeMap::new();
+    for s in st {
+        let mut end = s.end;
+        while let Some(&e) = next.get(&end).filter(|&&e| e > end) {
+            end = e;
+        }
+        let at = starts.partition_point(|&(t, _)| t < end);
+        // The next kernel: the one the host was preparing (a memset or copy the same call issues may come first).
+        let Some(&(_, i)) = starts.get(at) else {
+            continue;
+        };
+        // Kernels generated per shape (cuDNN's `..._knob_7_64x128x128_...`, tile variants) are one family: their
+        // names alike but for numbers.
+        let name = classify::kernel_label(p.string(kernels[i].demangled_name));
+        let family: String = name
+            .split(|c: char| c.is_ascii_digit())
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join("#");
+        let e = by_family.entry(family).or_default();
+        e.0 += s.end - s.start;
+        e.1 += 1;
+        *e.2.entry(name).or_default() += 1;
+    }
+    let Some((_, (ns, n, names))) = by_family.into_iter().max_by_key(|(_, (ns, ..))| *ns) else {
+        return Ok(None);
+    };
+    let first = names
+        .iter()
+        .max_by_key(|(_, c)| **c)
+        .map(|(name, _)| name.clone())
+        .unwrap_or_default();
+    let alike = match names.len() {
+        1 => String::new(),
+        k => format!(" or one of {} kernels named alike", k - 1),
+    };
+    let pct = pct1(ns, total.max(1));
+    Ok((ns * 2 >= total).then(|| BeforeKernel {
+        line: format!(
+            "{pct}% of this idle ({n} of {} stretches) comes just before `{first}`{alike}, the next kernel: the host \
+             works before launching it",
+            st.len(),
+        ),
+        pct,
+        stretches: n,
+        kernel: first,
+    }))
+}
+
+/// The kernel most of an idle column's stretches come before, its share of that idle and the evidence line.
+struct BeforeKernel {
+    kernel: String,
+    pct: f64,
+    stretches: usize,
+    line: String,
+}
+
 /// An idle-cause finding with the largest stretches explained from the host side.
 fn idle_with_largest(
     cx: &mut Ctx,
@@ -615,6 +707,10 @@ fn idle_with_largest(
                 r.region, r.pct_of_finding
             ));
         }
+        let before = before_kernel(cx, d, &st)?;
+        if let Some(b) = &before {
+            evidence.push(b.line.clone());
+        }
         let pct = d.share(idle);
         let idle_step = per_step(d, idle);
         let gist = format!(
@@ -628,14 +724,22 @@ fn idle_with_largest(
                 Some(r) => format!("; {}% inside `{}`", r.pct_of_finding, r.region),
                 None => String::new(),
             }
-        );
+        ) + &before.as_ref().map_or(String::new(), |b| {
+            format!(
+                "; {}% just before `{}`",
+                b.pct,
+                classify::short_form(&b.kernel, 48)
+            )
+        });
         drafts.push(dr.text(
             title.replace("{pct}", &pct.to_string()),
             gist,
             evidence,
             json!({"idle_ns": idle, "idle_pct": pct, "idle_per_step_ns": idle_step, "stretches": st.len(), "longest_ns": longest,
                 "steps_with_idle": steps_with(d, col), "steps": d.steady.steps,
-                "largest": largest.iter().map(|(s, l, e)| json!({"start_ns": s, "length_ns": l, "explanation": e})).collect::<Vec<_>>()}),
+                "largest": largest.iter().map(|(s, l, e)| json!({"start_ns": s, "length_ns": l, "explanation": e})).collect::<Vec<_>>(),
+                "before_kernel": before.as_ref().map(|b| &b.kernel), "before_kernel_pct": before.as_ref().map(|b| b.pct),
+                "before_kernel_stretches": before.as_ref().map(|b| b.stretches)}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);

@@ -398,6 +398,8 @@ pub(crate) struct Ctx<'a> {
     pub regions: Option<RegionIndex<'a>>,
     findings: Vec<Finding>,
     checked: Vec<RuleCheck>,
+    /// Per device index, its launch waits: read once, by the first rule that asks.
+    launch_waits: std::cell::OnceCell<BTreeMap<usize, host::LaunchWaits>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -676,6 +678,7 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
         regions: Some(RegionIndex::new(p)?),
         findings: Vec::new(),
         checked: Vec::new(),
+        launch_waits: Default::default(),
     };
     for rule in registry::RULES {
         (rule.eval)(&mut cx, rule)?;
@@ -709,6 +712,7 @@ pub fn run_ledger_only(l: &Ledger, earlier: &[Finding]) -> Result<(Vec<Finding>,
         regions: None,
         findings: earlier.to_vec(),
         checked: Vec::new(),
+        launch_waits: Default::default(),
     };
     let before = cx.findings.len();
     for rule in registry::RULES.iter().filter(|r| !r.needs_profile) {
