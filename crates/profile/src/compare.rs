@@ -327,17 +327,28 @@ pub struct Compare {
     pub after: Side,
 }
 
-/// What still limits the after run, in one clause: its findings above info (the first three, as its rules rank them).
+/// What still limits the after run, in one clause: its findings above info (the first three, as its rules rank them),
+/// the first with the numbers it rests on (its gist), so that what bounds the after run needs no second call.
 fn what_is_left(after: &[Finding]) -> String {
     let left: Vec<String> = after
         .iter()
         .filter(|f| f.severity > Severity::Info)
         .take(3)
-        .map(|f| {
+        .enumerate()
+        .map(|(i, f)| {
             let device = f
                 .device
                 .map_or(String::new(), |d| format!(" on device {d}"));
-            format!("{} {} {}%{device}", f.id, f.severity.as_str(), f.share_pct)
+            let gist = match (i, f.gist.is_empty()) {
+                (0, false) => format!(" ({})", f.gist),
+                _ => String::new(),
+            };
+            format!(
+                "{} {} {}%{device}{gist}",
+                f.id,
+                f.severity.as_str(),
+                f.share_pct
+            )
         })
         .collect();
     if left.is_empty() {

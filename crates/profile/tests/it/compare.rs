@@ -468,4 +468,20 @@ fn the_summary_says_where_the_after_run_step_goes_as_its_ledger_does() {
         split.ends_with(&format!("(median step {median:.2} ms)")),
         "{split}"
     );
+    // What is left after: the first finding above info with the numbers it rests on, as the after run's rules give.
+    let top = r
+        .findings
+        .iter()
+        .find(|f| f.severity > aisp_profile::rules::Severity::Info)
+        .expect("copy_bound.fixed keeps low findings");
+    assert!(
+        c.summary.contains(&format!(
+            "After, still: {} {} {}%",
+            top.id,
+            top.severity.as_str(),
+            top.share_pct
+        )) && c.summary.contains(&format!("({})", top.gist)),
+        "{}",
+        c.summary
+    );
 }
