@@ -139,6 +139,12 @@ struct Cut {
 /// Returns whether anything was cut. One walk of the answer per depth, whatever its size. `sheds` go first, in
 /// order, each only while the answer is still too long.
 pub fn fit(answer: &mut Value, cap: usize, sheds: &[Shed]) -> bool {
+    fit_with(answer, cap, sheds, None)
+}
+
+/// [`fit`], with `one_whole`, the argument that brings one shed part back whole, named first in the note when parts
+/// were shed (an assistant that wants one finding's every field need not take the whole answer).
+pub fn fit_with(answer: &mut Value, cap: usize, sheds: &[Shed], one_whole: Option<&str>) -> bool {
     let whole = printed_len(answer);
     if whole <= cap || !answer.is_object() {
         return false;
@@ -203,7 +209,7 @@ pub fn fit(answer: &mut Value, cap: usize, sheds: &[Shed]) -> bool {
     if cuts.is_empty() && shedded.is_empty() {
         return false;
     }
-    note(answer, &shedded, &cuts, whole, cap + NOTE_ROOM);
+    note(answer, &shedded, &cuts, whole, cap + NOTE_ROOM, one_whole);
     true
 }
 
@@ -346,7 +352,14 @@ fn list_name(pointer: &str) -> String {
 }
 
 /// The `left_out` line: each part shed, each list cut (`rows`: 7 of 30 kept) and how to get the rest.
-fn note(answer: &mut Value, shedded: &[Shedded], cuts: &[Cut], whole: usize, cap: usize) {
+fn note(
+    answer: &mut Value,
+    shedded: &[Shedded],
+    cuts: &[Cut],
+    whole: usize,
+    cap: usize,
+    one_whole: Option<&str>,
+) {
     // Lists of one name (`devices[].steps`) are told together: their rows kept of their rows in all.
     let mut named: Vec<(String, usize, usize, usize)> = Vec::new();
     for c in cuts {
@@ -376,8 +389,12 @@ fn note(answer: &mut Value, shedded: &[Shedded], cuts: &[Cut], whole: usize, cap
     }
     // The whole answer plus room for the note, rounded up to a thousand.
     let all = whole.div_ceil(1000) * 1000;
+    let one = match one_whole {
+        Some(hint) if !shedded.is_empty() => format!("{hint}; "),
+        _ => String::new(),
+    };
     let line = format!(
-        "Held to {cap} characters ({whole} whole) by {}. `{MAX_CHARS}: {all}` gives all of it.",
+        "Held to {cap} characters ({whole} whole) by {}. {one}`{MAX_CHARS}: {all}` gives all of it.",
         how.join(" and ")
     );
     if let Some(obj) = answer.as_object_mut() {
@@ -460,6 +477,35 @@ mod tests {
             line.contains(&format!("`devices[].steps` {} of 50 (in 2 lists)", a + b)),
             "{line}"
         );
+    }
+
+    /// The argument that brings one shed part back whole leads the note, where parts were shed; a cut list alone
+    /// comes back only with the whole answer.
+    #[test]
+    fn the_note_names_the_cheaper_way_to_one_shed_part_first() {
+        let finding = json!({"id": "a", "why": "w".repeat(900), "evidence": ["e"]});
+        let mut shed = json!({"findings": [finding.clone(), finding]});
+        assert!(fit_with(
+            &mut shed,
+            1_000,
+            &["findings[].why"],
+            Some("`finding: <id>` gives one")
+        ));
+        let line = shed["left_out"][0].as_str().unwrap();
+        assert!(
+            line.contains("(2). `finding: <id>` gives one; `max_chars: 2000` gives all of it."),
+            "{line}"
+        );
+        let rows: Vec<Value> = (0..200).map(|i| json!({"i": i})).collect();
+        let mut cut = json!({"rows": rows});
+        assert!(fit_with(
+            &mut cut,
+            1_000,
+            &["findings[].why"],
+            Some("`finding: <id>` gives one")
+        ));
+        let line = cut["left_out"][0].as_str().unwrap();
+        assert!(!line.contains("finding"), "{line}");
     }
 
     #[test]

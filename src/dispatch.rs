@@ -378,7 +378,8 @@ async fn invoke_inner(
     if tool.spec().leaves_out
         && let Some(cap) = cap
     {
-        crate::answer_cap::fit(&mut answer, cap, tool.spec().sheds);
+        let spec = tool.spec();
+        crate::answer_cap::fit_with(&mut answer, cap, spec.sheds, spec.one_whole);
     }
     Ok(answer)
 }

@@ -1223,6 +1223,7 @@ impl Operation for Rules {
         tier: crate::registry::Tier::Core,
         leaves_out: true,
         sheds: super::profile_lean::FINDING_SHEDS,
+        one_whole: Some("`finding: <id>` gives one finding whole, every field"),
         ..OpSpec::new("profile", "rules")
     };
 

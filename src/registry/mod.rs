@@ -113,6 +113,9 @@ pub struct OpSpec {
     pub leaves_out: bool,
     /// Parts of its answer that go first, in order, when the answer is over its size ([`crate::answer_cap::Shed`]).
     pub sheds: &'static [crate::answer_cap::Shed],
+    /// The argument that brings one shed part back whole, named first in the note of a held answer (the rules'
+    /// `finding`): cheaper than the whole answer.
+    pub one_whole: Option<&'static str>,
     /// Input fields that the CLI also accepts as positional arguments, in order.
     pub positional: &'static [&'static str],
     /// Phrases a user might type for this tool (`aisp_suggest_tools` uses them).
@@ -141,6 +144,7 @@ impl OpSpec {
             executes_commands: false,
             leaves_out: false,
             sheds: &[],
+            one_whole: None,
             positional: &[],
             intents: &[],
             example: "{}",

@@ -509,7 +509,11 @@ async fn compare_and_ranks_answer_lean_by_default_with_the_detailed_figures() {
     }
     let (mut sizes, mut total, answers) = (Vec::new(), 0, calls.len());
     for (tool, args) in calls {
-        let lean = call(tool, args.clone()).await;
+        // The operation's default whole (the MCP cap counts indented characters and may shed from a default near
+        // this budget; what it sheds, its note names).
+        let mut lean_args = args.clone();
+        lean_args["max_chars"] = json!(WHOLE);
+        let lean = call(tool, lean_args).await;
         let mut full_args = args.clone();
         full_args["detail"] = json!(true);
         // Complete on request: a detailed answer whole, past the MCP answer cap.
