@@ -320,7 +320,8 @@ def test_tools(d, base, shots):
         ).stdout
     )
     check(out["rows"] == expected["rows"] and out["kernels"] == 3689, "the form's answer equals the CLI's for the same arguments")
-    check(out["rows"][0]["name"] == "multi_tensor_apply_kernel", "top kernel of train_good is multi_tensor_apply_kernel")
+    check(out["rows"][0]["name"] == "multi_tensor_apply_kernel[FusedAdamMathFunctor]",
+          "top kernel of train_good is multi_tensor_apply_kernel[FusedAdamMathFunctor] (by operation)")
     full_page_shot(d, shots, "tool.png")
 
     d.find_element(By.ID, "f-path").clear()
