@@ -7,6 +7,10 @@
 //! a hand-written kernel makes of the run) would read the run's inputs once
 //! and write its result once.
 //!
+//! A pass of a multi-pass algorithm (a radix sort's, a scan's, a stream
+//! compaction's: `torch.randperm`, `torch.sort`, `nonzero`) ends a chain like
+//! a GEMM: memory-bound, but no fused pointwise kernel absorbs it.
+//!
 //! A cast or copy (`direct_copy_kernel`, concatenation) joins a chain when
 //! the next kernel on its stream is a member: it feeds the chain (a norm's
 //! cast to fp32 before its square, the cast back before the weight). One
@@ -108,6 +112,16 @@ fn cast(kind: OpKind) -> bool {
     kind == OpKind::Compute(Column::CopyKernel)
 }
 
+/// Whether a kernel is a pass of a multi-pass algorithm (a radix or merge sort, a scan, a stream compaction, a
+/// histogram): memory-bound like its neighbours, but no fused pointwise kernel can absorb it, so it ends a chain.
+fn multi_pass(name: &str) -> bool {
+    let l = name.to_ascii_lowercase();
+    // `deviceselect`: CUB's stream compaction (`DeviceSelectSweepKernel`), not a gather such as `index_select`.
+    ["sort", "scan", "deviceselect", "histogram", "unique"]
+        .iter()
+        .any(|w| l.contains(w))
+}
+
 /// The chains among the device's ops that start inside `[lo, hi)`.
 pub fn find_chains(p: &Profile, d: &DeviceOps, lo: i64, hi: i64) -> Vec<Chain> {
     let kernels = match p.kernels() {
@@ -121,9 +135,18 @@ pub fn find_chains(p: &Profile, d: &DeviceOps, lo: i64, hi: i64) -> Vec<Chain> {
             by_stream.entry(o.stream).or_default().push(i);
         }
     }
+    // Multi-pass algorithms break chains; their names decide, once per name.
+    let mut passes: std::collections::HashMap<i64, bool> = Default::default();
+    let mut breaks = |i: usize| {
+        let name = kernels[d.ops[i].index as usize].short_name;
+        *passes
+            .entry(name)
+            .or_insert_with(|| multi_pass(p.string(name)))
+    };
     let mut out = Vec::new();
     for ops in by_stream.values() {
-        for run in runs(d, ops) {
+        let ops: Vec<(usize, bool)> = ops.iter().map(|&i| (i, breaks(i))).collect();
+        for run in runs(d, &ops) {
             let elementwise = run
                 .iter()
                 .filter(|&&i| d.ops[i].kind == OpKind::Compute(Column::Elementwise))
@@ -138,22 +161,22 @@ pub fn find_chains(p: &Profile, d: &DeviceOps, lo: i64, hi: i64) -> Vec<Chain> {
 }
 
 /// One stream's runs of members: casts that feed a member join, other casts are passed over, any other
-/// kernel ends the run.
-fn runs(d: &DeviceOps, ops: &[usize]) -> Vec<Vec<usize>> {
+/// kernel (and a pass of a multi-pass algorithm: `ops[n].1`) ends the run.
+fn runs(d: &DeviceOps, ops: &[(usize, bool)]) -> Vec<Vec<usize>> {
+    let member_at = |i: usize, breaks: bool| member(d.ops[i].kind) && !breaks;
     // For each op, whether the first kernel after it that is not a cast is a member.
     let mut feeds_member = vec![false; ops.len()];
     let mut next_is_member = false;
-    for (n, &i) in ops.iter().enumerate().rev() {
+    for (n, &(i, breaks)) in ops.iter().enumerate().rev() {
         feeds_member[n] = next_is_member;
-        let kind = d.ops[i].kind;
-        if !cast(kind) {
-            next_is_member = member(kind);
+        if !cast(d.ops[i].kind) {
+            next_is_member = member_at(i, breaks);
         }
     }
     let mut out = vec![Vec::new()];
-    for (n, &i) in ops.iter().enumerate() {
+    for (n, &(i, breaks)) in ops.iter().enumerate() {
         let kind = d.ops[i].kind;
-        if member(kind) || (cast(kind) && feeds_member[n]) {
+        if member_at(i, breaks) || (cast(kind) && feeds_member[n]) {
             if let Some(run) = out.last_mut() {
                 run.push(i);
             }
@@ -265,6 +288,29 @@ pub fn summarize(p: &Profile, chains: &[&Chain]) -> ChainSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sort, a scan or a compaction ends a chain (no pointwise fusion absorbs it); a gather does not.
+    #[test]
+    fn multi_pass_algorithms_are_named_apart_from_gathers() {
+        for name in [
+            "DeviceRadixSortOnesweepKernel",
+            "DeviceRadixSortHistogramKernel",
+            "DeviceScanKernel",
+            "DeviceSelectSweepKernel",
+            "randperm_handle_duplicate_keys_kernel_unique",
+            "segmented_sort_kernel",
+        ] {
+            assert!(multi_pass(name), "{name}");
+        }
+        for name in [
+            "index_select_kernel",
+            "vectorized_elementwise_kernel",
+            "reduce_kernel",
+            "DeviceReduceKernel",
+        ] {
+            assert!(!multi_pass(name), "{name}");
+        }
+    }
 
     #[test]
     fn the_tensor_count_comes_from_pytorch_kernel_names() {
