@@ -132,25 +132,21 @@ struct Cut {
     kept: usize,
 }
 
-/// Hold `answer` to `cap` characters. Lists are cut deepest first, each losing its last rows; at one depth the
+/// Hold `answer` to `held_to` characters, its `left_out` note included. Lists are cut deepest first, each losing its last rows; at one depth the
 /// longest lose rows first, one row at a time, so lists of one depth end within a row of each other, and a list
 /// loses no row it need not (found at once: the row count all of them can keep, then one list at a time). Only
 /// when one row each is still too much does the next depth up lose rows. `left_out` then names each list cut.
 /// Returns whether anything was cut. One walk of the answer per depth, whatever its size. `sheds` go first, in
-/// order, each only while the answer is still too long.
-pub fn fit(answer: &mut Value, cap: usize, sheds: &[Shed]) -> bool {
-    fit_with(answer, cap, sheds, None)
-}
-
-/// [`fit`], with `one_whole`, the argument that brings one shed part back whole, named first in the note when parts
-/// were shed (an assistant that wants one finding's every field need not take the whole answer).
-pub fn fit_with(answer: &mut Value, cap: usize, sheds: &[Shed], one_whole: Option<&str>) -> bool {
+/// order, each only while the answer is still too long. `one_whole`, the argument that brings one shed part back
+/// whole, is named first in the note when parts were shed (an assistant that wants one finding's every field need
+/// not take the whole answer).
+pub fn fit(answer: &mut Value, held_to: usize, sheds: &[Shed], one_whole: Option<&str>) -> bool {
     let whole = printed_len(answer);
-    if whole <= cap || !answer.is_object() {
+    if whole <= held_to || !answer.is_object() {
         return false;
     }
     // What the answer is held to before its `left_out` note, so that with the note it stays within the cap.
-    let cap = cap.saturating_sub(NOTE_ROOM).max(MIN_ANSWER_CAP / 2);
+    let cap = held_to.saturating_sub(NOTE_ROOM).max(MIN_ANSWER_CAP / 2);
     let mut shedded = Vec::new();
     for &shed in sheds {
         let count = shed_one(answer, shed);
@@ -209,7 +205,7 @@ pub fn fit_with(answer: &mut Value, cap: usize, sheds: &[Shed], one_whole: Optio
     if cuts.is_empty() && shedded.is_empty() {
         return false;
     }
-    note(answer, &shedded, &cuts, whole, cap + NOTE_ROOM, one_whole);
+    note(answer, &shedded, &cuts, whole, held_to, one_whole);
     true
 }
 
@@ -428,7 +424,7 @@ mod tests {
     fn an_answer_under_the_cap_is_untouched() {
         let mut v = json!({"rows": [1, 2, 3]});
         let before = v.clone();
-        assert!(!fit(&mut v, 1_000, &[]));
+        assert!(!fit(&mut v, 1_000, &[], None));
         assert_eq!(v, before);
     }
 
@@ -439,7 +435,7 @@ mod tests {
             .collect();
         let mut v = json!({"devices": [0, 1], "rows": rows, "left_out": ["earlier note"]});
         let whole = printed_len(&v);
-        assert!(fit(&mut v, 1_500, &[]));
+        assert!(fit(&mut v, 1_500, &[], None));
         let kept = v["rows"].as_array().unwrap();
         assert!(kept.len() < 40 && kept.len() >= 2);
         // The first rows stay, in order; the two-row list of devices is untouched.
@@ -467,7 +463,7 @@ mod tests {
                 .collect()
         };
         let mut v = json!({"devices": [{"steps": steps(25)}, {"steps": steps(25)}]});
-        assert!(fit(&mut v, 2_000, &[]));
+        assert!(fit(&mut v, 2_000, &[], None));
         let a = v["devices"][0]["steps"].as_array().unwrap().len();
         let b = v["devices"][1]["steps"].as_array().unwrap().len();
         assert!(a.abs_diff(b) <= 1, "{a} {b}");
@@ -485,7 +481,7 @@ mod tests {
     fn the_note_names_the_cheaper_way_to_one_shed_part_first() {
         let finding = json!({"id": "a", "why": "w".repeat(900), "evidence": ["e"]});
         let mut shed = json!({"findings": [finding.clone(), finding]});
-        assert!(fit_with(
+        assert!(fit(
             &mut shed,
             1_000,
             &["findings[].why"],
@@ -498,7 +494,7 @@ mod tests {
         );
         let rows: Vec<Value> = (0..200).map(|i| json!({"i": i})).collect();
         let mut cut = json!({"rows": rows});
-        assert!(fit_with(
+        assert!(fit(
             &mut cut,
             1_000,
             &["findings[].why"],
@@ -513,7 +509,7 @@ mod tests {
         // 200,000 rows: cut row by row with a walk each, this would take hours.
         let rows: Vec<Value> = (0..200_000).map(|i| json!({"i": i})).collect();
         let mut v = json!({"rows": rows});
-        assert!(fit(&mut v, 6_000, &[]));
+        assert!(fit(&mut v, 6_000, &[], None));
         let mut body = v.clone();
         body.as_object_mut().unwrap().remove("left_out");
         let kept = v["rows"].as_array().unwrap().len();
@@ -537,7 +533,7 @@ mod tests {
         let mut v = json!({"a": [row('a'), row('b')], "b": [row('c'), row('d')], "c": [row('e'), row('f')]});
         // One row less fits (with room for the note): only the first list (in order) gives one up.
         let cap = printed_len(&v) - 300 + NOTE_ROOM - 1;
-        assert!(fit(&mut v, cap, &[]));
+        assert!(fit(&mut v, cap, &[], None));
         let lens: Vec<usize> = ["a", "b", "c"]
             .iter()
             .map(|k| v[*k].as_array().unwrap().len())
@@ -566,7 +562,7 @@ mod tests {
             f.as_object_mut().unwrap().remove("data");
         }
         let cap = printed_len(&enough) + 10 + NOTE_ROOM;
-        assert!(fit(&mut v, cap, &sheds));
+        assert!(fit(&mut v, cap, &sheds, None));
         let findings = v["findings"].as_array().unwrap();
         assert_eq!(findings.len(), 2);
         assert!(
@@ -592,7 +588,7 @@ mod tests {
             .collect();
         let mut v = json!({"scope": {"trim": [10_800_000_000i64, 11_100_000_000i64]},
                            "wait_ns": [40_399_663, 55_469_998], "rows": rows});
-        assert!(fit(&mut v, 500, &[]));
+        assert!(fit(&mut v, 500, &[], None));
         assert_eq!(v["scope"]["trim"].as_array().unwrap().len(), 2);
         assert_eq!(v["wait_ns"].as_array().unwrap().len(), 2);
         assert!(v["rows"].as_array().unwrap().len() < 60);
@@ -601,7 +597,7 @@ mod tests {
     #[test]
     fn a_list_keeps_one_row_at_least() {
         let mut v = json!({"rows": ["a".repeat(3000), "b".repeat(3000)]});
-        assert!(fit(&mut v, 1_000, &[]));
+        assert!(fit(&mut v, 1_000, &[], None));
         assert_eq!(v["rows"].as_array().unwrap().len(), 1);
     }
 }

@@ -379,7 +379,7 @@ async fn invoke_inner(
         && let Some(cap) = cap
     {
         let spec = tool.spec();
-        crate::answer_cap::fit_with(&mut answer, cap, spec.sheds, spec.one_whole);
+        crate::answer_cap::fit(&mut answer, cap, spec.sheds, spec.one_whole);
     }
     Ok(answer)
 }

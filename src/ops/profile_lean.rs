@@ -789,7 +789,8 @@ pub struct KernelsView {
     /// With `detail`: time per kernel class (the classifier's: what the name and launch say).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassShare>,
-    /// Share of all kernel time per ledger class (the rows' `ledger_class`), largest first.
+    /// Share of all kernel time per ledger class (the rows' `ledger_class`), largest first (with `detail`, in
+    /// `ledger_classes`).
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -841,6 +842,8 @@ pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
     if detail {
         view.statistics = statistics;
         view.classes = classes;
+        // The shares are in the full rows per class: said once.
+        view.ledger_class_pct.clear();
         view.ledger_classes = ledger_classes;
         view.devices = devices;
         view.rows = rows

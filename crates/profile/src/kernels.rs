@@ -194,27 +194,38 @@ pub fn kernels(
         .filter(|k| scope.admits(k.device, k.global_pid, k.start, k.end))
         .collect();
     let mut classifier = Classifier::new(p);
-    let mut groups: HashMap<String, Vec<&Kernel>> = HashMap::default();
-    // A label per demangled name, made once (hundreds of thousands of kernels at 1 GB).
-    let mut labels: HashMap<i64, String> = HashMap::default();
+    // Groups keyed by a string id of the export (hundreds of thousands of kernels at 1 GB: no string per kernel).
+    // By operation, the key is the first demangled id met with the group's label, and the label its name.
+    let mut groups: HashMap<i64, Vec<&Kernel>> = HashMap::default();
+    let mut op_key: HashMap<i64, i64> = HashMap::default();
+    let mut key_of_label: std::collections::HashMap<String, i64> = Default::default();
+    let mut label_of: HashMap<i64, String> = HashMap::default();
     for k in &ks {
-        let name = match names {
-            KernelNames::Short => p.string(k.short_name).to_string(),
-            KernelNames::Demangled => p.string(k.demangled_name).to_string(),
-            KernelNames::Operation => labels
-                .entry(k.demangled_name)
-                .or_insert_with(|| match p.string(k.demangled_name) {
+        let key = match names {
+            KernelNames::Short => k.short_name,
+            KernelNames::Demangled => k.demangled_name,
+            KernelNames::Operation => *op_key.entry(k.demangled_name).or_insert_with(|| {
+                let label = match p.string(k.demangled_name) {
                     "" => p.string(k.short_name).to_string(),
                     d => classify::kernel_label(d),
-                })
-                .clone(),
+                };
+                let key = *key_of_label
+                    .entry(label.clone())
+                    .or_insert(k.demangled_name);
+                label_of.entry(key).or_insert(label);
+                key
+            }),
         };
-        groups.entry(name).or_default().push(k);
+        groups.entry(key).or_default().push(k);
     }
     let total: i64 = ks.iter().map(|k| k.dur()).sum();
     let mut rows: Vec<KernelRow> = groups
         .into_iter()
-        .map(|(name, members)| {
+        .map(|(id, members)| {
+            let name = match names {
+                KernelNames::Operation => label_of.remove(&id).unwrap_or_default(),
+                _ => p.string(id).to_string(),
+            };
             let mut d: Vec<i64> = members.iter().map(|k| k.dur()).collect();
             let s = stats::stats(&mut d);
             d.sort_unstable();

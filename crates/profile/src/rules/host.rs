@@ -594,8 +594,9 @@ fn os_wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
 }
 
 /// What most of the stretches' time comes before: the next kernel after each stretch's idle run, where one kernel
-/// (a family of names alike but for numbers) follows at least half of the idle time. Host work just before one kernel in every step
-/// points at what prepares that call (a plan or module built per input shape, a mask or index built on the host).
+/// (a family of names alike but for numbers) follows at least half of the idle time. Host work just before one
+/// kernel in every step points at what prepares that call (a plan or module built per input shape, a mask or index
+/// built on the host).
 fn before_kernel(cx: &Ctx, d: &DeviceLedger, st: &[Stretch]) -> Result<Option<BeforeKernel>> {
     let p = cx.p()?;
     let kernels = p.kernels()?;
@@ -609,6 +610,8 @@ fn before_kernel(cx: &Ctx, d: &DeviceLedger, st: &[Stretch]) -> Result<Option<Be
     let total: i64 = st.iter().map(|s| s.end - s.start).sum();
     // family → (idle ns, stretches, its kernels' names with how many stretches each ends)
     let mut by_family: BTreeMap<String, (i64, usize, BTreeMap<String, usize>)> = BTreeMap::new();
+    // Per demangled name, its label and family, made once.
+    let mut named: std::collections::HashMap<i64, (String, String)> = Default::default();
     for s in st {
         let mut end = s.end;
         while let Some(&e) = next.get(&end).filter(|&&e| e > end) {
@@ -619,18 +622,21 @@ fn before_kernel(cx: &Ctx, d: &DeviceLedger, st: &[Stretch]) -> Result<Option<Be
         let Some(&(_, i)) = starts.get(at) else {
             continue;
         };
-        // Kernels generated per shape (cuDNN's `..._knob_7_64x128x128_...`, tile variants) are one family: their
-        // names alike but for numbers.
-        let name = classify::kernel_label(p.string(kernels[i].demangled_name));
-        let family: String = name
-            .split(|c: char| c.is_ascii_digit())
-            .filter(|w| !w.is_empty())
-            .collect::<Vec<_>>()
-            .join("#");
-        let e = by_family.entry(family).or_default();
+        let (name, family) = named.entry(kernels[i].demangled_name).or_insert_with(|| {
+            let name = classify::kernel_label(p.string(kernels[i].demangled_name));
+            // Kernels generated per shape (cuDNN's `..._knob_7_64x128x128_...`, tile variants) are one family:
+            // their names alike but for numbers.
+            let family = name
+                .split(|c: char| c.is_ascii_digit())
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join("#");
+            (name, family)
+        });
+        let e = by_family.entry(family.clone()).or_default();
         e.0 += s.end - s.start;
         e.1 += 1;
-        *e.2.entry(name).or_default() += 1;
+        *e.2.entry(name.clone()).or_default() += 1;
     }
     let Some((_, (ns, n, names))) = by_family.into_iter().max_by_key(|(_, (ns, ..))| *ns) else {
         return Ok(None);
