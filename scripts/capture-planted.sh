@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
 # capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200;
-# SET=heldout11: 2 H200s), in two
+# SET=heldout11, SET=heldout12: 2 H200s), in two
 # phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -119,6 +119,19 @@
 #       command="SET=heldout11 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~3-5 min
 #   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout11 bash scripts/capture-planted.sh CARRY multi")    # resnet_ddp, torchrun --nproc_per_node=2, ~1.5-2 min
+#
+# The twelfth held-out set (workloads/planted/heldout12: 5 one-GPU captures, one of them a before/after pair, and one
+# 2-rank DDP case) is made for 2 H200s like the eleventh: all three phases, with SET=heldout12 on kind nvidia-h200-x2
+# (lidar_seg re-runs Triton's autotuning every batch, ~0.5 s a step for 12 steps, and compiles 4 kernel configurations
+# first; moe_lm and prop_mlp hold 1.3 and 1.65 B parameters; lm_ddp disables NCCL's peer-to-peer path itself, so its
+# all-reduces go through /dev/shm: a step of ~90-270 ms):
+#
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout12 bash scripts/capture-planted.sh CARRY smoke")    # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout12 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout12 bash scripts/capture-planted.sh CARRY multi")    # lm_ddp, torchrun --nproc_per_node=2, ~1-1.5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
