@@ -79,8 +79,10 @@ fn indented_len(v: &Value, depth: usize) -> usize {
 }
 
 /// A part of an answer that goes before any row is cut, named as an operation declares it
-/// (`OpSpec::sheds`): `field` (a top-level field, or `a.b.field` inside objects), `list[].field` (that field of every row of a top-level list), or
-/// `list[key=value]` (the rows of a top-level list whose `key` is the string `value`).
+/// (`OpSpec::sheds`): `field` (a top-level field, or `a.b.field` inside objects), `list[].field` (that field of every
+/// row of a list, top-level or `a.list` inside objects), `list[key=value]` (the rows of a top-level list whose `key` is the string `value`), or
+/// `list[key=value].field` (that field of those rows only: the minor findings' wording goes before the major ones'),
+/// or either with `field[:N]` (that list field keeps its first N rows).
 pub type Shed = &'static str;
 
 /// What one shed removed: its name as told in `left_out`, and how many fields or rows.
@@ -106,20 +108,56 @@ fn shed_one(answer: &mut Value, shed: Shed) -> usize {
         }
         return usize::from(at.remove(field).is_some());
     };
-    let Some(Value::Array(rows)) = obj.get_mut(list) else {
+    // `a.b.list`: the list inside objects.
+    let (parents, list) = list.rsplit_once('.').unwrap_or(("", list));
+    let mut at = obj;
+    for key in parents.split('.').filter(|k| !k.is_empty()) {
+        match at.get_mut(key).and_then(Value::as_object_mut) {
+            Some(inner) => at = inner,
+            None => return 0,
+        }
+    }
+    let Some(Value::Array(rows)) = at.get_mut(list) else {
         return 0;
     };
     // `[key=value]` selects rows; `[].field` names a field of every row.
     let (selector, field) = rest.split_once(']').unwrap_or((rest, ""));
-    if let Some((key, value)) = selector.split_once('=') {
+    let field = field.trim_start_matches('.');
+    // `key=value` matches a string field equal to `value`, or another scalar printed as `value` (`same=true`).
+    let selected = |r: &Value| match selector.split_once('=') {
+        Some((key, value)) => r.get(key).is_some_and(|v| match v {
+            Value::String(s) => s == value,
+            Value::Bool(b) => value.parse::<bool>().ok() == Some(*b),
+            Value::Number(n) => value.parse::<f64>().ok() == n.as_f64(),
+            _ => false,
+        }),
+        None => true,
+    };
+    if field.is_empty() {
         let before = rows.len();
-        rows.retain(|r| r.get(key).and_then(Value::as_str) != Some(value));
+        rows.retain(|r| !selected(r));
         return before - rows.len();
     }
-    let field = field.trim_start_matches('.');
-    rows.iter_mut()
-        .filter_map(Value::as_object_mut)
-        .map(|r| r.remove(field).is_some())
+    let rows = rows
+        .iter_mut()
+        .filter(|r| selected(r))
+        .filter_map(Value::as_object_mut);
+    // `field[:N]`: the field is a list that keeps its first N rows; how many rows went.
+    if let Some((field, keep)) = field
+        .strip_suffix(']')
+        .and_then(|f| f.split_once("[:"))
+        .and_then(|(f, n)| Some((f, n.parse::<usize>().ok()?)))
+    {
+        return rows
+            .filter_map(|r| r.get_mut(field).and_then(Value::as_array_mut))
+            .map(|items| {
+                let went = items.len().saturating_sub(keep);
+                items.truncate(keep);
+                went
+            })
+            .sum();
+    }
+    rows.map(|r| r.remove(field).is_some())
         .filter(|&removed| removed)
         .count()
 }
@@ -145,8 +183,35 @@ pub fn fit(answer: &mut Value, held_to: usize, sheds: &[Shed], one_whole: Option
     if whole <= held_to || !answer.is_object() {
         return false;
     }
+    // Room for the note that says what went: [`NOTE_ROOM`], or, when a note naming many parts overran it, what
+    // it took (a second pass from the whole answer, with that much less room for the rest).
+    let original = answer.clone();
+    let mut room = NOTE_ROOM;
+    loop {
+        if !fit_within(answer, whole, held_to, room, sheds, one_whole) {
+            return false;
+        }
+        let over = printed_len(answer).saturating_sub(held_to);
+        // A longer note can come of cutting more: a few passes settle it.
+        if over == 0 || room > 4 * NOTE_ROOM {
+            return true;
+        }
+        room += over;
+        *answer = original.clone();
+    }
+}
+
+/// [`fit`] with `room` characters kept for the note.
+fn fit_within(
+    answer: &mut Value,
+    whole: usize,
+    held_to: usize,
+    room: usize,
+    sheds: &[Shed],
+    one_whole: Option<&str>,
+) -> bool {
     // What the answer is held to before its `left_out` note, so that with the note it stays within the cap.
-    let cap = held_to.saturating_sub(NOTE_ROOM).max(MIN_ANSWER_CAP / 2);
+    let cap = held_to.saturating_sub(room).max(MIN_ANSWER_CAP / 2);
     let mut shedded = Vec::new();
     for &shed in sheds {
         let count = shed_one(answer, shed);
@@ -305,29 +370,54 @@ fn lists_at(v: &Value, depth: usize, at: usize, pointer: &mut String, out: &mut 
 }
 
 /// The parts shed, told in short: fields of one list's rows shed from as many rows are named together
-/// (`findings[].{data, why} (2 each)`).
+/// (`findings[].{data, why} (2 each)`, `findings[severity=low].{evidence, basis} (4 each)`), as are fields of one
+/// object (`before.{export, driver}`).
 fn shed_parts(shedded: &[Shedded]) -> Vec<String> {
-    // (list, fields, rows) for `list[].field`; (name, [], count) for any other part.
-    let mut groups: Vec<(&str, Vec<&str>, usize)> = Vec::new();
+    // (prefix, joint, fields, rows): `list[` + `].` + field for a list's field (`list[].field`,
+    // `list[key=value].field`), `a` + `.` + field for an object's field (`a.field`), (name, "", [], count) for
+    // any other part.
+    let mut groups: Vec<(&str, &str, Vec<&str>, usize)> = Vec::new();
     for s in shedded {
-        match s.name.split_once("[].") {
-            Some((list, field)) => match groups.last_mut() {
-                Some((l, fields, n)) if *l == list && *n == s.count && !fields.is_empty() => {
-                    fields.push(field)
-                }
-                _ => groups.push((list, vec![field], s.count)),
-            },
-            None => groups.push((s.name, Vec::new(), s.count)),
+        let (prefix, joint, field) = match s.name.split_once("].") {
+            Some((list, field)) => (list, "].", field),
+            None if !s.name.contains('[') && s.name.contains('.') => {
+                let (parent, field) = s.name.rsplit_once('.').unwrap_or(("", s.name));
+                (parent, ".", field)
+            }
+            None => {
+                groups.push((s.name, "", Vec::new(), s.count));
+                continue;
+            }
+        };
+        match groups.iter_mut().find(|(p, j, fields, n)| {
+            *p == prefix && *j == joint && *n == s.count && !fields.is_empty()
+        }) {
+            Some((_, _, fields, _)) => fields.push(field),
+            None => groups.push((prefix, joint, vec![field], s.count)),
         }
     }
     groups
         .into_iter()
-        .map(|(name, fields, n)| match fields.as_slice() {
-            [] if name.contains('[') => format!("`{name}` ({n})"),
-            [] => format!("`{name}`"),
-            [one] => format!("`{name}[].{one}` ({n})"),
-            many => format!("`{name}[].{{{}}}` ({n} each)", many.join(", ")),
-        })
+        .map(
+            |(name, joint, fields, n)| match (joint, fields.as_slice()) {
+                (".", [one]) => format!("`{name}.{one}`"),
+                (".", many) => format!("`{name}.{{{}}}`", many.join(", ")),
+                (_, [one]) if one.ends_with(']') => match one.split_once("[:") {
+                    Some((field, keep)) => format!(
+                        "`{name}].{field}` past its first {} ({n} rows)",
+                        match keep.trim_end_matches(']') {
+                            "1" => "row".to_string(),
+                            k => format!("{k} rows"),
+                        }
+                    ),
+                    None => format!("`{name}].{one}` ({n})"),
+                },
+                (_, []) if name.contains('[') => format!("`{name}` ({n})"),
+                (_, []) => format!("`{name}`"),
+                (_, [one]) => format!("`{name}].{one}` ({n})"),
+                (_, many) => format!("`{name}].{{{}}}` ({n} each)", many.join(", ")),
+            },
+        )
         .collect()
 }
 
@@ -578,6 +668,53 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("cutting"), "{line}");
+    }
+
+    /// `list[key=value].field` sheds the field from the selected rows only, and the note says so.
+    #[test]
+    fn a_field_goes_from_the_selected_rows_only() {
+        let finding = |sev: &str| json!({"severity": sev, "evidence": ["e".repeat(400)], "basis": "b".repeat(200)});
+        let mut v =
+            json!({"findings": [finding("high"), finding("low"), finding("low"), finding("low")]});
+        let sheds = [
+            "findings[severity=low].evidence",
+            "findings[severity=low].basis",
+        ];
+        assert!(fit(&mut v, 1_600, &sheds, None));
+        let findings = v["findings"].as_array().unwrap();
+        assert_eq!(findings.len(), 4, "no row is cut while a shed suffices");
+        assert!(findings[0].get("evidence").is_some() && findings[0].get("basis").is_some());
+        assert!(
+            findings[1..]
+                .iter()
+                .all(|f| f.get("evidence").is_none() && f.get("basis").is_none())
+        );
+        let line = v["left_out"][0].as_str().unwrap();
+        assert!(
+            line.contains("leaving out `findings[severity=low].{evidence, basis}` (3 each)"),
+            "{line}"
+        );
+        // A list inside an object, its rows selected by a boolean.
+        let fact = |same: bool| json!({"same": same, "what": "f".repeat(500)});
+        let mut v = json!({"comparability": {"facts": [fact(true), fact(false), fact(true)]}});
+        assert!(fit(
+            &mut v,
+            1_000,
+            &["comparability.facts[same=true]"],
+            None
+        ));
+        assert_eq!(v["comparability"]["facts"], json!([fact(false)]));
+        // `field[:N]`: a list field keeps its first rows.
+        let mut v = json!({"findings": [{"evidence": ["a".repeat(600), "b".repeat(600)]},
+                                        {"evidence": ["c".repeat(600), "d".repeat(600), "e".repeat(9)]}]});
+        assert!(fit(&mut v, 1_900, &["findings[].evidence[:1]"], None));
+        assert_eq!(v["findings"][0]["evidence"], json!(["a".repeat(600)]));
+        assert_eq!(v["findings"][1]["evidence"], json!(["c".repeat(600)]));
+        let line = v["left_out"][0].as_str().unwrap();
+        assert!(
+            line.contains("leaving out `findings[].evidence` past its first row (3 rows)"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -1701,6 +1701,7 @@ impl Operation for Compare {
         example: r#"{"before": "baseline.sqlite", "after": "optimized.sqlite"}"#,
         tier: crate::registry::Tier::Default,
         leaves_out: true,
+        sheds: super::profile_lean::COMPARE_SHEDS,
         ..OpSpec::new("profile", "compare")
     };
 

@@ -63,6 +63,10 @@ pub struct Lead {
     /// would then limit the step, one line of the measured numbers its stake rests on (`gist`) and the fix
     /// (`left_out` names the rest); `detail` adds basis, columns, regions, window, evidence, why, verify and data.
     pub findings: Vec<Finding>,
+    /// With two findings or more above info: each of them in one line (id, device, share, severity), ranked:
+    /// the whole list in a few hundred characters, which stays when a long answer is held to the size cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranked: Option<String>,
     /// Info-level findings (under 1 % of their window each), by id, device and share, when not given in full.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub minor: Vec<String>,
@@ -190,6 +194,17 @@ fn short(f: &Finding) -> String {
         Some(d) => format!("{} (device {d}, {} %{severity})", f.id, f.share_pct),
         None => format!("{} ({} %{severity})", f.id, f.share_pct),
     }
+}
+
+/// The findings above info in one line, ranked, when there are two or more (one is in view whatever the cap
+/// leaves out).
+fn ranked(findings: &[Finding]) -> Option<String> {
+    let above: Vec<String> = findings
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .map(short)
+        .collect();
+    (above.len() > 1).then(|| format!("{} findings above info: {}", above.len(), above.join("; ")))
 }
 
 pub fn lean_findings(all: Vec<Finding>, cap: usize) -> LeanFindings {
@@ -322,9 +337,13 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
 /// ([`crate::answer_cap::Shed`]), in order: findings under 1 %, each finding's `data` (the numbers its evidence
 /// states, as fields), its rule's standing `why` and `verify`, its window (the device's, in `windows`), its ledger
 /// column names, the rules that found nothing, the windows (each device's is in its ledger's steps), how shares
-/// add up, and its NVTX regions (the top one is named in its evidence). What
-/// stays longest is what an assistant repeats: each finding's stake, basis, gist, evidence and fix. `finding`
-/// brings any one finding back whole.
+/// add up, and its NVTX regions (the top one is named in its evidence); then the low findings' evidence, basis and
+/// fix, every finding's evidence past its first line, the medium findings' evidence and basis, and the low findings
+/// themselves (`ranked` names every finding in a line), and each device's largest ledger columns (its busy split
+/// stays). Every finding at medium or above keeps its stake, predicted
+/// step, gist and fix before any finding is cut; those above medium keep their basis and first line of evidence
+/// too: a cut list of findings hides a problem, a shed field only its wording. `finding` brings any one finding back
+/// whole. (A title is never shed: the output schema requires it.)
 pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "findings[severity=info]",
     "findings[].data",
@@ -336,6 +355,37 @@ pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "windows",
     "overlaps",
     "findings[].regions",
+    "findings[severity=low].evidence",
+    "findings[severity=low].basis",
+    "findings[severity=low].fix",
+    "findings[].evidence[:1]",
+    "findings[severity=medium].evidence",
+    "findings[severity=medium].basis",
+    "findings[severity=low]",
+    "ledger[].top_columns",
+];
+
+/// What a detailed `aisp_profile_compare` answer parts with under the MCP size cap before any row is cut, in
+/// order: each side's steady periods (the step change's median and interval are computed from them), then what
+/// each side says that `comparability.facts` says too (export, GPU models and UUIDs, hosts, driver), the facts
+/// that bear on nothing (`effect` none: the same on both sides, or a difference that does not matter), and last the
+/// kernels whose count per step changed. Each list then keeps its first rows: the verdict, its basis and the
+/// summary always stay.
+pub const COMPARE_SHEDS: &[crate::answer_cap::Shed] = &[
+    "before.step_periods_ns",
+    "after.step_periods_ns",
+    "before.export",
+    "after.export",
+    "before.gpu_uuids",
+    "after.gpu_uuids",
+    "before.gpus",
+    "after.gpus",
+    "before.hosts",
+    "after.hosts",
+    "before.driver",
+    "after.driver",
+    "comparability.facts[effect=none]",
+    "comparability.work.changed",
 ];
 
 /// `aisp_profile_ranks` is read for the set (alignment, stragglers, skew): under the cap its findings go back to
@@ -390,6 +440,7 @@ pub fn rules_view(
         lead: Lead {
             verdict,
             highest,
+            ranked: ranked(&findings),
             findings: Vec::new(),
             minor: Vec::new(),
             next: Vec::new(),
@@ -845,10 +896,17 @@ pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
         // The shares are in the full rows per class: said once.
         view.ledger_class_pct.clear();
         view.ledger_classes = ledger_classes;
+        // One device: each row's split per device is the row itself (`devices` names the device once).
+        let one_device = devices.len() <= 1;
         view.devices = devices;
         view.rows = rows
             .into_iter()
-            .map(|r| KernelRowView::Full(Box::new(r)))
+            .map(|mut r| {
+                if one_device {
+                    r.per_device.clear();
+                }
+                KernelRowView::Full(Box::new(r))
+            })
             .collect();
         return (view, None);
     }

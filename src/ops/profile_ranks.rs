@@ -294,6 +294,7 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
             verdict,
             highest,
             findings,
+            ranked: None,
             minor: Vec::new(),
             next: Vec::new(),
         },

@@ -855,9 +855,15 @@ async fn answers_stop_at_the_cap_and_max_chars_brings_them_whole() {
     let (client, _) = stdio(&["--tools", "all"], false).await;
     let ranks = planted("ddp_straggler", 4).display().to_string();
     let one = fixture("train_good.sqlite").display().to_string();
+    // A detailed comparison: each side's steady periods are a list of numbers no cut shortens; the sides shed them.
+    let (before, after) = compare_cases().into_iter().next().unwrap();
     let calls = [
         ("aisp_profile_ledger", json!({"path": ranks, "steps": 50})),
         ("aisp_profile_rules", json!({"path": ranks, "detail": true})),
+        (
+            "aisp_profile_compare",
+            json!({"before": before, "after": after, "detail": true}),
+        ),
         (
             "aisp_profile_kernels",
             json!({"path": one, "detail": true, "limit": 40}),

@@ -143,7 +143,17 @@ impl Kernel {
     pub fn blocks(&self) -> u64 {
         self.grid.iter().map(|&b| b as u64).product()
     }
+    /// Whether the launch gives at most half of a GPU's `sms` streaming multiprocessors a block, for
+    /// [`UNDERFILL_MIN_NS`] or more: most of the GPU idles while it runs, whatever its kind of work.
+    pub fn underfills(&self, sms: u64) -> bool {
+        let blocks = self.blocks();
+        blocks > 0 && blocks * 2 <= sms && self.dur() >= UNDERFILL_MIN_NS
+    }
 }
+
+/// Launches shorter than this do not count as under-filling the GPU: their time is launch latency and the tail of
+/// the launch before, whatever their grid.
+pub const UNDERFILL_MIN_NS: i64 = 20_000;
 
 /// One CUDA runtime/driver API call.
 #[derive(Debug, Clone)]

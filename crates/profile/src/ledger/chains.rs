@@ -135,7 +135,15 @@ pub fn find_chains(p: &Profile, d: &DeviceOps, lo: i64, hi: i64) -> Vec<Chain> {
             by_stream.entry(o.stream).or_default().push(i);
         }
     }
-    // Multi-pass algorithms break chains; their names decide, once per name.
+    // Multi-pass algorithms break chains; their names decide, once per name. A launch that leaves most SMs without
+    // a block is passed over (neither a member nor a break): its time is the under-filled grid's
+    // (`underfilled_grid`), not the chain's to claim, and fusing its neighbours still pays.
+    let sms = super::super::info::gpus(p)
+        .ok()
+        .and_then(|g| g.into_iter().find(|g| g.device == d.device))
+        .and_then(|g| g.sm_count)
+        .filter(|&s| s > 1)
+        .map(|s| s as u64);
     let mut passes: std::collections::HashMap<i64, bool> = Default::default();
     let mut breaks = |i: usize| {
         let name = kernels[d.ops[i].index as usize].short_name;
@@ -143,9 +151,15 @@ pub fn find_chains(p: &Profile, d: &DeviceOps, lo: i64, hi: i64) -> Vec<Chain> {
             .entry(name)
             .or_insert_with(|| multi_pass(p.string(name)))
     };
+    let underfilled =
+        |i: usize| sms.is_some_and(|s| kernels[d.ops[i].index as usize].underfills(s));
     let mut out = Vec::new();
     for ops in by_stream.values() {
-        let ops: Vec<(usize, bool)> = ops.iter().map(|&i| (i, breaks(i))).collect();
+        let ops: Vec<(usize, bool)> = ops
+            .iter()
+            .filter(|&&i| !underfilled(i))
+            .map(|&i| (i, breaks(i)))
+            .collect();
         for run in runs(d, &ops) {
             let elementwise = run
                 .iter()

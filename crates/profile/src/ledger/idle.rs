@@ -139,6 +139,11 @@ impl Calls<'_> {
         &self.api[call as usize]
     }
 
+    /// The threads that made any call.
+    pub fn threads(&self) -> impl Iterator<Item = i64> + '_ {
+        self.by_thread.keys().copied()
+    }
+
     /// The calls of a thread overlapping `[s, e)`.
     pub fn thread_calls(&self, tid: i64, s: i64, e: i64) -> impl Iterator<Item = u32> + '_ {
         let v: &[u32] = self.by_thread.get(&tid).map_or(&[], |v| v.as_slice());

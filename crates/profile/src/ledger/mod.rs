@@ -429,6 +429,29 @@ fn device_ledger(
 
 /// The host's issue time over `[cs, ce)` of thread `tid`: the interval minus the time it blocked on the device.
 fn host_time(host: &idle::Host, cs: i64, ce: i64, tid: i64) -> i64 {
+    let mut blocked = waits_of(host, tid, cs, ce);
+    // The loop thread also waits, outside any CUDA call, for another thread of its process that issues the step's
+    // kernels (autograd's backward thread): that thread's waits for the device are the loop's too. Without them a
+    // GPU-bound step whose backward fills the launch queue reads as a host that needs the whole period.
+    let process = super::model::pid_of(tid);
+    for other in host.threads() {
+        if other == tid || super::model::pid_of(other) != process {
+            continue;
+        }
+        let issues = host
+            .thread_calls(other, cs, ce)
+            .any(|c| host.kind(c) == CallKind::Launch);
+        if issues {
+            blocked.extend(waits_of(host, other, cs, ce));
+        }
+    }
+    let blocked = super::intervals::length(&super::intervals::union(blocked));
+    (ce - cs - blocked).max(0)
+}
+
+/// The stretches of `[cs, ce)` in which thread `tid` waits for the device: syncs, blocking copies, and launch, copy
+/// or allocation calls over [`BLOCKING_CALL_NS`] (a full launch queue, a caching allocator's `cudaMalloc`).
+fn waits_of(host: &idle::Host, tid: i64, cs: i64, ce: i64) -> Vec<(i64, i64)> {
     let mut blocked = Vec::new();
     for c in host.thread_calls(tid, cs, ce) {
         let a = host.call(c);
@@ -443,8 +466,7 @@ fn host_time(host: &idle::Host, cs: i64, ce: i64, tid: i64) -> i64 {
             blocked.push((a.start.max(cs), a.end.min(ce)));
         }
     }
-    let blocked = super::intervals::length(&super::intervals::union(blocked));
-    (ce - cs - blocked).max(0)
+    blocked
 }
 
 fn steady_of(p: &Profile, rows: &[StepLedger], all_chains: &[Chain]) -> Steady {

@@ -26,6 +26,7 @@
 mod busy;
 mod casts;
 mod forward;
+mod grid;
 mod host;
 pub mod registry;
 mod repeats;
