@@ -99,24 +99,13 @@ fn shed_one(answer: &mut Value, shed: Shed) -> usize {
     let Some((list, rest)) = shed.split_once('[') else {
         // `a.b.c`: the field `c` of the object at `a.b`.
         let (parents, field) = shed.rsplit_once('.').unwrap_or(("", shed));
-        let mut at = obj;
-        for key in parents.split('.').filter(|k| !k.is_empty()) {
-            match at.get_mut(key).and_then(Value::as_object_mut) {
-                Some(inner) => at = inner,
-                None => return 0,
-            }
-        }
-        return usize::from(at.remove(field).is_some());
+        return object_at(obj, parents).map_or(0, |at| usize::from(at.remove(field).is_some()));
     };
     // `a.b.list`: the list inside objects.
     let (parents, list) = list.rsplit_once('.').unwrap_or(("", list));
-    let mut at = obj;
-    for key in parents.split('.').filter(|k| !k.is_empty()) {
-        match at.get_mut(key).and_then(Value::as_object_mut) {
-            Some(inner) => at = inner,
-            None => return 0,
-        }
-    }
+    let Some(at) = object_at(obj, parents) else {
+        return 0;
+    };
     let Some(Value::Array(rows)) = at.get_mut(list) else {
         return 0;
     };
@@ -160,6 +149,19 @@ fn shed_one(answer: &mut Value, shed: Shed) -> usize {
     rows.map(|r| r.remove(field).is_some())
         .filter(|&removed| removed)
         .count()
+}
+
+/// The object at the dotted path `parents` (`a.b`; empty: `obj` itself), if every step is an object.
+fn object_at<'v>(
+    obj: &'v mut serde_json::Map<String, Value>,
+    parents: &str,
+) -> Option<&'v mut serde_json::Map<String, Value>> {
+    parents
+        .split('.')
+        .filter(|k| !k.is_empty())
+        .try_fold(obj, |at, key| {
+            at.get_mut(key).and_then(Value::as_object_mut)
+        })
 }
 
 /// A list the cap shortened: where, how many rows it had and how many it kept.
