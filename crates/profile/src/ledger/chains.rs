@@ -153,11 +153,14 @@ pub fn find_chains(p: &Profile, d: &DeviceOps, lo: i64, hi: i64) -> Vec<Chain> {
     };
     let underfilled =
         |i: usize| sms.is_some_and(|s| kernels[d.ops[i].index as usize].underfills(s));
+    // An autotuner's benchmark runs are the tuner's time (`tuning_in_step`), not a chain of the model's.
+    let tuned =
+        super::tuning::tuned_kernels(&super::tuning::tuning_runs(p, kernels, d.device, lo, hi));
     let mut out = Vec::new();
     for ops in by_stream.values() {
         let ops: Vec<(usize, bool)> = ops
             .iter()
-            .filter(|&&i| !underfilled(i))
+            .filter(|&&i| !underfilled(i) && !tuned.contains(&(d.ops[i].index as usize)))
             .map(|&i| (i, breaks(i)))
             .collect();
         for run in runs(d, &ops) {

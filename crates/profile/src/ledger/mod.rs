@@ -24,6 +24,7 @@ mod idle;
 mod ops;
 mod steps;
 mod sweep;
+pub mod tuning;
 
 use rustc_hash::FxHashMap;
 use schemars::JsonSchema;

@@ -33,6 +33,7 @@ mod repeats;
 mod step_kernels;
 mod steps;
 mod transfer;
+mod tuning;
 
 pub use step_kernels::{STEP_KERNELS, StepKernel};
 

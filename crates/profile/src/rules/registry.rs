@@ -5,7 +5,7 @@
 
 use super::super::Result;
 use super::super::ledger::Column;
-use super::{Ctx, busy, casts, forward, grid, host, repeats, steps, transfer};
+use super::{Ctx, busy, casts, forward, grid, host, repeats, steps, transfer, tuning};
 
 /// What a rule prints besides its numbers.
 pub struct RuleText {
@@ -46,6 +46,7 @@ pub static RULES: &[RuleSpec] = &[
     busy::FP64_GEMM,
     busy::GROWING_CONCAT,
     grid::UNDERFILLED_GRID,
+    tuning::TUNING_IN_STEP,
     forward::FORWARD_REPEATED,
     forward::BACKWARD_REPEATED,
     repeats::UNBATCHED,
