@@ -46,8 +46,27 @@ pub fn tuning_runs(
     lo: i64,
     hi: i64,
 ) -> Vec<TuningRun> {
-    let first = kernels.partition_point(|k| k.start < lo);
+    // `vectorized_elementwise_kernel<4, FillFunctor<int>, ...>`: the fill is in the demangled name, told once a name.
     let mut fills: HashMap<i64, bool> = HashMap::new();
+    let mut is_fill = |k: &Kernel| {
+        *fills.entry(k.demangled_name).or_insert_with(|| {
+            p.string(k.demangled_name)
+                .to_ascii_lowercase()
+                .contains("fill")
+        })
+    };
+    runs_of(kernels, device, lo, hi, &mut is_fill)
+}
+
+/// [`tuning_runs`] with `is_fill` telling the fills.
+fn runs_of(
+    kernels: &[Kernel],
+    device: i64,
+    lo: i64,
+    hi: i64,
+    is_fill: &mut dyn FnMut(&Kernel) -> bool,
+) -> Vec<TuningRun> {
+    let first = kernels.partition_point(|k| k.start < lo);
     let mut runs: Vec<TuningRun> = Vec::new();
     let mut current: Option<TuningRun> = None;
     // Fills seen since the current run's last launch: the run's if it goes on.
@@ -65,13 +84,7 @@ pub fn tuning_runs(
         .filter(|(_, k)| k.device == device)
         .map(|(i, k)| (first + i, k))
     {
-        // `vectorized_elementwise_kernel<4, FillFunctor<int>, ...>`: the fill is in the demangled name.
-        let fill = *fills.entry(k.demangled_name).or_insert_with(|| {
-            p.string(k.demangled_name)
-                .to_ascii_lowercase()
-                .contains("fill")
-        });
-        if fill {
+        if is_fill(k) {
             pending.push(i);
             pending_ns += k.dur();
             continue;
@@ -116,4 +129,58 @@ pub fn tuned_kernels(runs: &[TuningRun]) -> HashSet<usize> {
     runs.iter()
         .flat_map(|r| r.kernels.iter().copied())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(start: i64, name: i64, grid: u32) -> Kernel {
+        Kernel {
+            start,
+            end: start + 100,
+            device: 0,
+            stream: 7,
+            correlation: start,
+            global_pid: 0,
+            short_name: name,
+            demangled_name: name,
+            grid: [grid, 1, 1],
+            block: [128, 1, 1],
+            registers: 32,
+            static_smem: 0,
+            dynamic_smem: 0,
+        }
+    }
+
+    /// A tuner: kernel 1 in 8 launches of one grid, then 8 of another, a fill (kernel 9) before each launch; the
+    /// model's own kernel 2 runs between. Runs of one configuration only (an optimizer's chunks) are not a tuner's.
+    #[test]
+    fn runs_in_two_configurations_are_a_tuners_and_one_configuration_is_not() {
+        let mut ks = Vec::new();
+        let mut t = 0;
+        for grid in [64, 128] {
+            for _ in 0..MIN_RUN {
+                ks.push(launch(t, 9, 65_536));
+                ks.push(launch(t + 200, 1, grid));
+                t += 1_000;
+            }
+        }
+        ks.push(launch(t, 2, 32));
+        let runs = runs_of(&ks, 0, 0, i64::MAX, &mut |k: &Kernel| k.short_name == 9);
+        assert_eq!(runs.len(), 2);
+        assert!(runs.iter().all(|r| r.name == 1 && r.launches == MIN_RUN));
+        // The fills between a run's launches are its (the first, before its first launch, is not).
+        assert_eq!(runs[0].kernels.len(), 2 * MIN_RUN - 1);
+        assert_eq!(runs[0].time_ns, (2 * MIN_RUN as i64 - 1) * 100);
+        assert_eq!(runs[1].grid, [128, 1, 1]);
+        // One configuration, however many launches: no tuner.
+        let chunks: Vec<Kernel> = (0..40).map(|i| launch(i * 1_000, 3, 320)).collect();
+        assert!(runs_of(&chunks, 0, 0, i64::MAX, &mut |_: &Kernel| false).is_empty());
+        // Runs too short in each configuration: no tuner.
+        let short: Vec<Kernel> = (0..14)
+            .map(|i| launch(i * 1_000, 4, if i < 7 { 64 } else { 128 }))
+            .collect();
+        assert!(runs_of(&short, 0, 0, i64::MAX, &mut |_: &Kernel| false).is_empty());
+    }
 }

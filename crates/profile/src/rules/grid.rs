@@ -13,7 +13,7 @@ use super::super::classify::{self, KernelClass};
 use super::super::ledger::{self, DeviceLedger};
 use super::super::model::Kernel;
 use super::registry::{RuleSpec, RuleText};
-use super::{Ctx, Draft, Stake, ms, per_step, steady_kernels};
+use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step, steady_kernels};
 
 /// Shares below this are not findings.
 const MIN_SHARE_PCT: f64 = 1.0;
@@ -78,11 +78,7 @@ fn underfilled_grid(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
              of (time × (1 − blocks / SMs)), no more than the step's period minus the host's issue time; an upper \
              bound",
             &[],
-            |s| {
-                by_step
-                    .get(&s.index)
-                    .map_or(0, |&saving| ledger::bounded_by_host(s, saving))
-            },
+            bounded_savings(&by_step),
         );
         let saving = dr.total();
         let (launches, time) = names

@@ -560,6 +560,18 @@ pub(crate) fn steady_kernels<'k>(
         .map(move |(i, k)| (first + i, k))
 }
 
+/// A [`Draft`]'s saving per step from savings found per steady step (by index), each bounded by the host's issue
+/// time: a shorter kernel shortens the step only while the device, not the host, sets the pace.
+pub(crate) fn bounded_savings(
+    by_step: &std::collections::HashMap<u32, i64>,
+) -> impl Fn(&StepLedger) -> i64 + '_ {
+    move |s| {
+        by_step
+            .get(&s.index)
+            .map_or(0, |&saving| ledger::bounded_by_host(s, saving))
+    }
+}
+
 /// `ns` over the device's steady window as a mean per steady step: the unit of a finding's `gist`.
 pub(crate) fn per_step(d: &DeviceLedger, ns: i64) -> i64 {
     ns / d.steady.steps.max(1) as i64

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::super::Result;
 use super::super::ledger::{self, tuning};
 use super::registry::{RuleSpec, RuleText};
-use super::{Ctx, Draft, Stake, ms, per_step};
+use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step};
 
 /// Shares below this are not findings.
 const MIN_SHARE_PCT: f64 = 1.0;
@@ -78,11 +78,7 @@ fn tuning_in_step(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
              configuration, in two configurations or more) of the run's time and the fills inside it less its last \
              launch, no more than the step's period minus the host's issue time",
             &[],
-            |s| {
-                by_step
-                    .get(&s.index)
-                    .map_or(0, |&saving| ledger::bounded_by_host(s, saving))
-            },
+            bounded_savings(&by_step),
         );
         let saving = dr.total();
         let time: i64 = runs.iter().map(|r| r.time_ns).sum();
