@@ -122,8 +122,14 @@ fn multi_pass(name: &str) -> bool {
         .any(|w| l.contains(w))
 }
 
-/// The chains among the device's ops that start inside `[lo, hi)`.
-pub fn find_chains(p: &Profile, d: &DeviceOps, lo: i64, hi: i64) -> Vec<Chain> {
+/// The chains among the device's ops that start inside `[lo, hi)`; `sm_count`, the device's SMs when recorded.
+pub fn find_chains(
+    p: &Profile,
+    d: &DeviceOps,
+    lo: i64,
+    hi: i64,
+    sm_count: Option<i64>,
+) -> Vec<Chain> {
     let kernels = match p.kernels() {
         Ok(k) => k,
         Err(_) => return Vec::new(),
@@ -138,12 +144,7 @@ pub fn find_chains(p: &Profile, d: &DeviceOps, lo: i64, hi: i64) -> Vec<Chain> {
     // Multi-pass algorithms break chains; their names decide, once per name. A launch that leaves most SMs without
     // a block is passed over (neither a member nor a break): its time is the under-filled grid's
     // (`underfilled_grid`), not the chain's to claim, and fusing its neighbours still pays.
-    let sms = super::super::info::gpus(p)
-        .ok()
-        .and_then(|g| g.into_iter().find(|g| g.device == d.device))
-        .and_then(|g| g.sm_count)
-        .filter(|&s| s > 1)
-        .map(|s| s as u64);
+    let sms = sm_count.filter(|&s| s > 1).map(|s| s as u64);
     let mut passes: std::collections::HashMap<i64, bool> = Default::default();
     let mut breaks = |i: usize| {
         let name = kernels[d.ops[i].index as usize].short_name;

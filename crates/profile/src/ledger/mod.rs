@@ -262,13 +262,7 @@ fn build_fresh(p: &Profile, scope: &ResolvedScope, marker: Option<&str>) -> Resu
     let calls = idle::Calls::new(p)?;
     let all = ops::device_ops(p, scope)?;
     let gpus = super::info::gpus(p)?;
-    let mut devices = device_ledgers(p, &calls, &all, marker)?;
-    for l in &mut devices {
-        l.sm_count = gpus
-            .iter()
-            .find(|g| g.device == l.device)
-            .and_then(|g| g.sm_count);
-    }
+    let mut devices = device_ledgers(p, &calls, &all, &gpus, marker)?;
     let arrivals = collectives::split_within(p, &all, &mut devices)?;
     Ok(Ledger {
         devices,
@@ -284,12 +278,19 @@ fn device_ledgers(
     p: &Profile,
     calls: &idle::Calls,
     all: &[DeviceOps],
+    gpus: &[super::info::GpuInfo],
     marker: Option<&str>,
 ) -> Result<Vec<DeviceLedger>> {
+    // Each device's SM count, when the export records it: what an under-filled launch is judged against.
+    let sms = |d: &DeviceOps| {
+        gpus.iter()
+            .find(|g| g.device == d.device)
+            .and_then(|g| g.sm_count)
+    };
     let serial = || {
         let host = idle::Host::new(p, calls);
         all.iter()
-            .map(|d| device_ledger(p, &host, d, marker))
+            .map(|d| device_ledger(p, &host, d, sms(d), marker))
             .collect::<Result<Vec<_>>>()
     };
     let Some((first, rest)) = all.split_first() else {
@@ -309,10 +310,17 @@ fn device_ledgers(
             .iter()
             .zip(siblings)
             .map(|(d, q)| {
-                scope.spawn(move || device_ledger(&q, &idle::Host::new(&q, calls), d, marker))
+                let sms = sms(d);
+                scope.spawn(move || device_ledger(&q, &idle::Host::new(&q, calls), d, sms, marker))
             })
             .collect();
-        let mut out = vec![device_ledger(p, &idle::Host::new(p, calls), first, marker)?];
+        let mut out = vec![device_ledger(
+            p,
+            &idle::Host::new(p, calls),
+            first,
+            sms(first),
+            marker,
+        )?];
         for h in handles {
             // A panic on a helper thread is the caller's, as it would be without threads.
             out.push(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?);
@@ -325,6 +333,7 @@ fn device_ledger(
     p: &Profile,
     host: &idle::Host,
     d: &DeviceOps,
+    sm_count: Option<i64>,
     marker: Option<&str>,
 ) -> Result<DeviceLedger> {
     let found = steps::device_steps(p, d, marker)?;
@@ -337,7 +346,7 @@ fn device_ledger(
     };
     let mut notes = Vec::new();
     let all_chains = match (found.steps.get(warmup), found.steps.last()) {
-        (Some(a), Some(b)) => chains::find_chains(p, d, a.start, b.end),
+        (Some(a), Some(b)) => chains::find_chains(p, d, a.start, b.end, sm_count),
         _ => Vec::new(),
     };
     let mut rows = Vec::with_capacity(found.steps.len());
@@ -421,7 +430,7 @@ fn device_ledger(
         warmup_steps: warmup,
         steady,
         notes,
-        sm_count: None,
+        sm_count,
         idle: steady_idle,
         process_key: d.processes.first().copied(),
         comm,
@@ -628,9 +637,9 @@ pub(crate) mod tests {
         let host = idle::Host::new(&p, &calls);
         let serial: Vec<DeviceLedger> = all
             .iter()
-            .map(|d| device_ledger(&p, &host, d, None).unwrap())
+            .map(|d| device_ledger(&p, &host, d, None, None).unwrap())
             .collect();
-        assert_eq!(device_ledgers(&p, &calls, &all, None).unwrap(), serial);
+        assert_eq!(device_ledgers(&p, &calls, &all, &[], None).unwrap(), serial);
     }
 
     #[test]

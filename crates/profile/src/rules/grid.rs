@@ -1,4 +1,4 @@
-//! A kernel launched with fewer blocks than half the GPU's SMs leaves the rest
+//! A kernel launched with at most half as many blocks as the GPU has SMs leaves the rest
 //! of the GPU idle while it runs: a normalization over a few huge rows (one
 //! block per row), a reduction or a GEMM too small to split. The device is
 //! "busy" in the timeline and no idle column shows it; only the launch's grid
@@ -13,14 +13,14 @@ use super::super::classify::{self, KernelClass};
 use super::super::ledger::{self, DeviceLedger};
 use super::super::model::Kernel;
 use super::registry::{RuleSpec, RuleText};
-use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step, steady_kernels};
+use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step, steady_kernels, step_at};
 
 /// Shares below this are not findings.
 const MIN_SHARE_PCT: f64 = 1.0;
 
 pub const UNDERFILLED_GRID: RuleSpec = RuleSpec {
     id: "underfilled_grid",
-    doc: "Kernels of 20 us or more launched with fewer blocks than half the GPU's SMs, running alone on the device \
+    doc: "Kernels of 20 us or more launched with at most half as many blocks as the GPU has SMs, running alone on the device \
           (no other kernel overlaps them): most SMs sit idle while they run.",
     what_if: "each such launch's work spread over every SM at the rate its blocks ran: its time times (1 − blocks / \
               SMs), bounded by the host's issue time; an upper bound (work that cannot be split saves nothing)",
@@ -35,7 +35,7 @@ pub const UNDERFILLED_GRID: RuleSpec = RuleSpec {
               or batch several small launches into one (a larger batch, grouped GEMMs).",
         verify: "Re-profile: aisp_profile_kernels shows the kernel with a grid of at least the SM count and a shorter \
                  time per call.",
-        quiet: "no kernel with fewer blocks than half the SMs, alone on the device, holds 1% of the steady window",
+        quiet: "no kernel with at most half as many blocks as SMs, alone on the device, holds 1% of the steady window",
     },
     needs_profile: true,
     eval: underfilled_grid,
@@ -74,7 +74,7 @@ fn underfilled_grid(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             i,
             d,
             Stake::Estimate,
-            "estimate per steady step: Σ over its launches with fewer blocks than half the SMs, alone on the device, \
+            "estimate per steady step: Σ over its launches with at most half as many blocks as SMs, alone on the device, \
              of (time × (1 − blocks / SMs)), no more than the step's period minus the host's issue time; an upper \
              bound",
             &[],
@@ -94,7 +94,7 @@ fn underfilled_grid(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         // One decimal, as the gist prints it and `data` holds it.
         let launches_step = (launches as f64 / d.steady.steps.max(1) as f64 * 10.0).round() / 10.0;
         let gist = format!(
-            "{launches_step:.1} launches per steady step with fewer blocks than half the {sms} SMs: {} per step; \
+            "{launches_step:.1} launches per steady step with at most half as many blocks as the {sms} SMs: {} per step; \
              most in `{top_name}` ({} blocks, {} in the steady window)",
             ms(per_step(d, time)),
             top.blocks,
@@ -111,7 +111,7 @@ fn underfilled_grid(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             vec![
                 format!(
                     "{launches} launches of {} kernel(s) in the steady window, each 20 us or more, alone on the \
-                     device, with fewer blocks than half the {sms} SMs: {} ({}% of the steady window)",
+                     device, with at most half as many blocks as the {sms} SMs: {} ({}% of the steady window)",
                     names.len(),
                     ms(time),
                     d.share(time)
@@ -180,11 +180,7 @@ fn underfilled(
         if !counted {
             continue;
         }
-        // The step it starts in: the last that starts at or before it, if it has not ended.
-        let Some(step) = steps[..steps.partition_point(|s| s.start_ns <= k.start)]
-            .last()
-            .filter(|s| k.start < s.start_ns + s.period_ns)
-        else {
+        let Some(step) = step_at(&steps, k.start) else {
             continue;
         };
         let saving = saving_of(k, sms);

@@ -572,6 +572,15 @@ pub(crate) fn bounded_savings(
     }
 }
 
+/// The steady step (of `steps`, in order) that time `t` falls in: the last to start at or before it, if it has not
+/// ended.
+pub(crate) fn step_at<'s>(steps: &[&'s StepLedger], t: i64) -> Option<&'s StepLedger> {
+    steps[..steps.partition_point(|s| s.start_ns <= t)]
+        .last()
+        .copied()
+        .filter(|s| t < s.start_ns + s.period_ns)
+}
+
 /// `ns` over the device's steady window as a mean per steady step: the unit of a finding's `gist`.
 pub(crate) fn per_step(d: &DeviceLedger, ns: i64) -> i64 {
     ns / d.steady.steps.max(1) as i64

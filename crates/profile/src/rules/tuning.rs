@@ -10,7 +10,7 @@ use serde_json::json;
 use super::super::Result;
 use super::super::ledger::{self, tuning};
 use super::registry::{RuleSpec, RuleText};
-use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step};
+use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step, step_at};
 
 /// Shares below this are not findings.
 const MIN_SHARE_PCT: f64 = 1.0;
@@ -61,7 +61,7 @@ fn tuning_in_step(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let mut by_step: HashMap<u32, i64> = HashMap::new();
         let mut by_name: HashMap<i64, Tuned> = HashMap::new();
         for r in &runs {
-            if let Some(step) = steps[..steps.partition_point(|s| s.start_ns <= r.start)].last() {
+            if let Some(step) = step_at(&steps, r.start) {
                 *by_step.entry(step.index).or_default() += r.time_ns - r.last_ns;
             }
             let t = by_name.entry(r.name).or_default();
