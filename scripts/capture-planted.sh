@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
 # capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200;
-# SET=heldout11, SET=heldout12: 2 H200s), in two
+# SET=heldout11, SET=heldout12, SET=heldout13: 2 H200s), in two
 # phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -132,6 +132,20 @@
 #       command="SET=heldout12 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
 #   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout12 bash scripts/capture-planted.sh CARRY multi")    # lm_ddp, torchrun --nproc_per_node=2, ~1-1.5 min
+#
+# The thirteenth held-out set (workloads/planted/heldout13: 5 one-GPU captures, one of them a before/after pair, and one
+# 2-rank DDP case) is made for 2 H200s like the eleventh and twelfth: all three phases, with SET=heldout13 on kind
+# nvidia-h200-x2 (seg_unet runs every convolution through PyTorch's per-image fallback, ~490 launches a step from C++;
+# dense_retrieval sorts a [512, 524288] float32 score matrix every batch, ~10 GB of sort buffers; multilingual_lm holds
+# 737 M fp32 parameters with their AdamW state, a step of ~150-230 ms; vit_ddp all-reduces its 1.2 GB of gradients twice
+# per step):
+#
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout13 bash scripts/capture-planted.sh CARRY smoke")    # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout13 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout13 bash scripts/capture-planted.sh CARRY multi")    # vit_ddp, torchrun --nproc_per_node=2, ~1-1.5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
