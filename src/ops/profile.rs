@@ -1192,7 +1192,7 @@ scoped_input! {
     /// Arguments of `rules`.
     RulesInput {
         /// Each finding's evidence (basis, columns, regions, window, why, verify, data), the windows, how the
-        /// stakes add up and the rules that found nothing: about 3× the characters.
+        /// stakes add up and the rules that found nothing: about 2× the characters.
         #[serde(default)]
         detail: Option<bool>,
         /// One finding whole, by id, on each device it fired on.
@@ -1673,11 +1673,11 @@ pub struct CompareInput {
     pub before: String,
     /// The run after the change, in the same forms.
     pub after: String,
-    /// Ledger columns (and kernels, with detail) per delta list (default 3).
+    /// Ledger columns and kernels per delta list (default 3).
     #[serde(default)]
     pub limit: Option<usize>,
-    /// Also every fact, the kernels that moved, each basis, both runs' steps and every prediction's measured
-    /// lines: about 2.5× the characters.
+    /// Also every fact, each basis, both runs' steps and every prediction's measured lines: about 2× the
+    /// characters.
     #[serde(default)]
     pub detail: Option<bool>,
 }

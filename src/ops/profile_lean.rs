@@ -12,17 +12,17 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use aisp_profile::classify::{Precision, bare_kernel_name};
+use aisp_profile::classify::{KernelClass, Precision, bare_kernel_name};
 use aisp_profile::compare::{
     Basis, ColumnChange, Comparability, Compare, Evidence, FindingChange, KernelChange, Prediction,
     Side, StepChange, Verdict,
 };
 use aisp_profile::kernels::{
-    ClassShare, DeviceKernels, KernelNames, KernelRow, Kernels, LedgerClassShare,
+    ClassShare, DeviceKernels, DeviceShare, KernelNames, KernelRow, Kernels, LedgerClassShare,
 };
 use aisp_profile::ranks::RankSet;
 use aisp_profile::rules::{
-    DeviceWindow, Finding, LedgerSummary, RuleCheck, Rules, Severity, StakeOverlap,
+    DeviceWindow, Finding, LedgerSummary, RuleCheck, Rules, Severity, StakeOverlap, registry,
 };
 
 /// About this many characters (Python `json.dumps`) for a default profile answer, on average.
@@ -102,12 +102,24 @@ pub struct RulesView {
     pub checked: Vec<(String, String)>,
 }
 
-/// A rule that found nothing, as `checked` gives it: its id, and its status in words before why.
+/// A rule that found nothing, as `checked` gives it: its id, and its status in words, then what this export
+/// adds to the rule's standing test (the stake it found below threshold, why it did not apply); the standing
+/// test itself is the rule's `quiet` text, which `finding` with its id gives.
 fn check_line(c: RuleCheck) -> (String, String) {
-    (
-        c.id,
-        format!("{}: {}", c.status.replace('_', " "), c.detail),
-    )
+    let status = c.status.replace('_', " ");
+    let quiet = registry::find(&c.id).map_or("", |r| r.text.quiet);
+    let own = match c.detail.strip_prefix(quiet) {
+        Some(rest) if !quiet.is_empty() => {
+            rest.trim().trim_start_matches('(').trim_end_matches(')')
+        }
+        _ => c.detail.as_str(),
+    };
+    let line = if own.is_empty() {
+        status
+    } else {
+        format!("{status}: {own}")
+    };
+    (c.id, line)
 }
 
 /// What an assistant repeats to a user of a finding: its stake, the predicted step, the numbers it rests on in one
@@ -300,11 +312,23 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
             "aisp_profile_overlap",
             "communication hidden behind compute, per device",
         )
-    } else if id.contains("fp32")
-        || id.contains("gemm")
-        || id.contains("kernel")
-        || id.contains("elementwise")
+    } else if [
+        "fp32",
+        "gemm",
+        "kernel",
+        "elementwise",
+        "grid",
+        "tuning",
+        "scaling",
+        "cast",
+        "forward",
+        "backward",
+        "concat",
+    ]
+    .iter()
+    .any(|k| id.contains(k))
     {
+        // Rules whose stake is kernel time (not idle time): the kernels they name are in the kernel table.
         (
             "aisp_profile_kernels",
             "the kernels by time with their class and precision",
@@ -494,14 +518,36 @@ pub fn rules_view(
     }
     if detail == Detail::All {
         let mut findings = findings;
+        // Beside findings above info, the info-level ones (under 1 % each) are named in `minor`, as by default:
+        // whole they would be most of a detailed answer; `finding` gives any of them whole.
+        if findings.iter().any(|f| f.severity > Severity::Info) {
+            let (info, above): (Vec<Finding>, Vec<Finding>) = findings
+                .into_iter()
+                .partition(|f| f.severity == Severity::Info);
+            if !info.is_empty() {
+                left_out.push(format!(
+                    "the {} minor finding(s) in full: pass \"finding\": its id",
+                    info.len()
+                ));
+            }
+            view.lead.minor = info.iter().map(short).collect();
+            findings = above;
+        }
         said_once(&mut findings);
         view.lead.findings = findings;
-        // A rule that found something is in `findings`; `checked` says why the others did not.
-        let checked = checked
+        // A rule that found something is in `findings`; `checked` says why the others did not, in this export's
+        // words only: what each rule tests is standing text, given by `finding` with the rule's id.
+        let checked: Vec<(String, String)> = checked
             .into_iter()
             .filter(|c| c.status != "finding")
             .map(check_line)
             .collect();
+        if !checked.is_empty() {
+            left_out.push(
+                "what each rule in `checked` tests, in words: pass \"finding\": the rule's id"
+                    .into(),
+            );
+        }
         // How shares add up matters where they could be added: two findings or more above info on a device.
         let overlaps = overlaps
             .into_iter()
@@ -584,7 +630,8 @@ pub struct CompareView {
     pub columns: Vec<ColumnChange>,
     /// The calls to make next, with their arguments.
     pub next: Vec<String>,
-    /// With `detail`: the kernels whose time per step moved most.
+    /// The kernels whose time per step moved most (what the columns' change is made of): by default where the
+    /// runs do not compare (no prediction explains the change), else with `detail`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernels: Vec<KernelChange>,
     /// With `detail`: every basis that could be computed.
@@ -632,18 +679,26 @@ pub fn compare_view(c: Compare, before: &str, after: &str, detail: bool) -> Comp
         findings: c.findings,
         columns: c.columns,
         next,
-        kernels: Vec::new(),
+        kernels: c.kernels,
         evidence: Vec::new(),
         before: None,
         after: None,
         left_out: Vec::new(),
     };
     if detail {
-        (view.kernels, view.evidence) = (c.kernels, c.evidence);
+        view.evidence = c.evidence;
         (view.before, view.after) = (Some(c.before), Some(c.after));
         return view;
     }
     let mut cut = Vec::new();
+    // Between runs of different work no prediction explains the change: the kernels that moved are its why. Where
+    // the runs compare, the predictions and columns say it, and the kernels are a detail.
+    if view.verdict != Verdict::NotComparable && !view.kernels.is_empty() {
+        cut.push(format!(
+            "the {} kernel(s) whose time per step moved most",
+            std::mem::take(&mut view.kernels).len()
+        ));
+    }
     // Facts the same on both sides say nothing a reader repeats; the ones that differ or are not recorded stay.
     let facts = &mut view.comparability.facts;
     let same: Vec<String> = facts
@@ -726,12 +781,6 @@ pub fn compare_view(c: Compare, before: &str, after: &str, detail: bool) -> Comp
         ));
         view.findings.truncate(DEFAULT_FINDING_CHANGES);
     }
-    if !c.kernels.is_empty() {
-        cut.push(format!(
-            "the {} kernel(s) whose time per step moved most",
-            c.kernels.len()
-        ));
-    }
     if !c.evidence.is_empty() {
         let bases: Vec<String> = c
             .evidence
@@ -813,12 +862,108 @@ pub struct KernelBrief {
     pub precision: Option<Precision>,
 }
 
+/// A kernel group in full, as `aisp_profile_kernels` with `detail` gives it: the brief row's figures, its
+/// demangled name, duration statistics, the rest of its most frequent launch and its class with the evidence;
+/// flat, with the launch shape as strings like the brief row's.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct KernelDetail {
+    pub name: String,
+    /// The demangled name of the group's largest member, when `name` is a short name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demangled: Option<String>,
+    pub ledger_class: String,
+    pub time_pct: f64,
+    pub total_ns: i64,
+    pub instances: u64,
+    pub avg_ns: f64,
+    /// Median: the mean of the two middle durations when the count is even (nsys stats' Med).
+    pub med_ns: f64,
+    pub min_ns: i64,
+    pub max_ns: i64,
+    pub stddev_ns: f64,
+    /// Nearest-rank percentiles (always an observed duration).
+    pub p50_ns: i64,
+    pub p90_ns: i64,
+    pub p99_ns: i64,
+    /// The most frequent launch: blocks per grid and threads per block, `XxYxZ`.
+    pub grid: String,
+    pub block: String,
+    pub registers_per_thread: u32,
+    pub static_shared_bytes: u32,
+    pub dynamic_shared_bytes: u32,
+    /// Distinct (grid, block, registers, shared memory) configurations in the group.
+    pub configurations: u64,
+    /// The classifier's class (what the name and launch say), with its precision and tensor-core use when the
+    /// name says, and what decided it.
+    pub class: KernelClass,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
+    pub precision: Option<Precision>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_cores: Option<bool>,
+    pub class_evidence: String,
+    /// Per device, when the scope holds several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_device: Vec<DeviceShare>,
+}
+
+impl From<KernelRow> for KernelDetail {
+    fn from(r: KernelRow) -> Self {
+        let KernelRow {
+            name,
+            demangled,
+            time_pct,
+            total_ns,
+            instances,
+            avg_ns,
+            med_ns,
+            min_ns,
+            max_ns,
+            stddev_ns,
+            p50_ns,
+            p90_ns,
+            p99_ns,
+            per_device,
+            launch,
+            ledger_class,
+            class,
+        } = r;
+        KernelDetail {
+            name,
+            demangled,
+            ledger_class,
+            time_pct,
+            total_ns,
+            instances,
+            avg_ns,
+            med_ns,
+            min_ns,
+            max_ns,
+            stddev_ns,
+            p50_ns,
+            p90_ns,
+            p99_ns,
+            grid: dims(launch.grid),
+            block: dims(launch.block),
+            registers_per_thread: launch.registers_per_thread,
+            static_shared_bytes: launch.static_shared_bytes,
+            dynamic_shared_bytes: launch.dynamic_shared_bytes,
+            configurations: launch.configurations,
+            class: class.class,
+            precision: class.precision,
+            tensor_cores: class.tensor_cores,
+            class_evidence: class.evidence,
+            per_device,
+        }
+    }
+}
+
 /// A row of `aisp_profile_kernels`: in brief by default, in full (statistics, per device, launch, class and its
 /// evidence) with `detail`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum KernelRowView {
-    Full(Box<KernelRow>),
+    Full(Box<KernelDetail>),
     Brief(KernelBrief),
 }
 
@@ -905,7 +1050,7 @@ pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
                 if one_device {
                     r.per_device.clear();
                 }
-                KernelRowView::Full(Box::new(r))
+                KernelRowView::Full(Box::new(r.into()))
             })
             .collect();
         return (view, None);

@@ -1481,6 +1481,17 @@ pub fn compare_runs(b: &Run, a: &Run, limit: usize) -> Compare {
         if let Some(split) = after_split(a) {
             summary.push_str(&format!(". {split}"));
         }
+    } else {
+        // Each run still has its own step and its own limits: stated as facts of each run, not as a change.
+        if sb.steady_steps > 0 && sa.steady_steps > 0 {
+            summary.push_str(&format!(
+                ". Each run on its own (the work differs, so not a like-for-like change): a median steady step of {} \
+                 before and {} after",
+                ms(sb.step_median_ns as f64),
+                ms(sa.step_median_ns as f64)
+            ));
+        }
+        summary.push_str(&format!(". {}", what_is_left(&a.findings)));
     }
     Compare {
         verdict,

@@ -30,6 +30,7 @@ mod grid;
 mod host;
 pub mod registry;
 mod repeats;
+mod scaler;
 mod step_kernels;
 mod steps;
 mod transfer;

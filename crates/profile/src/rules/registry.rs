@@ -5,7 +5,7 @@
 
 use super::super::Result;
 use super::super::ledger::Column;
-use super::{Ctx, busy, casts, forward, grid, host, repeats, steps, transfer, tuning};
+use super::{Ctx, busy, casts, forward, grid, host, repeats, scaler, steps, transfer, tuning};
 
 /// What a rule prints besides its numbers.
 pub struct RuleText {
@@ -51,6 +51,7 @@ pub static RULES: &[RuleSpec] = &[
     forward::BACKWARD_REPEATED,
     repeats::UNBATCHED,
     casts::WEIGHT_CASTS,
+    scaler::LOSS_SCALING_BF16,
     transfer::COPIES,
     transfer::COMMUNICATION,
     transfer::WAIT,
