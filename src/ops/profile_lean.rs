@@ -1002,6 +1002,30 @@ pub struct KernelsView {
     pub devices: Vec<DeviceKernels>,
 }
 
+/// A demangled kernel name without its return type and its parameter list (`void ns::k<float, (int)4>(const
+/// long *, T1 *, long)` → `ns::k<float, (int)4>`): the name and template arguments that tell kernels apart. A name
+/// that does not end in a balanced parameter list is returned whole.
+fn without_parameters(demangled: &str) -> &str {
+    let name = demangled.strip_prefix("void ").unwrap_or(demangled);
+    let Some(body) = name.strip_suffix(')') else {
+        return name;
+    };
+    let mut depth = 1usize;
+    for (i, c) in body.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth -= 1;
+                if depth == 0 {
+                    return if i == 0 { name } else { &name[..i] };
+                }
+            }
+            _ => {}
+        }
+    }
+    name
+}
+
 /// A launch dimension as `XxYxZ`.
 fn dims([x, y, z]: [u32; 3]) -> String {
     format!("{x}x{y}x{z}")
@@ -1059,10 +1083,12 @@ pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
         .into_iter()
         .map(|r| {
             KernelRowView::Brief(KernelBrief {
-                // Grouped by demangled name on request: the name asked for, whole.
+                // Grouped by demangled name on request: the name asked for, without its parameter list (the formal
+                // parameters' types repeat the template arguments; `detail` gives the name whole).
                 name: match names {
                     KernelNames::Short => bare_kernel_name(&r.name),
-                    KernelNames::Operation | KernelNames::Demangled => r.name,
+                    KernelNames::Operation => r.name,
+                    KernelNames::Demangled => without_parameters(&r.name).to_string(),
                 },
                 ledger_class: r.ledger_class,
                 time_pct: r.time_pct,
@@ -1077,7 +1103,7 @@ pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
         .collect();
     let what = match names {
         KernelNames::Short | KernelNames::Operation => "each group's demangled name, ",
-        KernelNames::Demangled => "",
+        KernelNames::Demangled => "each demangled name's parameter list, ",
     };
     // One device: its count of kernels under 5 us is a detail; several: how they differ is the answer.
     let one_device = devices.len() <= 1;
@@ -1102,6 +1128,28 @@ pub fn kernels_view(k: Kernels, detail: bool) -> (KernelsView, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_demangled_name_loses_its_parameter_list_only() {
+        assert_eq!(
+            without_parameters(
+                "void at::native::<unnamed>::indexing_backward_kernel<float, (int)4>(const long *, const long *, \
+                 const T1 *, T1 *, long, long, long, long, bool)"
+            ),
+            "at::native::<unnamed>::indexing_backward_kernel<float, (int)4>"
+        );
+        assert_eq!(
+            without_parameters(
+                "void at::native::vectorized_elementwise_kernel<(int)8, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase &, at::native::GeluType)::[lambda() (instance 2)]::operator ()() const::[lambda(c10::BFloat16) (instance 1)], std::array<char *, (unsigned long)2>>(int, T2, T3)"
+            ),
+            "at::native::vectorized_elementwise_kernel<(int)8, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase &, at::native::GeluType)::[lambda() (instance 2)]::operator ()() const::[lambda(c10::BFloat16) (instance 1)], std::array<char *, (unsigned long)2>>"
+        );
+        assert_eq!(
+            without_parameters("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"),
+            "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+        );
+        assert_eq!(without_parameters("unbalanced)"), "unbalanced)");
+    }
 
     fn finding(id: &str, severity: &str, device: i64, share_pct: f64) -> Finding {
         serde_json::from_value(serde_json::json!({

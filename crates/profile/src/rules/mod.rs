@@ -31,6 +31,7 @@ mod host;
 pub mod registry;
 mod repeats;
 mod scaler;
+mod slow_paths;
 mod step_kernels;
 mod steps;
 mod transfer;

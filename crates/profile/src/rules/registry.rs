@@ -5,7 +5,9 @@
 
 use super::super::Result;
 use super::super::ledger::Column;
-use super::{Ctx, busy, casts, forward, grid, host, repeats, scaler, steps, transfer, tuning};
+use super::{
+    Ctx, busy, casts, forward, grid, host, repeats, scaler, slow_paths, steps, transfer, tuning,
+};
 
 /// What a rule prints besides its numbers.
 pub struct RuleText {
@@ -47,6 +49,9 @@ pub static RULES: &[RuleSpec] = &[
     busy::GROWING_CONCAT,
     grid::UNDERFILLED_GRID,
     tuning::TUNING_IN_STEP,
+    slow_paths::CONV_FALLBACK,
+    slow_paths::INDEX_BACKWARD,
+    slow_paths::FULL_SORT,
     forward::FORWARD_REPEATED,
     forward::BACKWARD_REPEATED,
     repeats::UNBATCHED,
