@@ -28,6 +28,7 @@ mod casts;
 mod forward;
 mod grid;
 mod host;
+mod reduced_twice;
 pub mod registry;
 mod repeats;
 mod scaler;

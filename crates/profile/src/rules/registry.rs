@@ -6,7 +6,8 @@
 use super::super::Result;
 use super::super::ledger::Column;
 use super::{
-    Ctx, busy, casts, forward, grid, host, repeats, scaler, slow_paths, steps, transfer, tuning,
+    Ctx, busy, casts, forward, grid, host, reduced_twice, repeats, scaler, slow_paths, steps,
+    transfer, tuning,
 };
 
 /// What a rule prints besides its numbers.
@@ -59,6 +60,7 @@ pub static RULES: &[RuleSpec] = &[
     scaler::LOSS_SCALING_BF16,
     transfer::COPIES,
     transfer::COMMUNICATION,
+    reduced_twice::REDUCED_TWICE,
     transfer::WAIT,
     transfer::PIPELINE,
     steps::VARIANCE,
