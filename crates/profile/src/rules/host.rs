@@ -605,18 +605,14 @@ fn before_kernel(cx: &Ctx, d: &DeviceLedger, st: &[Stretch]) -> Result<Option<Be
         .collect();
     // The device stays idle past a stretch through the pieces of other causes that follow it (the launch call's
     // own overhead, say): the idle run ends where no piece continues it.
-    let next: std::collections::HashMap<i64, i64> =
-        d.idle.iter().map(|p| (p.start, p.end)).collect();
+    let run_end = idle_run_ends(d);
     let total: i64 = st.iter().map(|s| s.end - s.start).sum();
     // family → (idle ns, stretches, its kernels' names with how many stretches each ends)
     let mut by_family: BTreeMap<String, (i64, usize, BTreeMap<String, usize>)> = BTreeMap::new();
     // Per demangled name, its label and family, made once.
     let mut named: std::collections::HashMap<i64, (String, String)> = Default::default();
     for s in st {
-        let mut end = s.end;
-        while let Some(&e) = next.get(&end).filter(|&&e| e > end) {
-            end = e;
-        }
+        let end = run_end.get(&s.end).copied().unwrap_or(s.end);
         let at = starts.partition_point(|&(t, _)| t < end);
         // The next kernel: the one the host was preparing (a memset or copy the same call issues may come first).
         let Some(&(_, i)) = starts.get(at) else {
@@ -661,6 +657,27 @@ fn before_kernel(cx: &Ctx, d: &DeviceLedger, st: &[Stretch]) -> Result<Option<Be
         stretches: n,
         kernel: first,
     }))
+}
+
+/// Per idle piece start, where the run of idle pieces it begins ends (each piece continued by the one that starts
+/// where it ends). Made once, from the last piece back: walking each stretch's run forward from its end made the
+/// rule quadratic in the pieces of a long idle run (3.7 s of a 1 GB export's 4.9 s).
+fn idle_run_ends(d: &DeviceLedger) -> std::collections::HashMap<i64, i64> {
+    let next: std::collections::HashMap<i64, i64> =
+        d.idle.iter().map(|p| (p.start, p.end)).collect();
+    let mut starts: Vec<i64> = next.keys().copied().collect();
+    starts.sort_unstable_by(|a, b| b.cmp(a));
+    let mut run_end: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+    for start in starts {
+        let end = next[&start];
+        // A piece that starts where this one ends (later, so already done) carries the run on.
+        let through = match next.get(&end) {
+            Some(&e) if e > end => run_end.get(&end).copied().unwrap_or(e),
+            _ => end,
+        };
+        run_end.insert(start, through);
+    }
+    run_end
 }
 
 /// The kernel most of an idle column's stretches come before, its share of that idle and the evidence line.

@@ -661,7 +661,9 @@ fn window_reason(d: &DeviceLedger) -> String {
 
 /// Build the ledger of a scope and run every rule on it.
 pub fn run(p: &Profile, scope: &ResolvedScope) -> Result<Rules> {
+    let t = std::time::Instant::now();
     let l = ledger::build(p, scope, None)?;
+    tracing::debug!(ms = t.elapsed().as_millis() as u64, "step ledger built");
     run_on(p, &l)
 }
 
@@ -707,7 +709,14 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
         launch_waits: Default::default(),
     };
     for rule in registry::RULES {
+        let t = std::time::Instant::now();
         (rule.eval)(&mut cx, rule)?;
+        // Each rule's own cost, for `RUST_LOG=aisp_profile=debug` (a slow rule on a large export shows here).
+        tracing::debug!(
+            rule = rule.id,
+            ms = t.elapsed().as_millis() as u64,
+            "rule evaluated"
+        );
     }
     let overlaps = overlaps(&cx);
     let mut findings = cx.findings;
