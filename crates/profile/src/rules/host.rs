@@ -605,14 +605,14 @@ fn before_kernel(cx: &Ctx, d: &DeviceLedger, st: &[Stretch]) -> Result<Option<Be
         .collect();
     // The device stays idle past a stretch through the pieces of other causes that follow it (the launch call's
     // own overhead, say): the idle run ends where no piece continues it.
-    let run_end = idle_run_ends(d);
+    let runs = IdleRuns::of(d);
     let total: i64 = st.iter().map(|s| s.end - s.start).sum();
     // family → (idle ns, stretches, its kernels' names with how many stretches each ends)
     let mut by_family: BTreeMap<String, (i64, usize, BTreeMap<String, usize>)> = BTreeMap::new();
     // Per demangled name, its label and family, made once.
     let mut named: std::collections::HashMap<i64, (String, String)> = Default::default();
     for s in st {
-        let end = run_end.get(&s.end).copied().unwrap_or(s.end);
+        let end = runs.end_from(s.end);
         let at = starts.partition_point(|&(t, _)| t < end);
         // The next kernel: the one the host was preparing (a memset or copy the same call issues may come first).
         let Some(&(_, i)) = starts.get(at) else {
@@ -659,25 +659,52 @@ fn before_kernel(cx: &Ctx, d: &DeviceLedger, st: &[Stretch]) -> Result<Option<Be
     }))
 }
 
-/// Per idle piece start, where the run of idle pieces it begins ends (each piece continued by the one that starts
-/// where it ends). Made once, from the last piece back: walking each stretch's run forward from its end made the
+/// Where each run of idle pieces ends (each piece continued by the one that starts where it ends), for every piece
+/// start: made once in one pass from the last piece back. Walking each stretch's run forward from its end made the
 /// rule quadratic in the pieces of a long idle run (3.7 s of a 1 GB export's 4.9 s).
-fn idle_run_ends(d: &DeviceLedger) -> std::collections::HashMap<i64, i64> {
-    let next: std::collections::HashMap<i64, i64> =
-        d.idle.iter().map(|p| (p.start, p.end)).collect();
-    let mut starts: Vec<i64> = next.keys().copied().collect();
-    starts.sort_unstable_by(|a, b| b.cmp(a));
-    let mut run_end: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
-    for start in starts {
-        let end = next[&start];
-        // A piece that starts where this one ends (later, so already done) carries the run on.
-        let through = match next.get(&end) {
-            Some(&e) if e > end => run_end.get(&end).copied().unwrap_or(e),
-            _ => end,
-        };
-        run_end.insert(start, through);
+struct IdleRuns {
+    /// Piece starts in order, one per start (the last piece of a start wins, as a map by start would keep).
+    starts: Vec<i64>,
+    /// The end of the run from each start.
+    ends: Vec<i64>,
+}
+
+impl IdleRuns {
+    fn of(d: &DeviceLedger) -> IdleRuns {
+        let mut pieces: Vec<(i64, i64)> = d.idle.iter().map(|p| (p.start, p.end)).collect();
+        // Stable: of the pieces that share a start, the last stays last.
+        if !pieces.is_sorted_by_key(|p| p.0) {
+            pieces.sort_by_key(|p| p.0);
+        }
+        let mut one: Vec<(i64, i64)> = Vec::with_capacity(pieces.len());
+        for p in pieces {
+            match one.last_mut() {
+                Some(last) if last.0 == p.0 => *last = p,
+                _ => one.push(p),
+            }
+        }
+        let starts: Vec<i64> = one.iter().map(|p| p.0).collect();
+        let mut ends = vec![0i64; one.len()];
+        for i in (0..one.len()).rev() {
+            let end = one[i].1;
+            // The piece that starts where this one ends, if any and not empty, carries the run on: it starts later,
+            // so its run is already known.
+            let at = starts[i..].partition_point(|&s| s < end) + i;
+            ends[i] = match one.get(at) {
+                Some(&(s, e)) if s == end && e > end => ends[at],
+                _ => end,
+            };
+        }
+        IdleRuns { starts, ends }
     }
-    run_end
+
+    /// Where the device's idle run that continues at `t` ends: `t` itself when no piece starts there.
+    fn end_from(&self, t: i64) -> i64 {
+        match self.starts.binary_search(&t) {
+            Ok(i) => self.ends[i],
+            Err(_) => t,
+        }
+    }
 }
 
 /// The kernel most of an idle column's stretches come before, its share of that idle and the evidence line.
