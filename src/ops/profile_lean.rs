@@ -630,8 +630,8 @@ pub struct CompareView {
     pub columns: Vec<ColumnChange>,
     /// The calls to make next, with their arguments.
     pub next: Vec<String>,
-    /// The kernels whose time per step moved most (what the columns' change is made of): by default where the
-    /// runs do not compare (no prediction explains the change), else with `detail`.
+    /// The kernels whose time per step moved most (what the columns' change is made of): by default where no fixed
+    /// finding's prediction explains the change, else with `detail`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernels: Vec<KernelChange>,
     /// With `detail`: every basis that could be computed.
@@ -691,9 +691,11 @@ pub fn compare_view(c: Compare, before: &str, after: &str, detail: bool) -> Comp
         return view;
     }
     let mut cut = Vec::new();
-    // Between runs of different work no prediction explains the change: the kernels that moved are its why. Where
-    // the runs compare, the predictions and columns say it, and the kernels are a detail.
-    if view.verdict != Verdict::NotComparable && !view.kernels.is_empty() {
+    // Where no fixed finding's prediction explains the change (runs of different work, or a before run with nothing
+    // applied), the kernels that moved are its why; where one does, the prediction and columns say it, and the
+    // kernels are a detail.
+    let explained = view.predictions.iter().any(|p| p.applied);
+    if explained && !view.kernels.is_empty() {
         cut.push(format!(
             "the {} kernel(s) whose time per step moved most",
             std::mem::take(&mut view.kernels).len()
