@@ -30,9 +30,10 @@ pub const UNDERFILLED_GRID: RuleSpec = RuleSpec {
               runs S − B SMs do nothing, however busy the timeline looks. Each block then has a large share of the \
               work, and the kernel takes up to S / B times longer than a launch that fills the GPU.",
         fix: "Give the kernel more blocks: normalize over a smaller trailing shape so that rows are many and short (a \
-              LayerNorm over [C, H, W] is one block per sample: use GroupNorm, or LayerNorm over channels after a \
-              permute), split each row's work over several blocks (a split or two-pass reduction, split-K for a GEMM), \
-              or batch several small launches into one (a larger batch, grouped GEMMs).",
+              LayerNorm over [C, H, W] is one block per sample, and so is GroupNorm(1, C): use GroupNorm with enough \
+              groups that batch × groups covers the SMs, or LayerNorm over channels after a permute), split each \
+              row's work over several blocks (a split or two-pass reduction, split-K for a GEMM), or batch several \
+              small launches into one (a larger batch, grouped GEMMs).",
         verify: "Re-profile: aisp_profile_kernels shows the kernel with a grid of at least the SM count and a shorter \
                  time per call.",
         quiet: "no kernel with at most half as many blocks as SMs, alone on the device, holds 1% of the steady window",
