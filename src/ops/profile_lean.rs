@@ -828,7 +828,10 @@ pub fn lean_set(set: &mut RankSet, named: &[u64]) -> Vec<&'static str> {
                 | gone(&mut c.heat_map),
             "per rank: step, busy, compute, communication, wait, arrivals, ledger, heat map",
         ),
-        (gone(&mut c.collectives), "per collective: skew vs transfer"),
+        (
+            gone(&mut c.collectives),
+            "per collective kind, its row (a line each in `collectives`)",
+        ),
         (gone(&mut c.imbalance), "the imbalance"),
         (gone(&mut c.link_basis), "the slow-link basis"),
         (c.stragglers.len() < stragglers, "the named straggler's row"),

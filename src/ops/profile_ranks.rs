@@ -75,6 +75,10 @@ pub struct RanksOutput {
     /// links and notes (`left_out` names the rest). Null with digest_only.
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub set: Option<RankSet>,
+    /// Each collective kind called more than once in one line: instances on every rank, the share of its time spent waiting for the last
+    /// rank, and the bytes and bus bandwidth when NCCL recorded sizes (`detail` adds the rows, in `set`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collectives: Vec<String>,
     /// With `each`: that operation's answer (or error) for every export, with the ranks it holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub each: Vec<EachAnswer>,
@@ -304,9 +308,39 @@ pub fn analyse_set(ctx: &OpContext, input: &RanksInput) -> Result<RanksOutput, O
         digest_ms,
         merge_ms,
         set,
+        collectives: Vec::new(),
         each,
         left_out: Vec::new(),
     })
+}
+
+/// A byte count as a reader says it: GB, MB or bytes.
+fn bytes_in_words(b: i64) -> String {
+    match b {
+        b if b >= 1_000_000_000 => format!("{:.2} GB", b as f64 / 1e9),
+        b if b >= 1_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        b => format!("{b} bytes"),
+    }
+}
+
+/// A collective kind in one line, as a default answer gives it.
+fn collective_line(c: &aisp_profile::ranks::CollectiveSkew) -> String {
+    let kind = serde_json::to_value(c.kind)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default();
+    let sized = match (c.bytes, c.bus_gb_per_s) {
+        (Some(b), Some(bw)) if c.sized_instances > 0 => format!(
+            "; {} sized: {} at {bw:.1} GB/s bus",
+            c.sized_instances,
+            bytes_in_words(b)
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "{kind}: {} calls, {}% waiting for the last rank{sized}",
+        c.instances, c.skew_share_pct
+    )
 }
 
 impl RanksInput {
@@ -463,6 +497,19 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
         }
         let mut out = analyse_set(ctx, &input)?;
         out.lead.next = ranks_next(&out);
+        out.collectives = out
+            .set
+            .as_ref()
+            .map(|set| {
+                // A kind called once (a setup all-gather, say) is not part of the step.
+                set.cross_rank
+                    .collectives
+                    .iter()
+                    .filter(|c| c.instances > 1)
+                    .map(collective_line)
+                    .collect()
+            })
+            .unwrap_or_default();
         if input.detail {
             super::profile_lean::said_once(&mut out.lead.findings);
         } else {

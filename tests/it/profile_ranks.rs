@@ -1229,3 +1229,60 @@ fn two_h100s_kineto_traces_name_the_straggler_and_not_a_coin_toss() {
         cr.notes
     );
 }
+
+/// A default set answer gives each collective kind in one line, with the figures of the detailed rows: heldout12's
+/// `lm_ddp` (2 H200s, `NCCL_P2P_DISABLE=1`) all-reduces 37.77 GB in 476 sized calls at 26.6 GB/s of bus bandwidth.
+#[test]
+fn a_default_set_answer_states_each_collective_kind_in_one_line() {
+    let mut dir = None;
+    for r in 0..2 {
+        dir = fixture(&format!("planted/heldout12/lm_ddp/rank{r}.sqlite"))
+            .parent()
+            .map(Path::to_path_buf);
+    }
+    let path = dir.unwrap().display().to_string();
+    let t = aisp::registry::find("aisp_profile_ranks").unwrap();
+    let call = |args: serde_json::Value| {
+        t.op.call_json(
+            &aisp::context::OpContext::detached(aisp::app::AppState::for_tests()),
+            args,
+        )
+        .unwrap()
+    };
+    let lean = call(serde_json::json!({"path": path}));
+    let full = call(serde_json::json!({"path": path, "detail": true}));
+    let rows: Vec<&serde_json::Value> = full["set"]["cross_rank"]["collectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["instances"].as_u64().unwrap() > 1)
+        .collect();
+    let lines = lean["collectives"].as_array().unwrap();
+    assert_eq!(lines.len(), rows.len(), "{lines:?}");
+    for (line, row) in lines.iter().zip(&rows) {
+        let line = line.as_str().unwrap();
+        let kind = row["kind"].as_str().unwrap();
+        assert!(
+            line.starts_with(&format!(
+                "{kind}: {} calls, {}% waiting for the last rank",
+                row["instances"], row["skew_share_pct"]
+            )),
+            "{line} / {row}"
+        );
+        if let Some(bw) = row["bus_gb_per_s"]
+            .as_f64()
+            .filter(|_| row["sized_instances"] != 0)
+        {
+            assert!(line.ends_with(&format!("at {bw:.1} GB/s bus")), "{line}");
+        }
+    }
+    let ar = lines
+        .iter()
+        .find_map(|l| l.as_str().filter(|l| l.starts_with("all_reduce:")))
+        .unwrap();
+    assert!(ar.ends_with("476 sized: 37.77 GB at 26.6 GB/s bus"), "{ar}");
+    assert!(
+        lean["set"]["cross_rank"].get("collectives").is_none(),
+        "{lean}"
+    );
+}

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ProfileError, Result};
 pub use align::{Alignment, DomainClock};
-pub use analysis::CrossRank;
+pub use analysis::{CollectiveSkew, CrossRank};
 pub use digest::{RankDigest, RankIdentity, SkippedFile};
 pub use findings::findings;
 pub use kineto::digest_trace;
