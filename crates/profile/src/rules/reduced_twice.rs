@@ -153,7 +153,7 @@ fn reduced_twice(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 d.share(time)
             ),
             format!(
-                "per steady step ({with} of {}): one all-reduce of {gb:.2} GB ({}, {} beside no compute) after the \
+                "per steady step ({with} of {}): one all-reduce of {gb:.2} GB ({}, {} beside no compute) besides the \
                  step's other all-reduces moved {others_gb:.2} GB: the same volume reduced again",
                 d.steady.steps,
                 ms(time / n),
