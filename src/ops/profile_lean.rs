@@ -21,6 +21,7 @@ use aisp_profile::kernels::{
     ClassShare, DeviceKernels, DeviceShare, KernelNames, KernelRow, Kernels, LedgerClassShare,
 };
 use aisp_profile::ranks::RankSet;
+use aisp_profile::rules::registry::Shown;
 use aisp_profile::rules::{
     DeviceWindow, Finding, LedgerSummary, RuleCheck, Rules, Severity, StakeOverlap, registry,
 };
@@ -84,7 +85,7 @@ pub struct RulesView {
     /// many, the median period and its split into compute, communication, copy and idle; `detail` adds the
     /// largest ledger columns and every device past the first few (`aisp_profile_ledger` has all of it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ledger: Vec<LedgerSummary>,
+    pub ledger: Vec<StepInShort>,
     /// With `detail`: the analysis window per device.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<DeviceWindow>,
@@ -100,6 +101,38 @@ pub struct RulesView {
     )]
     #[schemars(with = "std::collections::BTreeMap<String, String>")]
     pub checked: Vec<(String, String)>,
+}
+
+/// A device's steady step in short, as an `aisp_profile_rules` answer gives it: the step ledger's summary and the
+/// kernels the step spends most in, a line each by default (`detail` gives their figures as fields, in
+/// `top_kernels`): a kernel as an object takes a line per field where a client indents its JSON.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct StepInShort {
+    #[serde(flatten)]
+    pub step: LedgerSummary,
+    /// By default, the kernels with the most time per steady step, most first, a line each: name, time a step,
+    /// calls a step, share of the step, ledger class and precision.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_kernels: Vec<String>,
+}
+
+impl StepInShort {
+    /// The summary with its kernels as fields (`detail`).
+    fn whole(step: LedgerSummary) -> Self {
+        StepInShort {
+            step,
+            step_kernels: Vec::new(),
+        }
+    }
+
+    /// The summary with its kernels a line each.
+    fn in_lines(mut step: LedgerSummary) -> Self {
+        let step_kernels = std::mem::take(&mut step.top_kernels)
+            .iter()
+            .map(|k| k.line())
+            .collect();
+        StepInShort { step, step_kernels }
+    }
 }
 
 /// A rule that found nothing, as `checked` gives it: its id, and its status in words, then what this export
@@ -299,60 +332,35 @@ fn next_calls(path: &str, findings: &[Finding], set: bool) -> Vec<String> {
     }
 }
 
-/// The call that shows what a finding is made of.
+/// The call that shows what a finding is made of: the answer its rule's `shown_in` names (for a set, the set's
+/// own reader: alignment and stragglers are what a set adds).
 fn reader_of(path: &str, top: &Finding, set: bool) -> String {
-    let id = top.id.as_str();
-    let (tool, what) = if set {
-        (
+    let shown = registry::find(&top.id).map_or(Shown::Gaps, |r| r.shown_in);
+    let (tool, what) = match shown {
+        _ if set => (
             "aisp_profile_ranks",
             "the set: clock alignment, stragglers, skew vs transfer per collective",
-        )
-    } else if id.contains("nccl") || id.contains("communication") || id.contains("collective") {
-        (
-            "aisp_profile_overlap",
-            "communication hidden behind compute, per device",
-        )
-    } else if [
-        "fp32",
-        "gemm",
-        "kernel",
-        "elementwise",
-        "grid",
-        "tuning",
-        "scaling",
-        "cast",
-        "forward",
-        "backward",
-        "concat",
-    ]
-    .iter()
-    .any(|k| id.contains(k))
-    {
-        // Rules whose stake is kernel time (not idle time): the kernels they name are in the kernel table.
-        (
+        ),
+        Shown::Kernels => (
             "aisp_profile_kernels",
             "the kernels by time with their class and precision",
-        )
-    } else if id.contains("copy")
-        || id.contains("pageable")
-        || id.contains("h2d")
-        || id.contains("d2h")
-        || id.contains("memcpy")
-    {
-        (
-            "aisp_profile_memory",
-            "copies by direction and memory kind, pageable ones listed",
-        )
-    } else if id.contains("step") || id.contains("variance") {
-        (
-            "aisp_profile_iterations",
-            "each step's CPU and GPU time, the slowest steps",
-        )
-    } else {
-        (
+        ),
+        Shown::Gaps => (
             "aisp_profile_gaps",
             "the idle gaps with what the launching thread did meanwhile",
-        )
+        ),
+        Shown::Copies => (
+            "aisp_profile_memory",
+            "copies by direction and memory kind, pageable ones listed",
+        ),
+        Shown::Communication => (
+            "aisp_profile_overlap",
+            "communication hidden behind compute, per device",
+        ),
+        Shown::Steps => (
+            "aisp_profile_iterations",
+            "each step's CPU and GPU time, the slowest steps",
+        ),
     };
     format!("{tool} {}: {what}", path_arg(path))
 }
@@ -568,8 +576,8 @@ pub fn rules_view(
                 rest[0].reason = format!("as for device {}", first.device);
             }
         }
-        (view.ledger, view.windows, view.overlaps, view.checked) =
-            (ledger, windows, overlaps, checked);
+        view.ledger = ledger.into_iter().map(StepInShort::whole).collect();
+        (view.windows, view.overlaps, view.checked) = (windows, overlaps, checked);
     } else {
         let lean = lean_findings(findings, DEFAULT_FINDINGS);
         // The step in short stays (the period, how steps were found, the busy split, the largest columns: what a
@@ -577,9 +585,13 @@ pub fn rules_view(
         // apart is in the findings, and the kernels are one argument away.
         let mut cut = Vec::new();
         let devices = ledger.len();
-        view.ledger = ledger.into_iter().take(DEFAULT_LEDGER_ROWS).collect();
-        if devices > 1 && view.ledger.iter().any(|s| !s.top_kernels.is_empty()) {
-            view.ledger.iter_mut().for_each(|s| s.top_kernels.clear());
+        view.ledger = ledger
+            .into_iter()
+            .take(DEFAULT_LEDGER_ROWS)
+            .map(StepInShort::in_lines)
+            .collect();
+        if devices > 1 && view.ledger.iter().any(|s| !s.step_kernels.is_empty()) {
+            view.ledger.iter_mut().for_each(|s| s.step_kernels.clear());
             cut.push("each device's largest kernels per step".to_string());
         }
         if devices > view.ledger.len() {
@@ -1163,6 +1175,31 @@ mod tests {
             "device": device, "evidence": ["seen"], "why": "because", "fix": format!("fix {id}"),
         }))
         .unwrap()
+    }
+
+    /// The call named next is the answer that shows the top finding's stake row by row, as its rule says (a
+    /// convolution fallback's kernels, not the idle gaps it has none of); a set's is the set's own.
+    #[test]
+    fn the_next_call_shows_what_the_top_findings_stake_is_made_of() {
+        let next = |id: &str, set: bool| {
+            let f = finding(id, "high", 0, 20.0);
+            reader_of("p.sqlite", &f, set)
+                .split_once(' ')
+                .unwrap()
+                .0
+                .to_string()
+        };
+        for (id, tool) in [
+            ("convolution_fallback", "aisp_profile_kernels"),
+            ("underfilled_grid", "aisp_profile_kernels"),
+            ("gradients_reduced_twice", "aisp_profile_overlap"),
+            ("exposed_copies", "aisp_profile_memory"),
+            ("data_loading_stall", "aisp_profile_gaps"),
+            ("step_time_variance", "aisp_profile_iterations"),
+        ] {
+            assert_eq!(next(id, false), tool, "{id}");
+        }
+        assert_eq!(next("convolution_fallback", true), "aisp_profile_ranks");
     }
 
     /// A detailed answer: how shares add up only where two findings above info share a device; each rule that

@@ -13,7 +13,7 @@ use super::super::info;
 use super::super::kernels::Classifier;
 use super::super::ledger::{self, CHAIN_COLUMNS, Column, DeviceLedger};
 use super::super::stats::pct1;
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, ms, per_step, steady_kernels};
 use aisp_knowledge::dtype::Precision;
 use aisp_knowledge::gpus;
@@ -30,6 +30,7 @@ pub const ELEMENTWISE: RuleSpec = RuleSpec {
     what_if: "each chain fused into one kernel that moves, for each tensor size in the chain, the bytes of its widest \
               member: the chain's time minus that kernel's estimated time, bounded by the host's issue time",
     columns: &CHAIN_COLUMNS,
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "Elementwise kernels are memory-bound: each one moves its tensors through HBM at full bandwidth and does \
               almost no math. A chain of N of them moves the data N times; fused, the intermediate results stay in \
@@ -132,6 +133,7 @@ pub const FP32_GEMM: RuleSpec = RuleSpec {
     what_if: "the GEMMs on TF32 tensor cores: their time × (1 − FP32/TF32 peak ratio of this GPU), bounded by the \
               host's issue time",
     columns: &[Column::GemmFp32Simt],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "These matrix multiplies run on CUDA cores (FFMA) in full fp32; tensor cores do the same GEMM several \
               times faster in TF32 or BF16.",
@@ -282,6 +284,7 @@ pub const FP64_GEMM: RuleSpec = RuleSpec {
     what_if: "the GEMMs in fp32 on TF32 tensor cores: their time × (1 − FP64/TF32 peak ratio of this GPU), bounded by \
               the host's issue time",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "FP64 runs at a small fraction of the tensor-core rate of TF32 or BF16 (H100/H200: 67 against 495 dense \
               TFLOP/s; most other GPUs 1/32–1/64 of their FP32 rate). Training rarely needs it; it usually arrives by \
@@ -412,6 +415,7 @@ pub const GROWING_CONCAT: RuleSpec = RuleSpec {
     what_if: "the pieces collected and concatenated once (or written into a preallocated tensor): the run's time less \
               its longest copy, bounded by the host's issue time",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "torch.cat allocates a new tensor and copies every input into it: growing a tensor by one piece per \
               iteration copies the first piece n times, the second n − 1 times, and so on, O(n²) bytes for O(n) data.",
@@ -539,6 +543,7 @@ pub const DOMINANT_KERNEL: RuleSpec = RuleSpec {
     doc: "One kernel holds more than half of the steady window's compute time.",
     what_if: "none: how much faster the kernel could run is not in the trace",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "Optimization effort on this kernel pays most; the rest barely matters until it shrinks.",
         fix: "Check its class and precision with aisp_profile_kernels (tensor cores? fp32?), its shapes and launch \

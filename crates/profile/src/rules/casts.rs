@@ -12,7 +12,7 @@ use serde_json::json;
 use super::super::Result;
 use super::super::classify;
 use super::super::ledger::{self, Column, StepLedger};
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, ms, per_step, steady_kernels};
 
 /// Shares below this are not findings.
@@ -39,6 +39,7 @@ pub const WEIGHT_CASTS: RuleSpec = RuleSpec {
     what_if: "the model stored in its compute precision once: the conversion kernels' time per step goes, bounded by \
               the host's issue time",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "Under torch.no_grad or torch.inference_mode, autocast keeps no cast between calls: each linear layer \
               reads its fp32 weight and writes a bf16 copy on every request, moving 6 bytes per parameter before the \

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::super::Result;
 use super::super::ledger::{self, Column, DeviceLedger, Group};
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, ms, per_step, steady_kernels};
 
 /// Shares below this are not findings.
@@ -76,6 +76,7 @@ pub const FORWARD_REPEATED: RuleSpec = RuleSpec {
               compute (optimizer apart) is forward × (3 + f) (the backward costs about twice the forward), so f / (3 + \
               f) of it goes, bounded by the host's issue time",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "A forward run twice costs its GEMMs, attention and elementwise work again: activation checkpointing trades \
               that time for activation memory; a second forward of the same batch for metrics or logging buys nothing \
@@ -297,6 +298,7 @@ pub const BACKWARD_REPEATED: RuleSpec = RuleSpec {
               compute (optimizer apart) is forward × (3 + 2b) (the backward costs about twice the forward), so 2b / (3 \
               + 2b) of it goes, bounded by the host's issue time",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "Each backward call through a shared part of the graph recomputes that part's gradients: several losses \
               back-propagated one by one (loss.backward(retain_graph=True) per loss) run the shared trunk's backward \

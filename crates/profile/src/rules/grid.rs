@@ -12,7 +12,7 @@ use super::super::Result;
 use super::super::classify::{self, KernelClass};
 use super::super::ledger::{self, DeviceLedger};
 use super::super::model::Kernel;
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step, steady_kernels, step_at};
 
 /// Shares below this are not findings.
@@ -25,6 +25,7 @@ pub const UNDERFILLED_GRID: RuleSpec = RuleSpec {
     what_if: "each such launch's work spread over every SM at the rate its blocks ran: its time times (1 − blocks / \
               SMs), bounded by the host's issue time; an upper bound (work that cannot be split saves nothing)",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "A block runs on one SM. A launch of B blocks on a GPU of S SMs keeps at most B of them busy, so while it \
               runs S − B SMs do nothing, however busy the timeline looks. Each block then has a large share of the \

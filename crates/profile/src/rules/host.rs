@@ -16,7 +16,7 @@ use super::super::ledger::{Column, DeviceLedger, IdlePiece};
 use super::super::model;
 use super::super::regions;
 use super::super::stats::pct1;
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, RegionStake, Stake, ms, per_step};
 
 /// Shares below this are not findings (noise of any real loop).
@@ -150,6 +150,7 @@ pub const LAUNCH_BOUND: RuleSpec = RuleSpec {
     what_if: "the step's operations issued without per-operation host cost (one CUDA graph, fused kernels): its \
               launch-overhead idle goes",
     columns: &[Column::IdleLaunchOverhead],
+    shown_in: Shown::Gaps,
     text: RuleText {
         why: "A kernel that runs for a few microseconds costs about as much to launch (3–10 us of CPU per launch, plus \
               the Python between launches): the device waits for each launch.",
@@ -429,6 +430,7 @@ pub const LAUNCH_BLOCKING: RuleSpec = RuleSpec {
     what_if: "launches asynchronous again: the host queues ahead of the device and the launch-overhead idle goes \
               (as far as the host, freed of the waits, keeps ahead)",
     columns: &[],
+    shown_in: Shown::Gaps,
     text: RuleText {
         why: "An asynchronous launch returns in microseconds and the host runs ahead of the device; when every launch \
               waits for its kernel (CUDA_LAUNCH_BLOCKING=1, a debugging switch, or a tool that serializes launches), \
@@ -507,6 +509,7 @@ pub const HOST_COMPUTE: RuleSpec = RuleSpec {
           call (Python, preprocessing): ledger column idle_host_compute.",
     what_if: "the host work moved off the critical path (overlapped with device work, or done ahead): its idle goes",
     columns: &[Column::IdleHostCompute],
+    shown_in: Shown::Gaps,
     text: RuleText {
         why: "While the host thread works on something else, it issues nothing: the device sits idle and the step \
               takes as long as the host side.",
@@ -540,6 +543,7 @@ pub const DATA_LOADING: RuleSpec = RuleSpec {
           or a DataLoader range: ledger column idle_data_loading.",
     what_if: "input ready when the step needs it (enough loader workers, prefetch): the waiting idle goes",
     columns: &[Column::IdleDataLoading],
+    shown_in: Shown::Gaps,
     text: RuleText {
         why: "The training loop blocks on the next batch while the device has nothing to do: input preparation, not \
               the device, sets the step time.",
@@ -570,6 +574,7 @@ pub const OS_WAIT: RuleSpec = RuleSpec {
           pthread_mutex_lock): ledger column idle_os_wait.",
     what_if: "the sleep or lock wait removed from the loop: its idle goes",
     columns: &[Column::IdleOsWait],
+    shown_in: Shown::Gaps,
     text: RuleText {
         why: "A thread that sleeps or waits on a lock issues no work: the device idles for as long.",
         fix: "Remove sleeps and polling waits from the training loop (time.sleep, busy-wait throttles), avoid lock \
@@ -804,6 +809,7 @@ pub const SYNC: RuleSpec = RuleSpec {
           memcpy/memset) and while the drained pipeline refills: ledger column idle_sync.",
     what_if: "the synchronizations removed from the steady loop (the host runs ahead): their idle goes",
     columns: &[Column::IdleSync],
+    shown_in: Shown::Gaps,
     text: RuleText {
         why: "While the host waits in a synchronization call it issues no work; once the device has drained its \
               queue it sits idle until the host returns and launches again. Blocking while the device is still busy \
@@ -905,6 +911,7 @@ pub const ALLOCATOR: RuleSpec = RuleSpec {
           cudaFree and kin) and while the pipeline refills: ledger column idle_allocator.",
     what_if: "allocations reused instead of made and freed each step: their idle goes",
     columns: &[Column::IdleAllocator],
+    shown_in: Shown::Gaps,
     text: RuleText {
         why: "cudaMalloc and cudaFree in the steady state mean the caching allocator gives memory back and asks again: \
               each call costs tens to hundreds of microseconds of CPU, and cudaFree waits for the whole device.",
@@ -937,6 +944,7 @@ pub const MODULE_LOADING: RuleSpec = RuleSpec {
           column idle_module_loading. Lazy loading normally stays in warm-up.",
     what_if: "modules loaded before the loop: the loading idle goes",
     columns: &[Column::IdleModuleLoading],
+    shown_in: Shown::Gaps,
     text: RuleText {
         why: "With lazy loading, the first launch of each kernel loads its module: new kernels appearing in the steady \
               state (new shapes, new code paths) pay that inside the step.",

@@ -14,7 +14,7 @@ use super::super::ledger::StepLedger;
 use super::super::nccl::{self, Collective};
 use super::super::nccl_payloads;
 use super::super::stats::pct2;
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step, steady_kernels, step_at};
 
 /// Shares below this are not findings.
@@ -31,6 +31,7 @@ pub const REDUCED_TWICE: RuleSpec = RuleSpec {
               compute goes, bounded by the host's issue time; a lower bound (the flatten, divide and copies around it \
               go too)",
     columns: &[],
+    shown_in: Shown::Communication,
     text: RuleText {
         why: "DistributedDataParallel all-reduces and averages every gradient during the backward, in buckets that \
               overlap the remaining backward compute. Reducing the gradients again afterwards (a helper that flattens \

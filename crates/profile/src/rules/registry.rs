@@ -19,6 +19,22 @@ pub struct RuleText {
     pub quiet: &'static str,
 }
 
+/// What shows a rule's time at stake row by row: where a reader looks after the finding. (The app names the
+/// answer that gives it; a library names no tool.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// Kernel time: the kernels by time, with their ledger class, precision and launch shape.
+    Kernels,
+    /// Idle time: the gaps, with what the launching thread did meanwhile.
+    Gaps,
+    /// Copy time: the copies by direction and memory kind.
+    Copies,
+    /// Collective time: the collectives and how much of them compute hides (per rank, for a set).
+    Communication,
+    /// Uneven or one-time steps: each step's period, CPU and GPU time.
+    Steps,
+}
+
 /// One rule.
 pub struct RuleSpec {
     pub id: &'static str,
@@ -28,6 +44,8 @@ pub struct RuleSpec {
     pub what_if: &'static str,
     /// The ledger columns the stake is read from.
     pub columns: &'static [Column],
+    /// What shows the stake row by row.
+    pub shown_in: Shown,
     pub text: RuleText,
     /// Whether the rule reads the export itself (regions, call names); the others read only the ledger and
     /// run again when a set splits collective time.

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::super::Result;
 use super::super::ledger::{Column, StepLedger};
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, ms, per_step, steady_kernels};
 
 /// Shares below this are not findings.
@@ -27,6 +27,7 @@ pub const UNBATCHED: RuleSpec = RuleSpec {
     what_if: "the k inputs batched into one pass of k rows: a narrow GEMM's time is its weight read, so the pass costs \
               about what one input's does and (k-1)/k of the narrow GEMMs' time goes",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "A GEMM a few rows wide reads its whole weight matrix to do a few rows of arithmetic: its time is the \
               weight read. Running k inputs one after another reads the same weights k times; one pass over all k \

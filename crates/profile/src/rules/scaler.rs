@@ -12,7 +12,7 @@ use serde_json::json;
 use super::super::Result;
 use super::super::classify::{self, Precision};
 use super::super::ledger::{self, StepLedger};
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step, steady_kernels, step_at};
 
 /// Shares below this are not findings.
@@ -25,6 +25,7 @@ pub const LOSS_SCALING_BF16: RuleSpec = RuleSpec {
     what_if: "the GradScaler removed (bf16 needs no loss scaling): the scaler's kernels' time per step goes, bounded \
               by the host's issue time",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "Loss scaling keeps small fp16 gradients from flushing to zero: fp16 has a 5-bit exponent. bf16 has \
               fp32's 8-bit exponent, so its gradients do not underflow and the scaler's work buys nothing: every \

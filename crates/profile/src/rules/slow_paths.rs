@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::super::Result;
 use super::super::ledger::StepLedger;
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step, steady_kernels, step_at};
 
 /// Shares below this are not findings.
@@ -41,6 +41,7 @@ pub const CONV_FALLBACK: RuleSpec = RuleSpec {
     what_if: "the convolutions run by cuDNN (implicit GEMM, no column buffers): the column kernels' time per step goes, \
               bounded by the host's issue time; an upper bound (cuDNN's kernels do the math the GEMMs did)",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "PyTorch's native convolution (slow_conv2d / slow_conv3d) copies every input patch into a column buffer \
               (im2col: kernel size × channels times the input), multiplies it image by image with a thin GEMM, and \
@@ -92,6 +93,7 @@ pub const INDEX_BACKWARD: RuleSpec = RuleSpec {
               time per step goes, bounded by the host's issue time; an upper bound (the replacement still reads the \
               gradient once)",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "The backward of t[idx] (and index_put_ with accumulate=True) sorts the indices and gives each run of \
               equal indices to one warp, which adds the run's gradient rows one after another. When many positions \
@@ -135,6 +137,7 @@ pub const FULL_SORT: RuleSpec = RuleSpec {
               sort's time per step goes, bounded by the host's issue time; an upper bound (the selection still reads \
               every row once)",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "A radix sort passes over every key and its index several times (one pass per digit) and writes a full \
               permutation; argsort(...)[:, :k] then keeps k of them. A top-k selection reads each row once and keeps \

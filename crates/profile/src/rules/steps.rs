@@ -7,7 +7,7 @@ use super::super::Result;
 use super::super::iterations;
 use super::super::ledger::{Column, Columns};
 use super::super::stats;
-use super::registry::{self, RuleSpec, RuleText};
+use super::registry::{self, RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, ms};
 
 pub const VARIANCE: RuleSpec = RuleSpec {
@@ -16,6 +16,7 @@ pub const VARIANCE: RuleSpec = RuleSpec {
           ledger column whose changes explain the variation.",
     what_if: "every steady step as fast as the median: the time above the median goes",
     columns: &[],
+    shown_in: Shown::Steps,
     text: RuleText {
         why: "Uneven steps mean something intermittent (garbage collection, data stalls, allocator growth, \
               checkpointing, a straggler in collectives); in distributed training every rank waits for the slowest.",
@@ -150,6 +151,7 @@ pub const WARMUP: RuleSpec = RuleSpec {
           creation), then each following step while its period exceeds 1.25× the median of the later half.",
     what_if: "none in the steady state: a one-time cost",
     columns: &[],
+    shown_in: Shown::Steps,
     text: RuleText {
         why: "The first iterations load CUDA modules lazily, create library handles, autotune and grow the allocator: \
               a one-time cost that is not part of the steady step.",
@@ -220,6 +222,7 @@ pub const QUEUED: RuleSpec = RuleSpec {
           or devices, or graph scheduling — not the host.",
     what_if: "none known from the trace: what the queued work waited for is not recorded",
     columns: &[Column::IdleQueued],
+    shown_in: Shown::Gaps,
     text: RuleText {
         why: "Work was queued, yet the device ran nothing: it waited on an event from another stream or device, or on \
               scheduling between dependent kernels (a few microseconds each).",

@@ -9,7 +9,7 @@ use super::super::Result;
 use super::super::info;
 use super::super::ledger::{Column, DeviceLedger, Group, StepLedger};
 use super::super::memory;
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, ms, per_step};
 use aisp_knowledge::gpus;
 
@@ -30,6 +30,7 @@ pub const COPIES: RuleSpec = RuleSpec {
     what_if: "copies from pinned memory on a side stream, overlapped with the step's compute: the step becomes the \
               longer of (the step without its exposed copies) and (the copies at pinned bandwidth)",
     columns: COPY_COLUMNS,
+    shown_in: Shown::Copies,
     text: RuleText {
         why: "While the device copies over PCIe with nothing else running, the step waits for the copy; pageable \
               memory is staged through a driver bounce buffer, slower than pinned memory and blocking the host.",
@@ -273,6 +274,7 @@ pub const COMMUNICATION: RuleSpec = RuleSpec {
               slowing the compute it overlaps by the SMs its thread blocks take; what the backward cannot hide, and \
               the last bucket, stay exposed",
     columns: &[Column::CommTransfer, Column::Comm],
+    shown_in: Shown::Communication,
     text: RuleText {
         why: "Communication that no compute overlaps adds directly to the step: the device moves data while its \
               compute units wait.",
@@ -528,6 +530,7 @@ pub const WAIT: RuleSpec = RuleSpec {
           waits for a slower one.",
     what_if: "the ranks arrive together (the late rank's extra work or host delay removed): the wait goes",
     columns: &[Column::CommWait],
+    shown_in: Shown::Communication,
     text: RuleText {
         why: "A collective cannot finish before its last rank arrives: every other rank's device sits inside the \
               collective, doing nothing useful, for as long as the last rank is late.",
@@ -620,6 +623,7 @@ pub const PIPELINE: RuleSpec = RuleSpec {
     what_if: "the stages kept busy together (micro-batches interleaved, or data parallelism where the model fits one \
               GPU): the wait inside send/recv goes, the transfers stay",
     columns: &[Column::CommP2p],
+    shown_in: Shown::Communication,
     text: RuleText {
         why: "With one batch per step and no micro-batches, pipeline stages compute in turn: a stage that has passed \
               its activations on (or waits for their gradients) sits inside the receive kernel until its neighbour \

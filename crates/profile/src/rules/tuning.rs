@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::super::Result;
 use super::super::ledger::{self, tuning};
-use super::registry::{RuleSpec, RuleText};
+use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, bounded_savings, ms, per_step, step_at};
 
 /// Shares below this are not findings.
@@ -23,6 +23,7 @@ pub const TUNING_IN_STEP: RuleSpec = RuleSpec {
     what_if: "each run but its last launch (the configuration chosen, run once) and the fills inside it gone, bounded \
               by the host's issue time",
     columns: &[],
+    shown_in: Shown::Kernels,
     text: RuleText {
         why: "An autotuner times every configuration of a kernel for each new key (Triton's `@triton.autotune(key=...)`: \
               the key's values, e.g. a size; `torch.backends.cudnn.benchmark` for each new input shape) and keeps \
