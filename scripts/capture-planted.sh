@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
 # capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200;
-# SET=heldout11, SET=heldout12, SET=heldout13: 2 H200s), in two
+# SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14: 2 H200s), in two
 # phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -146,6 +146,20 @@
 #       command="SET=heldout13 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
 #   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout13 bash scripts/capture-planted.sh CARRY multi")    # vit_ddp, torchrun --nproc_per_node=2, ~1-1.5 min
+#
+# The fourteenth held-out set (workloads/planted/heldout14: 5 one-GPU captures, one of them a before/after pair, and one
+# 2-rank DDP case) is made for 2 H200s like the eleventh to thirteenth: all three phases, with SET=heldout14 on kind
+# nvidia-h200-x2 (serve_decode keeps a 52 GB float32 key/value cache and fills 48 GB of it before its loop; speech_ssl
+# materializes [256, 750, 750] attention scores per block, ~7 GB kept for the backward; gpt_pretrain runs its LM head on
+# cuBLAS's slow small-alignment kernels, a step of ~50-90 ms; nli_ddp reads metrics back to the host and calls
+# dist.all_gather_object every step):
+#
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout14 bash scripts/capture-planted.sh CARRY smoke")    # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout14 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout14 bash scripts/capture-planted.sh CARRY multi")    # nli_ddp, torchrun --nproc_per_node=2, ~1-1.5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:

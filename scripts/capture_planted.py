@@ -7,12 +7,14 @@ workloads/planted/heldout4/manifests/*.json, workloads/planted/heldout5/manifest
 workloads/planted/heldout6/manifests/*.json, workloads/planted/heldout7/manifests/*.json,
 workloads/planted/heldout8/manifests/*.json, workloads/planted/heldout9/manifests/*.json,
 workloads/planted/heldout10/manifests/*.json, workloads/planted/heldout11/manifests/*.json,
-workloads/planted/heldout12/manifests/*.json, workloads/planted/heldout13/manifests/*.json) holding the program, its
+workloads/planted/heldout12/manifests/*.json, workloads/planted/heldout13/manifests/*.json,
+workloads/planted/heldout14/manifests/*.json) holding the program, its
 arguments and its rank count. --set (or SET=) picks the sets: "tuned,heldout" by default (the 4-GPU captures),
 "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7" or "heldout8" for the second to eighth held-out sets (one-GPU
 and 2-rank cases, made for a 2-GPU host), "heldout9" for the ninth and "heldout10" for the tenth (one-GPU cases only,
-made for one H200: the smoke and single phases), "heldout11" for the eleventh, "heldout12" for the twelfth and
-"heldout13" for the thirteenth (one-GPU cases and one 2-rank DDP case each, made for 2 H200s: all three phases).
+made for one H200: the smoke and single phases), "heldout11" for the eleventh, "heldout12" for the twelfth,
+"heldout13" for the thirteenth and "heldout14" for the fourteenth (one-GPU cases and one 2-rank DDP case each, made for
+2 H200s: all three phases).
 Each capture goes through aisp's own capture operation, `aisp --allow-exec --format json profile nsys --json {...}`
 ("launcher": torchrun for the 4-rank cases), with "analyze": false; the SQLite exports it lists under `artifacts`
 (`sqlite`, `sqlite_rank_N`) are kept.
@@ -61,7 +63,8 @@ MANIFEST_DIRS = [("tuned", os.path.join(PLANTED, "manifests")), ("heldout", os.p
                  ("heldout10", os.path.join(PLANTED, "heldout10", "manifests")),
                  ("heldout11", os.path.join(PLANTED, "heldout11", "manifests")),
                  ("heldout12", os.path.join(PLANTED, "heldout12", "manifests")),
-                 ("heldout13", os.path.join(PLANTED, "heldout13", "manifests"))]
+                 ("heldout13", os.path.join(PLANTED, "heldout13", "manifests")),
+                 ("heldout14", os.path.join(PLANTED, "heldout14", "manifests"))]
 DEFAULT_SETS = "tuned,heldout"
 # workloads with pageable or host-heavy copies, or host-bound steps (heldout8: emb_loop, layer_timer; heldout9:
 # anomaly_fit; heldout10: pixel_stream, a 1.23 GB pinned copy per step, and resmlp_fit, blocking launches; heldout11:
