@@ -370,9 +370,9 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
 /// states, as fields), its rule's standing `why` and `verify`, its window (the device's, in `windows`), its ledger
 /// column names, the rules that found nothing, the windows (each device's is in its ledger's steps), how shares
 /// add up, and its NVTX regions (the top one is named in its evidence); then the low findings' evidence, basis and
-/// fix, every finding's evidence past its first line, the medium findings' evidence and basis, and the low findings
-/// themselves (`ranked` names every finding in a line), and each device's largest ledger columns (its busy split
-/// stays). Every finding at medium or above keeps its stake, predicted
+/// fix, every finding's evidence past its first line, the medium findings' evidence and basis, each device's kernels
+/// past its first four, then the rest of them, and the low findings themselves (`ranked` names every finding in a line), and each device's
+/// largest ledger columns (its busy split stays). Every finding at medium or above keeps its stake, predicted
 /// step, gist and fix before any finding is cut; those above medium keep their basis and first line of evidence
 /// too: a cut list of findings hides a problem, a shed field only its wording. `finding` brings any one finding back
 /// whole. (A title is never shed: the output schema requires it.)
@@ -393,6 +393,8 @@ pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "findings[].evidence[:1]",
     "findings[severity=medium].evidence",
     "findings[severity=medium].basis",
+    "ledger[].step_kernels[:4]",
+    "ledger[].step_kernels",
     "findings[severity=low]",
     "ledger[].top_columns",
 ];
@@ -581,8 +583,9 @@ pub fn rules_view(
     } else {
         let lean = lean_findings(findings, DEFAULT_FINDINGS);
         // The step in short stays (the period, how steps were found, the busy split, the largest columns: what a
-        // finding's share is of) and, on one device, the kernels the step runs; on several, what sets devices
-        // apart is in the findings, and the kernels are one argument away.
+        // finding's share is of) with the kernels the step runs: on several devices, only the top finding's
+        // device's (the critical path of a set), since what sets devices apart is in the findings and the other
+        // devices' kernels are one argument away.
         let mut cut = Vec::new();
         let devices = ledger.len();
         view.ledger = ledger
@@ -590,9 +593,26 @@ pub fn rules_view(
             .take(DEFAULT_LEDGER_ROWS)
             .map(StepInShort::in_lines)
             .collect();
-        if devices > 1 && view.ledger.iter().any(|s| !s.step_kernels.is_empty()) {
-            view.ledger.iter_mut().for_each(|s| s.step_kernels.clear());
-            cut.push("each device's largest kernels per step".to_string());
+        if devices > 1 {
+            let top = lean.findings.iter().find(|f| f.severity > Severity::Info);
+            let shown = top
+                .and_then(|f| {
+                    view.ledger.iter().position(|s| {
+                        Some(s.step.device) == f.device
+                            && (f.rank.is_none() || f.rank == s.step.rank.map(i64::from))
+                    })
+                })
+                .unwrap_or(0);
+            let mut others = false;
+            for (i, s) in view.ledger.iter_mut().enumerate() {
+                if i != shown && !s.step_kernels.is_empty() {
+                    s.step_kernels.clear();
+                    others = true;
+                }
+            }
+            if others {
+                cut.push("the other devices' largest kernels per step".to_string());
+            }
         }
         if devices > view.ledger.len() {
             cut.push(format!(

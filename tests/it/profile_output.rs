@@ -26,11 +26,13 @@ const ALLOWANCES: &[(&str, usize, &str)] = &[
     // several ranks each get their own section.
     ("trace_", 8_000, "Kineto kernel names are whole signatures"),
     // Each finding carries one line of the numbers its stake rests on and each device its step in short (what an
-    // assistant otherwise asked `detail` for): ddp's two devices hold five findings above info.
+    // assistant otherwise asked `detail` for), the top finding's device its largest kernels a line each (what it
+    // otherwise asked the kernel table for): ddp's two devices hold five findings above info. Over MCP the answer
+    // cap holds it to 4,500 (the kernels past the fourth go first).
     (
         "rules_",
-        6_000,
-        "each finding's gist and each device's step in short",
+        7_000,
+        "each finding's gist, each device's step in short and the top device's kernels",
     ),
 ];
 /// Most characters a default profile answer takes on average over the cases.

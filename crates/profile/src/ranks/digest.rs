@@ -139,6 +139,9 @@ pub struct RankLedger {
     pub comm: Vec<CommPiece>,
     /// The rules' findings on the rank's own export (the ledger-only ones are made again once the set is split).
     pub findings: Vec<Finding>,
+    /// The kernels with the most time per steady step (the rules' step summary of the rank).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_kernels: Vec<rules::StepKernel>,
 }
 
 impl RankDigest {
@@ -384,13 +387,20 @@ fn rank_ledger(
     let Some(i) = l.devices.iter().position(|d| d.device == device) else {
         return Ok(None);
     };
-    let findings = rules::run_on(p, &l)?.findings;
+    let rules = rules::run_on(p, &l)?;
+    let step_kernels = rules
+        .ledger
+        .into_iter()
+        .find(|s| s.device == device)
+        .map(|s| s.top_kernels)
+        .unwrap_or_default();
     let mut dl = l.devices.swap_remove(i);
     let comm = std::mem::take(&mut dl.comm);
     Ok(Some(RankLedger {
         ledger: dl,
         comm,
-        findings,
+        findings: rules.findings,
+        step_kernels,
     }))
 }
 

@@ -465,6 +465,7 @@ pub fn summaries(digests: &[RankDigest]) -> Vec<LedgerSummary> {
             d.ledger.as_ref().map(|l| {
                 let mut s = rules::summary(&l.ledger);
                 s.rank = Some(d.identity.rank);
+                s.top_kernels = l.step_kernels.clone();
                 s
             })
         })
