@@ -55,6 +55,12 @@ fn causes_of(f: &Value) -> Vec<&'static str> {
         "forward_repeated" => vec!["activation_recompute", "redundant_forward"],
         "backward_repeated" => vec!["repeated_backward", "redundant_backward"],
         "weights_cast_every_step" => vec!["autocast_weight_cast", "redundant_cast"],
+        "data_cast_every_step" => vec![
+            "kv_cache_wide_dtype",
+            "wide_dtype_cache",
+            "redundant_cast",
+            "dtype_mismatch_cast",
+        ],
         "gpu_starvation" | "host_os_wait" => vec!["host_bound"],
         "data_loading_stall" => vec!["data_loading"],
         "cross_rank_straggler" => match f["data"]["cause"].as_str() {
@@ -158,6 +164,11 @@ fn set_of(name: &str) -> Set {
         "heldout13" => Set {
             exports: "planted/heldout13",
             manifests: "workloads/planted/heldout13/manifests",
+            h200: true,
+        },
+        "heldout14" => Set {
+            exports: "planted/heldout14",
+            manifests: "workloads/planted/heldout14/manifests",
             h200: true,
         },
         other => panic!("unknown set {other}"),
@@ -662,6 +673,29 @@ fn the_thirteenth_held_out_set_keeps_its_first_score() {
         (planted, found, false_findings.len()),
         (5, 4, 0),
         "thirteenth held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
+    );
+}
+
+/// The fourteenth held-out set (2×H200, written without reading the rules, captured through `aisp profile nsys`),
+/// scored once (2026-11-28 22:30 UTC, the rules of 501909f: the session had changed only how answers read): 1 of
+/// 5, none false. Found: `nli_ddp`'s per-step metric logging (`.item()` reads and `all_gather_object`) as
+/// `cuda_api_sync`, low 2.53 % (measured medium 6.7 %). Missed: `gpt_pretrain`'s LM head over 50,257 rows (its three
+/// GEMMs on a slow unaligned kernel, 41 ms of a 92 ms step; no rule judges a GEMM's rate against its shape),
+/// `speech_ssl`'s `nn.MultiheadAttention` materializing its weights (an elementwise chain leads, medium 5.97 %),
+/// `serve_decode`'s float32 key/value cache cast to bf16 every token ("nothing significant": the casts are fewer
+/// than one per GEMM, so `weights_cast_every_step` passed them over, and copy kernels were 68 % of the step),
+/// `ctr_accum`'s optimizer stepped after every micro-batch (an elementwise chain leads, low 1.88 %).
+///
+/// After the score, `data_cast_every_step` (`rules/casts.rs`: in an inference step, fp32 → bf16/fp16 conversions
+/// fewer than one per GEMM: data kept in fp32 and converted where it is read): `serve_decode` critical 64.1 %. 2 of
+/// 5; every other scorecard is unchanged.
+#[test]
+fn the_fourteenth_held_out_set_keeps_its_first_score() {
+    let (planted, found, false_findings) = scorecard("heldout14");
+    assert_eq!(
+        (planted, found, false_findings.len()),
+        (5, 2, 0),
+        "fourteenth held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
     );
 }
 
