@@ -1713,7 +1713,6 @@ impl Operation for Compare {
         ctx.check_cancelled()?;
         Ok(super::profile_lean::compare_view(
             profile::compare::compare_runs(&before, &after, l),
-            &input.before,
             &input.after,
             input.detail.unwrap_or(false),
         ))

@@ -679,26 +679,19 @@ pub struct CompareView {
     pub left_out: Vec<String>,
 }
 
-/// Present the comparison of `before` and `after` (the paths as given): in full with `detail`, else lean.
-pub fn compare_view(c: Compare, before: &str, after: &str, detail: bool) -> CompareView {
-    // The next call: what limits the after run now, or each run on its own when they do not compare.
-    let what_now = "its findings ranked, each with its stake and predicted step";
-    let next = if c.verdict == Verdict::NotComparable {
-        vec![
-            format!(
-                "aisp_profile_rules {}: what limits the before run ({what_now}; the runs do not compare step for step)",
-                path_arg(before)
-            ),
-            format!(
-                "aisp_profile_rules {}: the same for the after run",
-                path_arg(after)
-            ),
-        ]
-    } else {
+/// Present the comparison of two runs (`after`: the after run's path as given): in full with `detail`, else lean.
+pub fn compare_view(c: Compare, after: &str, detail: bool) -> CompareView {
+    // The next call: the after run's findings whole (fix, evidence) where it still has one above info; the summary
+    // already names each run's findings with the first one's numbers, so with none left there is no call to make.
+    let after_left = c.summary.contains(aisp_profile::compare::AFTER_STILL);
+    let next = if after_left {
         vec![format!(
-            "aisp_profile_rules {}: what limits the after run now ({what_now})",
+            "aisp_profile_rules {}: what limits the after run now (its findings ranked, each with its stake, \
+             predicted step and fix)",
             path_arg(after)
         )]
+    } else {
+        Vec::new()
     };
     let mut view = CompareView {
         verdict: c.verdict,

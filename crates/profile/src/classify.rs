@@ -184,6 +184,10 @@ pub fn bare_kernel_name(demangled: &str) -> String {
 /// `vectorized_elementwise_kernel[CUDAFunctor_add]`, `unrolled_elementwise_kernel[direct_copy_kernel_cuda]`.
 pub fn kernel_label(demangled: &str) -> String {
     let bare = bare_kernel_name(demangled);
+    // A kernel named only `kernel` (cuBLAS's `gemvx::kernel<...>`, for one) is told apart by its namespace.
+    if bare == "kernel" {
+        return enclosing_scope(demangled).map_or(bare, |scope| format!("{scope}::kernel"));
+    }
     const LAUNCHERS: [&str; 3] = [
         "elementwise_kernel",
         "reduce_kernel",
@@ -200,6 +204,26 @@ pub fn kernel_label(demangled: &str) -> String {
         Some(op) => format!("{bare}[{op}]"),
         None => bare,
     }
+}
+
+/// The scope a demangled kernel name's last part is in (`gemvx` of `void gemvx::kernel<int, ...>(...)`), at the
+/// top level of the name: not inside template arguments.
+fn enclosing_scope(demangled: &str) -> Option<String> {
+    let mut depth = 0usize;
+    let mut top = String::new();
+    for c in demangled.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth = depth.saturating_sub(1),
+            '(' if depth == 0 => break,
+            c if depth == 0 => top.push(c),
+            _ => {}
+        }
+    }
+    let name = top.trim().rsplit(' ').next()?;
+    let mut parts = name.rsplit("::");
+    parts.next()?;
+    parts.next().filter(|s| !s.is_empty()).map(str::to_string)
 }
 
 /// The first name in a launcher's template arguments that says what it computes: a `*_kernel_cuda`, `*_kernel_impl`
@@ -557,6 +581,11 @@ mod tests {
             (
                 "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN",
                 "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NTN",
+            ),
+            // A kernel named only `kernel`: its namespace tells which (cuBLAS's batched GEMV).
+            (
+                "std::enable_if<T7, void>::type internal::gemvx::kernel<int, int, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, (bool)1, (bool)1, (bool)1, (bool)0, (int)7, (bool)0, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<const __nv_bfloat16>, cublasGemvTensorStridedBatched<const __nv_bfloat16>, cublasGemvTensorStridedBatched<__nv_bfloat16>, float>>(T13, T6, T6)",
+                "gemvx::kernel",
             ),
         ];
         for (demangled, want) in cases {

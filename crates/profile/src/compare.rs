@@ -330,7 +330,23 @@ pub struct Compare {
 /// What still limits the after run, in one clause: its findings above info (the first three, as its rules rank them),
 /// the first with the numbers it rests on (its gist), so that what bounds the after run needs no second call.
 fn what_is_left(after: &[Finding]) -> String {
-    let left: Vec<String> = after
+    findings_clause(AFTER_STILL, "After", after)
+}
+
+/// How a summary's clause on the after run starts when the after run still has a finding above info (a reader of the
+/// summary, such as the call an answer names next, can tell from it).
+pub const AFTER_STILL: &str = "After, still:";
+
+/// What limited the before run, in one clause, where no prediction that the change applied says it: so that what
+/// the change was made against needs no second call either.
+fn what_was_there(before: &[Finding]) -> String {
+    findings_clause("Before:", "Before", before)
+}
+
+/// A run's findings above info in one clause (`lead id severity share% ...`, `lead` ending in its colon), or `none:
+/// no finding above info`.
+fn findings_clause(lead: &str, none: &str, findings: &[Finding]) -> String {
+    let listed: Vec<String> = findings
         .iter()
         .filter(|f| f.severity > Severity::Info)
         .take(3)
@@ -351,10 +367,10 @@ fn what_is_left(after: &[Finding]) -> String {
             )
         })
         .collect();
-    if left.is_empty() {
-        "After: no finding above info (nothing would save 1% of a steady step)".into()
+    if listed.is_empty() {
+        format!("{none}: no finding above info (nothing would save 1% of a steady step)")
     } else {
-        format!("After, still: {}", left.join("; "))
+        format!("{lead} {}", listed.join("; "))
     }
 }
 
@@ -1474,7 +1490,9 @@ pub fn compare_runs(b: &Run, a: &Run, limit: usize) -> Compare {
                 )
             })
             .collect();
-        if !applied.is_empty() {
+        if applied.is_empty() {
+            summary.push_str(&format!(". {}", what_was_there(&b.findings)));
+        } else {
             summary.push_str(&format!(". Fixed: {}", applied.join("; ")));
         }
         summary.push_str(&format!(". {}", what_is_left(&a.findings)));
@@ -1491,6 +1509,7 @@ pub fn compare_runs(b: &Run, a: &Run, limit: usize) -> Compare {
                 ms(sa.step_median_ns as f64)
             ));
         }
+        summary.push_str(&format!(". {}", what_was_there(&b.findings)));
         summary.push_str(&format!(". {}", what_is_left(&a.findings)));
     }
     Compare {

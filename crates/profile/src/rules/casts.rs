@@ -4,6 +4,10 @@
 //! so a serving loop reads and writes every weight again for each request. The trace shows it as fp32 → bf16/fp16
 //! conversion kernels in a step without a backward, at least one per GEMM: autocast's signature (a cast per weight
 //! operand). Storing the model in the compute precision once removes them.
+//!
+//! The same conversions, fewer than one per GEMM, are data kept in fp32 and read in bf16/fp16 each step: a key/value
+//! cache or a buffer allocated without a dtype (`torch.zeros` makes float32) and cast where it is used. Allocating it
+//! in the compute precision removes them (`data_cast_every_step`).
 
 use std::collections::HashMap;
 
@@ -54,6 +58,31 @@ pub const WEIGHT_CASTS: RuleSpec = RuleSpec {
     eval: weight_casts,
 };
 
+pub const DATA_CASTS: RuleSpec = RuleSpec {
+    id: "data_cast_every_step",
+    doc: "An inference step (no optimizer, no backward kernel) runs fp32 → bf16/fp16 conversion kernels, fewer than \
+          one per GEMM (not autocast's weight casts): data kept in fp32 (a key/value cache, a buffer) converted where \
+          it is used, every step.",
+    what_if: "the data stored in its compute precision: the conversion kernels' time per step goes (the consumers read \
+              the stored data as they read the converted copy), bounded by the host's issue time",
+    columns: &[],
+    shown_in: Shown::Kernels,
+    text: RuleText {
+        why: "A conversion reads every fp32 element and writes a bf16/fp16 copy, 6 bytes moved per element, before the \
+              consumer reads the copy again. Data that lives across steps, such as a key/value cache allocated with \
+              torch.zeros / torch.empty and no dtype (float32 by default) and read with .to(torch.bfloat16), pays \
+              this on every step, growing with the data.",
+        fix: "Allocate the persistent tensor in the compute precision (torch.zeros(..., dtype=torch.bfloat16), or \
+              .to(dtype) once after creating it) and drop the per-step .to() / .half() / .bfloat16(); under autocast, \
+              make sure the cache is written in the dtype it is read in.",
+        verify: "Re-profile: aisp_profile_kernels should show no bfloat16_copy_kernel_cuda / float16_copy_kernel_cuda \
+                 of the data's size per step, and the step should shrink by about the time at stake.",
+        quiet: "no inference step casts fp32 to bf16/fp16 fewer than once per GEMM for 1% of a step",
+    },
+    needs_profile: true,
+    eval: data_casts,
+};
+
 /// Per steady step of one device: the conversion kernels' time and count, and the GEMMs' count; `None` when the
 /// window holds a backward kernel (a training step).
 fn per_step_casts(
@@ -94,6 +123,23 @@ fn per_step_casts(
 }
 
 fn weight_casts(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    casts(cx, spec, CastsOf::Weights)
+}
+
+fn data_casts(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
+    casts(cx, spec, CastsOf::Data)
+}
+
+/// What an inference step's conversions are, told by their count against the GEMMs'.
+#[derive(Clone, Copy, PartialEq)]
+enum CastsOf {
+    /// At least one per GEMM: autocast casting each fp32 weight operand.
+    Weights,
+    /// Fewer than one per GEMM: fp32 data converted where it is read.
+    Data,
+}
+
+fn casts(cx: &mut Ctx, spec: &RuleSpec, of: CastsOf) -> Result<()> {
     let mut drafts = Vec::new();
     let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
     for i in devs {
@@ -112,7 +158,8 @@ fn weight_casts(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 (t + a, c + b, g + e)
             });
         // Autocast casts each GEMM's weight operand (and its bias): at least one cast per GEMM.
-        if cast_ns == 0 || gemms == 0 || casts < gemms {
+        let per_gemm = casts >= gemms;
+        if cast_ns == 0 || gemms == 0 || per_gemm != (of == CastsOf::Weights) {
             continue;
         }
         let by_step: HashMap<u32, i64> = steps
@@ -120,34 +167,70 @@ fn weight_casts(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             .zip(&per)
             .map(|(s, &(t, _, _))| (s.index, t))
             .collect();
-        let dr = Draft::new(
-            i,
-            d,
-            Stake::Estimate,
-            "measured: the fp32 → bf16/fp16 conversion kernels' time in each steady step (none in a model stored \
-             in its compute precision), no more than the step's period minus the host's issue time",
-            &[],
-            |s| ledger::bounded_by_host(s, by_step.get(&s.index).copied().unwrap_or(0)),
-        );
+        let basis = match of {
+            CastsOf::Weights => {
+                "measured: the fp32 → bf16/fp16 conversion kernels' time in each steady step (none in a model stored \
+                 in its compute precision), no more than the step's period minus the host's issue time"
+            }
+            CastsOf::Data => {
+                "measured: the fp32 → bf16/fp16 conversion kernels' time in each steady step (none for data stored in \
+                 its compute precision), no more than the step's period minus the host's issue time"
+            }
+        };
+        let dr = Draft::new(i, d, Stake::Estimate, basis, &[], |s| {
+            ledger::bounded_by_host(s, by_step.get(&s.index).copied().unwrap_or(0))
+        });
         let at_stake = dr.total();
         let n = d.steady.steps.max(1) as f64;
         let per_req = |x: u64| (x as f64 / n * 10.0).round() / 10.0;
+        let (title, gist, count_line) = match of {
+            CastsOf::Weights => (
+                format!(
+                    "Weights cast every step: fp32 → bf16/fp16 conversions take {}% of the steady window in an \
+                     inference step ({} casts for {} GEMMs per step)",
+                    d.share(cast_ns),
+                    per_req(casts),
+                    per_req(gemms)
+                ),
+                format!(
+                    "per steady step: {} casts ({}) for {} GEMMs, no backward; stored in bf16/fp16 once, about {} a \
+                     step goes",
+                    per_req(casts),
+                    ms(per_step(d, cast_ns)),
+                    per_req(gemms),
+                    ms(per_step(d, at_stake))
+                ),
+                format!(
+                    "{gemms} GEMMs in the same steps: at least one cast per GEMM, as autocast casts each fp32 weight \
+                     operand every call"
+                ),
+            ),
+            CastsOf::Data => (
+                format!(
+                    "fp32 data cast every step: fp32 → bf16/fp16 conversions take {}% of the steady window in an \
+                     inference step ({} casts per step, fewer than its {} GEMMs: not the weights)",
+                    d.share(cast_ns),
+                    per_req(casts),
+                    per_req(gemms)
+                ),
+                format!(
+                    "per steady step: {} casts ({}, {} each) for {} GEMMs, no backward: data kept in fp32 and \
+                     converted where it is read; stored in bf16/fp16, about {} a step goes",
+                    per_req(casts),
+                    ms(per_step(d, cast_ns)),
+                    ms(cast_ns / casts.max(1) as i64),
+                    per_req(gemms),
+                    ms(per_step(d, at_stake))
+                ),
+                format!(
+                    "{gemms} GEMMs in the same steps: fewer casts than GEMMs, so not autocast's cast of each fp32 \
+                     weight operand"
+                ),
+            ),
+        };
         drafts.push(dr.text(
-            format!(
-                "Weights cast every step: fp32 → bf16/fp16 conversions take {}% of the steady window in an inference \
-                 step ({} casts for {} GEMMs per step)",
-                d.share(cast_ns),
-                per_req(casts),
-                per_req(gemms)
-            ),
-            format!(
-                "per steady step: {} casts ({}) for {} GEMMs, no backward; stored in bf16/fp16 once, about {} a step \
-                 goes",
-                per_req(casts),
-                ms(per_step(d, cast_ns)),
-                per_req(gemms),
-                ms(per_step(d, at_stake))
-            ),
+            title,
+            gist,
             vec![
                 format!(
                     "{} steady steps without a backward kernel or an optimizer (inference): {casts} fp32 → bf16/fp16 \
@@ -157,13 +240,11 @@ fn weight_casts(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                     ms(cast_ns),
                     d.share(cast_ns)
                 ),
-                format!(
-                    "{gemms} GEMMs in the same steps: at least one cast per GEMM, as autocast casts each fp32 weight \
-                     operand every call"
-                ),
+                count_line,
             ],
-            json!({"casts": casts, "gemms": gemms, "casts_per_step": per_req(casts), "gemms_per_step": per_req(gemms),
+            json!({"steps": d.steady.steps, "casts": casts, "gemms": gemms, "casts_per_step": per_req(casts), "gemms_per_step": per_req(gemms),
                 "cast_ns": cast_ns, "cast_pct": d.share(cast_ns), "cast_per_step_ns": per_step(d, cast_ns),
+                "cast_each_ns": cast_ns / casts.max(1) as i64,
                 "saving_ns": at_stake, "saving_per_step_ns": per_step(d, at_stake)}),
         ));
     }

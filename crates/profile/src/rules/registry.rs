@@ -75,6 +75,7 @@ pub static RULES: &[RuleSpec] = &[
     forward::BACKWARD_REPEATED,
     repeats::UNBATCHED,
     casts::WEIGHT_CASTS,
+    casts::DATA_CASTS,
     scaler::LOSS_SCALING_BF16,
     transfer::COPIES,
     transfer::COMMUNICATION,
