@@ -82,7 +82,7 @@ fn indented_len(v: &Value, depth: usize) -> usize {
 /// (`OpSpec::sheds`): `field` (a top-level field, or `a.b.field` inside objects), `list[].field` (that field of every
 /// row of a list, top-level or `a.list` inside objects), `list[key=value]` (the rows of a top-level list whose `key` is the string `value`), or
 /// `list[key=value].field` (that field of those rows only: the minor findings' wording goes before the major ones'),
-/// or either with `field[:N]` (that list field keeps its first N rows).
+/// or either with `field[:N]` (that list field keeps its first N rows), or `list[:N]` (a list keeps its first N rows).
 pub type Shed = &'static str;
 
 /// What one shed removed: its name as told in `left_out`, and how many fields or rows.
@@ -109,9 +109,18 @@ fn shed_one(answer: &mut Value, shed: Shed) -> usize {
     let Some(Value::Array(rows)) = at.get_mut(list) else {
         return 0;
     };
-    // `[key=value]` selects rows; `[].field` names a field of every row.
+    // `[key=value]` selects rows; `[].field` names a field of every row; `[:N]` keeps the first N rows.
     let (selector, field) = rest.split_once(']').unwrap_or((rest, ""));
     let field = field.trim_start_matches('.');
+    if let Some(keep) = selector
+        .strip_prefix(':')
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|_| field.is_empty())
+    {
+        let went = rows.len().saturating_sub(keep);
+        rows.truncate(keep);
+        return went;
+    }
     // `key=value` matches a string field equal to `value`, or another scalar printed as `value` (`same=true`).
     let selected = |r: &Value| match selector.split_once('=') {
         Some((key, value)) => r.get(key).is_some_and(|v| match v {
@@ -414,8 +423,17 @@ fn shed_parts(shedded: &[Shedded]) -> Vec<String> {
                     ),
                     None => format!("`{name}].{one}` ({n})"),
                 },
-                (_, []) if name.contains('[') => format!("`{name}` ({n})"),
-                (_, []) => format!("`{name}`"),
+                (_, []) => match name.strip_suffix(']').and_then(|n| n.split_once("[:")) {
+                    Some((list, keep)) => format!(
+                        "`{list}` past its first {} ({n} rows)",
+                        match keep {
+                            "1" => "row".to_string(),
+                            k => format!("{k} rows"),
+                        }
+                    ),
+                    None if name.contains('[') => format!("`{name}` ({n})"),
+                    None => format!("`{name}`"),
+                },
                 (_, [one]) => format!("`{name}].{one}` ({n})"),
                 (_, many) => format!("`{name}].{{{}}}` ({n} each)", many.join(", ")),
             },
@@ -715,6 +733,15 @@ mod tests {
         let line = v["left_out"][0].as_str().unwrap();
         assert!(
             line.contains("leaving out `findings[].evidence` past its first row (3 rows)"),
+            "{line}"
+        );
+        // `list[:N]`: a list keeps its first rows.
+        let mut v = json!({"ledger": ["a".repeat(600), "b".repeat(600), "c".repeat(600)]});
+        assert!(fit(&mut v, 1_000, &["ledger[:1]"], None));
+        assert_eq!(v["ledger"], json!(["a".repeat(600)]));
+        let line = v["left_out"][0].as_str().unwrap();
+        assert!(
+            line.contains("leaving out `ledger` past its first row (2 rows)"),
             "{line}"
         );
     }

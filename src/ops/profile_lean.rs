@@ -371,7 +371,8 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
 /// column names, the rules that found nothing, the windows (each device's is in its ledger's steps), how shares
 /// add up, and its NVTX regions (the top one is named in its evidence); then the low findings' evidence, basis and
 /// fix, every finding's evidence past its first line, the medium findings' evidence and basis, each device's kernels
-/// past its first four, then the rest of them, and the low findings themselves (`ranked` names every finding in a line), and each device's
+/// past its first four, then the rest of them, the other devices' steps (the top finding's comes first), the low
+/// findings' gist, what would limit the step and the step now and after (title, share and stake stay), and the low findings themselves (`ranked` names every finding in a line), and each device's
 /// largest ledger columns (its busy split stays). Every finding at medium or above keeps its stake, predicted
 /// step, gist and fix before any finding is cut; those above medium keep their basis and first line of evidence
 /// too: a cut list of findings hides a problem, a shed field only its wording. `finding` brings any one finding back
@@ -395,6 +396,11 @@ pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "findings[severity=medium].basis",
     "ledger[].step_kernels[:4]",
     "ledger[].step_kernels",
+    "ledger[:1]",
+    "findings[severity=low].gist",
+    "findings[severity=low].then_limited_by",
+    "findings[severity=low].predicted_step_ns",
+    "findings[severity=low].step_ns",
     "findings[severity=low]",
     "ledger[].top_columns",
 ];
@@ -613,6 +619,9 @@ pub fn rules_view(
             if others {
                 cut.push("the other devices' largest kernels per step".to_string());
             }
+            // The top finding's device first: under the size cap the other devices' steps go before a finding does.
+            let top_row = view.ledger.remove(shown);
+            view.ledger.insert(0, top_row);
         }
         if devices > view.ledger.len() {
             cut.push(format!(
