@@ -762,6 +762,15 @@ pub fn compare_view(c: Compare, after: &str, detail: bool) -> CompareView {
             "the {changed} kernel(s) whose count per step changed (comparability.work.changed)"
         ));
     }
+    // With no fix applied, predicted-vs-measured says nothing of the change, and the summary names each run's
+    // findings (its `Before:` clause): the predictions are a detail.
+    if !explained && !view.predictions.is_empty() {
+        cut.push(format!(
+            "the {} prediction(s) of the before run's findings, none of them applied (the summary names each run's \
+             findings)",
+            std::mem::take(&mut view.predictions).len()
+        ));
+    }
     // The applied predictions are kept (the summary names them), then the others in order.
     let predictions = &mut view.predictions;
     if predictions.len() > DEFAULT_PREDICTIONS {

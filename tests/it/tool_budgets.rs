@@ -533,6 +533,14 @@ async fn compare_and_ranks_answer_lean_by_default_with_the_detailed_figures() {
         let nothing_left = lean["summary"]
             .as_str()
             .is_some_and(|s| s.contains("After: no finding above info"));
+        // Predicted-vs-measured is the default answer's only where the change applied a fix; with none applied the
+        // summary names each run's findings instead.
+        if let Some(predictions) = lean["predictions"].as_array().filter(|p| !p.is_empty()) {
+            assert!(
+                predictions.iter().any(|p| p["applied"] == true),
+                "{what}: predictions with no fix applied"
+            );
+        }
         if tool == "aisp_profile_compare" && nothing_left {
             assert_eq!(next, 0, "{what}: nothing left to call for");
         } else {
