@@ -471,9 +471,22 @@ impl<'a> Ctx<'a> {
                 m.insert("predicted_step_ns".into(), json!(what_if.predicted_step_ns));
                 m.insert("at_stake_ns".into(), json!(total));
             }
+            // Most of the stake in one NVTX range says where in the code to look: the title carries it, as it is
+            // never left out of an answer. A range numbered per iteration (`step_*`) encloses whole steps: it says
+            // no place within one.
+            let place = dr.regions.iter().find(|r| !r.region.ends_with("_*"));
+            let title = match place {
+                Some(r) if r.pct_of_finding >= 50.0 => {
+                    format!(
+                        "{} ({}% of it in NVTX `{}`)",
+                        dr.title, r.pct_of_finding, r.region
+                    )
+                }
+                _ => dr.title,
+            };
             self.findings.push(Finding {
                 id: id.into(),
-                title: dr.title,
+                title,
                 severity: if dr.stake == Stake::None {
                     Severity::Info
                 } else {

@@ -481,3 +481,22 @@ fn every_number_a_finding_prints_comes_from_its_data() {
     f.gist.push_str("; 4.21 ms per step elsewhere");
     assert_eq!(number_problems(&f).len(), 1, "{:?}", number_problems(&f));
 }
+
+/// A finding whose stake lies mostly in one NVTX range names it in its title (which no answer leaves out): train_good's
+/// host waits are all inside `data`, the loader. A range numbered per iteration (`step_*`) encloses whole steps and
+/// is never named, however much of a stake it holds (ddp's are 82.5 % inside `step_*`).
+#[test]
+fn a_title_names_the_nvtx_range_holding_most_of_the_stake() {
+    let r = run_all("train_good.sqlite");
+    let f = on_device(&r, "host_os_wait", 0).expect("train_good waits on the host");
+    assert!(
+        f.title.ends_with("(100% of it in NVTX `data`)"),
+        "{}",
+        f.title
+    );
+    assert_eq!(f.regions[0].region, "data");
+    assert_eq!(f.regions[0].pct_of_finding, 100.0);
+    for f in &run_all("ddp.sqlite").findings {
+        assert!(!f.title.contains("NVTX `step_*`"), "{}", f.title);
+    }
+}
