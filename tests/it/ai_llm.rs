@@ -209,7 +209,7 @@ fn app_for(mock: &Mock) -> Arc<AppState> {
 /// An app whose LLM endpoint is `mock`, asking for streamed answers or not.
 fn app_with(mock: &Mock, stream: bool) -> Arc<AppState> {
     logs();
-    let home = std::env::temp_dir().join(format!(
+    let home = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "aisp-ai-test-{}-{}",
         std::process::id(),
         mock.addr.port()
@@ -836,7 +836,9 @@ async fn the_api_key_never_appears_in_logs_results_or_errors() {
 
     // And with a working endpoint, the status reports latency and the model.
     let mock = Mock::start(vec![Step::Json(answer("OK"))]).await;
-    let mut config = Config::with_home(std::env::temp_dir().join("aisp-ai-status-ok"));
+    let mut config = Config::with_home(
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("aisp-ai-status-ok"),
+    );
     config.llm = LlmConfig {
         base_url: Some(mock.base_url()),
         model: None,
@@ -869,7 +871,8 @@ async fn the_api_key_never_appears_in_logs_results_or_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_llm_the_operation_answers_and_says_so() {
     let mut config = Config::with_home(
-        std::env::temp_dir().join(format!("aisp-ai-nollm-{}", std::process::id())),
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("aisp-ai-nollm-{}", std::process::id())),
     );
     config.llm = LlmConfig::default();
     let app = AppState::new(config);

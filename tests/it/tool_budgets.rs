@@ -58,7 +58,8 @@ async fn structured(
 }
 
 async fn stdio(args: &[&str], modern: bool) -> (RunningService<RoleClient, Client>, Client) {
-    let home = std::env::temp_dir().join(format!("aisp-budgets-{}", std::process::id()));
+    let home = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("aisp-budgets-{}", std::process::id()));
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let cmd = tokio::process::Command::new(common::aisp_bin()).configure(|c| {
         c.arg("serve").args(&args);
@@ -936,7 +937,8 @@ async fn answers_stop_at_the_cap_and_max_chars_brings_them_whole() {
             ])
             .env(
                 "AISP_HOME",
-                std::env::temp_dir().join(format!("aisp-cap-{}", std::process::id())),
+                std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+                    .join(format!("aisp-cap-{}", std::process::id())),
             )
             .output()
             .unwrap();
