@@ -692,8 +692,7 @@ pub struct CompareView {
 pub fn compare_view(c: Compare, after: &str, detail: bool) -> CompareView {
     // The next call: the after run's findings whole (fix, evidence) where it still has one above info; the summary
     // already names each run's findings with the first one's numbers, so with none left there is no call to make.
-    let after_left = c.summary.contains(aisp_profile::compare::AFTER_STILL);
-    let next = if after_left {
+    let next = if c.after_limited {
         vec![format!(
             "aisp_profile_rules {}: what limits the after run now (its findings ranked, each with its stake, \
              predicted step and fix)",

@@ -309,6 +309,8 @@ pub struct Compare {
     pub verdict_reason: String,
     /// The verdict, the step change with its interval, comparability and the predictions, in a few lines.
     pub summary: String,
+    /// Whether the after run still has a finding above info (the summary's `After, still:` clause names them).
+    pub after_limited: bool,
     /// The step (or unit) change; null without a per-step basis.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<StepChange>,
@@ -330,12 +332,8 @@ pub struct Compare {
 /// What still limits the after run, in one clause: its findings above info (the first three, as its rules rank them),
 /// the first with the numbers it rests on (its gist), so that what bounds the after run needs no second call.
 fn what_is_left(after: &[Finding]) -> String {
-    findings_clause(AFTER_STILL, "After", after)
+    findings_clause("After, still:", "After", after)
 }
-
-/// How a summary's clause on the after run starts when the after run still has a finding above info (a reader of the
-/// summary, such as the call an answer names next, can tell from it).
-pub const AFTER_STILL: &str = "After, still:";
 
 /// What limited the before run, in one clause, where no prediction that the change applied says it: so that what
 /// the change was made against needs no second call either.
@@ -1517,6 +1515,7 @@ pub fn compare_runs(b: &Run, a: &Run, limit: usize) -> Compare {
         basis,
         verdict_reason: reason,
         summary,
+        after_limited: a.findings.iter().any(|f| f.severity > Severity::Info),
         step,
         comparability: Comparability {
             comparable,

@@ -167,16 +167,14 @@ fn casts(cx: &mut Ctx, spec: &RuleSpec, of: CastsOf) -> Result<()> {
             .zip(&per)
             .map(|(s, &(t, _, _))| (s.index, t))
             .collect();
-        let basis = match of {
-            CastsOf::Weights => {
-                "measured: the fp32 → bf16/fp16 conversion kernels' time in each steady step (none in a model stored \
-                 in its compute precision), no more than the step's period minus the host's issue time"
-            }
-            CastsOf::Data => {
-                "measured: the fp32 → bf16/fp16 conversion kernels' time in each steady step (none for data stored in \
-                 its compute precision), no more than the step's period minus the host's issue time"
-            }
+        let stored = match of {
+            CastsOf::Weights => "in a model stored",
+            CastsOf::Data => "for data stored",
         };
+        let basis = format!(
+            "measured: the fp32 → bf16/fp16 conversion kernels' time in each steady step (none {stored} in its compute \
+             precision), no more than the step's period minus the host's issue time"
+        );
         let dr = Draft::new(i, d, Stake::Estimate, basis, &[], |s| {
             ledger::bounded_by_host(s, by_step.get(&s.index).copied().unwrap_or(0))
         });
