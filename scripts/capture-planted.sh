@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
 # capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200;
-# SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14: 2 H200s), in two
+# SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14, SET=heldout15: 2 H200s), in two
 # phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -160,6 +160,21 @@
 #       command="SET=heldout14 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
 #   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout14 bash scripts/capture-planted.sh CARRY multi")    # nli_ddp, torchrun --nproc_per_node=2, ~1-1.5 min
+#
+# The fifteenth held-out set (workloads/planted/heldout15: 5 one-GPU captures, one of them a before/after pair, and one
+# 2-rank DDP case) is made for 2 H200s like the eleventh to fourteenth: all three phases, with SET=heldout15 on kind
+# nvidia-h200-x2 (vit_finetune offloads 4.7 GB of saved tensors to pinned host memory and back every step, ~0.2-0.26 s
+# a step, and pins ~5-10 GB of host memory in its first step; char_lstm's step is set by the host, ~3000 launches a
+# step; the two share the host-heavy slot; dit_sample's planted step runs its attention in float32, ~0.1-0.3 s a step,
+# 1.35 GB of bf16 weights; rec_serve materializes ~11 GB of gathered embeddings and masked copies per batch; code_ddp
+# all-gathers 3.3 GB of float32 logits per rank every step, ~20-30 GB of GPU memory per rank):
+#
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout15 bash scripts/capture-planted.sh CARRY smoke")    # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout15 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout15 bash scripts/capture-planted.sh CARRY multi")    # code_ddp, torchrun --nproc_per_node=2, ~1-1.5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
