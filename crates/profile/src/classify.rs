@@ -188,6 +188,18 @@ pub fn kernel_label(demangled: &str) -> String {
     if bare == "kernel" {
         return enclosing_scope(demangled).map_or(bare, |scope| format!("{scope}::kernel"));
     }
+    // CUTLASS's launchers (`cutlass::Kernel<...>`, `Kernel2<...>`) carry the kernel's identity as their template
+    // argument: `Kernel2[cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1]` says the path, the precision,
+    // the tile and the alignment that a bare `Kernel2` hides.
+    if bare == "Kernel" || bare == "Kernel2" {
+        if let Some(inner) = demangled
+            .find(&format!("{bare}<cutlass_"))
+            .map(|i| &demangled[i + bare.len() + 1..])
+            .and_then(|a| a.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next())
+        {
+            return format!("{bare}[{inner}]");
+        }
+    }
     const LAUNCHERS: [&str; 3] = [
         "elementwise_kernel",
         "reduce_kernel",
@@ -586,6 +598,11 @@ mod tests {
             (
                 "std::enable_if<T7, void>::type internal::gemvx::kernel<int, int, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, (bool)1, (bool)1, (bool)1, (bool)0, (int)7, (bool)0, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<const __nv_bfloat16>, cublasGemvTensorStridedBatched<const __nv_bfloat16>, cublasGemvTensorStridedBatched<__nv_bfloat16>, float>>(T13, T6, T6)",
                 "gemvx::kernel",
+            ),
+            // CUTLASS's launcher: the kernel it runs, with its alignment.
+            (
+                "void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1>(T1::Params)",
+                "Kernel2[cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1]",
             ),
         ];
         for (demangled, want) in cases {

@@ -71,6 +71,8 @@ pub static RULES: &[RuleSpec] = &[
     slow_paths::CONV_FALLBACK,
     slow_paths::INDEX_BACKWARD,
     slow_paths::FULL_SORT,
+    slow_paths::GEMM_MISALIGNED,
+    slow_paths::ATTENTION_MATERIALIZED,
     forward::FORWARD_REPEATED,
     forward::BACKWARD_REPEATED,
     repeats::UNBATCHED,
