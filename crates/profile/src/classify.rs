@@ -191,14 +191,16 @@ pub fn kernel_label(demangled: &str) -> String {
     // CUTLASS's launchers (`cutlass::Kernel<...>`, `Kernel2<...>`) carry the kernel's identity as their template
     // argument: `Kernel2[cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1]` says the path, the precision,
     // the tile and the alignment that a bare `Kernel2` hides.
-    if bare == "Kernel" || bare == "Kernel2" {
-        if let Some(inner) = demangled
+    if (bare == "Kernel" || bare == "Kernel2")
+        && let Some(inner) = demangled
             .find(&format!("{bare}<cutlass_"))
             .map(|i| &demangled[i + bare.len() + 1..])
-            .and_then(|a| a.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next())
-        {
-            return format!("{bare}[{inner}]");
-        }
+            .and_then(|a| {
+                a.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .next()
+            })
+    {
+        return format!("{bare}[{inner}]");
     }
     const LAUNCHERS: [&str; 3] = [
         "elementwise_kernel",

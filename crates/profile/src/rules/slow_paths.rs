@@ -308,7 +308,9 @@ fn is_plain_softmax(demangled: &str) -> bool {
     };
     let args = &demangled[at..];
     let args = &args[args.find('<').map_or(0, |i| i + 1)..];
-    top_level_args(args).get(4).is_some_and(|a| a.trim() == "(bool)0")
+    top_level_args(args)
+        .get(4)
+        .is_some_and(|a| a.trim() == "(bool)0")
 }
 
 /// The top-level template arguments of `a, b<c, d>, e>...` (after a name's `<`), up to its closing `>`.
@@ -357,9 +359,9 @@ fn attention_materialized(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
 /// A multiple of a time in words, before "the ...' time" in a basis: nothing, "half of ", "twice ".
 fn times_in_words(times: f64) -> String {
     match times {
-        t if t == 1.0 => String::new(),
-        t if t == 0.5 => "half of ".to_string(),
-        t if t == 2.0 => "twice ".to_string(),
+        1.0 => String::new(),
+        0.5 => "half of ".to_string(),
+        2.0 => "twice ".to_string(),
         t => format!("{t} times "),
     }
 }
@@ -513,7 +515,9 @@ mod tests {
         assert!(!is_misaligned_gemm(
             "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>(T1::Params)"
         ));
-        assert!(!is_misaligned_gemm("nvjet_sm90_tst_128x8_64x12_1x1_v_bz_TNT"));
+        assert!(!is_misaligned_gemm(
+            "nvjet_sm90_tst_128x8_64x12_1x1_v_bz_TNT"
+        ));
     }
 
     #[test]
