@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
 # capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200;
-# SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14, SET=heldout15: 2 H200s), in two
+# SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14, SET=heldout15, SET=heldout16: 2 H200s), in two
 # phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -175,6 +175,21 @@
 #       command="SET=heldout15 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
 #   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout15 bash scripts/capture-planted.sh CARRY multi")    # code_ddp, torchrun --nproc_per_node=2, ~1-1.5 min
+#
+# The sixteenth held-out set (workloads/planted/heldout16: 5 one-GPU captures, one of them a before/after pair, and one
+# 2-rank case) is made for 2 H200s like the eleventh to fifteenth: all three phases, with SET=heldout16 on kind
+# nvidia-h200-x2 (relevance_mlp's planted run multiplies its pruned weights with cuSPARSE, ~0.1-0.55 s a step;
+# summ_decode holds a 34 GB static KV cache and copies 8.6 GB per layer per token, ~45 GB of GPU memory; ctr_batch keeps
+# a 4 GB table in host memory, gathers on the CPU and copies 436 MB from pageable memory every batch; intent_finetune
+# launches ~12000 kernels per update from the host; the two share the host-heavy slot; news_lm splits a 337 M model over
+# both GPUs and all-reduces 9.7 GB of activations and gradients per step, ~40 GB of GPU memory per rank):
+#
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout16 bash scripts/capture-planted.sh CARRY smoke")    # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout16 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout16 bash scripts/capture-planted.sh CARRY multi")    # news_lm, torchrun --nproc_per_node=2, ~1-1.5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
