@@ -1192,7 +1192,7 @@ scoped_input! {
     /// Arguments of `rules`.
     RulesInput {
         /// Each finding's evidence (basis, columns, regions, window, why, verify, data), the windows, how the
-        /// stakes add up and the rules that found nothing: about 2× the characters.
+        /// stakes add up and the rules that found nothing: about 2.5× the characters.
         #[serde(default)]
         detail: Option<bool>,
         /// One finding whole, by id, on each device it fired on.

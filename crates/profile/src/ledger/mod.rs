@@ -161,6 +161,9 @@ pub struct CommPiece {
     /// A broadcast: one rank's data sent to all, needed only when what it sends has changed.
     #[serde(default)]
     pub broadcast: bool,
+    /// Which collective the kernel runs (by its name), when it names one.
+    #[serde(default)]
+    pub collective: Option<Collective>,
 }
 
 impl CommPiece {
@@ -372,6 +375,9 @@ fn device_ledger(
                 broadcast: kernels.get(k as usize).is_some_and(|x| {
                     Collective::of(p.string(x.short_name)) == Collective::Broadcast
                 }),
+                collective: kernels
+                    .get(k as usize)
+                    .map(|x| Collective::of(p.string(x.short_name))),
             }
         }));
         let saving: i64 = all_chains

@@ -9,6 +9,9 @@ use super::super::Result;
 use super::super::info;
 use super::super::ledger::{Column, DeviceLedger, Group, StepLedger};
 use super::super::memory;
+use super::super::model::Memcpy;
+use super::super::nccl::Collective;
+use super::super::{CorrelationIndex, correlation_index_for};
 use super::registry::{RuleSpec, RuleText, Shown};
 use super::{Ctx, Draft, Stake, ms, per_step};
 use aisp_knowledge::gpus;
@@ -127,12 +130,14 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         let starts: Vec<i64> = d.steps.iter().map(|s| s.start_ns).collect();
         let mut pinned_time = vec![0i64; d.steps.len()];
         let (mut bytes, mut n, mut n_pageable) = (0i64, 0u64, 0u64);
-        for m in cx
+        let mine: Vec<&Memcpy> = cx
             .p()?
             .memcpys()?
             .iter()
             .filter(|m| m.device == d.device && (m.copy_kind == h2d || m.copy_kind == d2h))
-        {
+            .collect();
+        let mut directions = Directions::new(cx, &mine)?;
+        for m in mine {
             let si = starts.partition_point(|&s| s <= m.start);
             let Some(step) = si.checked_sub(1).and_then(|i| d.steps.get(i)) else {
                 continue;
@@ -143,6 +148,7 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             pinned_time[si - 1] += (m.bytes as f64 / rates[&m.copy_kind]) as i64;
             bytes += m.bytes;
             n += 1;
+            directions.add(cx, m, m.copy_kind == h2d);
             if pageable.is_some() && (m.src_kind == pageable || m.dst_kind == pageable) {
                 n_pageable += 1;
             }
@@ -238,15 +244,24 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
             .iter()
             .map(|(k, label)| (*label, rates[k]))
             .collect();
+        let split = directions.per_step(d.steady.steps);
+        evidence.push(format!(
+            "per step by direction: {}",
+            split
+                .iter()
+                .map(DirectionStep::words)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
         let gist = format!(
-            "{n} copies in {} steady steps ({n_pageable} pageable); per step {} exposed ({} of it pageable copies and \
-             staging), {} at pinned bandwidth (H2D {:.1}, D2H {:.1} GB/s)",
-            d.steady.steps,
+            "per step: {}; {n_pageable} of {n} pageable; {} exposed, {} at pinned bandwidth",
+            split
+                .iter()
+                .map(DirectionStep::words)
+                .collect::<Vec<_>>()
+                .join(", "),
             ms(exposed_step),
-            ms(pageable_step),
             ms(pinned_median),
-            gb_per_s["h2d"],
-            gb_per_s["d2h"]
         );
         drafts.push(dr.text(
             title,
@@ -256,11 +271,109 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 "steps": d.steady.steps, "exposed_ns": exposed, "exposed_pct": d.share(exposed), "exposed_per_step_ns": exposed_step,
                 "pageable_ns": pageable_ns, "pageable_per_step_ns": pageable_step,
                 "hidden_copy_ns": d.steady.hidden_copy_ns, "saving_ns": saving, "pinned_median_ns": pinned_median,
-                "pinned_gb_per_s": gb_per_s, "rates": rate_note, "bytes_bound_steps": bytes_bound_steps}),
+                "pinned_gb_per_s": gb_per_s, "rates": rate_note, "bytes_bound_steps": bytes_bound_steps,
+                "by_direction": split}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
     Ok(())
+}
+
+/// A device's steady host copies per direction, with the NVTX region (of the launching thread) holding most of
+/// each direction's bytes: an offload shows as copies down in the forward and up in the backward, an input pipeline
+/// as copies up in a data range.
+struct Directions {
+    /// Copies, bytes, and bytes per region; `[0]` host to device, `[1]` device to host.
+    per: [(u64, i64, BTreeMap<String, i64>); 2],
+    launches: CorrelationIndex,
+}
+
+impl Directions {
+    fn new(cx: &Ctx, copies: &[&Memcpy]) -> Result<Directions> {
+        let p = cx.p()?;
+        let correlation_only = p
+            .tables()
+            .memcpy
+            .as_ref()
+            .is_none_or(|t| !t.has("globalPid"));
+        let launches = correlation_index_for(
+            p.api()?,
+            correlation_only,
+            copies.iter().map(|m| (m.global_pid, m.correlation)),
+        );
+        Ok(Directions {
+            per: Default::default(),
+            launches,
+        })
+    }
+
+    fn add(&mut self, cx: &Ctx, m: &Memcpy, to_device: bool) {
+        let e = &mut self.per[usize::from(!to_device)];
+        e.0 += 1;
+        e.1 += m.bytes;
+        let call = self
+            .launches
+            .find(m.global_pid, m.correlation)
+            .and_then(|i| cx.p().ok()?.api().ok()?.get(i as usize));
+        if let Some(r) = call.and_then(|a| cx.region(a.global_tid, a.start)) {
+            *e.2.entry(r).or_default() += m.bytes;
+        }
+    }
+
+    /// Each direction with copies, per steady step.
+    fn per_step(&self, steps: usize) -> Vec<DirectionStep> {
+        let n = steps.max(1) as f64;
+        self.per
+            .iter()
+            .zip(["H2D", "D2H"])
+            .filter(|((count, _, _), _)| *count > 0)
+            .map(|((count, bytes, regions), direction)| {
+                // The region named only when it holds most of the direction's bytes; a per-iteration range
+                // (`step_*`) encloses whole steps and says no place within one.
+                let region = regions
+                    .iter()
+                    .filter(|(r, _)| !r.ends_with("_*"))
+                    .max_by_key(|(r, b)| (**b, std::cmp::Reverse((*r).clone())))
+                    .filter(|(_, b)| **b * 2 > *bytes)
+                    .map(|(r, _)| r.clone());
+                DirectionStep {
+                    direction,
+                    copies_per_step: (*count as f64 / n * 10.0).round() / 10.0,
+                    mb_per_step: (*bytes as f64 / n / 1e6).round() as i64,
+                    region,
+                }
+            })
+            .collect()
+    }
+}
+
+/// One copy direction of a device's steady window, per step.
+#[derive(serde::Serialize)]
+struct DirectionStep {
+    direction: &'static str,
+    copies_per_step: f64,
+    mb_per_step: i64,
+    /// The NVTX region holding most of its bytes, when one does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    region: Option<String>,
+}
+
+impl DirectionStep {
+    fn words(&self) -> String {
+        let place = self
+            .region
+            .as_ref()
+            .map_or(String::new(), |r| format!(" in NVTX `{r}`"));
+        let noun = if self.copies_per_step == 1.0 {
+            "copy"
+        } else {
+            "copies"
+        };
+        format!(
+            "{} {} {noun} of {} MB{place}",
+            self.direction, self.copies_per_step, self.mb_per_step
+        )
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -492,8 +605,48 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 if split { "transfer" } else { "time" }
             )
         };
+        let kinds = exposed_by_kind(d);
+        if !kinds.is_empty() {
+            evidence.push(format!(
+                "exposed per steady step by collective: {}",
+                kinds
+                    .iter()
+                    .map(KindStep::words)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        // All-gathers that outweigh the rest of the exposed time are not the gradient all-reduce DDP overlaps.
+        let gathers = kinds
+            .iter()
+            .find(|k| k.collective == Collective::AllGather)
+            .map_or(0, |k| k.exposed_per_step_ns);
+        if dr.fix.is_none() && gathers * 2 > per_step(d, exposed_all) {
+            dr.fix = Some(
+                "Most of it is all-gathers, not a gradient all-reduce. Outside FSDP / ZeRO (which gather parameters), \
+                 an all-gather every step usually gathers outputs or metrics (all_gather / all_gather_into_tensor of \
+                 logits, predictions or per-sample losses): reduce them on each rank first and all-reduce the few \
+                 numbers, or gather only when logging. Under FSDP / ZeRO-3, prefetch the next gather \
+                 (forward_prefetch, backward_prefetch) so that it overlaps compute."
+                    .into(),
+            );
+            dr.fix_replaces = true;
+        }
+        // The split by kind says something only where there are several (the evidence names a lone one).
+        let by_kind = match kinds.len() {
+            0 | 1 => String::new(),
+            _ => format!(
+                "; most: {}",
+                kinds
+                    .iter()
+                    .take(2)
+                    .map(KindStep::words)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         let gist = format!(
-            "per steady step: collectives {}, {} of it hidden behind compute, {} exposed{}",
+            "per steady step: collectives {}, {} of it hidden behind compute, {} exposed{}{by_kind}",
             ms(per_step(d, total_comm)),
             ms(per_step(d, hidden)),
             ms(per_step(d, exposed_all)),
@@ -504,8 +657,7 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                     ms(per_step(d, wait_col))
                 )
             } else {
-                " (transfer and waiting for other ranks together: their exports are not given)"
-                    .to_string()
+                " (waiting for other ranks included: their exports are not given)".to_string()
             }
         );
         drafts.push(dr.text(
@@ -517,11 +669,58 @@ fn communication(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
                 "wait_per_step_ns": per_step(d, wait_col),
                 "exposed_ns": exposed, "exposed_pct": d.share(exposed), "hidden_ns": hidden, "total_ns": total_comm,
                 "wait_ns": wait_col, "exposed_all_ns": exposed_all, "exposed_all_pct": d.share(exposed_all),
-                "split": split, "saving_ns": saving, "broadcast_ns": broadcast}),
+                "split": split, "saving_ns": saving, "broadcast_ns": broadcast, "exposed_by_kind": kinds}),
         ));
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
     Ok(())
+}
+
+/// One kind of collective's exposed time in a device's steady window, per step.
+#[derive(serde::Serialize)]
+struct KindStep {
+    collective: Collective,
+    exposed_per_step_ns: i64,
+    launches_per_step: f64,
+}
+
+impl KindStep {
+    fn words(&self) -> String {
+        format!(
+            "{:?} {} ({} launches)",
+            self.collective,
+            ms(self.exposed_per_step_ns),
+            self.launches_per_step
+        )
+    }
+}
+
+/// The exposed time (wait included) of a device's steady collectives per kind, largest first; point-to-point
+/// kernels are the pipeline rule's.
+fn exposed_by_kind(d: &DeviceLedger) -> Vec<KindStep> {
+    let mut m: BTreeMap<Collective, (i64, std::collections::BTreeSet<u32>)> = BTreeMap::new();
+    for c in d.comm.iter().filter(|c| !c.point_to_point) {
+        if d.steps.get(c.step as usize).is_none_or(|s| s.warmup) {
+            continue;
+        }
+        let e = m
+            .entry(c.collective.unwrap_or(Collective::Other))
+            .or_default();
+        e.0 += c.end - c.start;
+        e.1.insert(c.kernel);
+    }
+    let n = d.steady.steps.max(1);
+    let mut v: Vec<KindStep> = m
+        .into_iter()
+        .filter(|(_, (ns, _))| *ns > 0)
+        .map(|(collective, (ns, kernels))| KindStep {
+            collective,
+            exposed_per_step_ns: ns / n as i64,
+            launches_per_step: (kernels.len() as f64 / n as f64 * 10.0).round() / 10.0,
+        })
+        .collect();
+    v.sort_by(|a, b| b.exposed_per_step_ns.cmp(&a.exposed_per_step_ns));
+    v
 }
 
 pub const WAIT: RuleSpec = RuleSpec {
