@@ -719,7 +719,7 @@ fn exposed_by_kind(d: &DeviceLedger) -> Vec<KindStep> {
             launches_per_step: (kernels.len() as f64 / n as f64 * 10.0).round() / 10.0,
         })
         .collect();
-    v.sort_by(|a, b| b.exposed_per_step_ns.cmp(&a.exposed_per_step_ns));
+    v.sort_by_key(|k| std::cmp::Reverse(k.exposed_per_step_ns));
     v
 }
 
