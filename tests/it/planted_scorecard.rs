@@ -176,6 +176,11 @@ fn set_of(name: &str) -> Set {
             manifests: "workloads/planted/heldout12/manifests",
             h200: true,
         },
+        "heldout16" => Set {
+            exports: "planted/heldout16",
+            manifests: "workloads/planted/heldout16/manifests",
+            h200: true,
+        },
         "heldout15" => Set {
             exports: "planted/heldout15",
             manifests: "workloads/planted/heldout15/manifests",
@@ -772,5 +777,24 @@ fn the_fifteenth_held_out_set_keeps_its_first_score() {
         (planted, found, false_findings.len()),
         (5, 4, 0),
         "fifteenth held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
+    );
+}
+
+/// The sixteenth held-out set (2×H200, written by a helper that read no rules, committed before capture, captured
+/// through `aisp profile nsys`; `measured.json` by sqlite3 before any aisp answer was read), scored once (2026-11-29
+/// 01:08 UTC, the rules of de7fc50: this session's copy directions and collective kinds included): 3 of 5, none
+/// false. Found: `ctr_batch`'s embedding table kept in host memory (`exposed_copies` critical 55.2 %),
+/// `intent_finetune`'s 16 micro-batches of 4 sequences (`launch_bound_tiny_kernels` critical 87.38 %), `news_lm`'s
+/// hand-written tensor parallelism (`communication_not_overlapped` high 16.2 % of the median rank's window).
+/// Missed, both "nothing significant": `relevance_mlp`'s weights stored as sparse CSR (cuSPARSE `csrmm_alg2_kernel`,
+/// 99.5 % of the step; no rule judges a library kernel's rate) and `summ_decode`'s `repeat_kv` copies of the
+/// grouped key/value cache (copy kernels 80 % of the step; no rule judges a copy kernel's purpose).
+#[test]
+fn the_sixteenth_held_out_set_keeps_its_first_score() {
+    let (planted, found, false_findings) = scorecard("heldout16");
+    assert_eq!(
+        (planted, found, false_findings.len()),
+        (5, 3, 0),
+        "sixteenth held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
     );
 }
