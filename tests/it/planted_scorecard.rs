@@ -730,6 +730,28 @@ fn the_fourteenth_held_out_set_keeps_its_first_score() {
     );
 }
 
+/// A fix that swaps a sparse product for a dense one compares: heldout16's `relevance_mlp` multiplied its 16 pruned
+/// weight matrices as sparse CSR tensors (cuSPARSE's `csrmm_alg2_kernel`), its fix as dense TF32 GEMMs. Counted as
+/// matrix multiplies, both runs have 18 per step, and the verdict is the step's change (the pair's measurement:
+/// 1363.56 → 6.48 ms). Before cuSPARSE's products counted as matrix multiplies, it was "not comparable: 2 vs 18 GEMM
+/// kernels per step".
+#[test]
+fn a_fix_that_swaps_a_sparse_product_for_a_dense_one_compares() {
+    let before = profile_common::fixture("planted/heldout16/relevance_mlp.sqlite");
+    let after = profile_common::fixture("planted/heldout16/relevance_mlp.fixed.sqlite");
+    let t = aisp::registry::find("aisp_profile_compare").unwrap();
+    let v = t
+        .op
+        .call_json(
+            &OpContext::detached(AppState::for_tests()),
+            json!({"before": before.display().to_string(), "after": after.display().to_string()}),
+        )
+        .unwrap();
+    assert_eq!(v["verdict"], "improved", "{}", v["summary"]);
+    let change = v["step"]["change_pct"].as_f64().unwrap();
+    assert!((-99.6..=-99.4).contains(&change), "{change}");
+}
+
 /// A fix that removes work compares: heldout4's `lora_score` merges its LoRA adapters into the base weights, so the
 /// after run launches 55 of the before run's 155 kernels per step and none of its own. Its steps are the before
 /// run's with the adapters' GEMMs and adds taken out, and the verdict says by how much the step moved (the key,

@@ -372,6 +372,9 @@ pub fn classify(demangled: &str, short: &str, grid: [u32; 3], block: [u32; 3]) -
             "_mm_",
             "bmm",
             "gemv",
+            // cuSPARSE's sparse × dense products: matrix multiplies, whose dense counterpart is a GEMM.
+            "csrmm",
+            "spmm",
             "implicit_convolve",
             "conv2d",
             "convolve",
@@ -686,6 +689,16 @@ mod tests {
             [256, 1, 1],
         );
         assert_eq!(simt.class, KernelClass::GemmSimtFp32);
+    }
+
+    #[test]
+    fn a_sparse_times_dense_product_is_a_matrix_multiply() {
+        let c = cls(
+            "void cusparse::csrmm_alg2_kernel<(bool)0, (bool)1, (bool)0, long, long, long, long, float, float, float, \
+             float>(T4, T4, T5, T4, int, int, cusparse::KernelCoeffs<T11>, int, int, const T4 *, const T7 *)",
+        );
+        assert!(c.class.is_gemm(), "{c:?}");
+        assert_eq!(c.tensor_cores, None);
     }
 
     #[test]
