@@ -740,9 +740,8 @@ fn a_fix_that_swaps_a_sparse_product_for_a_dense_one_compares() {
     let before = profile_common::fixture("planted/heldout16/relevance_mlp.sqlite");
     let after = profile_common::fixture("planted/heldout16/relevance_mlp.fixed.sqlite");
     let t = aisp::registry::find("aisp_profile_compare").unwrap();
-    let v = t
-        .op
-        .call_json(
+    let v =
+        t.op.call_json(
             &OpContext::detached(AppState::for_tests()),
             json!({"before": before.display().to_string(), "after": after.display().to_string()}),
         )
