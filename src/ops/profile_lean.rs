@@ -319,15 +319,21 @@ fn pass_detail(cut: &[String]) -> Option<String> {
 }
 
 /// The one call to make next: the reader of what the top finding is made of, or, with no finding above info, the
-/// ledger (each column of each steady step). One line, not a menu: the answer already holds the step ledger in
-/// short, and each suggested call is one an assistant tends to make.
+/// largest kernels whole (one export) or the ledger per rank (a set). One line, not a menu: each suggested call is
+/// one an assistant tends to make. With nothing found, the answer already holds the step's ledger in short and its
+/// largest kernels a line each; what it lacks is what those kernels are (demangled names, launches), which a rule
+/// could not judge.
 fn next_calls(path: &str, findings: &[Finding], set: bool) -> Vec<String> {
     match findings.iter().find(|f| f.severity > Severity::Info) {
         Some(top) => vec![reader_of(path, top, set)],
+        None if set => vec![format!(
+            "aisp_profile_ledger {}: each steady step, column by column, per rank",
+            path_arg(path)
+        )],
         None => vec![format!(
-            "aisp_profile_ledger {}: each steady step, column by column{}",
-            path_arg(path),
-            if set { ", per rank" } else { "" }
+            "aisp_profile_kernels {{\"path\": {}, \"detail\": true, \"limit\": {DEFAULT_KERNEL_ROWS}}}: the largest \
+             kernels whole (demangled names, launch configuration, duration statistics, class evidence)",
+            serde_json::Value::from(path)
         )],
     }
 }
@@ -1230,6 +1236,17 @@ mod tests {
             assert_eq!(next(id, false), tool, "{id}");
         }
         assert_eq!(next("convolution_fallback", true), "aisp_profile_ranks");
+        // Nothing above info: one export's largest kernels whole (the answer has the ledger in short); a set's
+        // ledger per rank.
+        let quiet = [finding("dominant_kernel", "info", 0, 0.0)];
+        let one = next_calls("p.sqlite", &quiet, false);
+        assert!(
+            one[0].starts_with(
+                r#"aisp_profile_kernels {"path": "p.sqlite", "detail": true, "limit": 8}"#
+            ),
+            "{one:?}"
+        );
+        assert!(next_calls("runs", &quiet, true)[0].starts_with("aisp_profile_ledger"));
     }
 
     /// A detailed answer: how shares add up only where two findings above info share a device; each rule that
