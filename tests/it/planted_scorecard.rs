@@ -751,6 +751,35 @@ fn a_fix_that_swaps_a_sparse_product_for_a_dense_one_compares() {
     assert!((-99.6..=-99.4).contains(&change), "{change}");
 }
 
+/// A fix of something no finding named is not credited to one that did: heldout15's `dit_sample` stopped upcasting
+/// its attention to float32 (`fmha_cutlassF_f32` → cuDNN's bf16 flash kernel), which also dropped 84 elementwise
+/// casts a step. The before run's only finding is an elementwise chain; the summary used to say "the kernels that
+/// changed are those of elementwise_unfused". It now names no finding, and the kernels that moved lead with the
+/// attention kernel.
+#[test]
+fn a_fix_no_finding_named_is_not_credited_to_one_that_did() {
+    let before = profile_common::fixture("planted/heldout15/dit_sample.sqlite");
+    let after = profile_common::fixture("planted/heldout15/dit_sample.fixed.sqlite");
+    let t = aisp::registry::find("aisp_profile_compare").unwrap();
+    let v =
+        t.op.call_json(
+            &OpContext::detached(AppState::for_tests()),
+            json!({"before": before.display().to_string(), "after": after.display().to_string()}),
+        )
+        .unwrap();
+    assert_eq!(v["verdict"], "improved", "{}", v["summary"]);
+    let summary = v["summary"].as_str().unwrap();
+    assert!(
+        !summary.contains("the kernels that changed are those of"),
+        "{summary}"
+    );
+    assert_eq!(
+        v["kernels"][0]["name"], "fmha_cutlassF_f32_aligned_64x64_rf_sm80",
+        "{}",
+        v["kernels"]
+    );
+}
+
 /// A fix that removes work compares: heldout4's `lora_score` merges its LoRA adapters into the base weights, so the
 /// after run launches 55 of the before run's 155 kernels per step and none of its own. Its steps are the before
 /// run's with the adapters' GEMMs and adds taken out, and the verdict says by how much the step moved (the key,
