@@ -361,6 +361,9 @@ fn device_ledger(
             steady_idle.append(&mut a.idle);
         }
         comm.extend(a.comm.iter().map(|&(k, ks, s, e, point_to_point)| {
+            let collective = kernels
+                .get(k as usize)
+                .map(|x| Collective::of(p.string(x.short_name)));
             CommPiece {
                 step: i as u32,
                 kernel: k,
@@ -372,12 +375,8 @@ fn device_ledger(
                     .get(k as usize)
                     .map_or(0, |x| x.blocks().min(u32::MAX as u64) as u32),
                 point_to_point,
-                broadcast: kernels.get(k as usize).is_some_and(|x| {
-                    Collective::of(p.string(x.short_name)) == Collective::Broadcast
-                }),
-                collective: kernels
-                    .get(k as usize)
-                    .map(|x| Collective::of(p.string(x.short_name))),
+                broadcast: collective == Some(Collective::Broadcast),
+                collective,
             }
         }));
         let saving: i64 = all_chains
