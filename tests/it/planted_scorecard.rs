@@ -730,6 +730,20 @@ fn the_fourteenth_held_out_set_keeps_its_first_score() {
     );
 }
 
+/// `aisp_profile_compare` of two fixtures (paths under tests/data), in brief or with `detail`.
+fn compare_fixtures(before: &str, after: &str, detail: bool) -> Value {
+    let (before, after) = (
+        profile_common::fixture(before),
+        profile_common::fixture(after),
+    );
+    let t = aisp::registry::find("aisp_profile_compare").unwrap();
+    t.op.call_json(
+        &OpContext::detached(AppState::for_tests()),
+        json!({"before": before.display().to_string(), "after": after.display().to_string(), "detail": detail}),
+    )
+    .unwrap()
+}
+
 /// A fix that swaps a sparse product for a dense one compares: heldout16's `relevance_mlp` multiplied its 16 pruned
 /// weight matrices as sparse CSR tensors (cuSPARSE's `csrmm_alg2_kernel`), its fix as dense TF32 GEMMs. Counted as
 /// matrix multiplies, both runs have 18 per step, and the verdict is the step's change (the pair's measurement:
@@ -737,15 +751,11 @@ fn the_fourteenth_held_out_set_keeps_its_first_score() {
 /// kernels per step".
 #[test]
 fn a_fix_that_swaps_a_sparse_product_for_a_dense_one_compares() {
-    let before = profile_common::fixture("planted/heldout16/relevance_mlp.sqlite");
-    let after = profile_common::fixture("planted/heldout16/relevance_mlp.fixed.sqlite");
-    let t = aisp::registry::find("aisp_profile_compare").unwrap();
-    let v =
-        t.op.call_json(
-            &OpContext::detached(AppState::for_tests()),
-            json!({"before": before.display().to_string(), "after": after.display().to_string()}),
-        )
-        .unwrap();
+    let v = compare_fixtures(
+        "planted/heldout16/relevance_mlp.sqlite",
+        "planted/heldout16/relevance_mlp.fixed.sqlite",
+        false,
+    );
     assert_eq!(v["verdict"], "improved", "{}", v["summary"]);
     let change = v["step"]["change_pct"].as_f64().unwrap();
     assert!((-99.6..=-99.4).contains(&change), "{change}");
@@ -758,15 +768,11 @@ fn a_fix_that_swaps_a_sparse_product_for_a_dense_one_compares() {
 /// attention kernel.
 #[test]
 fn a_fix_no_finding_named_is_not_credited_to_one_that_did() {
-    let before = profile_common::fixture("planted/heldout15/dit_sample.sqlite");
-    let after = profile_common::fixture("planted/heldout15/dit_sample.fixed.sqlite");
-    let t = aisp::registry::find("aisp_profile_compare").unwrap();
-    let v =
-        t.op.call_json(
-            &OpContext::detached(AppState::for_tests()),
-            json!({"before": before.display().to_string(), "after": after.display().to_string()}),
-        )
-        .unwrap();
+    let v = compare_fixtures(
+        "planted/heldout15/dit_sample.sqlite",
+        "planted/heldout15/dit_sample.fixed.sqlite",
+        false,
+    );
     assert_eq!(v["verdict"], "improved", "{}", v["summary"]);
     let summary = v["summary"].as_str().unwrap();
     assert!(
@@ -787,16 +793,11 @@ fn a_fix_no_finding_named_is_not_credited_to_one_that_did() {
 /// `not_comparable` (`profile_workloads`: fp32 on 4 layers vs bf16 on 8).
 #[test]
 fn a_fix_that_removes_work_compares() {
-    let before = profile_common::fixture("planted/heldout4/lora_score.sqlite");
-    let after = profile_common::fixture("planted/heldout4/lora_score.fixed.sqlite");
-    let t = aisp::registry::find("aisp_profile_compare").unwrap();
-    let v = t
-        .op
-        .call_json(
-            &OpContext::detached(AppState::for_tests()),
-            json!({"before": before.display().to_string(), "after": after.display().to_string(), "detail": true}),
-        )
-        .unwrap();
+    let v = compare_fixtures(
+        "planted/heldout4/lora_score.sqlite",
+        "planted/heldout4/lora_score.fixed.sqlite",
+        true,
+    );
     assert_eq!(v["verdict"], "improved", "{}", v["summary"]);
     let work = &v["comparability"]["work"];
     assert_eq!(work["same"], true);
