@@ -9,7 +9,7 @@ use super::super::Result;
 use super::super::info;
 use super::super::ledger::{Column, DeviceLedger, Group, StepLedger};
 use super::super::memory;
-use super::super::model::Memcpy;
+use super::super::model::{ApiCall, Memcpy};
 use super::super::nccl::Collective;
 use super::super::{CorrelationIndex, correlation_index_for};
 use super::registry::{RuleSpec, RuleText, Shown};
@@ -282,27 +282,31 @@ fn copies(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
 /// A device's steady host copies per direction, with the NVTX region (of the launching thread) holding most of
 /// each direction's bytes: an offload shows as copies down in the forward and up in the backward, an input pipeline
 /// as copies up in a data range.
-struct Directions {
+struct Directions<'a> {
     /// Copies, bytes, and bytes per region; `[0]` host to device, `[1]` device to host.
     per: [(u64, i64, BTreeMap<String, i64>); 2],
+    /// The export's API calls, and the copies' launches among them.
+    api: &'a [ApiCall],
     launches: CorrelationIndex,
 }
 
-impl Directions {
-    fn new(cx: &Ctx, copies: &[&Memcpy]) -> Result<Directions> {
+impl<'a> Directions<'a> {
+    fn new(cx: &Ctx<'a>, copies: &[&Memcpy]) -> Result<Directions<'a>> {
         let p = cx.p()?;
+        let api = p.api()?;
         let correlation_only = p
             .tables()
             .memcpy
             .as_ref()
             .is_none_or(|t| !t.has("globalPid"));
         let launches = correlation_index_for(
-            p.api()?,
+            api,
             correlation_only,
             copies.iter().map(|m| (m.global_pid, m.correlation)),
         );
         Ok(Directions {
             per: Default::default(),
+            api,
             launches,
         })
     }
@@ -314,7 +318,7 @@ impl Directions {
         let call = self
             .launches
             .find(m.global_pid, m.correlation)
-            .and_then(|i| cx.p().ok()?.api().ok()?.get(i as usize));
+            .and_then(|i| self.api.get(i as usize));
         if let Some(r) = call.and_then(|a| cx.region(a.global_tid, a.start)) {
             *e.2.entry(r).or_default() += m.bytes;
         }
