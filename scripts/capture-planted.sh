@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
 # capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200;
-# SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14, SET=heldout15, SET=heldout16: 2 H200s), in two
-# phases that each end inside 540 s of wall time.
+# SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14, SET=heldout15, SET=heldout16, SET=heldout17: 2 H200s), in
+# two phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
 #   scripts/capture-planted.sh CARRY single     all one-GPU cases, four at a time, one per GPU
@@ -190,6 +190,22 @@
 #       command="SET=heldout16 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
 #   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout16 bash scripts/capture-planted.sh CARRY multi")    # news_lm, torchrun --nproc_per_node=2, ~1-1.5 min
+#
+# The seventeenth held-out set (workloads/planted/heldout17: 5 one-GPU captures, one of them a before/after pair, and one
+# 2-rank case) is made for 2 H200s like the eleventh to sixteenth: all three phases, with SET=heldout17 on kind
+# nvidia-h200-x2 (flow_surrogate's planted run computes its FFTs on a prime 421 x 421 grid, ~20-90 ms a step, ~6-10 GB of
+# GPU memory; query_embed captures and instantiates a CUDA graph in every request; photo_tagger forks 4 DataLoader
+# workers every step (~0.07-0.35 s a step, a few batches of 3.1 MB in /dev/shm); policy_learner forks 2 actor processes
+# before CUDA starts and reads ~29 MB rollouts through a pipe every update; the three share the host-heavy slot;
+# support_lm runs DDP over a Gloo process group on both GPUs, its gradient all-reduce on the CPUs over TCP, ~0.05-0.2 s
+# a step, ~15 GB of GPU memory per rank):
+#
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout17 bash scripts/capture-planted.sh CARRY smoke")    # 6 programs, no profiler, ~2-3 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout17 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
+#   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout17 bash scripts/capture-planted.sh CARRY multi")    # support_lm, torchrun --nproc_per_node=2, ~1-1.5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
