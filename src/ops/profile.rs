@@ -1207,7 +1207,7 @@ impl Operation for Rules {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
         summary: "Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance.",
-        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, what would then limit it, the measured numbers it rests on in one line (gist) and the fix; each device's step in short; next names the call to make next. Under a second; seconds on 1 GB.",
+        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, what would then limit it, its numbers in one line (gist) and the fix; the step in short (split, columns, kernels, NVTX ranges); the next call. Under a second; seconds on 1 GB.",
         positional: &["path"],
         intents: &[
             "why is my training slow",

@@ -36,6 +36,12 @@ pub const LEAN_MAX: usize = 4_500;
 /// Findings above `info` listed in a default `aisp_profile_rules` answer; the rest are counted in `left_out`.
 pub const DEFAULT_FINDINGS: usize = 8;
 
+/// Kernels a default rules answer lists per step, a line each (`detail` gives the summary's all, as fields).
+pub const STEP_KERNEL_LINES: usize = 5;
+
+/// Lines of evidence the top finding keeps in a default rules answer (the others keep none).
+pub const TOP_EVIDENCE_LINES: usize = 3;
+
 /// Findings above `info` listed in brief in a default `aisp_profile_ranks` answer: its set's parts (the
 /// stragglers, the residual) share the budget; the rest are named in `left_out`.
 pub const DEFAULT_SET_FINDINGS: usize = 3;
@@ -114,24 +120,67 @@ pub struct StepInShort {
     /// calls a step, share of the step, ledger class and precision.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_kernels: Vec<String>,
+    /// By default, the NVTX ranges inside the steady steps with the most kernel time, a line each: name,
+    /// occurrences a step, host time each, kernel time a step and its share of the step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_regions: Vec<String>,
+    /// By default, the busy split in one line (`groups_pct` with `detail`): the groups above zero, largest first.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub split: String,
+    /// By default, the largest ledger columns in one line (`top_columns` with `detail`), largest first.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub columns: String,
 }
 
 impl StepInShort {
-    /// The summary with its kernels as fields (`detail`).
-    fn whole(step: LedgerSummary) -> Self {
+    /// The summary with its kernels as fields (`detail`); its NVTX ranges a line each still (their fields are
+    /// the line's figures).
+    fn whole(mut step: LedgerSummary) -> Self {
+        let step_regions = std::mem::take(&mut step.top_regions)
+            .iter()
+            .map(|r| r.line())
+            .collect();
         StepInShort {
             step,
             step_kernels: Vec::new(),
+            step_regions,
+            split: String::new(),
+            columns: String::new(),
         }
     }
 
-    /// The summary with its kernels a line each.
+    /// The summary with its kernels, ranges, split and columns a line each: an object or a map takes a line per
+    /// field where a client indents its JSON.
     fn in_lines(mut step: LedgerSummary) -> Self {
         let step_kernels = std::mem::take(&mut step.top_kernels)
             .iter()
+            .take(STEP_KERNEL_LINES)
             .map(|k| k.line())
             .collect();
-        StepInShort { step, step_kernels }
+        let step_regions = std::mem::take(&mut step.top_regions)
+            .iter()
+            .map(|r| r.line())
+            .collect();
+        let mut groups: Vec<(String, f64)> = std::mem::take(&mut step.groups_pct)
+            .into_iter()
+            .filter(|(_, v)| *v > 0.0)
+            .collect();
+        groups.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+        let percent = |v: &[(String, f64)]| {
+            v.iter()
+                .map(|(k, v)| format!("{k} {v} %"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let split = percent(&groups);
+        let columns = percent(&std::mem::take(&mut step.top_columns));
+        StepInShort {
+            step,
+            step_kernels,
+            step_regions,
+            split,
+            columns,
+        }
     }
 }
 
@@ -226,6 +275,8 @@ pub struct LeanFindings {
     /// Findings above info past the first `cap`, by id, device, severity and share.
     pub past_cap: Vec<String>,
     pub cap: usize,
+    /// Lines of evidence the top finding kept (0: none, as the others).
+    pub top_evidence: usize,
 }
 
 /// `id (device d, s %)`, or `id (s %)` for a finding of no one device; with its severity after the share when
@@ -258,6 +309,7 @@ pub fn lean_findings(all: Vec<Finding>, cap: usize) -> LeanFindings {
         minor: Vec::new(),
         past_cap: Vec::new(),
         cap,
+        top_evidence: 0,
     };
     for f in all {
         if f.severity == Severity::Info {
@@ -299,8 +351,12 @@ impl LeanFindings {
         }
         let mut cut = Vec::new();
         if !self.findings.is_empty() || !self.minor.is_empty() {
+            let evidence = match self.top_evidence {
+                0 => "each finding's evidence".to_string(),
+                n => format!("each finding's evidence (the top one's past its first {n} lines)"),
+            };
             cut.push(format!(
-                "each finding's evidence, why, verify, regions and data{}",
+                "{evidence}, why, verify, regions and data{}",
                 if self.minor.is_empty() {
                     String::new()
                 } else {
@@ -318,14 +374,25 @@ fn pass_detail(cut: &[String]) -> Option<String> {
     (!cut.is_empty()).then(|| format!("{}: pass \"detail\": true", cut.join("; ")))
 }
 
-/// The one call to make next: the reader of what the top finding is made of, or, with no finding above info, the
-/// largest kernels whole (one export) or the ledger per rank (a set). One line, not a menu: each suggested call is
-/// one an assistant tends to make. With nothing found, the answer already holds the step's ledger in short and its
-/// largest kernels a line each; what it lacks is what those kernels are (demangled names, launches), which a rule
-/// could not judge.
+/// The one call to make next. With a finding above info, the answer holds the diagnosis (the top finding with its
+/// first lines of evidence, its fix and predicted step), so what comes next is the fix and then the comparison of
+/// the run after it with this one: the call that says whether the fix worked, as predicted. The rows the top
+/// finding's stake is made of are one call away ([`more_of_top`], in `left_out`). With no finding above info, the
+/// largest kernels whole (one export) or the ledger per rank (a set): the answer already holds the step's ledger in
+/// short and its largest kernels a line each; what it lacks is what those kernels are (demangled names, launches),
+/// which a rule could not judge. One line, not a menu: each suggested call is one an assistant tends to make.
 fn next_calls(path: &str, findings: &[Finding], set: bool) -> Vec<String> {
     match findings.iter().find(|f| f.severity > Severity::Info) {
-        Some(top) => vec![reader_of(path, top, set)],
+        Some(_) => vec![format!(
+            "aisp_profile_compare {{\"before\": {}, \"after\": \"<the {} captured once the fix is in>\"}}: \
+             whether the fix worked, predicted vs measured step",
+            serde_json::Value::from(path),
+            if set {
+                "folder of per-rank exports"
+            } else {
+                "export"
+            }
+        )],
         None if set => vec![format!(
             "aisp_profile_ledger {}: each steady step, column by column, per rank",
             path_arg(path)
@@ -336,6 +403,16 @@ fn next_calls(path: &str, findings: &[Finding], set: bool) -> Vec<String> {
             serde_json::Value::from(path)
         )],
     }
+}
+
+/// The `left_out` line that names the call showing the top finding's stake row by row.
+fn more_of_top(path: &str, findings: &[Finding], set: bool) -> Option<String> {
+    let top = findings.iter().find(|f| f.severity > Severity::Info)?;
+    let reader = reader_of(path, top, set);
+    let call = reader
+        .split_once("}: ")
+        .map_or(reader.as_str(), |(call, _)| call);
+    Some(format!("the rows of `{}`: {call}}}", top.id))
 }
 
 /// The call that shows what a finding is made of: the answer its rule's `shown_in` names (for a set, the set's
@@ -375,14 +452,16 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
 /// ([`crate::answer_cap::Shed`]), in order: findings under 1 %, each finding's `data` (the numbers its evidence
 /// states, as fields), its rule's standing `why` and `verify`, its window (the device's, in `windows`), its ledger
 /// column names, the rules that found nothing, the windows (each device's is in its ledger's steps), how shares
-/// add up, and its NVTX regions (the top one is named in its evidence); then the low findings' evidence, basis and
-/// fix, every finding's evidence past its first line, the medium findings' evidence and basis, each device's kernels
-/// past its first four, then the rest of them, the other devices' steps (the top finding's comes first), the low
-/// findings' gist, what would limit the step and the step now and after (title, share and stake stay), and the low findings themselves (`ranked` names every finding in a line), and each device's
-/// largest ledger columns (its busy split stays). Every finding at medium or above keeps its stake, predicted
-/// step, gist and fix before any finding is cut; those above medium keep their basis and first line of evidence
-/// too: a cut list of findings hides a problem, a shed field only its wording. `finding` brings any one finding back
-/// whole. (A title is never shed: the output schema requires it.)
+/// add up, and its NVTX regions (the top one is named in its evidence); a detailed answer's kernels as fields past
+/// the first four; then the low findings' evidence, basis and fix, each device's kernel lines past the first four
+/// and NVTX range lines past the first two, every finding's evidence past its first line, the medium findings'
+/// evidence and basis, the rest of the NVTX ranges and kernel lines, the other devices' steps (the top finding's
+/// comes first), the low findings' gist, what would limit the step and the step now and after (title, share and
+/// stake stay), and the low findings themselves (`ranked` names every finding in a line), and each device's largest
+/// ledger columns (its busy split stays). Every finding at medium or above keeps its stake, predicted step, gist and
+/// fix before any finding is cut; those above medium keep their basis and first line of evidence too: a cut list of
+/// findings hides a problem, a shed field only its wording. `finding` brings any one finding back whole. (A title
+/// is never shed: the output schema requires it.)
 pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "findings[severity=info]",
     "findings[].data",
@@ -394,20 +473,25 @@ pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "windows",
     "overlaps",
     "findings[].regions",
+    "ledger[].top_kernels[:4]",
     "findings[severity=low].evidence",
     "findings[severity=low].basis",
     "findings[severity=low].fix",
+    "ledger[].step_kernels[:3]",
+    "ledger[].step_regions[:2]",
     "findings[].evidence[:1]",
     "findings[severity=medium].evidence",
     "findings[severity=medium].basis",
-    "ledger[].step_kernels[:4]",
+    "ledger[].step_regions",
     "ledger[].step_kernels",
+    "ledger[].top_kernels",
     "ledger[:1]",
     "findings[severity=low].gist",
     "findings[severity=low].then_limited_by",
     "findings[severity=low].predicted_step_ns",
     "findings[severity=low].step_ns",
     "findings[severity=low]",
+    "ledger[].columns",
     "ledger[].top_columns",
 ];
 
@@ -536,6 +620,7 @@ pub fn rules_view(
             all - view.lead.findings.len()
         ));
         view.lead.next = next_calls(path, &view.lead.findings, set);
+        left_out.extend(more_of_top(path, &view.lead.findings, set));
         return Ok((view, left_out));
     }
     if detail == Detail::All {
@@ -593,13 +678,58 @@ pub fn rules_view(
         view.ledger = ledger.into_iter().map(StepInShort::whole).collect();
         (view.windows, view.overlaps, view.checked) = (windows, overlaps, checked);
     } else {
-        let lean = lean_findings(findings, DEFAULT_FINDINGS);
+        // The top finding keeps its first lines of evidence: what an assistant would otherwise call a reader for.
+        let top_evidence = findings
+            .iter()
+            .find(|f| f.severity > Severity::Info)
+            .map(|f| {
+                (
+                    f.id.clone(),
+                    f.device,
+                    f.evidence
+                        .iter()
+                        .take(TOP_EVIDENCE_LINES)
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                )
+            });
+        let mut lean = lean_findings(findings, DEFAULT_FINDINGS);
+        if let Some((id, device, evidence)) = top_evidence
+            && let Some(f) = lean
+                .findings
+                .iter_mut()
+                .find(|f| f.id == id && f.device == device)
+        {
+            f.evidence = evidence;
+            lean.top_evidence = TOP_EVIDENCE_LINES;
+        }
+        // A low finding (under 3 % of the step) past the first is named with its share in `ranked`; whole, its
+        // generic fix would be most of the answer.
+        let low: Vec<String> = lean
+            .findings
+            .iter()
+            .skip(1)
+            .filter(|f| f.severity == Severity::Low)
+            .map(|f| f.id.clone())
+            .collect();
+        if !low.is_empty() {
+            let first = lean.findings.remove(0);
+            lean.findings.retain(|f| f.severity != Severity::Low);
+            lean.findings.insert(0, first);
+            left_out.push(format!(
+                "the low finding(s) {} (each named with its share in `ranked`): pass \"finding\": its id",
+                low.join(", ")
+            ));
+        }
         // The step in short stays (the period, how steps were found, the busy split, the largest columns: what a
         // finding's share is of) with the kernels the step runs: on several devices, only the top finding's
         // device's (the critical path of a set), since what sets devices apart is in the findings and the other
         // devices' kernels are one argument away.
         let mut cut = Vec::new();
         let devices = ledger.len();
+        let more_kernels = ledger
+            .iter()
+            .any(|s| s.top_kernels.len() > STEP_KERNEL_LINES);
         view.ledger = ledger
             .into_iter()
             .take(DEFAULT_LEDGER_ROWS)
@@ -617,13 +747,14 @@ pub fn rules_view(
                 .unwrap_or(0);
             let mut others = false;
             for (i, s) in view.ledger.iter_mut().enumerate() {
-                if i != shown && !s.step_kernels.is_empty() {
+                if i != shown && !(s.step_kernels.is_empty() && s.step_regions.is_empty()) {
                     s.step_kernels.clear();
+                    s.step_regions.clear();
                     others = true;
                 }
             }
             if others {
-                cut.push("the other devices' largest kernels per step".to_string());
+                cut.push("the other devices' largest kernels and NVTX ranges per step".to_string());
             }
             // The top finding's device first: under the size cap the other devices' steps go before a finding does.
             let top_row = view.ledger.remove(shown);
@@ -633,6 +764,12 @@ pub fn rules_view(
             cut.push(format!(
                 "the step ledger in short of {} more device(s) or rank(s)",
                 devices - view.ledger.len()
+            ));
+        }
+        if more_kernels {
+            cut.push(format!(
+                "the step's kernels past the first {STEP_KERNEL_LINES} (up to {})",
+                aisp_profile::rules::STEP_KERNELS
             ));
         }
         cut.push("the windows, overlaps and rule checks".into());
@@ -646,6 +783,7 @@ pub fn rules_view(
         (view.lead.findings, view.lead.minor) = (lean.findings, lean.minor);
     }
     view.lead.next = next_calls(path, &view.lead.findings, set);
+    left_out.extend(more_of_top(path, &view.lead.findings, set));
     Ok((view, left_out))
 }
 
@@ -1236,6 +1374,22 @@ mod tests {
             assert_eq!(next(id, false), tool, "{id}");
         }
         assert_eq!(next("convolution_fallback", true), "aisp_profile_ranks");
+        // A finding above info: the answer holds the diagnosis, so the call named next is the comparison with the
+        // run after the fix; the reader of its rows is named in `left_out`.
+        let top = [finding("exposed_copies", "high", 0, 20.0)];
+        let after = next_calls("p.sqlite", &top, false);
+        assert!(
+            after[0].starts_with(
+                r#"aisp_profile_compare {"before": "p.sqlite", "after": "<the export"#
+            ),
+            "{after:?}"
+        );
+        assert!(
+            more_of_top("p.sqlite", &top, false)
+                .unwrap()
+                .contains(r#"aisp_profile_memory {"path": "p.sqlite"}"#)
+        );
+        assert!(next_calls("runs", &top, true)[0].contains("folder of per-rank exports"));
         // Nothing above info: one export's largest kernels whole (the answer has the ledger in short); a set's
         // ledger per rank.
         let quiet = [finding("dominant_kernel", "info", 0, 0.0)];
@@ -1284,7 +1438,7 @@ mod tests {
                 check("y", "not_applicable"),
             ],
         };
-        let (view, _) = rules_view(rules, "p.sqlite", Detail::All, false).unwrap();
+        let (view, left_out) = rules_view(rules, "p.sqlite", Detail::All, false).unwrap();
         assert_eq!(
             view.overlaps.iter().map(|o| o.device).collect::<Vec<_>>(),
             vec![0]
@@ -1296,9 +1450,15 @@ mod tests {
         );
         assert_eq!(view.lead.next.len(), 1);
         assert!(
-            view.lead.next[0].starts_with("aisp_profile_gaps"),
+            view.lead.next[0].starts_with("aisp_profile_compare"),
             "{:?}",
             view.lead.next
+        );
+        assert!(
+            left_out
+                .iter()
+                .any(|l| l.starts_with("the rows of `a`: aisp_profile_gaps")),
+            "{left_out:?}"
         );
     }
 

@@ -497,9 +497,12 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
         }
         let mut out = analyse_set(ctx, &input)?;
         // A set's answer is about its ranks (alignment, stragglers, collectives); the kernels a rank's step runs
-        // are the rules answer's, for the rank on the critical path.
+        // and the NVTX ranges it holds are the rules answer's, for the rank on the critical path.
         if let Some(set) = out.set.as_mut() {
-            set.ledger.iter_mut().for_each(|s| s.top_kernels.clear());
+            set.ledger.iter_mut().for_each(|s| {
+                s.top_kernels.clear();
+                s.top_regions.clear();
+            });
         }
         out.lead.next = ranks_next(&out);
         out.collectives = out

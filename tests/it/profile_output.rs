@@ -26,12 +26,13 @@ const ALLOWANCES: &[(&str, usize, &str)] = &[
     // several ranks each get their own section.
     ("trace_", 8_000, "Kineto kernel names are whole signatures"),
     // Each finding carries one line of the numbers its stake rests on and each device its step in short (what an
-    // assistant otherwise asked `detail` for), the top finding's device its largest kernels a line each (what it
-    // otherwise asked the kernel table for): ddp's two devices hold five findings above info. Over MCP the answer
-    // cap holds it to 4,500 (the kernels past the fourth go first).
+    // assistant otherwise asked `detail` for), the top finding's device its largest kernels and NVTX ranges a line
+    // each (what it otherwise asked the kernel and NVTX tables for) and the top finding its first lines of evidence
+    // (what it asked a reader for): ddp's two devices hold five findings above info. Over MCP the answer cap holds
+    // it to 4,500 (the kernels past the fourth go first).
     (
         "rules_",
-        7_000,
+        8_500,
         "each finding's gist, each device's step in short and the top device's kernels",
     ),
 ];
@@ -302,8 +303,10 @@ fn a_first_look_chain_on_one_profile_stays_lean() {
         })
         .sum();
     // It was ~57,000 characters before defaults were first trimmed, ~38,000 before they led with the
-    // verdict and left the rest behind `detail`.
-    assert!(total < 16_000, "the chain returns {total} characters");
+    // verdict and left the rest behind `detail`, under 16,000 before the rules answer held the top finding's first
+    // lines of evidence and the step's NVTX ranges (what the chain's gaps and nvtx calls are made for: ~900
+    // characters more in `rules`, so that an assistant needs neither).
+    assert!(total < 17_500, "the chain returns {total} characters");
 }
 
 #[test]

@@ -142,6 +142,9 @@ pub struct RankLedger {
     /// The kernels with the most time per steady step (the rules' step summary of the rank).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_kernels: Vec<rules::StepKernel>,
+    /// The NVTX ranges with the most time per steady step (the rules' step summary of the rank).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_regions: Vec<rules::StepRegion>,
 }
 
 impl RankDigest {
@@ -388,11 +391,11 @@ fn rank_ledger(
         return Ok(None);
     };
     let rules = rules::run_on(p, &l)?;
-    let step_kernels = rules
+    let (step_kernels, step_regions) = rules
         .ledger
         .into_iter()
         .find(|s| s.device == device)
-        .map(|s| s.top_kernels)
+        .map(|s| (s.top_kernels, s.top_regions))
         .unwrap_or_default();
     let mut dl = l.devices.swap_remove(i);
     let comm = std::mem::take(&mut dl.comm);
@@ -401,6 +404,7 @@ fn rank_ledger(
         comm,
         findings: rules.findings,
         step_kernels,
+        step_regions,
     }))
 }
 

@@ -466,6 +466,7 @@ pub fn summaries(digests: &[RankDigest]) -> Vec<LedgerSummary> {
                 let mut s = rules::summary(&l.ledger);
                 s.rank = Some(d.identity.rank);
                 s.top_kernels = l.step_kernels.clone();
+                s.top_regions = l.step_regions.clone();
                 s
             })
         })

@@ -34,11 +34,13 @@ mod repeats;
 mod scaler;
 mod slow_paths;
 mod step_kernels;
+mod step_regions;
 mod steps;
 mod transfer;
 mod tuning;
 
 pub use step_kernels::{STEP_KERNELS, StepKernel};
+pub use step_regions::{STEP_REGIONS, StepRegion};
 
 use std::collections::BTreeMap;
 
@@ -221,8 +223,10 @@ pub struct LedgerSummary {
     /// Median steady step period on the GPU timeline.
     pub step_ns: i64,
     /// Share of the steady window per group: compute, communication, copy, idle (sums to 100 up to rounding).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub groups_pct: BTreeMap<String, f64>,
-    /// The largest ledger columns, share of the steady window (at most 4), largest first.
+    /// The largest ledger columns, share of the steady window, largest first: the first 4, and up to
+    /// [`TOP_COLUMNS`] those of 0.5 % or more.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "ordered_map")]
     #[schemars(with = "BTreeMap<String, f64>")]
     pub top_columns: Vec<(String, f64)>,
@@ -230,6 +234,12 @@ pub struct LedgerSummary {
     /// rank's digest).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub top_kernels: Vec<StepKernel>,
+    /// The NVTX ranges inside the steady steps with the most time, per steady step (read beside the export; none
+    /// without ranges there). Answers give them a line each ([`StepRegion::line`]), never as fields: kept out of
+    /// the output schemas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(skip)]
+    pub top_regions: Vec<StepRegion>,
 }
 
 /// `[(key, value)]` as a JSON object in that order (`{"gemm_tensor_core": 61.2, ...}`): a line per entry where a
@@ -602,6 +612,9 @@ pub(crate) fn per_step(d: &DeviceLedger, ns: i64) -> i64 {
     ns / d.steady.steps.max(1) as i64
 }
 
+/// Ledger columns a device's step summary lists at most.
+pub const TOP_COLUMNS: usize = 8;
+
 /// A device's ledger in short.
 pub fn summary(d: &DeviceLedger) -> LedgerSummary {
     let st = &d.steady;
@@ -635,10 +648,13 @@ pub fn summary(d: &DeviceLedger) -> LedgerSummary {
         groups_pct,
         top_columns: cols
             .into_iter()
-            .take(4)
             .map(|(c, v)| (c.as_str().to_string(), d.share(v)))
+            .enumerate()
+            .take_while(|(i, (_, share))| *i < 4 || (*i < TOP_COLUMNS && *share >= 0.5))
+            .map(|(_, c)| c)
             .collect(),
         top_kernels: Vec::new(),
+        top_regions: Vec::new(),
     }
 }
 
@@ -699,6 +715,7 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
         .map(|d| {
             let mut s = summary(d);
             s.top_kernels = step_kernels::step_kernels(p, d, STEP_KERNELS)?;
+            s.top_regions = step_regions::step_regions(p, d, STEP_REGIONS)?;
             Ok(s)
         })
         .collect::<Result<_>>()?;
@@ -791,17 +808,26 @@ fn verdict(findings: &[Finding], summaries: &[LedgerSummary]) -> String {
             }
         ),
         _ => {
+            // With no finding, what the step is made of is the answer: its largest column and the kernel that
+            // leads it, so that a step spent in one library kernel no rule knows reads as that, not as nothing.
             let top = summaries
                 .iter()
                 .filter_map(|s| {
-                    s.top_columns
+                    let column = s.top_columns.first()?;
+                    let kernel = s
+                        .top_kernels
                         .first()
-                        .map(|c| format!("device {}: {} {}%", s.device, c.0, c.1))
+                        .map(|k| format!(", led by `{}` {} %", k.name, k.share_pct))
+                        .unwrap_or_default();
+                    Some(format!(
+                        "device {}: {} {}%{kernel}",
+                        s.device, column.0, column.1
+                    ))
                 })
                 .collect::<Vec<_>>()
-                .join(", ");
+                .join("; ");
             format!(
-                "nothing significant: no fix would save 1% of a steady step (largest ledger column: {})",
+                "nothing significant: no fix a rule knows would save 1% of a steady step (largest ledger column: {})",
                 if top.is_empty() { "none".into() } else { top }
             )
         }

@@ -464,8 +464,12 @@ fn the_summary_says_where_the_after_run_step_goes_as_its_ledger_does() {
         .collect();
     assert!(split.contains(&columns.join(", ")), "{split}");
     let median = c.after.step_median_ns as f64 / 1e6;
+    // Then the kernels the step spends most in, the first as the after run's own step summary names it.
     assert!(
-        split.ends_with(&format!("(median step {median:.2} ms)")),
+        split.contains(&format!(
+            "(median step {median:.2} ms); led by `{}` ",
+            s.top_kernels[0].name
+        )),
         "{split}"
     );
     // What is left after: the first finding above info with the numbers it rests on, as the after run's rules give.

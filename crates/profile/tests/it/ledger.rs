@@ -250,3 +250,47 @@ fn the_steady_groups_match_an_independent_sql_computation() {
         assert_eq!(got, groups, "{name} device {dev}");
     }
 }
+
+/// The NVTX ranges a step summary lists (train_good: `data`, `forward`, `backward`, `optimizer` once a step) and
+/// their kernel time, against SQL: the kernels whose launch call (joined by correlationId in the same process) lies
+/// inside a range of that name opened in the steady steps (step_1 onward; step_0 is the warm-up), over the 39
+/// steady steps.
+#[test]
+fn the_step_summary_names_each_nvtx_range_once_a_step_with_its_kernels_time_as_sql_finds_it() {
+    let p = profile_common::open("train_good.sqlite");
+    let r = aisp_profile::rules::run(&p, &p.resolve(&Scope::default()).unwrap()).unwrap();
+    let s = &r.ledger[0];
+    assert_eq!(s.steady_steps, 39);
+    let mut names: Vec<&str> = s.top_regions.iter().map(|x| x.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["backward", "data", "forward", "optimizer"]);
+    let c = rusqlite::Connection::open_with_flags(
+        profile_common::fixture("train_good.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    for region in &s.top_regions {
+        assert_eq!(region.per_step, 1.0, "{}", region.name);
+        let kernel_ns: i64 = c
+            .query_row(
+                "SELECT COALESCE(SUM(k.end - k.start), 0) FROM NVTX_EVENTS n
+                 JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+                   ON r.globalTid / 16777216 = n.globalTid / 16777216 AND r.start >= n.start AND r.end <= n.end
+                 JOIN CUPTI_ACTIVITY_KIND_KERNEL k
+                   ON k.correlationId = r.correlationId AND k.globalPid / 16777216 = r.globalTid / 16777216
+                 WHERE n.eventType = 59 AND n.text = ?1
+                   AND n.start >= (SELECT start FROM NVTX_EVENTS WHERE text = 'step_1')",
+                [&region.name],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            region.kernel_ns_per_step,
+            (kernel_ns as f64 / 39.0).round() as i64,
+            "{}",
+            region.name
+        );
+        // `data` launches nothing; the others do.
+        assert_eq!(kernel_ns == 0, region.name == "data", "{}", region.name);
+    }
+}
