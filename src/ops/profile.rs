@@ -1191,8 +1191,8 @@ pub struct Rules;
 scoped_input! {
     /// Arguments of `rules`.
     RulesInput {
-        /// Each finding's evidence (basis, columns, regions, window, why, verify, data), the windows, how the
-        /// stakes add up and the rules that found nothing: about 2.5× the characters.
+        /// Every finding's evidence, basis, why, verify and data, the windows, how stakes add up and the rules
+        /// that found nothing: about 2.5× the characters.
         #[serde(default)]
         detail: Option<bool>,
         /// One finding whole, by id, on each device it fired on.
@@ -1207,7 +1207,7 @@ impl Operation for Rules {
     const SPEC: &'static OpSpec = &OpSpec {
         title: "Profile findings (expert rules)",
         summary: "Findings in the style of nsys analyze, each rated by the GPU time per device a fix would save: starvation, host-bound steps, syncs, copies, launch storms, allocator churn, fp32 GEMMs, exposed NCCL, variance.",
-        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, what would then limit it, its numbers in one line (gist) and the fix; the step in short (split, columns, kernels, NVTX ranges); the next call. Under a second; seconds on 1 GB.",
+        description: "Start here with a profile (an export, or a folder of per-rank exports): the verdict, then findings ranked by the GPU time per device a fix would save, each with share of the steady window (severity <1 % info, 1 low, 5 medium, 15 high, 40 critical), the step now and predicted after the fix, its numbers (gist) and the fix; the step in short (split, columns, kernels, NVTX ranges, host calls); the next call. Under a second.",
         positional: &["path"],
         intents: &[
             "why is my training slow",

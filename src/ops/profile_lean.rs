@@ -39,6 +39,9 @@ pub const DEFAULT_FINDINGS: usize = 8;
 /// Kernels a default rules answer lists per step, a line each (`detail` gives the summary's all, as fields).
 pub const STEP_KERNEL_LINES: usize = 5;
 
+/// The device's idle share of the step (%) from which a default rules answer lists the host's calls per step.
+pub const HOST_CALLS_IDLE_PCT: f64 = 10.0;
+
 /// Lines of evidence the top finding keeps in a default rules answer (the others keep none).
 pub const TOP_EVIDENCE_LINES: usize = 3;
 
@@ -124,6 +127,11 @@ pub struct StepInShort {
     /// occurrences a step, host time each, kernel time a step and its share of the step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_regions: Vec<String>,
+    /// The host calls of the thread that launches the step's kernels with the most time, a line each: name (OS
+    /// runtime calls marked), calls a step, time a step and its share. By default only where the device idles at
+    /// least [`HOST_CALLS_IDLE_PCT`] % of the step (else the host's calls are off the critical path).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_calls: Vec<String>,
     /// By default, the busy split in one line (`groups_pct` with `detail`): the groups above zero, largest first.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub split: String,
@@ -140,10 +148,15 @@ impl StepInShort {
             .iter()
             .map(|r| r.line())
             .collect();
+        let step_calls = std::mem::take(&mut step.top_calls)
+            .iter()
+            .map(|c| c.line())
+            .collect();
         StepInShort {
             step,
             step_kernels: Vec::new(),
             step_regions,
+            step_calls,
             split: String::new(),
             columns: String::new(),
         }
@@ -160,6 +173,12 @@ impl StepInShort {
         let step_regions = std::mem::take(&mut step.top_regions)
             .iter()
             .map(|r| r.line())
+            .collect();
+        let idle = step.groups_pct.get("idle").copied().unwrap_or(0.0);
+        let step_calls = std::mem::take(&mut step.top_calls)
+            .iter()
+            .filter(|_| idle >= HOST_CALLS_IDLE_PCT)
+            .map(|c| c.line())
             .collect();
         let mut groups: Vec<(String, f64)> = std::mem::take(&mut step.groups_pct)
             .into_iter()
@@ -178,6 +197,7 @@ impl StepInShort {
             step,
             step_kernels,
             step_regions,
+            step_calls,
             split,
             columns,
         }
@@ -453,9 +473,10 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
 /// states, as fields), its rule's standing `why` and `verify`, its window (the device's, in `windows`), its ledger
 /// column names, the rules that found nothing, the windows (each device's is in its ledger's steps), how shares
 /// add up, and its NVTX regions (the top one is named in its evidence); a detailed answer's kernels as fields past
-/// the first four; then the low findings' evidence, basis and fix, each device's kernel lines past the first four
-/// and NVTX range lines past the first two, every finding's evidence past its first line, the medium findings'
-/// evidence and basis, the rest of the NVTX ranges and kernel lines, the other devices' steps (the top finding's
+/// the first four; then the low findings' evidence, basis and fix, each device's kernel lines past the first three,
+/// NVTX range lines past the first two and host call lines past the first three, every finding's evidence past its
+/// first line, the medium findings' evidence and basis, the rest of the NVTX ranges, host calls and kernel lines, the
+/// other devices' steps (the top finding's
 /// comes first), the low findings' gist, what would limit the step and the step now and after (title, share and
 /// stake stay), and the low findings themselves (`ranked` names every finding in a line), and each device's largest
 /// ledger columns (its busy split stays). Every finding at medium or above keeps its stake, predicted step, gist and
@@ -479,10 +500,12 @@ pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "findings[severity=low].fix",
     "ledger[].step_kernels[:3]",
     "ledger[].step_regions[:2]",
+    "ledger[].step_calls[:3]",
     "findings[].evidence[:1]",
     "findings[severity=medium].evidence",
     "findings[severity=medium].basis",
     "ledger[].step_regions",
+    "ledger[].step_calls",
     "ledger[].step_kernels",
     "ledger[].top_kernels",
     "ledger[:1]",
@@ -703,23 +726,33 @@ pub fn rules_view(
             f.evidence = evidence;
             lean.top_evidence = TOP_EVIDENCE_LINES;
         }
-        // A low finding (under 3 % of the step) past the first is named with its share in `ranked`; whole, its
-        // generic fix would be most of the answer.
-        let low: Vec<String> = lean
+        // A low finding past the first, and a medium one past the second, is named with its share and severity in
+        // `ranked`: high and critical findings are each given.
+        let named_only = |i: usize, f: &Finding| {
+            (i >= 1 && f.severity == Severity::Low) || (i >= 2 && f.severity == Severity::Medium)
+        };
+        let ranked_only: Vec<String> = lean
             .findings
             .iter()
-            .skip(1)
-            .filter(|f| f.severity == Severity::Low)
-            .map(|f| f.id.clone())
+            .enumerate()
+            .filter(|(i, f)| named_only(*i, f))
+            .map(|(_, f)| f.id.clone())
             .collect();
-        if !low.is_empty() {
-            let first = lean.findings.remove(0);
-            lean.findings.retain(|f| f.severity != Severity::Low);
-            lean.findings.insert(0, first);
-            left_out.push(format!(
-                "the low finding(s) {} (each named with its share in `ranked`): pass \"finding\": its id",
-                low.join(", ")
-            ));
+        if !ranked_only.is_empty() {
+            let mut i = 0;
+            lean.findings.retain(|f| {
+                i += 1;
+                !named_only(i - 1, f)
+            });
+        }
+        // Past the top finding, a fix is one `finding` call away: the title and gist say what each is, and the
+        // fixes, general advice for their kind, would be most of the answer.
+        let mut fixes = Vec::new();
+        for f in lean.findings.iter_mut().skip(1) {
+            if !f.fix.is_empty() && !f.fix.starts_with("as for device") {
+                f.fix.clear();
+                fixes.push(f.id.clone());
+            }
         }
         // The step in short stays (the period, how steps were found, the busy split, the largest columns: what a
         // finding's share is of) with the kernels the step runs: on several devices, only the top finding's
@@ -747,14 +780,22 @@ pub fn rules_view(
                 .unwrap_or(0);
             let mut others = false;
             for (i, s) in view.ledger.iter_mut().enumerate() {
-                if i != shown && !(s.step_kernels.is_empty() && s.step_regions.is_empty()) {
+                if i != shown
+                    && !(s.step_kernels.is_empty()
+                        && s.step_regions.is_empty()
+                        && s.step_calls.is_empty())
+                {
                     s.step_kernels.clear();
                     s.step_regions.clear();
+                    s.step_calls.clear();
                     others = true;
                 }
             }
             if others {
-                cut.push("the other devices' largest kernels and NVTX ranges per step".to_string());
+                cut.push(
+                    "the other devices' largest kernels, NVTX ranges and host calls per step"
+                        .to_string(),
+                );
             }
             // The top finding's device first: under the size cap the other devices' steps go before a finding does.
             let top_row = view.ledger.remove(shown);
@@ -776,9 +817,15 @@ pub fn rules_view(
         let cut: Vec<&str> = cut.iter().map(String::as_str).collect();
         lean.left_out(&cut, &mut left_out);
         if !lean.findings.is_empty() {
-            left_out.push(
-                "one finding whole (all of the above of it, on every device): pass \"finding\": its id".into(),
-            );
+            let mut whole =
+                "one finding whole (all of the above of it, on every device): pass \"finding\": its id".to_string();
+            if !ranked_only.is_empty() {
+                whole += &format!(" (named only in `ranked`: {})", ranked_only.join(", "));
+            }
+            if !fixes.is_empty() {
+                whole += &format!("; the fix of {} is there", fixes.join(", "));
+            }
+            left_out.push(whole);
         }
         (view.lead.findings, view.lead.minor) = (lean.findings, lean.minor);
     }

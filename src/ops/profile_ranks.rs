@@ -502,6 +502,7 @@ utilization, ...) on every export, with the ranks each holds. Seconds per GB.",
             set.ledger.iter_mut().for_each(|s| {
                 s.top_kernels.clear();
                 s.top_regions.clear();
+                s.top_calls.clear();
             });
         }
         out.lead.next = ranks_next(&out);

@@ -196,6 +196,11 @@ fn set_of(name: &str) -> Set {
             manifests: "workloads/planted/heldout14/manifests",
             h200: true,
         },
+        "heldout17" => Set {
+            exports: "planted/heldout17",
+            manifests: "workloads/planted/heldout17/manifests",
+            h200: true,
+        },
         other => panic!("unknown set {other}"),
     }
 }
@@ -333,6 +338,12 @@ fn join_measured(manifest: &mut Value, measured: &[Value]) {
 }
 
 fn scorecard(set: &str) -> (usize, usize, Vec<String>) {
+    scorecard_without(set, &[])
+}
+
+/// [`scorecard`] over the manifests but those of `not_captured` (a case whose exports a session could not make:
+/// named in the log and in the test that skips it, never silently).
+fn scorecard_without(set: &str, not_captured: &[&str]) -> (usize, usize, Vec<String>) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(set_of(set).manifests);
     let measured = measured_of(&dir);
     let mut names: Vec<_> = std::fs::read_dir(&dir)
@@ -346,6 +357,10 @@ fn scorecard(set: &str) -> (usize, usize, Vec<String>) {
         let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let case = m["case"].as_str().unwrap().to_string();
         let case = case.as_str();
+        if not_captured.contains(&case) {
+            eprintln!("{case}: not captured, not scored");
+            continue;
+        }
         join_measured(&mut m, &measured);
         let answer = rules_of(set, case, m["ranks"].as_u64().unwrap_or(1));
         let s = score_case(&m, &answer, set_of(set).h200);
@@ -848,4 +863,65 @@ fn the_sixteenth_held_out_set_keeps_its_first_score() {
         (5, 3, 0),
         "sixteenth held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
     );
+}
+
+/// The seventeenth held-out set (written by a helper that read no rules, committed before capture (5d217a2); its
+/// one-GPU programs captured on one H200 through `aisp profile nsys`; `measured.json` by sqlite3 before any aisp answer
+/// was read), scored once (2026-11-29 03:58 UTC, the rules of afffb97, whose judgment is 5b68f14's): 3 of 4, 2 false
+/// by the key's names. Found: `photo_tagger`'s DataLoader iterator made every step (`gpu_starvation` high 20.81 %
+/// beside `data_loading_stall` critical 67.4 %), `policy_learner`'s rollouts pickled through a pipe (`gpu_starvation`
+/// critical 54.14 %), `query_embed`'s CUDA graph captured per request (`gpu_starvation` high 18.62 % beside
+/// `allocator_churn` critical 42.07 %). Missed: `flow_surrogate`'s FFTs on a prime 421-point grid (cuFFT's Bluestein
+/// kernels, 63 % of the batch; no rule judges an FFT's length). The two false ones are `data_loading_stall` on
+/// `photo_tagger` and `policy_learner`, whose manifests accept `input_pipeline_bound` and `host_bound` but not
+/// `data_loading`: kept as scored. `support_lm` (the 2-rank Gloo case) was not captured: no 2-GPU machine was lent
+/// that session. After the score, `data_loading_stall` names workers forked every step (photo_tagger: 4 a step) and
+/// gives the one-iterator fix; the score is unchanged by it.
+#[test]
+fn the_seventeenth_held_out_set_keeps_its_first_score() {
+    let (planted, found, false_findings) = scorecard_without("heldout17", &["support_lm"]);
+    assert_eq!(
+        (planted, found, false_findings.len()),
+        (4, 3, 2),
+        "seventeenth held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
+    );
+}
+
+/// A loading thread that forks every step restarts its DataLoader workers each step: heldout17's `photo_tagger` takes
+/// `next(iter(loader))` every step, and its data-loading finding says so (4 forks a step, counted on the thread the
+/// device waited for) with the one-iterator fix in place of the general "more workers" one; train_good's data
+/// range forks nothing, and its findings say nothing of workers.
+#[test]
+fn a_loader_that_forks_every_step_is_told_to_keep_one_iterator() {
+    let photo = rules_of("heldout17", "photo_tagger", 1);
+    let f = photo["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "data_loading_stall")
+        .expect("a data-loading finding");
+    assert_eq!(f["data"]["forks_per_step"], 4.0, "{f:#}");
+    assert!(
+        f["title"]
+            .as_str()
+            .unwrap()
+            .contains("4 processes forked a step"),
+        "{f:#}"
+    );
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("Make the iterator once and keep it"),
+        "{f:#}"
+    );
+    let t = aisp::registry::find("aisp_profile_rules").unwrap();
+    let good = t
+        .op
+        .call_json(
+            &OpContext::detached(AppState::for_tests()),
+            json!({"path": profile_common::fixture("train_good.sqlite").display().to_string(), "detail": true}),
+        )
+        .unwrap();
+    assert!(!good.to_string().contains("forked a step"), "{good:#}");
 }

@@ -145,6 +145,9 @@ pub struct RankLedger {
     /// The NVTX ranges with the most time per steady step (the rules' step summary of the rank).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_regions: Vec<rules::StepRegion>,
+    /// The launching thread's host calls with the most time per steady step (the rules' step summary of the rank).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_calls: Vec<rules::StepCall>,
 }
 
 impl RankDigest {
@@ -391,11 +394,11 @@ fn rank_ledger(
         return Ok(None);
     };
     let rules = rules::run_on(p, &l)?;
-    let (step_kernels, step_regions) = rules
+    let (step_kernels, step_regions, step_calls) = rules
         .ledger
         .into_iter()
         .find(|s| s.device == device)
-        .map(|s| (s.top_kernels, s.top_regions))
+        .map(|s| (s.top_kernels, s.top_regions, s.top_calls))
         .unwrap_or_default();
     let mut dl = l.devices.swap_remove(i);
     let comm = std::mem::take(&mut dl.comm);
@@ -405,6 +408,7 @@ fn rank_ledger(
         findings: rules.findings,
         step_kernels,
         step_regions,
+        step_calls,
     }))
 }
 

@@ -467,6 +467,7 @@ pub fn summaries(digests: &[RankDigest]) -> Vec<LedgerSummary> {
                 s.rank = Some(d.identity.rank);
                 s.top_kernels = l.step_kernels.clone();
                 s.top_regions = l.step_regions.clone();
+                s.top_calls = l.step_calls.clone();
                 s
             })
         })

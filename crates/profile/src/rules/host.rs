@@ -534,6 +534,7 @@ fn host_compute(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         "measured: the ledger's idle_host_compute — idle stretches of 1 ms or more while the thread the device waited \
          for ran host code outside any recorded CUDA or OS call",
         "GPU starvation: the device idles {pct}% of the steady window while the host computes",
+        as_measured,
     )
 }
 
@@ -565,7 +566,89 @@ fn data_loading(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         "measured: the ledger's idle_data_loading — idle time while the thread the device waited for was in a queue \
          wait or read (OS runtime trace) or a DataLoader range",
         "Data loading stalls the device {pct}% of the steady window",
+        workers_restarted,
     )
+}
+
+/// Process creation calls: a DataLoader iterator starts its workers with them.
+const FORKS: &[&str] = &["fork", "vfork", "clone", "clone3", "posix_spawn"];
+
+/// A loading thread that forks at least once a steady step starts its input workers anew each step: a DataLoader
+/// iterator made every step (`next(iter(loader))`, a loader built in the loop) forks its workers, waits for their
+/// first batch and joins them when it is dropped. The wait is then the workers' start, not their speed, and more
+/// workers only fork more: the fix is one iterator kept across steps. The forks are counted on the thread the
+/// device waited for in this idle, between the launches of the steps beside the steady window.
+fn workers_restarted(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<()> {
+    let mut waited: BTreeMap<i64, i64> = BTreeMap::new();
+    for piece in d.idle.iter().filter(|p| p.column == col) {
+        if let Some(t) = piece.thread {
+            *waited.entry(t).or_default() += piece.end - piece.start;
+        }
+    }
+    let Some((&thread, _)) = waited
+        .iter()
+        .max_by_key(|&(t, ns)| (*ns, std::cmp::Reverse(*t)))
+    else {
+        return Ok(());
+    };
+    let p = cx.p()?;
+    let Some((lo, hi)) = super::step_regions::host_window(p, d)? else {
+        return Ok(());
+    };
+    let fork_ids: BTreeSet<i64> = p
+        .osrt_name_ids()?
+        .into_iter()
+        .filter(|&id| FORKS.contains(&p.string(id)))
+        .collect();
+    if fork_ids.is_empty() {
+        return Ok(());
+    }
+    let windows: rustc_hash::FxHashMap<i64, Vec<(i64, i64)>> =
+        [(thread, vec![(lo, hi)])].into_iter().collect();
+    let (forks, fork_ns) = p
+        .fold_osrt_threads_near(
+            &windows,
+            |id| fork_ids.contains(&id),
+            || (0u64, 0i64),
+            |acc, start, end, _, _| {
+                if start >= lo && end <= hi {
+                    acc.0 += 1;
+                    acc.1 += end - start;
+                }
+            },
+        )?
+        .into_iter()
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    let steps = d.steady.steps.max(1) as u64;
+    if forks < steps {
+        return Ok(());
+    }
+    let per_step = (forks as f64 / steps as f64 * 100.0).round() / 100.0;
+    dr.title +=
+        &format!(": {per_step} processes forked a step, the input workers started anew every step");
+    dr.gist += &format!("; {per_step} forks a step");
+    dr.evidence.insert(
+        1,
+        format!(
+            "{forks} fork calls on the loading thread in the steady window ({per_step} a step, {} a step): a \
+             DataLoader iterator made every step starts its workers again, waits for their first batch and joins \
+             them when dropped",
+            ms(fork_ns / steps as i64)
+        ),
+    );
+    dr.fix = Some(
+        "Make the iterator once and keep it: iterate the loader (for batch in loader) or take it = iter(loader) \
+         outside the loop, with persistent_workers=True across epochs; the workers then prefetch while the device \
+         computes. More workers would only fork more each step."
+            .into(),
+    );
+    dr.fix_replaces = true;
+    if let serde_json::Value::Object(m) = &mut dr.data {
+        m.insert("forks".into(), json!(forks));
+        m.insert("forks_per_step".into(), json!(per_step));
+        m.insert("fork_ns".into(), json!(fork_ns));
+    }
+    Ok(())
 }
 
 pub const OS_WAIT: RuleSpec = RuleSpec {
@@ -595,6 +678,7 @@ fn os_wait(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         "measured: the ledger's idle_os_wait — idle time while the thread the device waited for was in a sleep or \
          lock wait (OS runtime trace)",
         "The host sleeps or waits on a lock while the device idles {pct}% of the steady window",
+        as_measured,
     )
 }
 
@@ -721,12 +805,20 @@ struct BeforeKernel {
 }
 
 /// An idle-cause finding with the largest stretches explained from the host side.
+/// What a rule adds to a draft of [`idle_with_largest`] from what this device's idle is made of (nothing, for most).
+type Refine = fn(&Ctx, &DeviceLedger, Column, &mut Draft) -> Result<()>;
+
+fn as_measured(_: &Ctx, _: &DeviceLedger, _: Column, _: &mut Draft) -> Result<()> {
+    Ok(())
+}
+
 fn idle_with_largest(
     cx: &mut Ctx,
     spec: &RuleSpec,
     col: Column,
     basis: &str,
     title: &str,
+    refine: Refine,
 ) -> Result<()> {
     let mut drafts = Vec::new();
     let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
@@ -786,7 +878,7 @@ fn idle_with_largest(
                 classify::short_form(&b.kernel, 48)
             )
         });
-        drafts.push(dr.text(
+        let mut dr = dr.text(
             title.replace("{pct}", &pct.to_string()),
             gist,
             evidence,
@@ -795,7 +887,9 @@ fn idle_with_largest(
                 "largest": largest.iter().map(|(s, l, e)| json!({"start_ns": s, "length_ns": l, "explanation": e})).collect::<Vec<_>>(),
                 "before_kernel": before.as_ref().map(|b| &b.kernel), "before_kernel_pct": before.as_ref().map(|b| b.pct),
                 "before_kernel_stretches": before.as_ref().map(|b| b.stretches)}),
-        ));
+        );
+        refine(cx, d, col, &mut dr)?;
+        drafts.push(dr);
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
     Ok(())

@@ -33,12 +33,14 @@ pub mod registry;
 mod repeats;
 mod scaler;
 mod slow_paths;
+mod step_calls;
 mod step_kernels;
 mod step_regions;
 mod steps;
 mod transfer;
 mod tuning;
 
+pub use step_calls::{STEP_CALLS, StepCall};
 pub use step_kernels::{STEP_KERNELS, StepKernel};
 pub use step_regions::{STEP_REGIONS, StepRegion};
 
@@ -240,6 +242,11 @@ pub struct LedgerSummary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(skip)]
     pub top_regions: Vec<StepRegion>,
+    /// The host calls of the launching thread with the most time, per steady step (read beside the export); given
+    /// a line each ([`StepCall::line`]), never as fields.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(skip)]
+    pub top_calls: Vec<StepCall>,
 }
 
 /// `[(key, value)]` as a JSON object in that order (`{"gemm_tensor_core": 61.2, ...}`): a line per entry where a
@@ -655,6 +662,7 @@ pub fn summary(d: &DeviceLedger) -> LedgerSummary {
             .collect(),
         top_kernels: Vec::new(),
         top_regions: Vec::new(),
+        top_calls: Vec::new(),
     }
 }
 
@@ -716,6 +724,7 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
             let mut s = summary(d);
             s.top_kernels = step_kernels::step_kernels(p, d, STEP_KERNELS)?;
             s.top_regions = step_regions::step_regions(p, d, STEP_REGIONS)?;
+            s.top_calls = step_calls::step_calls(p, d, STEP_CALLS)?;
             Ok(s)
         })
         .collect::<Result<_>>()?;

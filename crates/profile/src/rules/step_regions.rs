@@ -57,7 +57,7 @@ impl StepRegion {
     }
 }
 
-fn duration(ns: i64) -> String {
+pub(super) fn duration(ns: i64) -> String {
     if ns >= 100_000 {
         format!("{:.2} ms", ns as f64 / 1e6)
     } else {
@@ -143,7 +143,7 @@ pub fn step_regions(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepR
 /// (else the launch of its first kernel in it) to the start of the launch of its first kernel after the window (else
 /// no end). A step's ranges open before its first launch and close after its last, so the launches that bound the
 /// window are those of the steps beside it.
-fn host_window(p: &Profile, d: &DeviceLedger) -> Result<Option<(i64, i64)>> {
+pub(super) fn host_window(p: &Profile, d: &DeviceLedger) -> Result<Option<(i64, i64)>> {
     let kernels = p.kernels()?;
     let api = p.api()?;
     let launches = &p.launch_index()?.kernel_launch;
