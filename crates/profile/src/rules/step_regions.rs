@@ -4,7 +4,7 @@
 //!
 //! A range belongs to the steady window when the host opened and closed it between the launches of the steps beside
 //! the window, on the device's process (any thread). Its kernels are those launched inside
-//! it by any thread of the process, as the NVTX listing attributes them; only this device's count. The step's own
+//! it by any thread of the process, as the NVTX listing attributes them; only this device's steady kernels count. The step's own
 //! ranges (the family the steps were found from) are the steps themselves and are not listed.
 
 use rustc_hash::FxHashMap;
@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 
 use super::super::Profile;
 use super::super::Result;
-use super::super::attribution;
 use super::super::ledger::DeviceLedger;
 use super::super::model::{self, NvtxRange};
 use super::super::nvtx::group_name;
@@ -99,11 +98,10 @@ pub fn step_regions(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepR
     if ranges.is_empty() {
         return Ok(Vec::new());
     }
-    let kernels = p.kernels()?;
-    let attributed = attribution::attribute(p, &ranges)?;
+    let kernel_ns = kernel_time_inside(p, d, process, &ranges)?;
     // Per folded name: occurrences, host time, kernel time on this device.
     let mut by_name: FxHashMap<String, (u64, i64, i64)> = FxHashMap::default();
-    for (r, a) in ranges.iter().zip(&attributed) {
+    for (r, k) in ranges.iter().zip(&kernel_ns) {
         let name = fold_name(group_name(&r.name));
         if is_step(&name) {
             continue;
@@ -111,13 +109,7 @@ pub fn step_regions(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepR
         let e = by_name.entry(name).or_default();
         e.0 += 1;
         e.1 += r.dur();
-        e.2 += a
-            .any_thread
-            .iter()
-            .map(|&k| &kernels[k as usize])
-            .filter(|k| k.device == d.device)
-            .map(|k| k.dur())
-            .sum::<i64>();
+        e.2 += k;
     }
     // A range matters for the kernels launched in it or for the host time it takes (a data-loading range launches
     // none): the larger of the two first.
@@ -137,6 +129,44 @@ pub fn step_regions(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepR
             kernel_pct: d.share(kernel),
         })
         .collect())
+}
+
+/// Per range, the time of the device's steady kernels whose launch call (by any thread of `process`) lies inside it,
+/// as `crate::attribution` attributes kernels to ranges, swept over the steady window's launches only (a sweep over every
+/// launch of the process costs a large export a tenth of a second per device).
+fn kernel_time_inside(
+    p: &Profile,
+    d: &DeviceLedger,
+    process: i64,
+    ranges: &[&NvtxRange],
+) -> Result<Vec<i64>> {
+    let kernels = p.kernels()?;
+    let api = p.api()?;
+    let launches = &p.launch_index()?.kernel_launch;
+    let mut calls: Vec<(i64, i64, i64)> = super::steady_kernels(kernels, d)
+        .filter_map(|(i, k)| {
+            let a = &api[launches.get(i).copied().flatten()? as usize];
+            (model::process_key(a.global_tid) == process).then_some((a.start, a.end, k.dur()))
+        })
+        .collect();
+    calls.sort_unstable();
+    let mut order: Vec<usize> = (0..ranges.len()).collect();
+    order.sort_by_key(|&i| (ranges[i].start, std::cmp::Reverse(ranges[i].end)));
+    let mut out = vec![0i64; ranges.len()];
+    let (mut next, mut active) = (0, Vec::new());
+    for &(start, end, dur) in &calls {
+        while next < order.len() && ranges[order[next]].start <= start {
+            active.push(order[next]);
+            next += 1;
+        }
+        active.retain(|&r| ranges[r].end >= start);
+        for &r in &active {
+            if ranges[r].end >= end {
+                out[r] += dur;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The host side of the steady window: from the end of the launch of the device's last kernel before the window
