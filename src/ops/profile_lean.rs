@@ -39,9 +39,6 @@ pub const DEFAULT_FINDINGS: usize = 8;
 /// Kernels a default rules answer lists per step, a line each (`detail` gives the summary's all, as fields).
 pub const STEP_KERNEL_LINES: usize = 5;
 
-/// The device's idle share of the step (%) from which a default rules answer lists the host's calls per step.
-pub const HOST_CALLS_IDLE_PCT: f64 = 10.0;
-
 /// Lines of evidence the top finding keeps in a default rules answer (the others keep none).
 pub const TOP_EVIDENCE_LINES: usize = 3;
 
@@ -128,8 +125,8 @@ pub struct StepInShort {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_regions: Vec<String>,
     /// The host calls of the thread that launches the step's kernels with the most time, a line each: name (OS
-    /// runtime calls marked), calls a step, time a step and its share. By default only where the device idles at
-    /// least [`HOST_CALLS_IDLE_PCT`] % of the step (else the host's calls are off the critical path).
+    /// runtime calls marked), calls a step, time a step and its share; only where the device idles at least
+    /// [`aisp_profile::rules::HOST_CALLS_MIN_IDLE_PCT`] % of the step (else the host is off the critical path).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_calls: Vec<String>,
     /// By default, the busy split in one line (`groups_pct` with `detail`): the groups above zero, largest first.
@@ -140,18 +137,25 @@ pub struct StepInShort {
     pub columns: String,
 }
 
+/// A step summary's NVTX ranges and host calls, taken out of it as lines (never given as fields).
+fn host_lines(step: &mut LedgerSummary) -> (Vec<String>, Vec<String>) {
+    (
+        std::mem::take(&mut step.top_regions)
+            .iter()
+            .map(|r| r.line())
+            .collect(),
+        std::mem::take(&mut step.top_calls)
+            .iter()
+            .map(|c| c.line())
+            .collect(),
+    )
+}
+
 impl StepInShort {
     /// The summary with its kernels as fields (`detail`); its NVTX ranges a line each still (their fields are
     /// the line's figures).
     fn whole(mut step: LedgerSummary) -> Self {
-        let step_regions = std::mem::take(&mut step.top_regions)
-            .iter()
-            .map(|r| r.line())
-            .collect();
-        let step_calls = std::mem::take(&mut step.top_calls)
-            .iter()
-            .map(|c| c.line())
-            .collect();
+        let (step_regions, step_calls) = host_lines(&mut step);
         StepInShort {
             step,
             step_kernels: Vec::new(),
@@ -170,16 +174,7 @@ impl StepInShort {
             .take(STEP_KERNEL_LINES)
             .map(|k| k.line())
             .collect();
-        let step_regions = std::mem::take(&mut step.top_regions)
-            .iter()
-            .map(|r| r.line())
-            .collect();
-        let idle = step.groups_pct.get("idle").copied().unwrap_or(0.0);
-        let step_calls = std::mem::take(&mut step.top_calls)
-            .iter()
-            .filter(|_| idle >= HOST_CALLS_IDLE_PCT)
-            .map(|c| c.line())
-            .collect();
+        let (step_regions, step_calls) = host_lines(&mut step);
         let mut groups: Vec<(String, f64)> = std::mem::take(&mut step.groups_pct)
             .into_iter()
             .filter(|(_, v)| *v > 0.0)

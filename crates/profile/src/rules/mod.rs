@@ -40,7 +40,7 @@ mod steps;
 mod transfer;
 mod tuning;
 
-pub use step_calls::{STEP_CALLS, StepCall};
+pub use step_calls::{HOST_CALLS_MIN_IDLE_PCT, STEP_CALLS, StepCall};
 pub use step_kernels::{STEP_KERNELS, StepKernel};
 pub use step_regions::{STEP_REGIONS, StepRegion};
 
@@ -722,9 +722,20 @@ pub fn run_on(p: &Profile, l: &Ledger) -> Result<Rules> {
         .filter(|d| d.steady.steps > 0)
         .map(|d| {
             let mut s = summary(d);
+            // Each part's own cost, for `RUST_LOG=aisp_profile=debug`, as each rule's below.
+            let t = std::time::Instant::now();
             s.top_kernels = step_kernels::step_kernels(p, d, STEP_KERNELS)?;
+            let kernels_ms = t.elapsed().as_millis() as u64;
             s.top_regions = step_regions::step_regions(p, d, STEP_REGIONS)?;
+            let regions_ms = t.elapsed().as_millis() as u64 - kernels_ms;
             s.top_calls = step_calls::step_calls(p, d, STEP_CALLS)?;
+            tracing::debug!(
+                device = d.device,
+                kernels_ms,
+                regions_ms,
+                calls_ms = t.elapsed().as_millis() as u64 - kernels_ms - regions_ms,
+                "step summary"
+            );
             Ok(s)
         })
         .collect::<Result<_>>()?;

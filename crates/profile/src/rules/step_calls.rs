@@ -48,9 +48,17 @@ impl StepCall {
     }
 }
 
+/// The device's idle share of its steady window (%) from which its host calls are listed: below it the host is off
+/// the critical path, and reading a busy thread's OS runtime calls costs a large export a third of a second.
+pub const HOST_CALLS_MIN_IDLE_PCT: f64 = 10.0;
+
 /// The `n` host calls with the most time on the thread `d` waits for in its steady window, most first; none where
-/// the launches are not recorded.
+/// the device idles less than [`HOST_CALLS_MIN_IDLE_PCT`] of it or the launches are not recorded.
 pub fn step_calls(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepCall>> {
+    let idle = d.share(d.steady.columns.group(super::super::ledger::Group::Idle));
+    if idle < HOST_CALLS_MIN_IDLE_PCT {
+        return Ok(Vec::new());
+    }
     let Some((lo, hi)) = super::step_regions::host_window(p, d)? else {
         return Ok(Vec::new());
     };
@@ -63,16 +71,23 @@ pub fn step_calls(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepCal
     let first = api.partition_point(|a| a.start < lo);
     // The thread's CUDA calls, by start: an OS call inside one (the `ioctl` of a `cudaMalloc`) is that call's time.
     let mut cuda: Vec<(i64, i64)> = Vec::new();
+    // By name id first: a name looked up per call costs a large export a third of a second.
+    let mut by_id: FxHashMap<i64, (u64, i64)> = FxHashMap::default();
     for a in api[first..].iter().take_while(|a| a.start < hi) {
         if a.global_tid != thread || a.end > hi {
             continue;
         }
         cuda.push((a.start, a.end));
+        let e = by_id.entry(a.name).or_default();
+        e.0 += 1;
+        e.1 += a.dur();
+    }
+    for (id, (calls, ns)) in by_id {
         let e = by_name
-            .entry(api_display_name(p.string(a.name)).to_string())
+            .entry(api_display_name(p.string(id)).to_string())
             .or_insert((false, 0, 0));
-        e.1 += 1;
-        e.2 += a.dur();
+        e.1 += calls;
+        e.2 += ns;
     }
     let inside_cuda = |start: i64, end: i64| {
         let i = cuda.partition_point(|c| c.0 <= start);
