@@ -294,3 +294,36 @@ fn the_step_summary_names_each_nvtx_range_once_a_step_with_its_kernels_time_as_s
         assert_eq!(kernel_ns == 0, region.name == "data", "{}", region.name);
     }
 }
+
+/// The host calls a step summary lists (train_good: the main thread, which the device waits for, sleeps once a step
+/// in `data`), against SQL: its `clock_nanosleep` calls from step_1 on (the 39 steady steps), count and time.
+#[test]
+fn the_step_summary_names_the_waited_for_threads_calls_as_sql_counts_them() {
+    let p = profile_common::open("train_good.sqlite");
+    let r = aisp_profile::rules::run(&p, &p.resolve(&Scope::default()).unwrap()).unwrap();
+    let s = &r.ledger[0];
+    let sleep = s
+        .top_calls
+        .iter()
+        .find(|c| c.name == "clock_nanosleep")
+        .unwrap_or_else(|| panic!("{:#?}", s.top_calls));
+    assert!(sleep.os);
+    let c = rusqlite::Connection::open_with_flags(
+        profile_common::fixture("train_good.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let (calls, ns): (i64, i64) = c
+        .query_row(
+            "SELECT COUNT(*), SUM(o.end - o.start) FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId
+             WHERE s.value = 'clock_nanosleep'
+               AND o.globalTid = (SELECT globalTid FROM NVTX_EVENTS WHERE text = 'step_1')
+               AND o.start >= (SELECT start FROM NVTX_EVENTS WHERE text = 'step_1')",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(calls, 39);
+    assert_eq!(sleep.per_step, 1.0);
+    assert_eq!(sleep.ns_per_step, (ns as f64 / 39.0).round() as i64);
+}
