@@ -579,16 +579,7 @@ const FORKS: &[&str] = &["fork", "vfork", "clone", "clone3", "posix_spawn"];
 /// workers only fork more: the fix is one iterator kept across steps. The forks are counted on the thread the
 /// device waited for in this idle, between the launches of the steps beside the steady window.
 fn workers_restarted(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<()> {
-    let mut waited: BTreeMap<i64, i64> = BTreeMap::new();
-    for piece in d.idle.iter().filter(|p| p.column == col) {
-        if let Some(t) = piece.thread {
-            *waited.entry(t).or_default() += piece.end - piece.start;
-        }
-    }
-    let Some((&thread, _)) = waited
-        .iter()
-        .max_by_key(|&(t, ns)| (*ns, std::cmp::Reverse(*t)))
-    else {
+    let Some(thread) = super::step_calls::waited_for(d, |c| c == col) else {
         return Ok(());
     };
     let p = cx.p()?;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::super::Profile;
 use super::super::Result;
 use super::super::calls::api_display_name;
-use super::super::ledger::DeviceLedger;
+use super::super::ledger::{Column, DeviceLedger};
 
 /// Calls a device's step summary lists.
 pub const STEP_CALLS: usize = 5;
@@ -136,16 +136,7 @@ pub fn step_calls(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepCal
 /// the busiest launcher: PyTorch's autograd thread launches the backward while the main thread, which sleeps, loads
 /// or syncs between steps, is the one the device waits for.
 fn launching_thread(p: &Profile, d: &DeviceLedger) -> Result<Option<i64>> {
-    let mut waited: FxHashMap<i64, i64> = FxHashMap::default();
-    for piece in &d.idle {
-        if let Some(t) = piece.thread {
-            *waited.entry(t).or_default() += piece.end - piece.start;
-        }
-    }
-    if let Some((t, _)) = waited
-        .into_iter()
-        .max_by_key(|&(t, ns)| (ns, std::cmp::Reverse(t)))
-    {
+    if let Some(t) = waited_for(d, |_| true) {
         return Ok(Some(t));
     }
     let kernels = p.kernels()?;
@@ -161,6 +152,20 @@ fn launching_thread(p: &Profile, d: &DeviceLedger) -> Result<Option<i64>> {
         .into_iter()
         .max_by_key(|&(tid, n)| (n, std::cmp::Reverse(tid)))
         .map(|(tid, _)| tid))
+}
+
+/// The thread whose launches ended most of `d`'s steady idle time in the columns `column` accepts.
+pub(super) fn waited_for(d: &DeviceLedger, column: impl Fn(Column) -> bool) -> Option<i64> {
+    let mut waited: FxHashMap<i64, i64> = FxHashMap::default();
+    for piece in d.idle.iter().filter(|p| column(p.column)) {
+        if let Some(t) = piece.thread {
+            *waited.entry(t).or_default() += piece.end - piece.start;
+        }
+    }
+    waited
+        .into_iter()
+        .max_by_key(|&(t, ns)| (ns, std::cmp::Reverse(t)))
+        .map(|(t, _)| t)
 }
 
 #[cfg(test)]

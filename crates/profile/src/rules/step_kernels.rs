@@ -40,11 +40,7 @@ impl StepKernel {
     /// The kernel in one line, as a default answer lists a step's kernels: `col2im_kernel: 43.26 ms a step in 80
     /// calls, 35.62 % of the step (other_kernel, bf16)`; under 0.1 ms a step the time is in microseconds.
     pub fn line(&self) -> String {
-        let time = if self.per_step_ns >= 100_000 {
-            format!("{:.2} ms", self.per_step_ns as f64 / 1e6)
-        } else {
-            format!("{:.1} us", self.per_step_ns as f64 / 1e3)
-        };
+        let time = super::step_regions::duration(self.per_step_ns);
         let precision = self
             .precision
             .map(|p| format!(", {}", p.as_str()))

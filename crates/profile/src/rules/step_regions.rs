@@ -64,8 +64,8 @@ pub(super) fn duration(ns: i64) -> String {
     }
 }
 
-/// The `n` ranges with the most kernel time in `d`'s steady window (then the most host time), most first; none
-/// where the export has no ranges in the window or the launches are not recorded.
+/// The `n` ranges with the most time in `d`'s steady window, kernel or host time whichever is larger, most first;
+/// none where the export has no ranges in the window or the launches are not recorded.
 pub fn step_regions(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepRegion>> {
     let Some(process) = d.process_key else {
         return Ok(Vec::new());
@@ -74,9 +74,9 @@ pub fn step_regions(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepR
         return Ok(Vec::new());
     };
     // The family as the ledger names it (`step`) or as recorded (`step_3`, folded to `step_*`).
+    let family = d.family.as_deref().map(fold_name);
     let is_step = |name: &str| {
-        d.family.as_deref().is_some_and(|f| {
-            let f = fold_name(f);
+        family.as_deref().is_some_and(|f| {
             name == f
                 || name
                     .trim_end_matches('*')
@@ -84,16 +84,13 @@ pub fn step_regions(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepR
                     == f
         })
     };
-    let ranges: Vec<&NvtxRange> = p
-        .nvtx()?
-        .ranges
+    // Ranges are sorted by start: those of the window are one run of them.
+    let all = &p.nvtx()?.ranges;
+    let first = all.partition_point(|r| r.start < lo);
+    let ranges: Vec<&NvtxRange> = all[first..]
         .iter()
-        .filter(|r| {
-            r.is_push_pop()
-                && r.start >= lo
-                && r.end <= hi
-                && model::process_key(r.global_tid) == process
-        })
+        .take_while(|r| r.start < hi)
+        .filter(|r| r.is_push_pop() && r.end <= hi && model::process_key(r.global_tid) == process)
         .collect();
     if ranges.is_empty() {
         return Ok(Vec::new());
