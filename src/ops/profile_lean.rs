@@ -474,7 +474,8 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
 /// other devices' steps (the top finding's
 /// comes first), the low findings' gist, what would limit the step and the step now and after (title, share and
 /// stake stay), and the low findings themselves (`ranked` names every finding in a line), and each device's largest
-/// ledger columns (its busy split stays). Every finding at medium or above keeps its stake, predicted step, gist and
+/// ledger columns (its busy split stays), the next call, the minor findings' names and last each device's step in
+/// short. Every finding at medium or above keeps its stake, predicted step, gist and
 /// fix before any finding is cut; those above medium keep their basis and first line of evidence too: a cut list of
 /// findings hides a problem, a shed field only its wording. `finding` brings any one finding back whole. (A title
 /// is never shed: the output schema requires it.)
@@ -511,6 +512,9 @@ pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "findings[severity=low]",
     "ledger[].columns",
     "ledger[].top_columns",
+    "next",
+    "minor",
+    "ledger",
 ];
 
 /// What a detailed `aisp_profile_compare` answer parts with under the MCP size cap before any row is cut, in
@@ -628,16 +632,14 @@ pub fn rules_view(
         }
         said_once(&mut findings);
         view.lead.findings = findings;
-        let devices: Vec<Option<i64>> = view.lead.findings.iter().map(|f| f.device).collect();
-        view.windows = windows
-            .into_iter()
-            .filter(|w| devices.contains(&Some(w.device)))
-            .collect();
+        // The finding whole is the answer: each finding carries its window, and the call that asked for it has
+        // already had the rules answer's next call, so neither is said again here.
+        drop(windows);
         left_out.push(format!(
-            "the other {} finding(s), the step ledger, overlaps and rule checks: the call without \"finding\"",
+            "the other {} finding(s), the step ledger, how each window was chosen, overlaps and rule checks: the \
+             call without \"finding\"",
             all - view.lead.findings.len()
         ));
-        view.lead.next = next_calls(path, &view.lead.findings, set);
         left_out.extend(more_of_top(path, &view.lead.findings, set));
         return Ok((view, left_out));
     }

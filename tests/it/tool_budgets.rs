@@ -965,9 +965,19 @@ async fn answers_stop_at_the_cap_and_max_chars_brings_them_whole() {
 async fn a_capped_detailed_answer_keeps_every_significant_finding_and_finding_gives_one_whole() {
     use crate::profile_common::{fixture, planted};
     let (client, _) = stdio(&[], false).await;
+    // The path is printed in the answer, so a long one leaves less room under the cap: CI's clone sits deeper than a
+    // developer's, and a user's home deeper still.
+    let deep = tempfile::tempdir().unwrap();
+    let deep_dir = deep
+        .path()
+        .join("a-user-home-folder/projects/some-training-run/profiles/2026-11-29");
+    std::fs::create_dir_all(&deep_dir).unwrap();
+    let deep_copy = deep_dir.join("train_good.sqlite");
+    std::fs::copy(fixture("train_good.sqlite"), &deep_copy).unwrap();
     for path in [
         planted("ddp_straggler", 4).display().to_string(),
         fixture("train_good.sqlite").display().to_string(),
+        deep_copy.display().to_string(),
     ] {
         let capped = structured(
             &client,
