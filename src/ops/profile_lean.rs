@@ -368,14 +368,14 @@ impl LeanFindings {
         if !self.findings.is_empty() || !self.minor.is_empty() {
             let evidence = match self.top_evidence {
                 0 => "each finding's evidence".to_string(),
-                n => format!("each finding's evidence (the top one's past its first {n} lines)"),
+                n => format!("each finding's evidence (the top one's past {n} lines)"),
             };
             cut.push(format!(
-                "{evidence}, why, verify, regions and data{}",
+                "{evidence}, why, verify, regions, data{}",
                 if self.minor.is_empty() {
                     String::new()
                 } else {
-                    format!(" (and the {} minor ones in full)", self.minor.len())
+                    format!(", the {} minor ones", self.minor.len())
                 }
             ));
         }
@@ -468,14 +468,14 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
 /// states, as fields), its rule's standing `why` and `verify`, its window (the device's, in `windows`), its ledger
 /// column names, the rules that found nothing, the windows (each device's is in its ledger's steps), how shares
 /// add up, and its NVTX regions (the top one is named in its evidence); a detailed answer's kernels as fields past
-/// the first four; then the low findings' evidence, basis and fix, each device's kernel lines past the first three,
+/// the first four; then the low findings' evidence, basis and fix, the next call (the comparison after a fix, said
+/// in the tool's description too) and the minor findings' names, each device's kernel lines past the first three,
 /// NVTX range lines past the first two and host call lines past the first three, every finding's evidence past its
 /// first line, the medium findings' evidence and basis, the rest of the NVTX ranges, host calls and kernel lines, the
 /// other devices' steps (the top finding's
 /// comes first), the low findings' gist, what would limit the step and the step now and after (title, share and
 /// stake stay), and the low findings themselves (`ranked` names every finding in a line), and each device's largest
-/// ledger columns (its busy split stays), the next call, the minor findings' names and last each device's step in
-/// short. Every finding at medium or above keeps its stake, predicted step, gist and
+/// ledger columns (its busy split stays), and last each device's step in short. Every finding at medium or above keeps its stake, predicted step, gist and
 /// fix before any finding is cut; those above medium keep their basis and first line of evidence too: a cut list of
 /// findings hides a problem, a shed field only its wording. `finding` brings any one finding back whole. (A title
 /// is never shed: the output schema requires it.)
@@ -494,6 +494,8 @@ pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "findings[severity=low].evidence",
     "findings[severity=low].basis",
     "findings[severity=low].fix",
+    "next",
+    "minor",
     "ledger[].step_kernels[:3]",
     "ledger[].step_regions[:2]",
     "ledger[].step_calls[:3]",
@@ -512,8 +514,6 @@ pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "findings[severity=low]",
     "ledger[].columns",
     "ledger[].top_columns",
-    "next",
-    "minor",
     "ledger",
 ];
 
@@ -815,7 +815,7 @@ pub fn rules_view(
         lean.left_out(&cut, &mut left_out);
         if !lean.findings.is_empty() {
             let mut whole =
-                "one finding whole (all of the above of it, on every device): pass \"finding\": its id".to_string();
+                "one finding whole, every field, on every device: pass \"finding\": its id".to_string();
             if !ranked_only.is_empty() {
                 whole += &format!(" (named only in `ranked`: {})", ranked_only.join(", "));
             }
@@ -1531,7 +1531,7 @@ mod tests {
             left_out,
             [
                 "2 more finding(s) above info past the first 2 (b (device 0, 6.5 %, medium), c (device 1, 1.25 %, low)): pass \"detail\": true",
-                "each finding's evidence, why, verify, regions and data (and the 1 minor ones in full); the rest: pass \"detail\": true",
+                "each finding's evidence, why, verify, regions, data, the 1 minor ones; the rest: pass \"detail\": true",
             ]
         );
         // Nothing found, nothing cut: nothing to say.

@@ -513,12 +513,11 @@ pub const HOST_COMPUTE: RuleSpec = RuleSpec {
     text: RuleText {
         why: "While the host thread works on something else, it issues nothing: the device sits idle and the step \
               takes as long as the host side.",
-        fix: "Find the host work named in the evidence and take it off the critical path: move data preparation into \
-              DataLoader workers (num_workers, pin_memory=True, prefetch), precompute what can be, avoid per-step \
-              Python work between launches, or overlap it with device work (let the CPU run ahead: no syncs). Where \
-              the idle comes before one kernel in every step, look at what prepares that call: a kernel planned or \
-              built for each new input shape (cuDNN attention, cudnn.benchmark, Triton autotuning, torch.compile \
-              recompiles: keep shapes fixed or bucketed), or a mask or index built on the host.",
+        fix: "Take the host work named in the evidence off the critical path: data preparation into DataLoader \
+              workers, per-step Python work precomputed or batched, or overlapped with device work (no syncs, so \
+              the CPU runs ahead). Idle before the same kernel every step points at what prepares that call: a \
+              kernel built per input shape (cudnn.benchmark, Triton autotuning, torch.compile recompiles: fix or \
+              bucket the shapes) or a mask or index built on the host.",
         verify: "Re-profile: aisp_profile_ledger idle_host_compute should shrink and the steady step with it.",
         quiet: "host-compute idle under 1% of the steady window",
     },
