@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
 # capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200;
-# SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14, SET=heldout15, SET=heldout16, SET=heldout17: 2 H200s), in
+# SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14, SET=heldout15, SET=heldout16, SET=heldout17: 2 H200s;
+# SET=heldout18: one H200), in
 # two phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -206,6 +207,19 @@
 #       command="SET=heldout17 bash scripts/capture-planted.sh CARRY single")   # 5 captures, two at a time, ~2.5-4 min
 #   run(kind="nvidia-h200-x2", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout17 bash scripts/capture-planted.sh CARRY multi")    # support_lm, torchrun --nproc_per_node=2, ~1-1.5 min
+#
+# The eighteenth held-out set (workloads/planted/heldout18: 5 one-GPU captures, one of them a before/after pair, no
+# multi-rank case) is made for ONE H200 like the ninth and tenth: only the smoke and single phases, with SET=heldout18
+# on kind nvidia-h200 (crop_watch page-locks a fresh 134 MB host array with cudaHostRegister every step, ~25-130 ms a
+# step, ~0.5 GB of host memory; session_ranker runs a full gc.collect() over ~1.7 M Python objects every step, ~65-275
+# ms a step, its fixed variant ~7-10 ms; answer_rerank computes its loss query by query, ~5600 launches and ~60-340 ms
+# a step; the three share the host-heavy slot; churn_scorer's index_add_ atomics pile onto one address, ~10-52 ms a
+# batch, ~9-11 GB of GPU memory):
+#
+#   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout18 bash scripts/capture-planted.sh CARRY smoke")    # 5 programs, no profiler, ~2 min
+#   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout18 bash scripts/capture-planted.sh CARRY single")   # 5 captures, one at a time, ~3-5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
