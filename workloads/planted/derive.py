@@ -1285,6 +1285,57 @@ def table(cases):
     return "\n".join(rows)
 
 
+def write_set(here, cases, check=False):
+    """Write a held-out set's manifests to `here`/manifests (only those that changed); with `check`, write nothing
+    and return the paths that differ from `cases`, or name a case that no longer exists."""
+    bad = []
+    d = os.path.join(here, "manifests")
+    os.makedirs(d, exist_ok=True)
+    for name, m in cases.items():
+        path = os.path.join(d, f"{name}.json")
+        text = json.dumps(m, indent=1, ensure_ascii=False) + "\n"
+        same = os.path.isfile(path) and open(path, encoding="utf-8").read() == text
+        if check and not same:
+            bad.append(path)
+        elif not same:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+    stale = sorted(set(f[:-5] for f in os.listdir(d) if f.endswith(".json")) - set(cases))
+    return bad + [os.path.join(d, f"{s}.json (no such case)") for s in stale]
+
+
+def h200_table(cases):
+    """The markdown table of a set made for H200s (heldout11 on)."""
+    rows = ["| case | ranks | NVTX | planted (severity, share % H200) | expected step ms (H200) | after fix ms (H200) |",
+            "|---|---|---|---|---|---|"]
+    for name, m in cases.items():
+        pl = "; ".join(f"{p['cause']} {p['severity']} ({p['share_pct']['h200'][0]:.0f}-{p['share_pct']['h200'][1]:.0f})"
+                       for p in m["planted"]) or "none"
+        st = m["expected_step_ms"]["h200"]
+        af = m.get("predicted_step_after_fix_ms")
+        af = f"{af['h200'][0]:.1f}-{af['h200'][1]:.1f}" if af else "-"
+        rows.append(f"| {name} | {m['ranks']} | {'yes' if m['nvtx_steps'] else 'no'} | {pl} | {st[0]:.1f}-{st[1]:.1f} | "
+                    f"{af} |")
+    return "\n".join(rows)
+
+
+def set_main(doc, here, build, table=table):
+    """The command line of a held-out set's derive.py: write its manifests (or --check them) and print its table."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="fail if a manifest on disk differs from the derivation")
+    ap.add_argument("--table", action="store_true", help="print the markdown table only")
+    a = ap.parse_args()
+    cases = build()
+    if a.table:
+        print(table(cases))
+        return
+    bad = write_set(here, cases, check=a.check)
+    if a.check and bad:
+        print(f"stale manifests (run {os.path.basename(here)}/derive.py):\n" + "\n".join(bad))
+        sys.exit(1)
+    print(table(cases))
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="fail if a manifest on disk differs from the derivation")

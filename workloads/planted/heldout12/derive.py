@@ -22,12 +22,9 @@ model gives the host time of a step (Python ops x eager_op_us + backward nodes x
 takes the larger, so that a GPU-bound case is checked at every corner (host_margin_ms). Software assumed: the capture
 image's PyTorch 2.1x with cuDNN 9 and the Triton that ships with it, on sm_90.
 """
-import argparse
-import json
 import math
 import os
 import random
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -1094,49 +1091,5 @@ def build():
     return out
 
 
-def write(check=False):
-    cases = build()
-    bad = []
-    d = os.path.join(HERE, "manifests")
-    os.makedirs(d, exist_ok=True)
-    for name, m in cases.items():
-        path = os.path.join(d, f"{name}.json")
-        text = json.dumps(m, indent=1, ensure_ascii=False) + "\n"
-        if check:
-            if not os.path.isfile(path) or open(path, encoding="utf-8").read() != text:
-                bad.append(path)
-        elif not os.path.isfile(path) or open(path, encoding="utf-8").read() != text:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-    stale = sorted(set(f[:-5] for f in os.listdir(d) if f.endswith(".json")) - set(cases))
-    bad += [os.path.join(d, f"{s}.json (no such case)") for s in stale]
-    return cases, bad
-
-
-def table(cases):
-    rows = ["| case | ranks | NVTX | planted (severity, share % H200) | expected step ms (H200) | after fix ms (H200) |",
-            "|---|---|---|---|---|---|"]
-    for name, m in cases.items():
-        pl = "; ".join(f"{p['cause']} {p['severity']} ({p['share_pct']['h200'][0]:.0f}-{p['share_pct']['h200'][1]:.0f})"
-                       for p in m["planted"]) or "none"
-        st = m["expected_step_ms"]["h200"]
-        af = m.get("predicted_step_after_fix_ms")
-        af = f"{af['h200'][0]:.1f}-{af['h200'][1]:.1f}" if af else "-"
-        rows.append(f"| {name} | {m['ranks']} | {'yes' if m['nvtx_steps'] else 'no'} | {pl} | {st[0]:.1f}-{st[1]:.1f} | "
-                    f"{af} |")
-    return "\n".join(rows)
-
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="fail if a manifest on disk differs from the derivation")
-    ap.add_argument("--table", action="store_true", help="print the markdown table only")
-    a = ap.parse_args()
-    if a.table:
-        print(table(build()))
-        sys.exit(0)
-    cases, bad = write(check=a.check)
-    if a.check and bad:
-        print("stale manifests (run heldout12/derive.py):\n" + "\n".join(bad))
-        sys.exit(1)
-    print(table(cases))
+    D.set_main(__doc__, HERE, build, table=D.h200_table)

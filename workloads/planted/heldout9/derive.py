@@ -16,10 +16,7 @@ of one NaN check (isnan + any + a read on the host) in anomaly mode's backward, 
 in the C++ autograd engine; four bands of heldout2-8 are copied with their sources so that this set depends on no
 other held-out set.
 """
-import argparse
-import json
 import os
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -727,32 +724,5 @@ def build():
     return out
 
 
-def write(check=False):
-    cases = build()
-    bad = []
-    d = os.path.join(HERE, "manifests")
-    os.makedirs(d, exist_ok=True)
-    for name, m in cases.items():
-        path = os.path.join(d, f"{name}.json")
-        text = json.dumps(m, indent=1, ensure_ascii=False) + "\n"
-        if check:
-            if not os.path.isfile(path) or open(path, encoding="utf-8").read() != text:
-                bad.append(path)
-        elif not os.path.isfile(path) or open(path, encoding="utf-8").read() != text:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-    stale = sorted(set(f[:-5] for f in os.listdir(d) if f.endswith(".json")) - set(cases))
-    bad += [os.path.join(d, f"{s}.json (no such case)") for s in stale]
-    return cases, bad
-
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="fail if a manifest on disk differs from the derivation")
-    ap.add_argument("--table", action="store_true", help="print the markdown table only")
-    a = ap.parse_args()
-    cases, bad = write(check=a.check)
-    if a.check and bad:
-        print("stale manifests (run heldout9/derive.py):\n" + "\n".join(bad))
-        sys.exit(1)
-    print(D.table(cases))
+    D.set_main(__doc__, HERE, build, table=D.table)
