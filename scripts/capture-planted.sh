@@ -2,7 +2,7 @@
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
 # capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200;
 # SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14, SET=heldout15, SET=heldout16, SET=heldout17: 2 H200s;
-# SET=heldout18: one H200), in
+# SET=heldout18, SET=heldout19: one H200), in
 # two phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -220,6 +220,19 @@
 #       command="SET=heldout18 bash scripts/capture-planted.sh CARRY smoke")    # 5 programs, no profiler, ~2 min
 #   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout18 bash scripts/capture-planted.sh CARRY single")   # 5 captures, one at a time, ~3-5 min
+#
+# The nineteenth held-out set (workloads/planted/heldout19: 5 one-GPU captures, one of them a before/after pair, no
+# multi-rank case) is made for ONE H200 like the eighteenth: only the smoke and single phases, with SET=heldout19 on
+# kind nvidia-h200 (catalog_recall gathers 2.1 GB of rows per step from a transposed table view, ~6-31 ms a step, its
+# fixed variant ~2-3 ms, ~4-5 GB of GPU memory; review_tagger's serializer thread holds the GIL ~40-130 ms a step;
+# fare_forecast builds its batch with torch.tensor from a 2.1 M-item Python list, ~33-260 ms a step, ~2-5 s of list
+# building at start-up; sensor_denoise draws 134 MB of noise on the CPU and copies it pageable, ~27-360 ms a step; the
+# three host-paced ones share the host-heavy slot):
+#
+#   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout19 bash scripts/capture-planted.sh CARRY smoke")    # 5 programs, no profiler, ~2 min
+#   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout19 bash scripts/capture-planted.sh CARRY single")   # 5 captures, one at a time, ~3-5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:
