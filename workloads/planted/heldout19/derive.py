@@ -321,7 +321,9 @@ def finish(m, b, b2, keys, after=True, fixed_case=None):
 
 KERNELS = {
     "catalog_recall": "per step ~12 kernels: the user tower's two bf16 GEMMs and GELU, a float cast, ONE index_select "
-                      "kernel (indexSelectLargeIndex) gathering 4.2 M rows x 128 fp32 (2.1 GB) from the transposed "
+                      "kernel (run as at::gather for more than 16 ids: a scatter-gather elementwise kernel; "
+                      "indexSelectLargeIndex in older builds) gathering 4.2 M rows x 128 fp32 (2.1 GB) from the "
+                      "transposed "
                       "table view, the largest kernel by far, the fp32 bmm scoring, topk and a store; in step_N > "
                       "users / lookup / score; GPU-bound (host well ahead)",
     "catalog_recall.fixed": "the same ~12 kernels; the index_select now reads whole 512-byte rows (coalesced), "
@@ -367,7 +369,7 @@ def build():
          "torch.compile as the top fix", "an approximate-nearest-neighbour index (the retrieval stage is not here)"])
     m["planted"] = [planted19(
         "uncoalesced_gather",
-        {"device": "GPU 0", "region": "step_N > lookup, every step: one index_select kernel (indexSelectLargeIndex) "
+        {"device": "GPU 0", "region": "step_N > lookup, every step: one index_select kernel (a gather kernel) "
          "reading the transposed table view, the largest kernel"},
         "the table made row-major once at load (--fixed, captured as catalog_recall.fixed)", b,
         "rm.uncoalesced_gather", "share.uncoalesced_gather",
@@ -388,7 +390,9 @@ def build():
     m["tolerated"] = [{"what": "the fp32 bmm scoring reading the gathered rows (memory-bound; bf16 rows would halve it)",
                        "cause": "elementwise_unfused", "max_severity": "high"}]
     m["expected_in_trace"] = [
-        "one index_select kernel (indexSelectLargeIndex) per step in step_N > lookup, several ms, the largest kernel",
+        "one index_select per step in step_N > lookup (a scatter-gather elementwise kernel, possibly split into 2-4 "
+        "launches by 32-bit indexing over the 2.1 GB output; indexSelectLargeIndex in older builds), several ms, the "
+        "largest kernel class",
         "GPU-bound: the next step's kernels queued behind (event sync on the previous step only)",
         "in the after run: the index_select about as long as the bmm, the step a few ms"]
     m["must_not"] = [
@@ -412,7 +416,7 @@ def build():
                       f"(bf16 features would halve what remains).")
     m["measure"] = [{"what": "step period", "query": Q19["step"], "expect_ms": r2(b2["step"])},
                     {"what": "kernels", "query": Q19["kernels"],
-                     "expect": f"indexSelectLargeIndex {rng(b2, 'c.gather_uncoalesced', 0)} ms per step before, "
+                     "expect": f"the index_select's gather kernel {rng(b2, 'c.gather_uncoalesced', 0)} ms per step before, "
                                f"{rng(bf2, 'c.gather_rows', 1)} ms after"}]
     m["new_cause"] = {"name": "uncoalesced_gather", "why": "a gather / index_select / embedding lookup whose source is "
                       "a strided (transposed, feature-major) view, so the threads of a warp read elements far apart and "
