@@ -69,6 +69,15 @@ fn causes_of(f: &Value) -> Vec<&'static str> {
             _ => vec![],
         },
         "collective_wait" => vec!["straggler_compute", "straggler_host"],
+        // Host memory page-locked and released every step: the finding names the calls and gives the
+        // pin-once fix (heldout18's `crop_watch` registers each new batch array).
+        "allocator_churn" if f["data"]["pinning_calls"].is_u64() => vec![
+            "allocator_churn",
+            "host_register_per_step",
+            "host_pinning_per_step",
+            "pinned_buffer_churn",
+            "cuda_host_register",
+        ],
         "allocator_churn" => vec!["allocator_churn"],
         "pipeline_bubble" => vec!["pipeline_bubble"],
         "unbatched_repeats" => vec!["unbatched_requests", "small_batch"],
@@ -104,108 +113,28 @@ fn causes_of(f: &Value) -> Vec<&'static str> {
 
 /// Where a set's exports and manifests are, and the GPU its captures ran on (which of a manifest's bands apply).
 struct Set {
-    exports: &'static str,
-    manifests: &'static str,
+    exports: String,
+    manifests: String,
     h200: bool,
 }
 
+/// The tuned set is `planted`; held-out set `heldoutN` is `planted/heldoutN` with its manifests beside its programs.
+/// Every set's captures ran on H200s but the second's (H100s).
 fn set_of(name: &str) -> Set {
     match name {
         "tuned" => Set {
-            exports: "planted",
-            manifests: "workloads/planted/manifests",
+            exports: "planted".into(),
+            manifests: "workloads/planted/manifests".into(),
             h200: true,
         },
-        "heldout" => Set {
-            exports: "planted/heldout",
-            manifests: "workloads/planted/heldout/manifests",
-            h200: true,
+        _ => Set {
+            exports: format!("planted/{name}"),
+            manifests: format!("workloads/planted/{name}/manifests"),
+            h200: name != "heldout2",
         },
-        "heldout2" => Set {
-            exports: "planted/heldout2",
-            manifests: "workloads/planted/heldout2/manifests",
-            h200: false,
-        },
-        "heldout3" => Set {
-            exports: "planted/heldout3",
-            manifests: "workloads/planted/heldout3/manifests",
-            h200: true,
-        },
-        "heldout4" => Set {
-            exports: "planted/heldout4",
-            manifests: "workloads/planted/heldout4/manifests",
-            h200: true,
-        },
-        "heldout5" => Set {
-            exports: "planted/heldout5",
-            manifests: "workloads/planted/heldout5/manifests",
-            h200: true,
-        },
-        "heldout6" => Set {
-            exports: "planted/heldout6",
-            manifests: "workloads/planted/heldout6/manifests",
-            h200: true,
-        },
-        "heldout8" => Set {
-            exports: "planted/heldout8",
-            manifests: "workloads/planted/heldout8/manifests",
-            h200: true,
-        },
-        "heldout7" => Set {
-            exports: "planted/heldout7",
-            manifests: "workloads/planted/heldout7/manifests",
-            h200: true,
-        },
-        "heldout10" => Set {
-            exports: "planted/heldout10",
-            manifests: "workloads/planted/heldout10/manifests",
-            h200: true,
-        },
-        "heldout9" => Set {
-            exports: "planted/heldout9",
-            manifests: "workloads/planted/heldout9/manifests",
-            h200: true,
-        },
-        "heldout11" => Set {
-            exports: "planted/heldout11",
-            manifests: "workloads/planted/heldout11/manifests",
-            h200: true,
-        },
-        "heldout12" => Set {
-            exports: "planted/heldout12",
-            manifests: "workloads/planted/heldout12/manifests",
-            h200: true,
-        },
-        "heldout16" => Set {
-            exports: "planted/heldout16",
-            manifests: "workloads/planted/heldout16/manifests",
-            h200: true,
-        },
-        "heldout15" => Set {
-            exports: "planted/heldout15",
-            manifests: "workloads/planted/heldout15/manifests",
-            h200: true,
-        },
-        "heldout13" => Set {
-            exports: "planted/heldout13",
-            manifests: "workloads/planted/heldout13/manifests",
-            h200: true,
-        },
-        "heldout14" => Set {
-            exports: "planted/heldout14",
-            manifests: "workloads/planted/heldout14/manifests",
-            h200: true,
-        },
-        "heldout17" => Set {
-            exports: "planted/heldout17",
-            manifests: "workloads/planted/heldout17/manifests",
-            h200: true,
-        },
-        other => panic!("unknown set {other}"),
     }
 }
 
-/// The answer of `aisp_profile_rules` on a case: one export, or the folder of a multi-rank set.
 fn rules_of(set: &str, case: &str, ranks: u64) -> Value {
     let prefix = set_of(set).exports;
     let path = if ranks > 1 {
@@ -924,4 +853,90 @@ fn a_loader_that_forks_every_step_is_told_to_keep_one_iterator() {
         )
         .unwrap();
     assert!(!good.to_string().contains("forked a step"), "{good:#}");
+}
+
+/// The eighteenth held-out set (written by a helper that read no rules, committed before capture (1c8eada); captured
+/// on one H200 through `aisp profile nsys`; `measured.json` by sqlite3 before any aisp answer was read). An assistant
+/// evaluation read the rules' answers on it first (BENCHMARKS.md); the rules changed after that, so this is not a
+/// first score: host page-locking calls are allocation calls now (`crop_watch`), and an `index_add_` ends an
+/// elementwise chain (`churn_scorer`). 3 of 4: `answer_rerank`'s per-query loss loop (`launch_bound_tiny_kernels`
+/// critical 84.96 %), `crop_watch`'s array registered every step (`allocator_churn` high 32.51 %, the calls named),
+/// `session_ranker`'s gc.collect() every step (`gpu_starvation` critical 96.8 %). Missed: `churn_scorer`'s index_add_
+/// atomics on 8 bins (no rule judges atomics; the verdict names `indexFuncLargeIndex` at 94.42 % of the batch). False
+/// by the key's names: `data_loading_stall` high 19.63 % on `crop_watch`, the loader threads' fill, which the manifest
+/// tolerates up to high as `host_bound`: kept as scored, as heldout17's.
+#[test]
+fn the_eighteenth_held_out_set_keeps_its_score() {
+    let (planted, found, false_findings) = scorecard("heldout18");
+    assert_eq!(
+        (planted, found, false_findings.len()),
+        (4, 3, 1),
+        "eighteenth held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
+    );
+}
+
+/// A loader that page-locks each new batch array is told so: heldout18's `crop_watch` calls cudaHostRegister and
+/// cudaHostUnregister once a step; the allocation finding counts those calls and their time as SQL does over its
+/// steady window, says them in its title and evidence, and gives the pin-once fix.
+#[test]
+fn host_memory_pinned_every_step_is_named_with_the_sql_figures() {
+    let crop = rules_of("heldout18", "crop_watch", 1);
+    let f = crop["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "allocator_churn")
+        .expect("an allocation finding");
+    let (lo, hi) = (
+        f["window"]["start_ns"].as_i64().unwrap(),
+        f["window"]["end_ns"].as_i64().unwrap(),
+    );
+    let path = profile_common::fixture("planted/heldout18/crop_watch.sqlite");
+    let c =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let (calls, ns): (i64, i64) = c
+        .query_row(
+            "SELECT count(*), sum(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s \
+             ON s.id = r.nameId WHERE r.start >= ?1 AND r.start < ?2 \
+             AND (s.value LIKE 'cudaHostRegister%' OR s.value LIKE 'cudaHostUnregister%')",
+            [lo, hi],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(f["data"]["pinning_calls"], calls, "{f:#}");
+    assert_eq!(f["data"]["pinning_ns"], ns, "{f:#}");
+    let steps = f["data"]["steps"].as_i64().unwrap();
+    let per_step = format!("{:.2} ms a step", (ns / steps) as f64 / 1e6);
+    let title = f["title"].as_str().unwrap();
+    assert!(
+        title.starts_with(&format!(
+            "Host memory page-locked and released every step ({steps} of {steps}: cudaHostRegister, cudaHostUnregister)"
+        )),
+        "{title}"
+    );
+    let evidence = f["evidence"][1].as_str().unwrap();
+    assert!(
+        evidence.starts_with(&format!(
+            "{calls} page-locking calls (cudaHostRegister, cudaHostUnregister) in the steady window, {per_step}"
+        )),
+        "{evidence}"
+    );
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("Page-lock the staging memory once"),
+        "{f:#}"
+    );
+    // train_good allocates nothing in its steps that pins host memory: no such words.
+    let good = aisp::registry::find("aisp_profile_rules")
+        .unwrap()
+        .op
+        .call_json(
+            &OpContext::detached(AppState::for_tests()),
+            json!({"path": profile_common::fixture("train_good.sqlite").display().to_string(), "detail": true}),
+        )
+        .unwrap();
+    assert!(!good.to_string().contains("page-locked"), "{good:#}");
 }

@@ -108,6 +108,11 @@ pub fn api_kind(display: &str) -> CallKind {
         || display.starts_with("cudaHostAlloc")
         || display.starts_with("cudaMallocHost")
         || display.starts_with("cudaFreeHost")
+        || display.starts_with("cudaHostRegister")
+        || display.starts_with("cudaHostUnregister")
+        || display.starts_with("cuMemHostRegister")
+        || display.starts_with("cuMemHostUnregister")
+        || display.starts_with("cuMemHostAlloc")
         || display.starts_with("cuMemAlloc")
         || display.starts_with("cuMemFree")
         || display == "cuMemCreate"

@@ -9,7 +9,10 @@
 //!
 //! A pass of a multi-pass algorithm (a radix sort's, a scan's, a stream
 //! compaction's: `torch.randperm`, `torch.sort`, `nonzero`) ends a chain like
-//! a GEMM: memory-bound, but no fused pointwise kernel absorbs it.
+//! a GEMM: memory-bound, but no fused pointwise kernel absorbs it. So does an
+//! atomic accumulation by index (`index_add_`, `index_reduce_`: PyTorch's
+//! `indexFunc*Index` kernels): its time is the atomics on the rows it adds
+//! into, which a fused kernel would still perform.
 //!
 //! A cast or copy (`direct_copy_kernel`, concatenation) joins a chain when
 //! the next kernel on its stream is a member: it feeds the chain (a norm's
@@ -112,14 +115,23 @@ fn cast(kind: OpKind) -> bool {
     kind == OpKind::Compute(Column::CopyKernel)
 }
 
-/// Whether a kernel is a pass of a multi-pass algorithm (a radix or merge sort, a scan, a stream compaction, a
-/// histogram): memory-bound like its neighbours, but no fused pointwise kernel can absorb it, so it ends a chain.
-fn multi_pass(name: &str) -> bool {
+/// Whether a kernel ends a chain though memory-bound like its neighbours, because no fused pointwise kernel can
+/// absorb it: a pass of a multi-pass algorithm (a radix or merge sort, a scan, a stream compaction, a histogram) or
+/// an atomic accumulation by index.
+fn unfusable(name: &str) -> bool {
     let l = name.to_ascii_lowercase();
-    // `deviceselect`: CUB's stream compaction (`DeviceSelectSweepKernel`), not a gather such as `index_select`.
-    ["sort", "scan", "deviceselect", "histogram", "unique"]
-        .iter()
-        .any(|w| l.contains(w))
+    // `deviceselect`: CUB's stream compaction (`DeviceSelectSweepKernel`), not a gather such as `index_select`;
+    // `indexfunc`: index_add_'s atomic accumulation (`indexFuncLargeIndex`), not a pass a fusion shares.
+    [
+        "sort",
+        "scan",
+        "deviceselect",
+        "histogram",
+        "unique",
+        "indexfunc",
+    ]
+    .iter()
+    .any(|w| l.contains(w))
 }
 
 /// The chains among the device's ops that start inside `[lo, hi)`; `sm_count`, the device's SMs when recorded.
@@ -141,7 +153,7 @@ pub fn find_chains(
             by_stream.entry(o.stream).or_default().push(i);
         }
     }
-    // Multi-pass algorithms break chains; their names decide, once per name. A launch that leaves most SMs without
+    // Multi-pass algorithms and atomic accumulations break chains; their names decide, once per name. A launch that leaves most SMs without
     // a block is passed over (neither a member nor a break): its time is the under-filled grid's
     // (`underfilled_grid`), not the chain's to claim, and fusing its neighbours still pays.
     let sms = sm_count.filter(|&s| s > 1).map(|s| s as u64);
@@ -150,7 +162,7 @@ pub fn find_chains(
         let name = kernels[d.ops[i].index as usize].short_name;
         *passes
             .entry(name)
-            .or_insert_with(|| multi_pass(p.string(name)))
+            .or_insert_with(|| unfusable(p.string(name)))
     };
     let underfilled =
         |i: usize| sms.is_some_and(|s| kernels[d.ops[i].index as usize].underfills(s));
@@ -307,9 +319,9 @@ pub fn summarize(p: &Profile, chains: &[&Chain]) -> ChainSummary {
 mod tests {
     use super::*;
 
-    /// A sort, a scan or a compaction ends a chain (no pointwise fusion absorbs it); a gather does not.
+    /// A sort, a scan, a compaction or an index_add_ ends a chain (no pointwise fusion absorbs it); a gather does not.
     #[test]
-    fn multi_pass_algorithms_are_named_apart_from_gathers() {
+    fn multi_pass_algorithms_and_atomic_accumulations_are_named_apart_from_gathers() {
         for name in [
             "DeviceRadixSortOnesweepKernel",
             "DeviceRadixSortHistogramKernel",
@@ -317,8 +329,10 @@ mod tests {
             "DeviceSelectSweepKernel",
             "randperm_handle_duplicate_keys_kernel_unique",
             "segmented_sort_kernel",
+            "indexFuncLargeIndex",
+            "indexFuncSmallIndex",
         ] {
-            assert!(multi_pass(name), "{name}");
+            assert!(unfusable(name), "{name}");
         }
         for name in [
             "index_select_kernel",
@@ -326,7 +340,7 @@ mod tests {
             "reduce_kernel",
             "DeviceReduceKernel",
         ] {
-            assert!(!multi_pass(name), "{name}");
+            assert!(!unfusable(name), "{name}");
         }
     }
 

@@ -980,12 +980,15 @@ fn sync(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     blocking_rule(
         cx,
         spec,
-        Column::IdleSync,
-        |k, _| matches!(k, CallKind::HostSync | CallKind::SyncCopy),
-        "synchronizing calls",
-        "measured: the ledger's idle_sync — device idle while the host blocked in a synchronizing call (after the \
-         device ran dry) and the refill after it returned, at most 1 ms",
-        Recurs::AsSeen,
+        &Blocking {
+            col: Column::IdleSync,
+            want: |k, _| matches!(k, CallKind::HostSync | CallKind::SyncCopy),
+            what: "synchronizing calls",
+            basis: "measured: the ledger's idle_sync — device idle while the host blocked in a synchronizing call \
+                    (after the device ran dry) and the refill after it returned, at most 1 ms",
+            recurs: Recurs::AsSeen,
+            refine: |_, _, _| {},
+        },
     )
 }
 
@@ -1013,13 +1016,83 @@ fn allocator(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     blocking_rule(
         cx,
         spec,
-        Column::IdleAllocator,
-        |k, _| k == CallKind::Allocation,
-        "allocation/release calls",
-        "measured: the ledger's idle_allocator — device idle while the host was in an allocation or release call \
-         and the refill after it, at most 1 ms",
-        Recurs::AsSeen,
+        &Blocking {
+            col: Column::IdleAllocator,
+            want: |k, _| k == CallKind::Allocation,
+            what: "allocation/release calls",
+            basis: "measured: the ledger's idle_allocator — device idle while the host was in an allocation or \
+                    release call and the refill after it, at most 1 ms",
+            recurs: Recurs::AsSeen,
+            refine: host_pinning,
+        },
     )
+}
+
+/// The calls that page-lock host memory and release it again.
+const PINNING: &[&str] = &[
+    "cudaHostRegister",
+    "cudaHostUnregister",
+    "cudaHostAlloc",
+    "cudaMallocHost",
+    "cudaFreeHost",
+    "cuMemHostRegister",
+    "cuMemHostUnregister",
+    "cuMemHostAlloc",
+    "cuMemAllocHost",
+    "cuMemFreeHost",
+];
+
+/// Host memory page-locked and released in the steady loop, where those calls hold most of the allocation time: a
+/// loader that registers each new batch array (or pins a new buffer per batch) pays the pinning of every page each
+/// step, and the caching allocator's advice does not apply: the fix is staging buffers pinned once and reused.
+fn host_pinning(cs: &CallSummary, d: &DeviceLedger, dr: &mut Draft) {
+    let pinning = |name: &str| PINNING.iter().any(|p| name.starts_with(p));
+    let all: i64 = cs.names.values().map(|v| v.1).sum();
+    let (calls, ns) = cs
+        .names
+        .iter()
+        .filter(|(name, _)| pinning(name))
+        .fold((0u64, 0i64), |a, (_, v)| (a.0 + v.0, a.1 + v.1));
+    // In most steps, as the generic title's "in every step" asks.
+    if ns * 2 <= all || cs.steps_with * 5 < d.steady.steps * 4 {
+        return;
+    }
+    let names: Vec<&str> = cs
+        .names
+        .keys()
+        .filter(|name| pinning(name))
+        .map(String::as_str)
+        .collect();
+    let steps = d.steady.steps.max(1) as i64;
+    dr.title = format!(
+        "Host memory page-locked and released every step ({} of {}: {}): the device idles {}% of the steady window",
+        cs.steps_with,
+        d.steady.steps,
+        names.join(", "),
+        d.share(dr.total())
+    );
+    dr.gist += &format!("; page-locking {} a step", ms(ns / steps));
+    dr.evidence.insert(
+        1,
+        format!(
+            "{calls} page-locking calls ({}) in the steady window, {} a step: {}% of the allocation calls' time",
+            names.join(", "),
+            ms(ns / steps),
+            pct1(ns, all)
+        ),
+    );
+    dr.fix = Some(
+        "Page-lock the staging memory once: allocate two or three pinned buffers before the loop \
+         (torch.empty(..., pin_memory=True), or one cudaHostRegister at start-up) and fill them in turn, instead of \
+         registering a new array, or pinning a new buffer, for every batch and releasing it after the copy."
+            .into(),
+    );
+    dr.fix_replaces = true;
+    if let serde_json::Value::Object(m) = &mut dr.data {
+        m.insert("pinning_calls".into(), json!(calls));
+        m.insert("pinning_ns".into(), json!(ns));
+        m.insert("pinning_per_step_ns".into(), json!(ns / steps));
+    }
 }
 
 pub const MODULE_LOADING: RuleSpec = RuleSpec {
@@ -1045,14 +1118,17 @@ fn module_loading(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
     blocking_rule(
         cx,
         spec,
-        Column::IdleModuleLoading,
-        |k, dur| {
-            k == CallKind::ModuleLoading
-                || (k == CallKind::Launch && dur >= crate::ledger::SLOW_LAUNCH_NS)
+        &Blocking {
+            col: Column::IdleModuleLoading,
+            want: |k, dur| {
+                k == CallKind::ModuleLoading
+                    || (k == CallKind::Launch && dur >= crate::ledger::SLOW_LAUNCH_NS)
+            },
+            what: "module-loading calls (and launches over 1 ms: lazy loading inside the launch)",
+            basis: "measured: the ledger's idle_module_loading — device idle while the host loaded CUDA modules",
+            recurs: Recurs::OnceByNature,
+            refine: |_, _, _| {},
         },
-        "module-loading calls (and launches over 1 ms: lazy loading inside the launch)",
-        "measured: the ledger's idle_module_loading — device idle while the host loaded CUDA modules",
-        Recurs::OnceByNature,
     )
 }
 
@@ -1071,16 +1147,31 @@ enum Recurs {
 /// Steady steps needed before loads in one of them count as a one-time first use rather than a periodic cost.
 const ONE_TIME_MIN_STEPS: usize = 5;
 
-/// An idle-cause finding whose cause is a kind of CUDA call: names, counts, the call pattern before them.
-fn blocking_rule(
-    cx: &mut Ctx,
-    spec: &RuleSpec,
+/// An idle cause that is a kind of CUDA call.
+#[derive(Clone, Copy)]
+struct Blocking {
+    /// The ledger column its idle is counted in.
     col: Column,
-    want: impl Fn(CallKind, i64) -> bool + Copy,
-    what: &str,
-    basis: &str,
+    /// The calls of that kind, by kind and duration.
+    want: fn(CallKind, i64) -> bool,
+    /// The calls in words ("synchronizing calls").
+    what: &'static str,
+    basis: &'static str,
     recurs: Recurs,
-) -> Result<()> {
+    /// What the calls found say beyond the kind's generic finding (its title, evidence and fix).
+    refine: fn(&CallSummary, &DeviceLedger, &mut Draft),
+}
+
+/// An idle-cause finding whose cause is a kind of CUDA call: names, counts, the call pattern before them.
+fn blocking_rule(cx: &mut Ctx, spec: &RuleSpec, cause: &Blocking) -> Result<()> {
+    let Blocking {
+        col,
+        want,
+        what,
+        basis,
+        recurs,
+        refine,
+    } = *cause;
     let mut drafts = Vec::new();
     let devs: Vec<usize> = cx.devices().map(|(i, _)| i).collect();
     for i in devs {
@@ -1148,13 +1239,15 @@ fn blocking_rule(
             ms(blocked_step),
             ms(idle_step)
         );
-        drafts.push(dr.text(
+        let mut draft = dr.text(
             title,
             gist,
             evidence,
             json!({"idle_ns": idle, "idle_pct": d.share(idle), "idle_per_step_ns": idle_step, "calls": cs.names, "count": count, "blocked_ns": blocked, "blocked_per_step_ns": blocked_step,
                 "steps_with_call": cs.steps_with, "steps": d.steady.steps, "patterns": cs.patterns}),
-        ));
+        );
+        refine(&cs, d, &mut draft);
+        drafts.push(draft);
     }
     cx.emit(spec.id, drafts, MIN_SHARE_PCT, &spec.text);
     Ok(())
