@@ -815,7 +815,8 @@ pub fn rules_view(
         lean.left_out(&cut, &mut left_out);
         if !lean.findings.is_empty() {
             let mut whole =
-                "one finding whole, every field, on every device: pass \"finding\": its id".to_string();
+                "one finding whole, every field, on every device: pass \"finding\": its id"
+                    .to_string();
             if !ranked_only.is_empty() {
                 whole += &format!(" (named only in `ranked`: {})", ranked_only.join(", "));
             }
