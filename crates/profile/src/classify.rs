@@ -396,6 +396,18 @@ pub fn classify(demangled: &str, short: &str, grid: [u32; 3], block: [u32; 3]) -
                 // unless an explicit tensor-core marker (`tf32`, `tensorop`) is also present.
                 if tc_marker.is_none() {
                     let p = prec.unwrap_or(Precision::Fp32);
+                    // A matrix-vector product reads its matrix once for two flops an element: bandwidth-bound in
+                    // any precision, so no tensor core would speed it up (cuBLAS runs GEMVs on CUDA cores anyway).
+                    if s == "gemv" {
+                        return Classification {
+                            class: KernelClass::GemmUnknown,
+                            precision: Some(p),
+                            tensor_cores: Some(false),
+                            evidence: format!(
+                                "matrix-vector product (`{s}` in the name): bound by memory, not by the math unit"
+                            ),
+                        };
+                    }
                     let class = if p == Precision::Fp32 {
                         KernelClass::GemmSimtFp32
                     } else {
@@ -670,6 +682,24 @@ mod tests {
         assert_eq!(c.class, KernelClass::GemmSimtFp32);
         assert_eq!(c.tensor_cores, Some(false));
         assert_eq!(c.precision, Some(Precision::Fp32));
+    }
+
+    /// cuBLAS's batched fp32 GEMV (a dot product per query and candidate) is not a GEMM tensor cores would speed
+    /// up: it is a matrix product bound by memory.
+    #[test]
+    fn an_fp32_gemv_is_not_counted_as_a_gemm_for_tensor_cores() {
+        let c = cls(
+            "std::enable_if<!T7, void>::type internal::gemvx::kernel<int, int, float, float, float, float, (bool)0, (bool)1, (bool)1, (bool)0, (int)5, (bool)0, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<const float>, cublasGemvTensorStridedBatched<const float>, cublasGemvTensorStridedBatched<float>, float>>(T13)",
+        );
+        assert_eq!(c.class, KernelClass::GemmUnknown);
+        assert_eq!(c.tensor_cores, Some(false));
+        assert!(
+            c.evidence.contains("matrix-vector product"),
+            "{}",
+            c.evidence
+        );
+        let sgemm = cls("ampere_sgemm_128x64_nn");
+        assert_eq!(sgemm.class, KernelClass::GemmSimtFp32);
     }
 
     #[test]

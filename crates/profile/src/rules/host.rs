@@ -533,8 +533,104 @@ fn host_compute(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         "measured: the ledger's idle_host_compute — idle stretches of 1 ms or more while the thread the device waited \
          for ran host code outside any recorded CUDA or OS call",
         "GPU starvation: the device idles {pct}% of the steady window while the host computes",
-        as_measured,
+        gil_held_elsewhere,
     )
+}
+
+/// CPython's default switch interval (`sys.getswitchinterval()`): a thread that wants the GIL waits this long on a
+/// condition variable, then asks the holder to drop it, and waits again.
+const GIL_SWITCH_NS: i64 = 5_000_000;
+
+/// A thread waiting for the GIL shows as timed condition-variable waits that each last about the switch interval
+/// (within a tenth of it: the wait times out, then the request to drop is made).
+fn gil_wait(ns: i64) -> bool {
+    (ns - GIL_SWITCH_NS).abs() * 10 <= GIL_SWITCH_NS
+}
+
+/// Host compute the device waits for, spent by its launching thread waiting for the Python GIL: timed
+/// condition-variable waits of the switch interval (5 ms) that cover at least half of the idle, once a step or more.
+/// The thread is not computing; another Python thread holds the GIL (a metrics or logging thread in C code that
+/// keeps it: json.dumps, pickling), and the fix is that thread's work, not the training loop's.
+fn gil_held_elsewhere(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<()> {
+    let Some(waits) = waited_thread_os_calls(cx, d, col, |name| name == "pthread_cond_timedwait")?
+    else {
+        return Ok(());
+    };
+    let waits: Vec<i64> = waits
+        .iter()
+        .map(|&(s, e)| e - s)
+        .filter(|&ns| gil_wait(ns))
+        .collect();
+    let (count, ns) = (waits.len() as u64, waits.iter().sum::<i64>());
+    let steps = d.steady.steps.max(1) as u64;
+    if count < steps || ns * 2 < dr.total() {
+        return Ok(());
+    }
+    let per_step = (count as f64 / steps as f64 * 100.0).round() / 100.0;
+    dr.title += &format!(
+        ": the launching thread waits for the Python GIL, {per_step} waits a step of the 5 ms switch interval"
+    );
+    dr.gist += &format!("; {per_step} GIL waits a step");
+    dr.evidence.insert(
+        1,
+        format!(
+            "{count} waits of 4.5-5.5 ms (pthread_cond_timedwait, CPython's 5 ms switch interval) on the launching \
+             thread in the steady window, {} a step: it is waiting for the GIL, which another Python thread holds",
+            ms(ns / steps as i64)
+        ),
+    );
+    dr.fix = Some(
+        "Another Python thread holds the GIL while the training loop waits to launch: find it (a metrics, logging or \
+         monitoring thread running C code that keeps the GIL, such as json.dumps or pickling of large data, or a long \
+         pure-Python loop) and move that work to another process, make it smaller (only what is new each step) or \
+         run it rarely."
+            .into(),
+    );
+    dr.fix_replaces = true;
+    if let serde_json::Value::Object(m) = &mut dr.data {
+        m.insert("gil_waits".into(), json!(count));
+        m.insert("gil_waits_per_step".into(), json!(per_step));
+        m.insert("gil_wait_ns".into(), json!(ns));
+    }
+    Ok(())
+}
+
+/// The OS runtime calls named as `wanted` accepts made by the thread the device waited for in `col`'s idle, begun
+/// and ended on the host side of the steady steps, as (start, end); none where that thread or side is unknown.
+fn waited_thread_os_calls(
+    cx: &Ctx,
+    d: &DeviceLedger,
+    col: Column,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Option<Vec<(i64, i64)>>> {
+    let Some(thread) = super::step_calls::waited_for(d, |c| c == col) else {
+        return Ok(None);
+    };
+    let p = cx.p()?;
+    let Some((lo, hi)) = super::step_regions::host_window(p, d)? else {
+        return Ok(None);
+    };
+    let ids: BTreeSet<i64> = p
+        .osrt_name_ids()?
+        .into_iter()
+        .filter(|&id| wanted(p.string(id)))
+        .collect();
+    if ids.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    let windows: rustc_hash::FxHashMap<i64, Vec<(i64, i64)>> =
+        [(thread, vec![(lo, hi)])].into_iter().collect();
+    let parts = p.fold_osrt_threads_near(
+        &windows,
+        |id| ids.contains(&id),
+        Vec::new,
+        |acc: &mut Vec<(i64, i64)>, start, end, _, _| {
+            if start >= lo && end <= hi {
+                acc.push((start, end));
+            }
+        },
+    )?;
+    Ok(Some(parts.into_iter().flatten().collect()))
 }
 
 pub const DATA_LOADING: RuleSpec = RuleSpec {
@@ -578,37 +674,13 @@ const FORKS: &[&str] = &["fork", "vfork", "clone", "clone3", "posix_spawn"];
 /// workers only fork more: the fix is one iterator kept across steps. The forks are counted on the thread the
 /// device waited for in this idle, between the launches of the steps beside the steady window.
 fn workers_restarted(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<()> {
-    let Some(thread) = super::step_calls::waited_for(d, |c| c == col) else {
+    let Some(forks) = waited_thread_os_calls(cx, d, col, |name| FORKS.contains(&name))? else {
         return Ok(());
     };
-    let p = cx.p()?;
-    let Some((lo, hi)) = super::step_regions::host_window(p, d)? else {
-        return Ok(());
-    };
-    let fork_ids: BTreeSet<i64> = p
-        .osrt_name_ids()?
-        .into_iter()
-        .filter(|&id| FORKS.contains(&p.string(id)))
-        .collect();
-    if fork_ids.is_empty() {
-        return Ok(());
-    }
-    let windows: rustc_hash::FxHashMap<i64, Vec<(i64, i64)>> =
-        [(thread, vec![(lo, hi)])].into_iter().collect();
-    let (forks, fork_ns) = p
-        .fold_osrt_threads_near(
-            &windows,
-            |id| fork_ids.contains(&id),
-            || (0u64, 0i64),
-            |acc, start, end, _, _| {
-                if start >= lo && end <= hi {
-                    acc.0 += 1;
-                    acc.1 += end - start;
-                }
-            },
-        )?
-        .into_iter()
-        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    let (forks, fork_ns) = (
+        forks.len() as u64,
+        forks.iter().map(|&(s, e)| e - s).sum::<i64>(),
+    );
     let steps = d.steady.steps.max(1) as u64;
     if forks < steps {
         return Ok(());

@@ -30,7 +30,7 @@ pub struct StepCall {
     pub per_step: f64,
     /// Its time over the steady steps.
     pub ns_per_step: i64,
-    /// That time, share of the steady window.
+    /// That time, share of the host side of the steady steps (the window its calls are counted in).
     pub pct: f64,
 }
 
@@ -118,6 +118,9 @@ pub fn step_calls(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepCal
     let mut top: Vec<(String, (bool, u64, i64))> = by_name.into_iter().collect();
     top.sort_by_key(|(name, (_, _, ns))| (std::cmp::Reverse(*ns), name.clone()));
     let steps = d.steady.steps.max(1) as f64;
+    // The calls are counted on the host side of the steady steps, which may be longer than the device's window (the
+    // device catches up on a step the host finished early): their share is of that side, never over 100 %.
+    let share = |ns: i64| super::super::stats::pct2(ns, (hi - lo).max(1));
     Ok(top
         .into_iter()
         .take(n)
@@ -126,7 +129,7 @@ pub fn step_calls(p: &Profile, d: &DeviceLedger, n: usize) -> Result<Vec<StepCal
             os,
             per_step: (calls as f64 / steps * 100.0).round() / 100.0,
             ns_per_step: (ns as f64 / steps).round() as i64,
-            pct: d.share(ns),
+            pct: share(ns),
         })
         .collect())
 }

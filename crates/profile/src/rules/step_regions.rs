@@ -168,8 +168,9 @@ fn kernel_time_inside(
 
 /// The host side of the steady window: from the end of the launch of the device's last kernel before the window
 /// (else the launch of its first kernel in it) to the start of the launch of its first kernel after the window (else
-/// no end). A step's ranges open before its first launch and close after its last, so the launches that bound the
-/// window are those of the steps beside it.
+/// the window's end: with no step after it, what the host does once the device has finished is the run's teardown,
+/// not a step's). A step's ranges open before its first launch and close after its last, so the launches that bound
+/// the window are those of the steps beside it.
 pub(super) fn host_window(p: &Profile, d: &DeviceLedger) -> Result<Option<(i64, i64)>> {
     let kernels = p.kernels()?;
     let api = p.api()?;
@@ -188,7 +189,7 @@ pub(super) fn host_window(p: &Profile, d: &DeviceLedger) -> Result<Option<(i64, 
     let hi = (after..kernels.len())
         .find(on_device)
         .and_then(call)
-        .map_or(i64::MAX, |a| a.start);
+        .map_or(d.steady.end_ns, |a| a.start);
     Ok(Some((lo, hi)))
 }
 
