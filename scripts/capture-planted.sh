@@ -2,7 +2,7 @@
 # Issue 31/32: capture every planted workload (workloads/planted, manifests beside them) through aisp's own
 # capture operation on a 4-GPU H100/H200 host (SET=heldout2 ... SET=heldout8: a 2-GPU host; SET=heldout9, SET=heldout10: one H200;
 # SET=heldout11, SET=heldout12, SET=heldout13, SET=heldout14, SET=heldout15, SET=heldout16, SET=heldout17: 2 H200s;
-# SET=heldout18, SET=heldout19: one H200), in
+# SET=heldout18, SET=heldout19, SET=heldout20: one H200), in
 # two phases that each end inside 540 s of wall time.
 #
 #   scripts/capture-planted.sh CARRY smoke      optional first: every program for 5 steps, no profiler (~2 min)
@@ -233,6 +233,19 @@
 #       command="SET=heldout19 bash scripts/capture-planted.sh CARRY smoke")    # 5 programs, no profiler, ~2 min
 #   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
 #       command="SET=heldout19 bash scripts/capture-planted.sh CARRY single")   # 5 captures, one at a time, ~3-5 min
+#
+# The twentieth held-out set (workloads/planted/heldout20: 5 one-GPU captures, one of them a before/after pair, no
+# multi-rank case) is made for ONE H200 like the nineteenth: only the smoke and single phases, with SET=heldout20 on
+# kind nvidia-h200 (item_linker squares a 24576 x 24576 bf16 graph per step, ~38-48 ms a step, its fixed variant
+# ~2-3 ms, ~4-5 GB of GPU memory; ledger_classifier spawns nvidia-smi every step, ~16-400 ms a step;
+# claims_encoder hashes a 134 MB pinned batch every step, ~54-340 ms a step, ~1-2 s of batch building at start-up;
+# shelf_tagger re-parses a 10 MB JSON every step, ~60-365 ms a step; the three host-paced ones share the host-heavy
+# slot):
+#
+#   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout20 bash scripts/capture-planted.sh CARRY smoke")    # 5 programs, no profiler, ~2 min
+#   run(kind="nvidia-h200", carry=["CARRY"], timeout_s=600,
+#       command="SET=heldout20 bash scripts/capture-planted.sh CARRY single")   # 5 captures, one at a time, ~3-5 min
 #
 # CARRY is a folder holding aisp.xz (the release binary, xz-compressed) and lib/ (the Nsight Systems runtime
 # libraries: a copy of ../shared/nsys-runtime/lib), carried to the device machine. How the lead calls it:

@@ -10,15 +10,16 @@ workloads/planted/heldout10/manifests/*.json, workloads/planted/heldout11/manife
 workloads/planted/heldout12/manifests/*.json, workloads/planted/heldout13/manifests/*.json,
 workloads/planted/heldout14/manifests/*.json, workloads/planted/heldout15/manifests/*.json,
 workloads/planted/heldout16/manifests/*.json, workloads/planted/heldout17/manifests/*.json,
-workloads/planted/heldout18/manifests/*.json, workloads/planted/heldout19/manifests/*.json) holding the program, its
+workloads/planted/heldout18/manifests/*.json, workloads/planted/heldout19/manifests/*.json,
+workloads/planted/heldout20/manifests/*.json) holding the program, its
 arguments and its rank count. --set (or SET=) picks the sets: "tuned,heldout" by default (the 4-GPU captures),
 "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7" or "heldout8" for the second to eighth held-out sets (one-GPU
 and 2-rank cases, made for a 2-GPU host), "heldout9" for the ninth and "heldout10" for the tenth (one-GPU cases only,
 made for one H200: the smoke and single phases), "heldout11" for the eleventh, "heldout12" for the twelfth,
 "heldout13" for the thirteenth, "heldout14" for the fourteenth, "heldout15" for the fifteenth, "heldout16" for the
 sixteenth and "heldout17" for the seventeenth (one-GPU cases and one 2-rank case each, made for 2 H200s: all three
-phases), "heldout18" for the eighteenth and "heldout19" for the nineteenth (one-GPU cases only, made for one H200: the
-smoke and single phases).
+phases), "heldout18" for the eighteenth, "heldout19" for the nineteenth and "heldout20" for the twentieth (one-GPU cases
+only, made for one H200: the smoke and single phases).
 Each capture goes through aisp's own capture operation, `aisp --allow-exec --format json profile nsys --json {...}`
 ("launcher": torchrun for the 4-rank cases), with "analyze": false; the SQLite exports it lists under `artifacts`
 (`sqlite`, `sqlite_rank_N`) are kept.
@@ -73,7 +74,8 @@ MANIFEST_DIRS = [("tuned", os.path.join(PLANTED, "manifests")), ("heldout", os.p
                  ("heldout16", os.path.join(PLANTED, "heldout16", "manifests")),
                  ("heldout17", os.path.join(PLANTED, "heldout17", "manifests")),
                  ("heldout18", os.path.join(PLANTED, "heldout18", "manifests")),
-                 ("heldout19", os.path.join(PLANTED, "heldout19", "manifests"))]
+                 ("heldout19", os.path.join(PLANTED, "heldout19", "manifests")),
+                 ("heldout20", os.path.join(PLANTED, "heldout20", "manifests"))]
 DEFAULT_SETS = "tuned,heldout"
 # workloads with pageable or host-heavy copies, or host-bound steps (heldout8: emb_loop, layer_timer; heldout9:
 # anomaly_fit; heldout10: pixel_stream, a 1.23 GB pinned copy per step, and resmlp_fit, blocking launches; heldout11:
@@ -84,13 +86,14 @@ DEFAULT_SETS = "tuned,heldout"
 # request, all three set by the host; heldout18: crop_watch, a 134 MB host array page-locked per step, session_ranker,
 # a full garbage collection per step, and answer_rerank, a per-query loss loop, all three set by the host; heldout19:
 # review_tagger, a GIL-holding serializer thread, fare_forecast, a tensor built from a Python list per step, and
-# sensor_denoise, CPU-drawn noise and a 134 MB pageable copy per step, all three set by the host): one GPU
-# slot, one at a time
+# sensor_denoise, CPU-drawn noise and a 134 MB pageable copy per step, all three set by the host; heldout20:
+# ledger_classifier, nvidia-smi spawned per step, claims_encoder, a SHA-256 of a 134 MB pinned batch per step, and
+# shelf_tagger, a 10 MB JSON re-parsed per step, all three set by the host): one GPU slot, one at a time
 PCIE_HEAVY = ("copy_bound", "d2h_sync", "fp32_head", "host_augment", "small_copies", "weight_upload", "ckpt_save",
               "text_tagger", "offload_adam", "tower_cache", "emb_loop", "layer_timer", "anomaly_fit", "pixel_stream", "resmlp_fit",
               "chat_decode", "vit_finetune", "char_lstm", "ctr_batch", "intent_finetune", "photo_tagger", "policy_learner",
               "query_embed", "crop_watch", "session_ranker", "answer_rerank", "review_tagger", "fare_forecast",
-              "sensor_denoise")
+              "sensor_denoise", "ledger_classifier", "claims_encoder", "shelf_tagger")
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 TAR_LIMIT = 15 * 1024 * 1024
 
