@@ -62,6 +62,14 @@ fn causes_of(f: &Value) -> Vec<&'static str> {
             "dtype_mismatch_cast",
         ],
         "gpu_starvation" | "host_os_wait" => vec!["host_bound"],
+        // An external command run and waited for every step: the finding names the child waits and gives the
+        // in-process fix (heldout20's `ledger_classifier` polls nvidia-smi each step).
+        "data_loading_stall" if f["data"]["child_waits"].is_u64() => vec![
+            "data_loading",
+            "external_command_per_step",
+            "subprocess_per_step",
+            "monitoring_overhead",
+        ],
         "data_loading_stall" => vec!["data_loading"],
         "cross_rank_straggler" => match f["data"]["cause"].as_str() {
             Some("more compute") => vec!["straggler_compute"],
@@ -823,12 +831,7 @@ fn the_seventeenth_held_out_set_keeps_its_first_score() {
 #[test]
 fn a_loader_that_forks_every_step_is_told_to_keep_one_iterator() {
     let photo = rules_of("heldout17", "photo_tagger", 1);
-    let f = photo["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == "data_loading_stall")
-        .expect("a data-loading finding");
+    let f = finding_of(&photo, "data_loading_stall", "a data-loading finding");
     assert_eq!(f["data"]["forks_per_step"], 4.0, "{f:#}");
     assert!(
         f["title"]
@@ -844,14 +847,7 @@ fn a_loader_that_forks_every_step_is_told_to_keep_one_iterator() {
             .starts_with("Make the iterator once and keep it"),
         "{f:#}"
     );
-    let t = aisp::registry::find("aisp_profile_rules").unwrap();
-    let good = t
-        .op
-        .call_json(
-            &OpContext::detached(AppState::for_tests()),
-            json!({"path": profile_common::fixture("train_good.sqlite").display().to_string(), "detail": true}),
-        )
-        .unwrap();
+    let good = train_good_rules();
     assert!(!good.to_string().contains("forked a step"), "{good:#}");
 }
 
@@ -881,12 +877,7 @@ fn the_eighteenth_held_out_set_keeps_its_score() {
 #[test]
 fn host_memory_pinned_every_step_is_named_with_the_sql_figures() {
     let crop = rules_of("heldout18", "crop_watch", 1);
-    let f = crop["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == "allocator_churn")
-        .expect("an allocation finding");
+    let f = finding_of(&crop, "allocator_churn", "an allocation finding");
     let (lo, hi) = (
         f["window"]["start_ns"].as_i64().unwrap(),
         f["window"]["end_ns"].as_i64().unwrap(),
@@ -930,14 +921,7 @@ fn host_memory_pinned_every_step_is_named_with_the_sql_figures() {
         "{f:#}"
     );
     // train_good allocates nothing in its steps that pins host memory: no such words.
-    let good = aisp::registry::find("aisp_profile_rules")
-        .unwrap()
-        .op
-        .call_json(
-            &OpContext::detached(AppState::for_tests()),
-            json!({"path": profile_common::fixture("train_good.sqlite").display().to_string(), "detail": true}),
-        )
-        .unwrap();
+    let good = train_good_rules();
     assert!(!good.to_string().contains("page-locked"), "{good:#}");
 }
 
@@ -967,12 +951,7 @@ fn the_nineteenth_held_out_set_keeps_its_score() {
 #[test]
 fn a_training_loop_waiting_for_the_gil_is_told_to_look_at_the_other_thread() {
     let review = rules_of("heldout19", "review_tagger", 1);
-    let f = review["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == "gpu_starvation")
-        .expect("a host-compute finding");
+    let f = finding_of(&review, "gpu_starvation", "a host-compute finding");
     let waits = f["data"]["gil_waits"].as_i64().expect("GIL waits counted");
     let steps = f["data"]["steps"].as_i64().unwrap();
     let path = profile_common::fixture("planted/heldout19/review_tagger.sqlite");
@@ -1004,7 +983,7 @@ fn a_training_loop_waiting_for_the_gil_is_told_to_look_at_the_other_thread() {
     assert!(
         title.contains(&format!(
             "the launching thread waits for the Python GIL, {} waits a step of the 5 ms switch interval",
-            f["data"]["gil_waits_per_step"]
+            f["data"]["gil_waits_per_step"].as_f64().unwrap()
         )),
         "{title}"
     );
@@ -1022,16 +1001,115 @@ fn a_training_loop_waiting_for_the_gil_is_told_to_look_at_the_other_thread() {
         "{f:#}"
     );
     // train_good's host waits are sleeps, not the GIL.
-    let good = aisp::registry::find("aisp_profile_rules")
+    let good = train_good_rules();
+    assert!(
+        !good.to_string().contains("waits for the Python GIL"),
+        "{good:#}"
+    );
+}
+
+/// The detailed rules answer on train_good, the fixture a refinement must stay silent on.
+fn train_good_rules() -> Value {
+    aisp::registry::find("aisp_profile_rules")
         .unwrap()
         .op
         .call_json(
             &OpContext::detached(AppState::for_tests()),
             json!({"path": profile_common::fixture("train_good.sqlite").display().to_string(), "detail": true}),
         )
-        .unwrap();
-    assert!(
-        !good.to_string().contains("waits for the Python GIL"),
-        "{good:#}"
+        .unwrap()
+}
+
+/// The first finding `id` of a rules answer; `what` names it in the failure.
+fn finding_of<'a>(answer: &'a Value, id: &str, what: &str) -> &'a Value {
+    answer["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("{what}: {answer:#}"))
+}
+
+/// An export opened read-only, for the SQL a finding's figures are checked against.
+fn read_only(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap()
+}
+
+/// The twentieth held-out set (written by a helper that read no rules, committed before capture (44e8ef3); captured
+/// on one H200 through `aisp profile nsys`; `measured.json` by sqlite3 before any aisp answer was read), evaluated
+/// held out with the rules of bf42c24 (BENCHMARKS.md: 2.0 calls and 8,054 characters a case, 4/4), whose score here
+/// was 2 of 4 with 1 false (`ledger_classifier`'s nvidia-smi run every step as a data-loading stall with the
+/// DataLoader fix). Since then a child process waited for every step is named with the in-process fix. 3 of 4:
+/// `ledger_classifier` (`data_loading_stall` critical 83.92 %, the child waits named), `claims_encoder`'s per-step
+/// SHA-256 (`gpu_starvation` critical 91.21 %), `shelf_tagger`'s taxonomy re-read (`gpu_starvation` critical
+/// 92.7 %). Missed: `item_linker`'s (A @ A) @ V (no rule judges the order of a matrix chain; its GEMM runs near peak).
+#[test]
+fn the_twentieth_held_out_set_keeps_its_score() {
+    let (planted, found, false_findings) = scorecard("heldout20");
+    assert_eq!(
+        (planted, found, false_findings.len()),
+        (4, 3, 0),
+        "twentieth held-out scorecard moved (see the lines above); false findings: {false_findings:#?}"
     );
+}
+
+/// A loop that runs an external command every step is told so: heldout20's `ledger_classifier` runs nvidia-smi with
+/// subprocess.run in its telemetry range; its data-loading finding counts the waits for the child as SQL does on
+/// the loading thread and gives the in-process fix instead of more loader workers; heldout17's `photo_tagger`, whose
+/// loader forks its workers every step, keeps the one-iterator fix.
+#[test]
+fn a_child_process_waited_for_every_step_is_named_with_the_sql_figures() {
+    let ledger = rules_of("heldout20", "ledger_classifier", 1);
+    let f = finding_of(&ledger, "data_loading_stall", "a data-loading finding");
+    let waits = f["data"]["child_waits"]
+        .as_i64()
+        .expect("child waits counted");
+    let steps = f["data"]["steps"].as_i64().unwrap();
+    let (lo, hi) = (
+        f["window"]["start_ns"].as_i64().unwrap(),
+        f["window"]["end_ns"].as_i64().unwrap(),
+    );
+    let c = read_only(&profile_common::fixture(
+        "planted/heldout20/ledger_classifier.sqlite",
+    ));
+    let sql: i64 = c
+        .query_row(
+            "SELECT count(*) AS n FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId \
+             WHERE s.value = 'waitpid' AND o.start >= ?1 AND o.end <= ?2 \
+             GROUP BY o.globalTid ORDER BY n DESC LIMIT 1",
+            [lo, hi],
+            |r| r.get(0),
+        )
+        .unwrap();
+    // Counted on the host side of the same steps, a launch earlier than the device's window: within one.
+    assert!(
+        (waits - sql).abs() <= 1,
+        "{waits} child waits against {sql} by SQL: {f:#}"
+    );
+    assert!(waits >= steps, "{f:#}");
+    assert!(
+        f["title"].as_str().unwrap().contains(&format!(
+            "a child process run and waited for every step ({} a step)",
+            f["data"]["child_waits_per_step"].as_f64().unwrap()
+        )),
+        "{f:#}"
+    );
+    assert!(
+        f["evidence"][1]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{waits} waits for a child process (waitpid)")),
+        "{f:#}"
+    );
+    assert!(
+        f["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("Take the external command out of the step"),
+        "{f:#}"
+    );
+    let photo = rules_of("heldout17", "photo_tagger", 1);
+    let workers = finding_of(&photo, "data_loading_stall", "a data-loading finding");
+    assert!(workers["data"].get("child_waits").is_none(), "{workers:#}");
+    assert!(!train_good_rules().to_string().contains("child process"));
 }

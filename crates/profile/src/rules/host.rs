@@ -661,7 +661,7 @@ fn data_loading(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
         "measured: the ledger's idle_data_loading — idle time while the thread the device waited for was in a queue \
          wait or read (OS runtime trace) or a DataLoader range",
         "Data loading stalls the device {pct}% of the steady window",
-        workers_restarted,
+        input_wait_cause,
     )
 }
 
@@ -673,6 +673,58 @@ const FORKS: &[&str] = &["fork", "vfork", "clone", "clone3", "posix_spawn"];
 /// first batch and joins them when it is dropped. The wait is then the workers' start, not their speed, and more
 /// workers only fork more: the fix is one iterator kept across steps. The forks are counted on the thread the
 /// device waited for in this idle, between the launches of the steps beside the steady window.
+/// What the loading thread's input wait is, where its OS calls say: workers started anew each step, else a child
+/// process run and waited for each step.
+fn input_wait_cause(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<()> {
+    let before = dr.title.len();
+    workers_restarted(cx, d, col, dr)?;
+    if dr.title.len() == before {
+        child_process_per_step(cx, d, col, dr)?;
+    }
+    Ok(())
+}
+
+/// The calls a parent makes to wait for a child process to end.
+const CHILD_WAITS: &[&str] = &["waitpid", "wait4", "waitid"];
+
+/// A loading thread that waits for a child process at least once a steady step runs an external command each step
+/// (`subprocess.run`, `os.system`: `nvidia-smi` for telemetry, a shell tool): its poll or read on the child's pipe
+/// is the child's run time, not input, and no loader setting shortens it. The fix is the command out of the step.
+fn child_process_per_step(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<()> {
+    let Some(waits) = waited_thread_os_calls(cx, d, col, |name| CHILD_WAITS.contains(&name))?
+    else {
+        return Ok(());
+    };
+    let steps = d.steady.steps.max(1) as u64;
+    let count = waits.len() as u64;
+    if count < steps {
+        return Ok(());
+    }
+    let per_step = (count as f64 / steps as f64 * 100.0).round() / 100.0;
+    dr.title += &format!(": a child process run and waited for every step ({per_step} a step)");
+    dr.gist += &format!("; {per_step} child processes waited for a step");
+    dr.evidence.insert(
+        1,
+        format!(
+            "{count} waits for a child process (waitpid) on the loading thread in the steady window ({per_step} a \
+             step): each step runs an external command and waits for it; the wait on its pipe is the command's run \
+             time, not input"
+        ),
+    );
+    dr.fix = Some(
+        "Take the external command out of the step (subprocess.run, os.system: nvidia-smi, a shell tool): read what \
+         it gives in-process (GPU telemetry through NVML: pynvml, or torch.cuda.utilization / temperature / \
+         power_draw), from a background thread or process, or every N steps. More loader workers would not help."
+            .into(),
+    );
+    dr.fix_replaces = true;
+    if let serde_json::Value::Object(m) = &mut dr.data {
+        m.insert("child_waits".into(), json!(count));
+        m.insert("child_waits_per_step".into(), json!(per_step));
+    }
+    Ok(())
+}
+
 fn workers_restarted(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<()> {
     let Some(forks) = waited_thread_os_calls(cx, d, col, |name| FORKS.contains(&name))? else {
         return Ok(());
