@@ -668,17 +668,10 @@ fn data_loading(cx: &mut Ctx, spec: &RuleSpec) -> Result<()> {
 /// Process creation calls: a DataLoader iterator starts its workers with them.
 const FORKS: &[&str] = &["fork", "vfork", "clone", "clone3", "posix_spawn"];
 
-/// A loading thread that forks at least once a steady step starts its input workers anew each step: a DataLoader
-/// iterator made every step (`next(iter(loader))`, a loader built in the loop) forks its workers, waits for their
-/// first batch and joins them when it is dropped. The wait is then the workers' start, not their speed, and more
-/// workers only fork more: the fix is one iterator kept across steps. The forks are counted on the thread the
-/// device waited for in this idle, between the launches of the steps beside the steady window.
 /// What the loading thread's input wait is, where its OS calls say: workers started anew each step, else a child
 /// process run and waited for each step.
 fn input_wait_cause(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<()> {
-    let before = dr.title.len();
-    workers_restarted(cx, d, col, dr)?;
-    if dr.title.len() == before {
+    if !workers_restarted(cx, d, col, dr)? {
         child_process_per_step(cx, d, col, dr)?;
     }
     Ok(())
@@ -690,15 +683,16 @@ const CHILD_WAITS: &[&str] = &["waitpid", "wait4", "waitid"];
 /// A loading thread that waits for a child process at least once a steady step runs an external command each step
 /// (`subprocess.run`, `os.system`: `nvidia-smi` for telemetry, a shell tool): its poll or read on the child's pipe
 /// is the child's run time, not input, and no loader setting shortens it. The fix is the command out of the step.
-fn child_process_per_step(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<()> {
+/// Whether it said so.
+fn child_process_per_step(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<bool> {
     let Some(waits) = waited_thread_os_calls(cx, d, col, |name| CHILD_WAITS.contains(&name))?
     else {
-        return Ok(());
+        return Ok(false);
     };
     let steps = d.steady.steps.max(1) as u64;
     let count = waits.len() as u64;
     if count < steps {
-        return Ok(());
+        return Ok(false);
     }
     let per_step = (count as f64 / steps as f64 * 100.0).round() / 100.0;
     dr.title += &format!(": a child process run and waited for every step ({per_step} a step)");
@@ -706,7 +700,7 @@ fn child_process_per_step(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draf
     dr.evidence.insert(
         1,
         format!(
-            "{count} waits for a child process (waitpid) on the loading thread in the steady window ({per_step} a \
+            "{count} waits for a child process (waitpid, wait4 or waitid) on the loading thread in the steady window ({per_step} a \
              step): each step runs an external command and waits for it; the wait on its pipe is the command's run \
              time, not input"
         ),
@@ -722,12 +716,17 @@ fn child_process_per_step(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draf
         m.insert("child_waits".into(), json!(count));
         m.insert("child_waits_per_step".into(), json!(per_step));
     }
-    Ok(())
+    Ok(true)
 }
 
-fn workers_restarted(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<()> {
+/// A loading thread that forks at least once a steady step starts its input workers anew each step: a DataLoader
+/// iterator made every step (`next(iter(loader))`, a loader built in the loop) forks its workers, waits for their
+/// first batch and joins them when it is dropped. The wait is then the workers' start, not their speed, and more
+/// workers only fork more: the fix is one iterator kept across steps. The forks are counted on the thread the
+/// device waited for in this idle, between the launches of the steps beside the steady window. Whether it said so.
+fn workers_restarted(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) -> Result<bool> {
     let Some(forks) = waited_thread_os_calls(cx, d, col, |name| FORKS.contains(&name))? else {
-        return Ok(());
+        return Ok(false);
     };
     let (forks, fork_ns) = (
         forks.len() as u64,
@@ -735,7 +734,7 @@ fn workers_restarted(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) ->
     );
     let steps = d.steady.steps.max(1) as u64;
     if forks < steps {
-        return Ok(());
+        return Ok(false);
     }
     let per_step = (forks as f64 / steps as f64 * 100.0).round() / 100.0;
     dr.title +=
@@ -762,7 +761,7 @@ fn workers_restarted(cx: &Ctx, d: &DeviceLedger, col: Column, dr: &mut Draft) ->
         m.insert("forks_per_step".into(), json!(per_step));
         m.insert("fork_ns".into(), json!(fork_ns));
     }
-    Ok(())
+    Ok(true)
 }
 
 pub const OS_WAIT: RuleSpec = RuleSpec {
