@@ -475,10 +475,10 @@ fn reader_of(path: &str, top: &Finding, set: bool) -> String {
 /// other devices' steps (the top finding's
 /// comes first), the low findings' gist, what would limit the step and the step now and after (title, share and
 /// stake stay), and the low findings themselves (`ranked` names every finding in a line), and each device's largest
-/// ledger columns (its busy split stays), and last each device's step in short. Every finding at medium or above keeps its stake, predicted step, gist and
-/// fix before any finding is cut; those above medium keep their basis and first line of evidence too: a cut list of
-/// findings hides a problem, a shed field only its wording. `finding` brings any one finding back whole. (A title
-/// is never shed: the output schema requires it.)
+/// ledger columns (its busy split stays), and last each device's step in short. Every finding at medium or above
+/// keeps its stake, predicted step, gist and fix before any finding is cut; those above medium keep their basis and
+/// first line of evidence too: a cut list of findings hides a problem, a shed field only its wording. `finding`
+/// brings any one finding back whole. (A title is never shed: the output schema requires it.)
 pub const FINDING_SHEDS: &[crate::answer_cap::Shed] = &[
     "findings[severity=info]",
     "findings[].data",
