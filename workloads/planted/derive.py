@@ -1285,6 +1285,40 @@ def table(cases):
     return "\n".join(rows)
 
 
+def h200_planted(cause, where, fix, b, b2, key_rm, key_share, derivation, accept, band_of_set):
+    """A set's planted problem (heldout18 on): its removed time and share on both cards, severity under the set's bands
+    (`band_of_set`) and the legacy ones."""
+    sev, sev_rng = band_of_set(b2, key_share)
+    return {"cause": cause, "accept_causes": accept, "where": where, "fix": fix, "top": True,
+            "removed_ms": {"h100": r2(b[key_rm]), "h200": r2(b2[key_rm])},
+            "share_pct": {"h100": r2(b[key_share]), "h200": r2(b2[key_share])},
+            "severity": sev, "severity_range": sev_rng,
+            "severity_legacy": band_of(b2, key_share)[0], "severity_legacy_range": band_of(b2, key_share)[1],
+            "derivation": derivation}
+
+
+def h200_finish(m, b, b2, keys, sev_doc, kernels, rates_h100, rates_h200, sources, after=True, fixed_case=None):
+    """A set's manifest completed from its model (heldout18 on): bands, lacks, the step and its parts on both cards,
+    the step after the fix, and the rates used with their sources."""
+    m["severity_bands"] = sev_doc
+    m["lacks"] = [v for k, v in LACKS.items() if m["uses"].get(k) is False and k != "ddp"]
+    m["expected_step_ms"] = {"h100": r2(b["step"]), "h200": r2(b2["step"])}
+    m["components_ms"] = {"h100": {k[2:]: r2(v) for k, v in b.items() if k.startswith("c.")},
+                          "h200": {k[2:]: r2(v) for k, v in b2.items() if k.startswith("c.")}}
+    m["gpu_ms"] = {"h100": r2(b["gpu_ms"]), "h200": r2(b2["gpu_ms"])}
+    m["host_ms"] = {"h100": r2(b["host_ms"]), "h200": r2(b2["host_ms"])}
+    m["kernels_per_step"] = kernels[m["case"]]
+    if after and "after" in b:
+        m["predicted_step_after_fix_ms"] = {"h100": r2(b["after"]), "h200": r2(b2["after"])}
+        m["fixed_case"] = fixed_case
+    else:
+        m["predicted_step_after_fix_ms"] = None
+    m["rates"] = {k: {"band": list(rates_h100[k]),
+                      "h200_band": list(rates_h200[k]) if rates_h200[k] != rates_h100[k] else None,
+                      "source": sources[k]} for k in sorted(keys)}
+    return m
+
+
 def write_set(here, cases, check=False):
     """Write a held-out set's manifests to `here`/manifests (only those that changed); with `check`, write nothing
     and return the paths that differ from `cases`, or name a case that no longer exists."""

@@ -291,32 +291,11 @@ def base(name, workload, variant, args, nvtx=True, est=45, steps=14, warmup=3):
 
 
 def planted19(cause, where, fix, b, key_rm, key_share, derivation, accept, b2):
-    sev, sev_rng = band_of19(b2, key_share)
-    return {"cause": cause, "accept_causes": accept, "where": where, "fix": fix, "top": True,
-            "removed_ms": {"h100": r2(b[key_rm]), "h200": r2(b2[key_rm])},
-            "share_pct": {"h100": r2(b[key_share]), "h200": r2(b2[key_share])},
-            "severity": sev, "severity_range": sev_rng,
-            "severity_legacy": D.band_of(b2, key_share)[0], "severity_legacy_range": D.band_of(b2, key_share)[1],
-            "derivation": derivation}
+    return D.h200_planted(cause, where, fix, b, b2, key_rm, key_share, derivation, accept, band_of19)
 
 
 def finish(m, b, b2, keys, after=True, fixed_case=None):
-    m["severity_bands"] = SEV_DOC19
-    m["lacks"] = [v for k, v in D.LACKS.items() if m["uses"].get(k) is False and k != "ddp"]
-    m["expected_step_ms"] = {"h100": r2(b["step"]), "h200": r2(b2["step"])}
-    m["components_ms"] = {"h100": {k[2:]: r2(v) for k, v in b.items() if k.startswith("c.")},
-                          "h200": {k[2:]: r2(v) for k, v in b2.items() if k.startswith("c.")}}
-    m["gpu_ms"] = {"h100": r2(b["gpu_ms"]), "h200": r2(b2["gpu_ms"])}
-    m["host_ms"] = {"h100": r2(b["host_ms"]), "h200": r2(b2["host_ms"])}
-    m["kernels_per_step"] = KERNELS[m["case"]]
-    if after and "after" in b:
-        m["predicted_step_after_fix_ms"] = {"h100": r2(b["after"]), "h200": r2(b2["after"])}
-        m["fixed_case"] = fixed_case
-    else:
-        m["predicted_step_after_fix_ms"] = None
-    m["rates"] = {k: {"band": list(RATES_H100[k]), "h200_band": list(RATES_H200[k]) if RATES_H200[k] != RATES_H100[k] else None,
-                      "source": RATE_SOURCES[k]} for k in sorted(keys)}
-    return m
+    return D.h200_finish(m, b, b2, keys, SEV_DOC19, KERNELS, RATES_H100, RATES_H200, RATE_SOURCES, after, fixed_case)
 
 
 KERNELS = {
